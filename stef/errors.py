@@ -1,0 +1,115 @@
+"""Every exception STEF raises, under one root.
+
+    StefError
+    ├── ConfigError              settings or config file invalid (fails at start)
+    ├── RulesError               a rules file is invalid; carries file:line problems
+    ├── InvalidInput             a record cannot be judged; becomes a dead letter
+    ├── SqlParseError            sqlglot could not parse S (the record is still judged)
+    ├── JudgeError               a judge backend could not decide; outcome judge_error
+    │   ├── LlmTransportError    timeouts, connection errors, 429/5xx after retries
+    │   └── LlmReplyError        the reply failed validation after the re-ask
+    ├── TemplateError            a prompt template failed to compile or render
+    └── SinkError                a sink could not acknowledge a write
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class StefError(Exception):
+    """Root of every exception raised by the stef package."""
+
+
+class ConfigError(StefError):
+    """Process settings or the config file are invalid."""
+
+
+@dataclass(frozen=True)
+class RuleProblem:
+    """One problem in a rules file, located by line when the YAML allows it."""
+
+    path: str
+    line: int | None
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        loc = f" [{self.location}]" if self.location else ""
+        return f"{where}:{loc} {self.message}"
+
+
+class RulesError(StefError):
+    """A rules file (or directory) is invalid."""
+
+    def __init__(self, problems: list[RuleProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+class InvalidInput(StefError):
+    """A record is not judgeable: not JSON, not an object, missing or ill-typed fields, too big.
+
+    Attributes:
+        reason: a short machine-readable reason (``not_json``, ``missing_field`` ...).
+        detail: a human-readable explanation.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+class SqlParseError(StefError):
+    """sqlglot could not parse the SQL; the record is still judged, flagged ``unparsed_sql``."""
+
+
+class JudgeError(StefError):
+    """A judge backend could not decide; the record's outcome becomes ``judge_error``.
+
+    Attributes:
+        reason: short machine-readable reason (``timeout``, ``rate_limited``, ``invalid_reply`` ...).
+        attempts: how many calls were made.
+    """
+
+    def __init__(self, reason: str, detail: str, *, attempts: int = 1) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.attempts = attempts
+        super().__init__(f"{reason}: {detail}")
+
+
+class LlmTransportError(JudgeError):
+    """The LLM endpoint kept failing (timeouts, connection errors, 429, 5xx) past the retry budget.
+
+    Attributes:
+        status_code: the last HTTP status, when there was one.
+    """
+
+    def __init__(
+        self, reason: str, detail: str, *, attempts: int = 1, status_code: int | None = None
+    ) -> None:
+        super().__init__(reason, detail, attempts=attempts)
+        self.status_code = status_code
+
+
+class LlmReplyError(JudgeError):
+    """The LLM reply did not validate, even after one re-ask.
+
+    Attributes:
+        raw: the last raw reply text (for debugging; never logged at info).
+    """
+
+    def __init__(self, reason: str, detail: str, *, attempts: int = 1, raw: str = "") -> None:
+        super().__init__(reason, detail, attempts=attempts)
+        self.raw = raw
+
+
+class TemplateError(StefError):
+    """A prompt template failed to compile at start or to render."""
+
+
+class SinkError(StefError):
+    """A sink failed to acknowledge a write (the offset is then not committed)."""

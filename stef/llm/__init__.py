@@ -1,0 +1,1 @@
+"""The LLM seam: the OpenAI-compatible judge backend and a scripted fake for tests."""

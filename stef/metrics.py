@@ -1,0 +1,170 @@
+"""Prometheus metrics: the names and labels of SPEC §4 are a contract (dashboards, alerts).
+
+Label values come from configuration, never raw from input: an app that is not configured is
+``unknown``; agents beyond ``max_agents`` distinct values are ``other``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from stef.models import Result
+
+SCORE_BUCKETS = (50.0, 75.0, 90.0, 100.0)
+CONFIDENCE_BUCKETS = (0.5, 0.65, 0.85, 1.0)
+# LLM calls routinely take tens of seconds; the default buckets stop at 10 s.
+LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+
+RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid")
+
+
+class Metrics:
+    """Every STEF metric, registered on the registry it is given."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        known_apps: list[str] | None = None,
+        known_agents: list[str] | None = None,
+        max_agents: int = 20,
+    ) -> None:
+        self.known_apps: set[str] | None = set(known_apps) if known_apps is not None else None
+        self._agents: set[str] = set(known_agents or [])
+        self._agents_fixed = known_agents is not None
+        self._max_agents = max_agents
+        self._lock = threading.Lock()
+        r = registry
+        self.records = Counter(
+            "stef_records_total", "Records received, by outcome", ["app", "outcome"], registry=r
+        )
+        self.score = Histogram(
+            "stef_score", "Score of evaluated records", ["app", "agent"],
+            buckets=SCORE_BUCKETS, registry=r,
+        )
+        self.evaluations = Counter(
+            "stef_evaluations_total", "Evaluated records by tier, verdict and filter status",
+            ["app", "agent", "tier", "verdict", "filter_status"], registry=r,
+        )
+        self.confidence = Histogram(
+            "stef_confidence", "Judge confidence of evaluated records", ["app"],
+            buckets=CONFIDENCE_BUCKETS, registry=r,
+        )
+        self.enrichment = Counter(
+            "stef_enrichment_total", "Enrichment check results", ["app", "status"], registry=r
+        )
+        self.issues = Counter(
+            "stef_issues_total", "Issue labels of evaluated records", ["app", "issue"], registry=r
+        )
+        self.unsafe = Counter(
+            "stef_unsafe_sql_total", "Records whose SQL mutates or stacks statements", ["app"],
+            registry=r,
+        )
+        self.llm_duration = Histogram(
+            "stef_llm_request_duration_seconds", "LLM request latency", ["model", "outcome"],
+            buckets=LLM_BUCKETS, registry=r,
+        )
+        self.llm_tokens = Counter(
+            "stef_llm_tokens_total", "LLM tokens used", ["model", "kind"], registry=r
+        )
+        self.llm_cost = Counter(
+            "stef_llm_cost_usd_total", "LLM cost from the configured price table", ["model"],
+            registry=r,
+        )
+        self.cache_hits = Counter("stef_cache_hits_total", "Judge cache hits", registry=r)
+        self.cache_misses = Counter("stef_cache_misses_total", "Judge cache misses", registry=r)
+        self.inflight = Gauge("stef_inflight", "Records being judged now", registry=r)
+        self.consumer_lag = Gauge(
+            "stef_consumer_lag", "Records behind the end of the partition", ["topic", "partition"],
+            registry=r,
+        )
+        self.rules_reload = Counter(
+            "stef_rules_reload_total", "Rules reloads by outcome", ["outcome"], registry=r
+        )
+        for outcome in ("success", "error"):
+            self.rules_reload.labels(outcome=outcome)
+
+    # ---------------------------------------------------------------------------- label bounding
+
+    def app_label(self, app: str | None) -> str:
+        if app is None:
+            return "default"
+        if self.known_apps is None or app in self.known_apps:
+            return app
+        return "unknown"
+
+    def agent_label(self, agent: str | None, version: str | None) -> str:
+        if agent is None:
+            return "unknown"
+        value = f"{agent}@{version}" if version else agent
+        with self._lock:
+            if value in self._agents:
+                return value
+            if self._agents_fixed or len(self._agents) >= self._max_agents:
+                return "other"
+            self._agents.add(value)
+            return value
+
+    def prime_app(self, app: str | None) -> None:
+        """Create the zero-valued series of an app so rates and ratios exist before traffic."""
+        a = self.app_label(app)
+        for outcome in RECORD_OUTCOMES:
+            self.records.labels(app=a, outcome=outcome)
+        self.unsafe.labels(app=a)
+
+    # -------------------------------------------------------------------------------- observers
+
+    def observe_result(self, result: Result) -> None:
+        """Count one result of the pipeline."""
+        app = self.app_label(result.app)
+        self.records.labels(app=app, outcome=result.outcome).inc()
+        if result.outcome != "evaluated" or result.components is None:
+            return
+        agent = self.agent_label(result.agent, result.agent_version)
+        if result.score is not None:
+            self.score.labels(app=app, agent=agent).observe(result.score)
+        self.evaluations.labels(
+            app=app, agent=agent, tier=result.tier or "unknown",
+            verdict=result.components.verdict.value,
+            filter_status=result.components.filter_status.value,
+        ).inc()
+        self.confidence.labels(app=app).observe(result.components.confidence)
+        if result.enrichment is not None:
+            self.enrichment.labels(app=app, status=result.enrichment.status.value).inc()
+        for issue in result.issues:
+            self.issues.labels(app=app, issue=issue).inc()
+        if result.safety.mutating or result.safety.multiple_statements:
+            self.unsafe.labels(app=app).inc()
+
+    def observe_invalid(self, app: str | None = None) -> None:
+        self.records.labels(app=self.app_label(app), outcome="invalid").inc()
+
+    def observe_llm_call(
+        self,
+        model: str,
+        outcome: str,
+        seconds: float,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        """One HTTP call to the LLM (``outcome``: ok, error or retry)."""
+        self.llm_duration.labels(model=model, outcome=outcome).observe(seconds)
+        if prompt_tokens:
+            self.llm_tokens.labels(model=model, kind="prompt").inc(prompt_tokens)
+        if completion_tokens:
+            self.llm_tokens.labels(model=model, kind="completion").inc(completion_tokens)
+        if cost_usd:
+            self.llm_cost.labels(model=model).inc(cost_usd)
+
+    def observe_cache(self, hit: bool) -> None:
+        (self.cache_hits if hit else self.cache_misses).inc()
+
+    def set_lag(self, topic: str, partition: int, lag: int) -> None:
+        self.consumer_lag.labels(topic=topic, partition=str(partition)).set(lag)
+
+    def observe_rules_reload(self, outcome: str) -> None:
+        self.rules_reload.labels(outcome=outcome).inc()

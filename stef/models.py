@@ -1,0 +1,305 @@
+"""Frozen models that cross stage boundaries: input record, SQL and question specs, verdict, result.
+
+The JSON field names of :class:`Result` are a contract (SPEC §3): tools, dashboards and tests read
+them. Add fields freely; never rename one.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------------------- input
+
+
+class InputRecord(_Frozen):
+    """One logged agent request, after validation and field-name mapping (SPEC §1)."""
+
+    id: str
+    question: str
+    sql: str
+    enriched_question: str | None = None
+    app: str | None = None
+    agent: str | None = None
+    agent_version: str | None = None
+    dialect: str | None = None
+    timestamp: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+# ------------------------------------------------------------------------------------ SQL spec
+
+
+class Aggregation(_Frozen):
+    """An aggregate call: ``func`` upper-case (SUM, COUNT ...), ``column`` normalized, or ``*``."""
+
+    func: str
+    column: str
+    distinct: bool = False
+
+
+class Predicate(_Frozen):
+    """One atomic filter predicate of the SQL (an OR group stays one predicate).
+
+    Attributes:
+        id: 1-based number, stable within one SQL spec; the judge refers to predicates by it.
+        lhs: normalized left-hand side (a column name without qualifier, lower-case, or an expression).
+        op: normalized operator: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``like``, ``not like``,
+            ``in``, ``not in``, ``between``, ``is null``, ``is not null``, ``or``, ``exists``, ``expr``.
+        rhs: normalized right-hand side text (values case- and whitespace-folded).
+        text: the predicate as SQL text (generic dialect), for people and prompts.
+        clause: where, having, qualify or join (an ON condition with a literal).
+        columns: every column the predicate references (normalized).
+        values: the literal values it compares against, normalized (wildcards of LIKE stripped).
+        wildcard: the LIKE/ILIKE pattern has ``%`` or ``_`` wildcards.
+    """
+
+    id: int
+    lhs: str
+    op: str
+    rhs: str
+    text: str
+    clause: Literal["where", "having", "qualify", "join"] = "where"
+    columns: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
+    wildcard: bool = False
+
+
+class OrderTerm(_Frozen):
+    expr: str
+    direction: Literal["asc", "desc"] = "asc"
+
+
+class SqlSpec(_Frozen):
+    """What deterministic analysis (sqlglot) extracts from the SQL (SPEC §2)."""
+
+    projections: list[str] = Field(default_factory=list)
+    aggregations: list[Aggregation] = Field(default_factory=list)
+    filters: list[Predicate] = Field(default_factory=list)
+    group_by: list[str] = Field(default_factory=list)
+    order_by: list[OrderTerm] = Field(default_factory=list)
+    limit: int | None = None
+    tables: list[str] = Field(default_factory=list)
+    ctes: list[str] = Field(default_factory=list)
+    statement_type: str = "unknown"
+    parsed: bool = True
+    parse_error: str | None = None
+    dialect: str | None = None
+    mutating: bool = False
+    multiple_statements: bool = False
+    distinct: bool = False
+    has_join: bool = False
+    has_subquery: bool = False
+    has_nested_where: bool = False
+    has_window: bool = False
+    has_set_operation: bool = False
+    has_cte: bool = False
+    select_count: int = 0
+    where_count: int = 0
+    having_count: int = 0
+    functions: list[str] = Field(default_factory=list)
+    negated: bool = False
+
+
+# ------------------------------------------------------------------------------- question spec
+
+
+class QuestionFilter(_Frozen):
+    """A filter the question asks for: ``lhs op rhs``; ``lhs`` may be unknown (None)."""
+
+    lhs: str | None = None
+    op: str = "="
+    rhs: str
+    text: str = ""
+    kind: str = "value"
+
+
+class QuestionSpec(_Frozen):
+    """Sq: what the question asks for (SPEC §2, paper §3.2.1)."""
+
+    outputs: list[str] = Field(default_factory=list)
+    aggregations: list[Aggregation] = Field(default_factory=list)
+    filters: list[QuestionFilter] = Field(default_factory=list)
+    group_by: list[str] = Field(default_factory=list)
+    ordering_requested: bool = False
+    top_k: int | None = None
+
+
+# --------------------------------------------------------------------------------------- judge
+
+
+class Verdict(str, Enum):
+    CORRECT = "Correct"
+    LIKELY_CORRECT = "Likely Correct"
+    POTENTIALLY_INCORRECT = "Potentially Incorrect"
+    INCORRECT = "Incorrect"
+
+
+class FilterStatus(str, Enum):
+    FULLY_APPLIED = "fully_applied"
+    FULLY_APPLIED_WITH_EXTRAS = "fully_applied_with_extras"
+    PARTIALLY_APPLIED = "partially_applied"
+    NOT_APPLIED = "not_applied"
+
+
+class EnrichmentStatus(str, Enum):
+    FAITHFUL = "faithful"
+    MINOR_DRIFT = "minor_drift"
+    MAJOR_DRIFT = "major_drift"
+    MISSING = "missing"
+
+
+ISSUE_LABELS: tuple[str, ...] = (
+    "filters_missing",
+    "filters_incorrect",
+    "filters_extra",
+    "aggregation_wrong",
+    "aggregation_missing",
+    "columns_missing",
+    "columns_wrong",
+    "grouping_wrong",
+    "ordering_wrong",
+    "limit_unrequested",
+    "joins_suspect",
+    "logic_error",
+    "enrichment_drift",
+    "unsafe_sql",
+    "unparsed_sql",
+    "none",
+)
+
+Issue = Literal[
+    "filters_missing",
+    "filters_incorrect",
+    "filters_extra",
+    "aggregation_wrong",
+    "aggregation_missing",
+    "columns_missing",
+    "columns_wrong",
+    "grouping_wrong",
+    "ordering_wrong",
+    "limit_unrequested",
+    "joins_suspect",
+    "logic_error",
+    "enrichment_drift",
+    "unsafe_sql",
+    "unparsed_sql",
+    "none",
+]
+
+
+class FilterMatch(_Frozen):
+    """How one question filter is reflected in the SQL's numbered predicates."""
+
+    filter: int = Field(description="0-based index into question_spec.filters")
+    status: Literal["matched", "missing", "mismatched"]
+    predicates: list[int] = Field(default_factory=list, description="SQL predicate ids")
+
+
+class Enrichment(_Frozen):
+    status: EnrichmentStatus
+    dropped: list[str] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+
+
+class JudgeOutput(_Frozen):
+    """What every judge backend returns (SPEC §2 "Judge")."""
+
+    question_spec: QuestionSpec
+    filter_matches: list[FilterMatch]
+    enrichment: Enrichment
+    verdict: Verdict
+    confidence: float = Field(ge=0.0, le=1.0)
+    issues: list[Issue] = Field(default_factory=list)
+    rationale: str = ""
+
+
+class Usage(_Frozen):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cache_hit: bool = False
+    cost_usd: float | None = None
+    attempts: int = 0
+
+
+class JudgeInfo(_Frozen):
+    backend: str
+    model: str | None = None
+    prompt_version: str | None = None
+    rules_version: str | None = None
+
+
+# ------------------------------------------------------------------------------------- result
+
+
+class Alignment(_Frozen):
+    """Deterministic alignment of the question spec to the SQL spec (SPEC §2 "Filter alignment")."""
+
+    matched: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    mismatched: list[str] = Field(default_factory=list)
+    extras: list[str] = Field(default_factory=list)
+    benign_extras: list[str] = Field(default_factory=list)
+    ignored: list[str] = Field(default_factory=list)
+    projections_match: bool = True
+    aggregations_match: bool = True
+    group_by_match: bool = True
+
+
+class Components(_Frozen):
+    filter_status: FilterStatus
+    filter_score: int
+    verdict: Verdict
+    verdict_score: int
+    leniency: int
+    confidence: float
+    confidence_multiplier: float
+
+
+class Safety(_Frozen):
+    mutating: bool = False
+    multiple_statements: bool = False
+
+
+Outcome = Literal["evaluated", "judge_error", "skipped_sampling"]
+Tier = Literal["excellent", "good", "marginal", "poor"]
+Complexity = Literal["easy", "medium", "hard", "extra_hard"]
+
+
+class Result(_Frozen):
+    """One result per record (SPEC §3)."""
+
+    id: str
+    app: str | None = None
+    agent: str | None = None
+    agent_version: str | None = None
+    timestamp: str | None = None
+    outcome: Outcome
+    score: float | None = None
+    tier: Tier | None = None
+    error: str | None = None
+    components: Components | None = None
+    enrichment: Enrichment | None = None
+    question_spec: QuestionSpec | None = None
+    sql_spec: SqlSpec | None = None
+    alignment: Alignment | None = None
+    normalizations: list[str] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+    issues: list[str] = Field(default_factory=list)
+    safety: Safety = Field(default_factory=Safety)
+    complexity: Complexity | None = None
+    rationale: str = ""
+    judge: JudgeInfo
+    usage: Usage = Field(default_factory=Usage)
+    metadata: dict[str, Any] | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
