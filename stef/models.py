@@ -81,6 +81,9 @@ class SqlSpec(_Frozen):
     """What deterministic analysis (sqlglot) extracts from the SQL (SPEC §2)."""
 
     projections: list[str] = Field(default_factory=list)
+    projection_aggregated: list[bool] = Field(
+        default_factory=list, description="per projection: contains an aggregate (not a window)"
+    )
     aggregations: list[Aggregation] = Field(default_factory=list)
     filters: list[Predicate] = Field(default_factory=list)
     group_by: list[str] = Field(default_factory=list)

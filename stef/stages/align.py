@@ -1,0 +1,166 @@
+"""Alignment stage: per-filter matching -> filter status, extras, leniency (SPEC §2).
+
+Deterministic: the judge says which numbered SQL predicates satisfy which question filter; this
+stage decides what is extra, benign or ignored under the app rules, and the filter status.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
+from stef.rules import AppRules
+from stef.stages.normalize import Normalized
+from stef.stages.sqlspec import condition_keys, norm_ident
+
+_BOOL_EQUIV = {"true": "1", "false": "0"}
+
+
+def _fold_key(key: tuple[str, str, str]) -> tuple[str, str, str]:
+    lhs, op, rhs = key
+    return lhs, op, _BOOL_EQUIV.get(rhs, rhs)
+
+
+@lru_cache(maxsize=256)
+def _benign_keys(filters: tuple[str, ...], dialect: str | None) -> frozenset[tuple[str, str, str]]:
+    return frozenset(_fold_key(k) for text in filters for k in condition_keys(text, dialect))
+
+
+def mapped_columns(rules: AppRules) -> dict[str, str]:
+    """Question term -> physical column, both case-folded."""
+    return {norm_ident(k): norm_ident(v) for k, v in rules.column_mappings.items()}
+
+
+def is_ignored(pred: Predicate, rules: AppRules) -> bool:
+    ignored = {norm_ident(c) for c in rules.ignore_filters}
+    return bool(ignored) and (pred.lhs in ignored or any(c in ignored for c in pred.columns))
+
+
+def is_benign(pred: Predicate, rules: AppRules, dialect: str | None) -> bool:
+    keys = _benign_keys(tuple(rules.benign_filters), dialect)
+    return _fold_key((pred.lhs, pred.op, pred.rhs)) in keys
+
+
+def _describe_filter(out: JudgeOutput, idx: int) -> str:
+    f = out.question_spec.filters[idx]
+    if f.text:
+        return f.text
+    return f"{f.lhs} {f.op} {f.rhs}" if f.lhs else f.rhs
+
+
+def align(
+    out: JudgeOutput, spec: SqlSpec, norm: Normalized, rules: AppRules
+) -> tuple[Alignment, FilterStatus, int]:
+    """Filter status, leniency δ and the alignment lists of one judged record."""
+    by_id = {p.id: p for p in spec.filters}
+    used: set[int] = set()
+    matched: list[str] = []
+    missing: list[str] = []
+    mismatched: list[str] = []
+    n_matched = 0
+    seen_filters: set[int] = set()
+    for m in out.filter_matches:
+        if m.filter in seen_filters or m.filter >= len(out.question_spec.filters):
+            continue
+        seen_filters.add(m.filter)
+        used.update(m.predicates)
+        label = _describe_filter(out, m.filter)
+        preds = [by_id[i].text for i in m.predicates if i in by_id]
+        if m.status == "matched":
+            n_matched += 1
+            matched.append(f"{label} -> {'; '.join(preds)}" if preds else label)
+        elif m.status == "mismatched":
+            mismatched.append(f"{label} -> {'; '.join(preds)}" if preds else label)
+        else:
+            missing.append(label)
+    # Question filters the judge did not mention at all count as missing.
+    for i in range(len(out.question_spec.filters)):
+        if i not in seen_filters:
+            missing.append(_describe_filter(out, i))
+
+    extras: list[str] = []
+    benign: list[str] = []
+    ignored: list[str] = []
+    for p in spec.filters:
+        if is_ignored(p, rules):
+            ignored.append(p.text)
+            continue
+        if p.id in used:
+            continue
+        # QUALIFY keeps one row per group (deduplication), it does not restrict the population.
+        if p.clause == "qualify":
+            continue
+        extras.append(p.text)
+        if is_benign(p, rules, spec.dialect):
+            benign.append(p.text)
+
+    n_filters = len(out.question_spec.filters)
+    if n_filters == 0 or n_matched == n_filters:
+        status = (FilterStatus.FULLY_APPLIED_WITH_EXTRAS if extras else FilterStatus.FULLY_APPLIED)
+    elif n_matched == 0:
+        status = FilterStatus.NOT_APPLIED
+    else:
+        status = FilterStatus.PARTIALLY_APPLIED
+    leniency = int(status is FilterStatus.FULLY_APPLIED_WITH_EXTRAS and len(benign) == len(extras))
+
+    alignment = Alignment(
+        matched=matched,
+        missing=missing,
+        mismatched=mismatched,
+        extras=extras,
+        benign_extras=benign,
+        ignored=ignored,
+        projections_match=_projections_match(out, spec, rules),
+        aggregations_match=_aggregations_match(out, spec),
+        group_by_match=_group_by_match(out, spec, norm, rules),
+    )
+    return alignment, status, leniency
+
+
+def _term_in(term: str, texts: list[str], mapping: dict[str, str]) -> bool:
+    t = norm_ident(term)
+    candidates = {t, mapping.get(t, t)}
+    candidates |= {mapping[w] for w in t.split() if w in mapping}
+    words = set(t.replace("_", " ").split())
+    for text in texts:
+        folded = text.replace("_", " ")
+        if any(c and c in text for c in candidates):
+            return True
+        if words and all(w in folded for w in words):
+            return True
+    return False
+
+
+def _projections_match(out: JudgeOutput, spec: SqlSpec, rules: AppRules) -> bool:
+    if not spec.parsed or not out.question_spec.outputs:
+        return True
+    mapping = mapped_columns(rules)
+    if any(p == "*" or p.endswith(".*") for p in spec.projections):
+        return True
+    return all(_term_in(o, spec.projections, mapping) for o in out.question_spec.outputs)
+
+
+def _aggregations_match(out: JudgeOutput, spec: SqlSpec) -> bool:
+    if not spec.parsed:
+        return True
+    have = {(a.func, a.distinct) for a in spec.aggregations}
+    funcs = {a.func for a in spec.aggregations}
+    for a in out.question_spec.aggregations:
+        if a.distinct and (a.func, True) not in have and not spec.distinct:
+            return False
+        if a.func not in funcs:
+            return False
+    return True
+
+
+def _group_by_match(out: JudgeOutput, spec: SqlSpec, norm: Normalized, rules: AppRules) -> bool:
+    if not spec.parsed:
+        return True
+    mapping = mapped_columns(rules)
+    asked = out.question_spec.group_by
+    grouping = [g for g in spec.group_by if g not in norm.benign_group_by]
+    if not all(_term_in(g, spec.group_by, mapping) for g in asked):
+        return False
+    if not asked and grouping and not norm.required_group_by:
+        return False
+    return True

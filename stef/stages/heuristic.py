@@ -1,0 +1,423 @@
+"""Heuristic judge: the Judge contract without an LLM (SPEC §2 "Heuristic judge").
+
+Reads the question's literals (quoted strings, numbers, years, quarters, dates, capitalized
+entities) and its aggregation, grouping, ordering, top-k, negation and range words, and matches
+them against the deterministic SQL spec through the app's column mappings. It never looks at how
+the SQL is formatted (keyword case, whitespace, quoting style): only at the parsed structure and
+the values of literals.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stef.models import (
+    Aggregation,
+    Enrichment,
+    EnrichmentStatus,
+    FilterMatch,
+    Issue,
+    JudgeInfo,
+    JudgeOutput,
+    Predicate,
+    QuestionFilter,
+    QuestionSpec,
+    SqlSpec,
+    Usage,
+    Verdict,
+)
+from stef.rules import AppRules
+from stef.stages.judge import JudgeReply, JudgeRequest
+from stef.stages.normalize import QuestionCues, question_cues
+from stef.stages.sqlspec import norm_ident, norm_value
+
+# ------------------------------------------------------------------------------ question words
+
+_QUESTION_STARTERS = {
+    "what", "which", "who", "whom", "whose", "how", "when", "where", "why", "list", "show", "give",
+    "find", "name", "count", "calculate", "compute", "return", "display", "get", "tell", "provide",
+    "identify", "please", "among", "of", "in", "for", "from", "is", "are", "was", "were", "do",
+    "does", "did", "the", "a", "an", "i", "can", "could", "would", "state", "indicate", "mention",
+    "describe", "determine", "state", "by", "on", "at", "with", "and", "or", "if", "what's", "it",
+    "between", "during", "after", "before", "since", "per", "each", "all", "any", "sum", "total",
+    "average", "percentage", "ratio", "top", "as", "to", "please,", "also", "then", "this", "that",
+    "these", "those", "there", "their", "its", "his", "her", "they", "we", "you", "my", "our",
+    "id", "ids", "sql", "select", "not", "no", "only", "q", "yes",
+}
+_MONTHS = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+)
+_QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
+_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
+_QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?)(?![\w-])")
+_COMPARATORS = (
+    (re.compile(r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
+                r"exceeding|after)\s*$", re.I), ">"),
+    (re.compile(r"(less|fewer|lower|smaller|younger|shorter)\s+than\s*$|(under|below|before)\s*$",
+                re.I), "<"),
+    (re.compile(r"(at\s+least|no\s+less\s+than|minimum\s+of|or\s+more)\s*$", re.I), ">="),
+    (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
+)
+_ENTITY = re.compile(r"\b([A-Z][\w'&.-]*(?:\s+(?:of|de|la|the|and|&)?\s*[A-Z][\w'&.-]*)*)")
+_TOP_K_NUMBER = re.compile(
+    r"\b(?:top|first|bottom|last|best|worst)\s+(\d+)\b|\b(\d+)\s+(?:highest|lowest|most|least|"
+    r"largest|smallest|biggest|best|worst|top)\b", re.I
+)
+
+_AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b", re.I), "COUNT"),
+    (re.compile(r"\baverage\b|\bavg\b|\bmean\b", re.I), "AVG"),
+    (re.compile(r"\btotal\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b", re.I), "SUM"),
+    (re.compile(r"\bmaximum\b|\bmax\b", re.I), "MAX"),
+    (re.compile(r"\bminimum\b|\bmin\b", re.I), "MIN"),
+)
+_PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
+_DISTINCT = re.compile(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
+_GROUPING = re.compile(r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
+                       r"(\w+)", re.I)
+_NEGATION = re.compile(
+    r"\b(not|never|without|excluding|except|other than|no longer|isn't|aren't|wasn't|weren't|"
+    r"doesn't|don't|didn't|haven't|hasn't|non|neither|nor)\b", re.I
+)
+_BETWEEN = re.compile(r"\bbetween\b.+\band\b", re.I)
+
+_SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
+_SQL_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w])")
+
+
+@dataclass(frozen=True)
+class _Found:
+    value: str
+    text: str
+    kind: str
+    op: str = "="
+    span: tuple[int, int] = (0, 0)
+
+
+def _clean_entity(phrase: str) -> str:
+    return phrase.strip(" .,;:!?'\"")
+
+
+def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
+    return any(span[0] < e and s < span[1] for s, e in taken)
+
+
+def question_literals(text: str, cues: QuestionCues | None = None) -> list[_Found]:
+    """Filter values named in a question: quoted strings, dates, quarters, years, numbers,
+    capitalized entities. Top-k counts ("top 10") are not filters."""
+    found: list[_Found] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(f: _Found) -> None:
+        if _overlaps(f.span, taken):
+            return
+        taken.append(f.span)
+        found.append(f)
+
+    for m in _TOP_K_NUMBER.finditer(text):
+        taken.append(m.span())
+    for m in _QUOTED.finditer(text):
+        raw = next(g for g in m.groups() if g is not None)
+        add(_Found(norm_value(raw), raw, "value", span=m.span()))
+    for m in _ISO_DATE.finditer(text):
+        add(_Found(norm_value(m.group(1)), m.group(1), "date", span=m.span()))
+    for m in _MONTH_YEAR.finditer(text):
+        add(_Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
+    for m in _QUARTER.finditer(text):
+        add(_Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
+    for m in _NUMBER.finditer(text):
+        raw = m.group(1).replace(",", "") if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1)) \
+            else m.group(1)
+        value = norm_value(raw)
+        kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
+        op = "="
+        before = text[max(0, m.start() - 30):m.start()]
+        for pattern, cmp in _COMPARATORS:
+            if pattern.search(before):
+                op = cmp
+                break
+        add(_Found(value, m.group(0), kind, op, m.span()))
+    for m in _ENTITY.finditer(text):
+        phrase = _clean_entity(m.group(1))
+        words = phrase.split()
+        while words and words[0].casefold() in _QUESTION_STARTERS:
+            words = words[1:]
+        if not words:
+            continue
+        phrase = " ".join(words)
+        folded = phrase.casefold()
+        if folded in _MONTHS or len(phrase) < 2 or folded in _QUESTION_STARTERS:
+            continue
+        start = m.start() + m.group(1).find(words[0])
+        sentence_start = not text[:start].strip() or text[:start].rstrip()[-1] in ".?!:;"
+        if sentence_start and len(words) == 1 and not phrase.isupper():
+            continue  # a capital that only marks the start of a sentence
+        add(_Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase))))
+    return found
+
+
+def _mapping_lhs(text: str, f: _Found, rules: AppRules) -> str | None:
+    """A column for a question value when a mapped question term sits next to it."""
+    if not rules.column_mappings:
+        return None
+    window = text[max(0, f.span[0] - 25):f.span[1] + 25].casefold()
+    for term, column in rules.column_mappings.items():
+        if re.search(r"\b" + re.escape(term.casefold()) + r"s?\b", window):
+            return norm_ident(column)
+    return None
+
+
+# ------------------------------------------------------------------------------------ matching
+
+
+def _sql_literals(sql: str) -> set[str]:
+    out = {norm_value(m.group(1).replace("''", "'")) for m in _SQL_STRING.finditer(sql)}
+    out |= {norm_value(m.group(1)) for m in _SQL_NUMBER.finditer(sql)}
+    return out
+
+
+def _value_match(q: QuestionFilter, kind: str, p: Predicate) -> bool:
+    for v in p.values:
+        if not v:
+            continue
+        if v == q.rhs:
+            return True
+        if kind in ("year", "date") and (v.startswith(q.rhs) or q.rhs.startswith(v)):
+            return True
+        if (p.wildcard or kind == "entity") and len(q.rhs) >= 3 and len(v) >= 3 and (
+            q.rhs in v or v in q.rhs
+        ):
+            return True
+    return False
+
+
+def _same_kind(q: QuestionFilter, kind: str, p: Predicate) -> bool:
+    """A predicate that constrains the same thing with another value (a wrong value)."""
+    if q.lhs is not None and (p.lhs == q.lhs or q.lhs in p.columns):
+        return True
+    if kind in ("year", "date") and p.values:
+        return all(re.match(r"(19|20)\d\d", v) for v in p.values)
+    if kind == "quarter" and p.values:
+        return all(re.fullmatch(r"q[1-4]|[1-4]", v) for v in p.values) and "quarter" in p.lhs
+    return False
+
+
+def match_filters(
+    filters: list[QuestionFilter], kinds: list[str], spec: SqlSpec, sql: str
+) -> list[FilterMatch]:
+    """For each question filter: the predicates that satisfy it, or missing / mismatched."""
+    literals = _sql_literals(sql)
+    out = []
+    for i, (q, kind) in enumerate(zip(filters, kinds, strict=True)):
+        hits = [p.id for p in spec.filters if _value_match(q, kind, p)]
+        if hits:
+            out.append(FilterMatch(filter=i, status="matched", predicates=hits))
+            continue
+        if q.rhs in literals or (not spec.parsed and q.rhs in sql.casefold()):
+            # Used outside WHERE (a CASE arm, a join condition, unparsed text): still applied.
+            out.append(FilterMatch(filter=i, status="matched", predicates=[]))
+            continue
+        wrong = [p.id for p in spec.filters if _same_kind(q, kind, p)]
+        if wrong:
+            out.append(FilterMatch(filter=i, status="mismatched", predicates=wrong))
+        else:
+            out.append(FilterMatch(filter=i, status="missing", predicates=[]))
+    return out
+
+
+# ---------------------------------------------------------------------------------- enrichment
+
+
+def _value_set(text: str) -> dict[str, str]:
+    return {f.value: f.text for f in question_literals(text) if f.kind != "entity"}
+
+
+def enrichment_check(question: str, enriched: str | None, rules: AppRules) -> Enrichment:
+    """Does Qe keep every constraint of Qu and add none the rules do not justify?"""
+    if enriched is None:
+        return Enrichment(status=EnrichmentStatus.MISSING)
+    q_vals = _value_set(question)
+    e_vals = _value_set(enriched)
+    e_text = enriched.casefold()
+    dropped = [text for v, text in q_vals.items() if v not in e_vals and v not in e_text]
+    justified = " ".join([*rules.benign_filters, *rules.notes]).casefold()
+    q_text = question.casefold()
+    added = [text for v, text in e_vals.items()
+             if v not in q_vals and v not in q_text and v not in justified]
+    if dropped:
+        status = EnrichmentStatus.MAJOR_DRIFT
+    elif added:
+        status = EnrichmentStatus.MINOR_DRIFT
+    else:
+        status = EnrichmentStatus.FAITHFUL
+    return Enrichment(status=status, dropped=dropped, added=added)
+
+
+# ------------------------------------------------------------------------------------ the judge
+
+
+def question_spec(question: str, spec: SqlSpec, sql: str, rules: AppRules
+                  ) -> tuple[QuestionSpec, list[str]]:
+    """The question spec Sq read from the words of Qu, and the kind of each filter."""
+    cues = question_cues(question)
+    filters: list[QuestionFilter] = []
+    kinds: list[str] = []
+    sql_names = _SQL_STRING.sub(" ", sql).casefold()
+    for f in question_literals(question, cues):
+        if f.kind == "entity":
+            # A capitalized phrase the SQL uses as a name (table, column) is not a value.
+            words = [w for w in re.split(r"\W+", f.value) if w]
+            if words and all(w in sql_names for w in words):
+                continue
+        filters.append(QuestionFilter(lhs=_mapping_lhs(question, f, rules), op=f.op,
+                                      rhs=f.value, text=f.text, kind=f.kind))
+        kinds.append(f.kind)
+    aggregations = [Aggregation(func=func, column="*") for pattern, func in _AGG_CUES
+                    if pattern.search(question)]
+    if _DISTINCT.search(question):
+        aggregations = [a.model_copy(update={"distinct": True}) if a.func == "COUNT" else a
+                        for a in aggregations]
+    group_by = [m.group(1).casefold() for m in _GROUPING.finditer(question)]
+    return (
+        QuestionSpec(outputs=[], aggregations=aggregations, filters=filters, group_by=group_by,
+                     ordering_requested=cues.ordering_requested, top_k=cues.top_k),
+        kinds,
+    )
+
+
+_MAJOR: tuple[Issue, ...] = (
+    "filters_missing", "filters_incorrect", "aggregation_missing", "aggregation_wrong",
+    "ordering_wrong", "logic_error",
+)
+
+
+def _structure_issues(question: str, qs: QuestionSpec, spec: SqlSpec, sql: str,
+                      request: JudgeRequest) -> list[tuple[Issue, str]]:
+    """Issues from the question's words vs the SQL structure, each with a reason."""
+    if not spec.parsed:
+        return []
+    issues: list[tuple[Issue, str]] = []
+    funcs = {a.func for a in spec.aggregations}
+    division = any("/" in p for p in spec.projections)
+    for a in qs.aggregations:
+        if a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and spec.limit is None:
+            issues.append(("aggregation_missing", "the question asks how many; the SQL counts nothing"))
+        elif a.func == "AVG" and "AVG" not in funcs and not division:
+            issues.append(("aggregation_wrong", "the question asks for an average; no AVG or division"))
+        elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division:
+            issues.append(("aggregation_missing", "the question asks for a total; no SUM or COUNT"))
+        elif a.func in ("MAX", "MIN") and a.func not in funcs and not spec.order_by:
+            issues.append(("aggregation_missing",
+                           f"the question asks for a {a.func.lower()}imum; no {a.func} or ORDER BY"))
+    if _PERCENT.search(question) and not division and "AVG" not in funcs and spec.aggregations:
+        issues.append(("aggregation_wrong", "the question asks for a share; the SQL divides nothing"))
+    if qs.top_k is not None and not spec.order_by and not funcs & {"MAX", "MIN"}:
+        issues.append(("ordering_wrong", "the question asks for a top/extreme; no ORDER BY, MAX or MIN"))
+    if qs.top_k is not None and spec.limit is not None and spec.limit != qs.top_k and (
+        spec.limit < request.rules.limit_min
+    ):
+        issues.append(("limit_unrequested" if spec.limit < qs.top_k else "ordering_wrong",
+                       f"the question asks for {qs.top_k}; LIMIT is {spec.limit}"))
+    if "limit_below_min" in request.flags:
+        issues.append(("limit_unrequested", f"LIMIT {spec.limit} truncates an unranked answer"))
+    if _NEGATION.search(question) and not (spec.negated or spec.has_set_operation
+                                           or _sql_negates(sql)):
+        issues.append(("logic_error", "the question negates; the SQL has no NOT, <> or EXCEPT"))
+    if qs.group_by and not spec.group_by and spec.aggregations and not spec.has_window:
+        issues.append(("grouping_wrong", f"the question groups per {', '.join(qs.group_by)}; "
+                                         "the SQL has no GROUP BY"))
+    if (spec.group_by and not qs.group_by and not request.normalizations
+            and not any(request.sql_spec.projection_aggregated)):
+        issues.append(("grouping_wrong", "GROUP BY without aggregates or a grouping request"))
+    if _DISTINCT.search(question) and not spec.distinct and not any(
+        a.distinct for a in spec.aggregations
+    ) and not spec.group_by:
+        issues.append(("columns_wrong", "the question asks for distinct values; the SQL keeps "
+                                        "duplicates"))
+    return issues
+
+
+_NEGATING_SQL = re.compile(r"\bnot\b|<>|!=|\bexcept\b|\bis\s+null\b", re.I)
+
+
+def _sql_negates(sql: str) -> bool:
+    bare = _SQL_STRING.sub("''", sql)
+    return bool(_NEGATING_SQL.search(bare))
+
+
+class HeuristicJudge:
+    """Deterministic backend; labelled ``heuristic`` in every result and metric."""
+
+    def __init__(self) -> None:
+        self._info = JudgeInfo(backend="heuristic", model=None, prompt_version=None)
+
+    @property
+    def info(self) -> JudgeInfo:
+        return self._info
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        return JudgeReply(output=heuristic(request), usage=Usage())
+
+
+def heuristic(request: JudgeRequest) -> JudgeOutput:
+    """Judge one record from the question's words and the SQL spec."""
+    record, spec, rules = request.record, request.sql_spec, request.rules
+    qs, kinds = question_spec(record.question, spec, record.sql, rules)
+    matches = match_filters(qs.filters, kinds, spec, record.sql)
+    enrichment = enrichment_check(record.question, record.enriched_question, rules)
+
+    issues: list[tuple[Issue, str]] = []
+    n_missing = sum(m.status == "missing" for m in matches)
+    n_wrong = sum(m.status == "mismatched" for m in matches)
+    if n_missing:
+        missing = [qs.filters[m.filter].text for m in matches if m.status == "missing"]
+        issues.append(("filters_missing", f"no predicate for {', '.join(missing)}"))
+    if n_wrong:
+        wrong = [qs.filters[m.filter].text for m in matches if m.status == "mismatched"]
+        issues.append(("filters_incorrect", f"wrong value or operator for {', '.join(wrong)}"))
+    issues.extend(_structure_issues(record.question, qs, spec, record.sql, request))
+    if enrichment.status is EnrichmentStatus.MAJOR_DRIFT:
+        issues.append(("enrichment_drift", f"Qe drops {', '.join(enrichment.dropped)}"))
+    if not spec.parsed:
+        issues.append(("unparsed_sql", f"sqlglot could not parse the SQL: {spec.parse_error}"))
+
+    labels = list(dict.fromkeys(i for i, _ in issues))
+    major = [i for i in labels if i in _MAJOR]
+    if spec.mutating or spec.multiple_statements:
+        verdict = Verdict.INCORRECT
+    elif qs.filters and n_missing + n_wrong == len(qs.filters) and spec.parsed:
+        verdict = Verdict.INCORRECT
+    elif len(major) >= 2:
+        verdict = Verdict.INCORRECT
+    elif len(major) == 1:
+        verdict = Verdict.POTENTIALLY_INCORRECT
+    elif labels and set(labels) - {"enrichment_drift"}:
+        verdict = Verdict.LIKELY_CORRECT
+    else:
+        verdict = Verdict.CORRECT
+
+    # Confidence reflects how much the shallow reading could check.
+    confidence = 0.7
+    if qs.filters and not n_missing and not n_wrong:
+        confidence += 0.15
+    if verdict in (Verdict.INCORRECT,) and (n_missing or n_wrong):
+        confidence += 0.1
+    if not spec.parsed:
+        confidence = 0.5
+    confidence = round(min(confidence, 0.95), 2)
+
+    reasons = "; ".join(r for _, r in issues) or "every question constraint found in the SQL"
+    rationale = f"Heuristic reading: {reasons}."
+    return JudgeOutput(
+        question_spec=qs,
+        filter_matches=matches,
+        enrichment=enrichment,
+        verdict=verdict,
+        confidence=confidence,
+        issues=labels or ["none"],
+        rationale=rationale,
+    )

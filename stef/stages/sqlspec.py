@@ -1,0 +1,599 @@
+"""SQL spec stage: deterministic analysis of the agent's SQL with sqlglot (SPEC §2).
+
+Never raises on bad SQL: text sqlglot cannot parse gives ``parsed=False`` and a parse error, and
+its safety flags come from a keyword scan of the text with comments and strings removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
+
+MUTATING = (
+    exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
+    exp.TruncateTable, exp.Grant,
+)
+_REVOKE = getattr(exp, "Revoke", None)
+MUTATING_KEYWORDS = (
+    "insert", "update", "delete", "merge", "create", "drop", "alter", "truncate", "grant",
+    "revoke", "replace", "upsert", "copy", "call", "exec", "execute",
+)
+_QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
+_COMPARISONS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=", exp.NEQ: "!=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
+    exp.NullSafeEQ: "=",
+}
+_MIRROR = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+_NEGATE = {
+    "=": "!=", "!=": "=", "like": "not like", "in": "not in", "is null": "is not null",
+    "between": "not between", "exists": "not exists",
+}
+_PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
+
+
+# ----------------------------------------------------------------------------- normalization
+
+
+def norm_value(text: str) -> str:
+    """Case- and whitespace-fold a value; canonical text for numbers (2023.0 -> 2023)."""
+    v = " ".join(text.split()).casefold()
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    if f.is_integer() and "e" not in v and abs(f) < 1e15:
+        return str(int(f))
+    return repr(f) if v not in ("nan", "inf", "-inf", "infinity") else v
+
+
+def norm_ident(name: str) -> str:
+    return name.strip().casefold()
+
+
+def canon(node: exp.Expression) -> str:
+    """Canonical text of an expression: qualifiers dropped, generic dialect, case-folded."""
+    copy = node.copy()
+    for col in copy.find_all(exp.Column):
+        col.set("table", None)
+        col.set("db", None)
+        col.set("catalog", None)
+    for ident in copy.find_all(exp.Identifier):
+        ident.set("quoted", False)
+    try:
+        text = copy.sql(comments=False)
+    except SqlglotError:
+        text = str(copy)
+    return " ".join(text.split()).casefold()
+
+
+def _literal_value(node: exp.Expression) -> str | None:
+    """The value of a literal-like node (string, number, boolean, date literal, negation)."""
+    if isinstance(node, exp.Paren):
+        return _literal_value(node.this)
+    if isinstance(node, exp.Literal):
+        return norm_value(str(node.this))
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    if isinstance(node, exp.Neg):
+        inner = _literal_value(node.this)
+        return f"-{inner}" if inner is not None else None
+    if isinstance(node, exp.Cast | exp.TryCast) and isinstance(node.this, exp.Literal):
+        return norm_value(str(node.this.this))
+    if type(node).__name__ in ("Date", "Timestamp", "TsOrDsToDate", "StrToDate", "DateStrToDate"):
+        args = [a for a in node.args.values() if isinstance(a, exp.Literal)]
+        if len(args) >= 1 and args[0].is_string:
+            return norm_value(str(args[0].this))
+    return None
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    return _literal_value(node) is not None or isinstance(node, exp.Null)
+
+
+def _values_in(node: exp.Expression) -> list[str]:
+    out: list[str] = []
+    for lit in node.find_all(exp.Literal, exp.Boolean):
+        value = _literal_value(lit)
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _strip_wildcards(pattern: str) -> str:
+    return pattern.replace("%", " ").strip()
+
+
+def _column_key(node: exp.Expression) -> str:
+    if isinstance(node, exp.Column):
+        return norm_ident(node.name)
+    return canon(node)
+
+
+# ---------------------------------------------------------------------------------- predicates
+
+
+class _Pred:
+    """A predicate before numbering."""
+
+    __slots__ = ("clause", "columns", "lhs", "op", "rhs", "text", "values", "wildcard")
+
+    def __init__(self, lhs: str, op: str, rhs: str, text: str, columns: Iterable[str],
+                 values: Iterable[str], wildcard: bool = False, clause: str = "where") -> None:
+        self.lhs, self.op, self.rhs, self.text = lhs, op, rhs, text
+        self.columns = tuple(dict.fromkeys(columns))
+        self.values = tuple(dict.fromkeys(values))
+        self.wildcard = wildcard
+        self.clause = clause
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.lhs, self.op, self.rhs)
+
+
+def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.left)
+        yield from _conjuncts(node.right)
+    else:
+        yield node
+
+
+def _columns_of(node: exp.Expression) -> list[str]:
+    return [norm_ident(c.name) for c in node.find_all(exp.Column)]
+
+
+def _text(node: exp.Expression, dialect: str | None) -> str:
+    try:
+        return node.sql(dialect=dialect, comments=False)
+    except SqlglotError:
+        return str(node)
+
+
+def predicate_of(node: exp.Expression, dialect: str | None = None) -> _Pred | None:
+    """One atomic predicate from a condition; None for a pure join condition (col = col)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    text = _text(node, dialect)
+    columns = _columns_of(node)
+    if isinstance(node, exp.Not):
+        inner = predicate_of(node.this, dialect)
+        if inner is None:
+            return None
+        op = _NEGATE.get(inner.op, f"not {inner.op}")
+        return _Pred(inner.lhs, op, inner.rhs, text, inner.columns, inner.values, inner.wildcard)
+    for cls, op in _COMPARISONS.items():
+        if type(node) is cls:
+            left, right = node.left, node.right
+            if _is_literal(left) and not _is_literal(right):
+                left, right, op = right, left, _MIRROR[op]
+            if isinstance(left, exp.Column) and isinstance(right, exp.Column) and op == "=":
+                lt, rt = left.table, right.table
+                if lt and rt and lt.casefold() != rt.casefold():
+                    return None  # a join written in WHERE, not a filter
+            rv = _literal_value(right)
+            values = [rv] if rv is not None else _values_in(right)
+            return _Pred(_column_key(left), op, rv if rv is not None else canon(right), text,
+                         columns, values)
+    if isinstance(node, exp.Like | exp.ILike):
+        pattern = _literal_value(node.expression)
+        if pattern is None:
+            return _Pred(_column_key(node.this), "like", canon(node.expression), text, columns,
+                         _values_in(node.expression))
+        wildcard = "%" in pattern or "_" in pattern
+        op = "like" if wildcard else "="
+        return _Pred(_column_key(node.this), op, pattern, text, columns,
+                     [_strip_wildcards(pattern)], wildcard)
+    if isinstance(node, exp.In):
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            sub = node.args.get("query") or node.args["unnest"]
+            return _Pred(_column_key(node.this), "in", "(subquery)", text, columns,
+                         _values_in(sub))
+        items = node.expressions
+        vals = [_literal_value(i) for i in items]
+        if len(items) == 1:
+            v = vals[0]
+            return _Pred(_column_key(node.this), "=", v if v is not None else canon(items[0]),
+                         text, columns, [v] if v is not None else _values_in(items[0]))
+        rhs_vals = [v if v is not None else canon(i) for v, i in zip(vals, items, strict=True)]
+        return _Pred(_column_key(node.this), "in", ", ".join(sorted(rhs_vals)), text, columns,
+                     [v for v in vals if v is not None])
+    if isinstance(node, exp.Between):
+        low, high = node.args.get("low"), node.args.get("high")
+        parts = [_literal_value(x) if x is not None else None for x in (low, high)]
+        rhs = " and ".join(p if p is not None else canon(x) for p, x in zip(parts, (low, high),
+                                                                           strict=True) if x)
+        return _Pred(_column_key(node.this), "between", rhs, text, columns,
+                     [p for p in parts if p is not None])
+    if isinstance(node, exp.Is):
+        target = node.expression
+        if isinstance(target, exp.Null):
+            return _Pred(_column_key(node.this), "is null", "", text, columns, [])
+        v = _literal_value(target)
+        return _Pred(_column_key(node.this), "=", v or canon(target), text, columns,
+                     [v] if v else [])
+    if isinstance(node, exp.Or):
+        parts = [predicate_of(d, dialect) for d in _disjuncts(node)]
+        lhss = {p.lhs for p in parts if p is not None}
+        lhs = lhss.pop() if len(lhss) == 1 and all(parts) else "expr"
+        values = [v for p in parts if p is not None for v in p.values]
+        return _Pred(lhs, "or", canon(node), text, columns, values,
+                     any(p.wildcard for p in parts if p is not None))
+    if isinstance(node, exp.And):
+        parts = [predicate_of(c, dialect) for c in _conjuncts(node)]
+        values = [v for p in parts if p is not None for v in p.values]
+        return _Pred("expr", "and", canon(node), text, columns, values)
+    if isinstance(node, exp.Exists):
+        return _Pred("expr", "exists", canon(node), text, columns, _values_in(node))
+    return _Pred(canon(node), "expr", "", text, columns, _values_in(node))
+
+
+def _disjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        yield from _disjuncts(node.left)
+        yield from _disjuncts(node.right)
+    else:
+        yield node
+
+
+def parse_condition(text: str, dialect: str | None = None) -> exp.Expression | None:
+    """Parse a bare SQL predicate (a benign filter from the rules); None if it is not one."""
+    try:
+        tree = sqlglot.parse_one(f"SELECT 1 WHERE {text}", read=dialect)
+    except (SqlglotError, ValueError, RecursionError):
+        return None
+    where = tree.args.get("where") if isinstance(tree, exp.Select) else None
+    if where is None or tree.args.get("from_") is not None or tree.args.get("limit") is not None:
+        return None
+    if tree.args.get("group") or tree.args.get("order") or tree.args.get("having"):
+        return None
+    return where.this  # type: ignore[no-any-return]
+
+
+def condition_keys(text: str, dialect: str | None = None) -> list[tuple[str, str, str]]:
+    """The (lhs, op, rhs) keys of every atomic predicate in a rules predicate text."""
+    node = parse_condition(text, dialect)
+    if node is None:
+        return []
+    out = []
+    for c in _conjuncts(node):
+        p = predicate_of(c, dialect)
+        if p is not None:
+            out.append(p.key)
+    return out
+
+
+# ---------------------------------------------------------------------------------- structure
+
+
+def _inside_predicate(node: exp.Expression, root: exp.Expression) -> bool:
+    """True when ``node`` sits inside a WHERE/HAVING/QUALIFY/ON condition of another query."""
+    parent = node.parent
+    while parent is not None and parent is not root:
+        if isinstance(parent, _PREDICATE_CLAUSES):
+            return True
+        if isinstance(parent, exp.Join) and node is not parent.this:
+            on = parent.args.get("on")
+            if on is not None and _contains(on, node):
+                return True
+        parent = parent.parent
+    return False
+
+
+def _contains(haystack: exp.Expression, needle: exp.Expression) -> bool:
+    return any(n is needle for n in haystack.walk())
+
+
+def _main_select(tree: exp.Expression, ctes: dict[str, exp.Expression]) -> exp.Select | None:
+    """The SELECT that produces the result: outermost, first branch of a set operation, and
+    through ``SELECT * FROM (sub)`` wrappers."""
+    node: exp.Expression | None = tree
+    for _ in range(32):
+        if isinstance(node, exp.Subquery):
+            node = node.this
+        elif isinstance(node, exp.SetOperation):
+            node = node.left
+        elif isinstance(node, exp.Select):
+            projections = node.expressions
+            if len(projections) == 1 and isinstance(projections[0], exp.Star):
+                source = node.args.get("from_")
+                inner = source.this if source is not None else None
+                if isinstance(inner, exp.Subquery):
+                    node = inner.this
+                    continue
+                if isinstance(inner, exp.Table) and norm_ident(inner.name) in ctes:
+                    node = ctes[norm_ident(inner.name)]
+                    continue
+            return node
+        else:
+            return None
+    return node if isinstance(node, exp.Select) else None
+
+
+def _alias_map(select: exp.Select) -> dict[str, exp.Expression]:
+    return {
+        norm_ident(p.alias): p.this for p in select.expressions if isinstance(p, exp.Alias)
+    }
+
+
+def _resolve(node: exp.Expression, select: exp.Select, aliases: dict[str, exp.Expression]) -> str:
+    """Canonical text of a GROUP BY / ORDER BY term with positions and aliases resolved."""
+    if isinstance(node, exp.Literal) and node.is_int:
+        pos = int(node.this)
+        if 1 <= pos <= len(select.expressions):
+            proj = select.expressions[pos - 1]
+            return canon(proj.this if isinstance(proj, exp.Alias) else proj)
+    if isinstance(node, exp.Column) and not node.table and norm_ident(node.name) in aliases:
+        return canon(aliases[norm_ident(node.name)])
+    return canon(node)
+
+
+def _aggregations(queries: list[exp.Select]) -> list[Aggregation]:
+    out: dict[tuple[str, str, bool], Aggregation] = {}
+    for q in queries:
+        for agg in q.find_all(exp.AggFunc):
+            if agg.find_ancestor(exp.Window) is not None:
+                continue
+            if agg.find_ancestor(exp.Select) is not q:
+                continue
+            arg = agg.this
+            distinct = isinstance(arg, exp.Distinct)
+            if distinct:
+                inner = arg.expressions
+                column = ", ".join(canon(e) for e in inner) if inner else "*"
+            elif arg is None or isinstance(arg, exp.Star):
+                column = "*"
+            else:
+                column = canon(arg)
+            func = agg.sql_name() if hasattr(agg, "sql_name") else type(agg).__name__.upper()
+            key = (func.upper(), column, distinct)
+            out.setdefault(key, Aggregation(func=func.upper(), column=column, distinct=distinct))
+    return list(out.values())
+
+
+def _limit(node: exp.Expression) -> int | None:
+    lim = node.args.get("limit")
+    if lim is None:
+        return None
+    value = lim.args.get("expression") if isinstance(lim, exp.Limit | exp.Fetch) else lim
+    if isinstance(lim, exp.Fetch):
+        value = lim.args.get("count")
+    if isinstance(value, exp.Literal) and value.is_int:
+        return int(value.this)
+    return None
+
+
+def _statement_type(stmt: exp.Expression) -> str:
+    if isinstance(stmt, _QUERY):
+        return "select"
+    if isinstance(stmt, exp.TruncateTable):
+        return "truncate"
+    if isinstance(stmt, exp.Command):
+        return str(stmt.this).split()[0].casefold() if stmt.this else "command"
+    return stmt.key
+
+
+def _is_mutating(stmt: exp.Expression) -> bool:
+    if isinstance(stmt, MUTATING) or (_REVOKE is not None and isinstance(stmt, _REVOKE)):
+        return True
+    if isinstance(stmt, exp.Command):
+        return _statement_type(stmt) in MUTATING_KEYWORDS
+    # A query can hide a write (Postgres data-modifying CTEs, SELECT ... INTO).
+    return any(isinstance(n, MUTATING) for n in stmt.walk()) or stmt.args.get("into") is not None
+
+
+# ---------------------------------------------------------------------------------- unparsed
+
+_COMMENTS_AND_STRINGS = re.compile(
+    r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`", re.S
+)
+_MUTATING_RE = re.compile(
+    r"\b(insert\s+into|update\s+\S+\s+set|delete\s+from|merge\s+into|create\s|drop\s|alter\s|"
+    r"truncate\s|grant\s|revoke\s)",
+    re.I,
+)
+
+
+def _scan_unparsed(sql: str) -> tuple[bool, bool]:
+    """(mutating, multiple statements) from the bare text, comments and strings blanked."""
+    bare = _COMMENTS_AND_STRINGS.sub(" ", sql)
+    statements = [s for s in bare.split(";") if s.strip()]
+    return bool(_MUTATING_RE.search(bare)), len(statements) > 1
+
+
+# ----------------------------------------------------------------------------------- the stage
+
+
+def sqlspec(sql: str, dialect: str | None = None) -> SqlSpec:
+    """Extract the SQL spec of ``sql`` parsed in ``dialect`` (None: sqlglot's generic dialect)."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except (SqlglotError, ValueError, RecursionError, TypeError, AttributeError, KeyError) as exc:
+        mutating, multiple = _scan_unparsed(sql)
+        message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        return SqlSpec(parsed=False, parse_error=message, dialect=dialect, mutating=mutating,
+                       multiple_statements=multiple, statement_type="unknown")
+    if not statements:
+        return SqlSpec(parsed=False, parse_error="no SQL statement", dialect=dialect)
+    try:
+        return _analyse(statements, dialect)
+    except _NotAStatement as exc:
+        mutating, multiple = _scan_unparsed(sql)
+        return SqlSpec(parsed=False, parse_error=str(exc), dialect=dialect, mutating=mutating,
+                       multiple_statements=multiple or len(statements) > 1)
+    except (SqlglotError, RecursionError, ValueError, TypeError, AttributeError) as exc:
+        mutating, multiple = _scan_unparsed(sql)
+        return SqlSpec(parsed=False, parse_error=f"analysis failed: {exc}"[:300], dialect=dialect,
+                       mutating=mutating or any(_is_mutating(s) for s in statements),
+                       multiple_statements=multiple or len(statements) > 1)
+
+
+_OTHER_STATEMENTS = {
+    "use", "set", "describe", "show", "pragma", "transaction", "commit", "rollback", "copy",
+    "analyze", "cache", "uncache", "refresh", "kill", "comment", "loaddata", "export", "declare",
+}
+
+
+class _NotAStatement(ValueError):
+    pass
+
+
+def _is_statement(stmt: exp.Expression) -> bool:
+    if isinstance(stmt, (*_QUERY, *MUTATING, exp.Command)):
+        return True
+    if _REVOKE is not None and isinstance(stmt, _REVOKE):
+        return True
+    return stmt.key in _OTHER_STATEMENTS
+
+
+def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
+    stmt = statements[0]
+    if not _is_statement(stmt):
+        raise _NotAStatement(f"not a SQL statement: {stmt.sql()[:80]!r}")
+    mutating = any(_is_mutating(s) for s in statements)
+    multiple = len(statements) > 1
+    statement_type = _statement_type(stmt)
+    if isinstance(stmt, exp.Command):
+        return SqlSpec(parsed=True, dialect=dialect, mutating=mutating,
+                       multiple_statements=multiple, statement_type=statement_type)
+
+    cte_nodes = {norm_ident(c.alias): c.this for c in stmt.find_all(exp.CTE)}
+    selects = [s for s in stmt.find_all(exp.Select)]
+    feeding = [s for s in selects if not _inside_predicate(s, stmt)]
+
+    preds: list[_Pred] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    where_count = having_count = 0
+    has_join = False
+
+    def add(p: _Pred | None) -> None:
+        if p is None:
+            return
+        k = (*p.key, p.clause)
+        if k not in seen:
+            seen.add(k)
+            preds.append(p)
+
+    for s in feeding:
+        for clause_name, clause in (("where", s.args.get("where")),
+                                    ("having", s.args.get("having")),
+                                    ("qualify", s.args.get("qualify"))):
+            if clause is None:
+                continue
+            for c in _conjuncts(clause.this):
+                p = predicate_of(c, dialect)
+                if p is None:
+                    has_join = True
+                    continue
+                p.clause = clause_name
+                if clause_name == "having":
+                    having_count += 1
+                else:
+                    where_count += 1
+                add(p)
+        for join in s.args.get("joins") or []:
+            has_join = True
+            on = join.args.get("on")
+            if on is None:
+                continue
+            for c in _conjuncts(on):
+                if not any(_is_literal(n) for n in c.walk() if isinstance(n, exp.Expression)):
+                    continue
+                p = predicate_of(c, dialect)
+                if p is not None and p.values:
+                    p.clause = "join"
+                    add(p)
+
+    main = _main_select(stmt, cte_nodes)
+    projections: list[str] = []
+    aggregated: list[bool] = []
+    group_by: list[str] = []
+    order_by: list[OrderTerm] = []
+    distinct = False
+    if main is not None:
+        aliases = _alias_map(main)
+        projections = [canon(p.this if isinstance(p, exp.Alias) else p) for p in main.expressions]
+        aggregated = [
+            any(a.find_ancestor(exp.Window) is None for a in p.find_all(exp.AggFunc))
+            for p in main.expressions
+        ]
+        group = main.args.get("group")
+        if group is not None:
+            group_by = [_resolve(g, main, aliases) for g in group.expressions]
+        distinct = main.args.get("distinct") is not None
+        order_owner: exp.Expression = main
+        if isinstance(stmt, exp.SetOperation) and stmt.args.get("order") is not None:
+            order_owner = stmt
+        order = order_owner.args.get("order")
+        if order is not None:
+            for o in order.expressions:
+                term = o.this if isinstance(o, exp.Ordered) else o
+                desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
+                order_by.append(OrderTerm(expr=_resolve(term, main, aliases),
+                                          direction="desc" if desc else "asc"))
+    limit = _limit(stmt) if isinstance(stmt, exp.SetOperation) else None
+    if limit is None and main is not None:
+        limit = _limit(main)
+        if limit is None and isinstance(stmt, exp.Select) and stmt is not main:
+            limit = _limit(stmt)
+
+    tables = list(dict.fromkeys(
+        norm_ident(t.name) for t in stmt.find_all(exp.Table)
+        if t.name and norm_ident(t.name) not in cte_nodes
+    ))
+    functions = sorted({
+        (f.sql_name() if isinstance(f, exp.Func) else type(f).__name__).upper()
+        for f in stmt.find_all(exp.Func)
+        if not isinstance(f, exp.Connector | exp.Binary)
+    })
+    has_subquery = any(
+        isinstance(s.parent, exp.Subquery) or _inside_predicate(s, stmt) for s in selects
+        if s is not stmt
+    ) or any(isinstance(n, exp.Subquery) for n in stmt.find_all(exp.Subquery))
+    nested_where = any(_inside_predicate(s, stmt) and s.find_ancestor(*_PREDICATE_CLAUSES)
+                       for s in selects)
+    negated = any(p.op.startswith("not") or p.op == "!=" for p in preds)
+
+    filters = [
+        Predicate(id=i, lhs=p.lhs, op=p.op, rhs=p.rhs, text=p.text,
+                  clause=p.clause,  # type: ignore[arg-type]
+                  columns=p.columns, values=p.values, wildcard=p.wildcard)
+        for i, p in enumerate(preds, start=1)
+    ]
+    return SqlSpec(
+        projections=projections,
+        projection_aggregated=aggregated,
+        aggregations=_aggregations(feeding),
+        filters=filters,
+        group_by=group_by,
+        order_by=order_by,
+        limit=limit,
+        tables=tables,
+        ctes=list(cte_nodes),
+        statement_type=statement_type,
+        parsed=True,
+        dialect=dialect,
+        mutating=mutating,
+        multiple_statements=multiple,
+        distinct=distinct,
+        has_join=has_join or len(tables) > 1,
+        has_subquery=has_subquery,
+        has_nested_where=bool(nested_where),
+        has_window=stmt.find(exp.Window) is not None,
+        has_set_operation=stmt.find(exp.SetOperation) is not None,
+        has_cte=bool(cte_nodes),
+        select_count=len(selects),
+        where_count=where_count,
+        having_count=having_count,
+        functions=functions,
+        negated=negated,
+    )

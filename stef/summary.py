@@ -1,0 +1,117 @@
+"""Per-app/agent summary of results: the paper's Table 4 (mean score, P90, coverage, tier shares)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from stef.models import Result
+
+TIERS = ("excellent", "good", "marginal", "poor")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class Group:
+    """Counters of one (app, agent) group."""
+
+    received: int = 0
+    evaluated: int = 0
+    judge_errors: int = 0
+    skipped: int = 0
+    scores: list[float] = field(default_factory=list)
+    tiers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+
+    def add(self, result: Result) -> None:
+        self.received += 1
+        if result.outcome == "evaluated":
+            self.evaluated += 1
+            if result.score is not None:
+                self.scores.append(result.score)
+            if result.tier is not None:
+                self.tiers[result.tier] += 1
+        elif result.outcome == "judge_error":
+            self.judge_errors += 1
+        else:
+            self.skipped += 1
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.scores) / len(self.scores) if self.scores else None
+
+    @property
+    def coverage(self) -> float:
+        """Share of received records that got a score (judge errors and sampling excluded)."""
+        return self.evaluated / self.received if self.received else 0.0
+
+
+@dataclass
+class Summary:
+    groups: dict[tuple[str, str], Group] = field(default_factory=lambda: defaultdict(Group))
+    invalid: int = 0
+    backends: set[str] = field(default_factory=set)
+
+    def add(self, result: Result) -> None:
+        agent = result.agent or "-"
+        if result.agent_version:
+            agent = f"{agent}@{result.agent_version}"
+        self.groups[(result.app or "-", agent)].add(result)
+        self.backends.add(result.judge.backend)
+
+    def extend(self, results: Iterable[Result]) -> Summary:
+        for r in results:
+            self.add(r)
+        return self
+
+    def total(self) -> Group:
+        t = Group()
+        for g in self.groups.values():
+            t.received += g.received
+            t.evaluated += g.evaluated
+            t.judge_errors += g.judge_errors
+            t.skipped += g.skipped
+            t.scores.extend(g.scores)
+            for k, v in g.tiers.items():
+                t.tiers[k] += v
+        return t
+
+    def table(self) -> str:
+        """A fixed-width text table, one row per app/agent and a total row."""
+        head = ["app", "agent", "count", "mean", "p90", "coverage", *TIERS, "errors"]
+        rows = []
+        items = sorted(self.groups.items())
+        for (app, agent), g in [*items, (("TOTAL", ""), self.total())]:
+            n = g.evaluated or 1
+            mean = g.mean
+            p90 = percentile(g.scores, 90)
+            rows.append([
+                app, agent, str(g.received),
+                f"{mean:.1f}" if mean is not None else "-",
+                f"{p90:.1f}" if p90 is not None else "-",
+                f"{g.coverage:.1%}",
+                *[f"{g.tiers[t] / n:.1%}" for t in TIERS],
+                str(g.judge_errors),
+            ])
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w)
+                           for i, (h, w) in enumerate(zip(head, widths, strict=True)))]
+        lines.append("  ".join("-" * w for w in widths))
+        for r in rows:
+            if r[0] == "TOTAL":
+                lines.append("  ".join("-" * w for w in widths))
+            lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        backend = ", ".join(sorted(self.backends)) or "-"
+        lines.append(f"judge: {backend}; invalid input lines (dead letters): {self.invalid}; "
+                     "tier shares are of evaluated records")
+        return "\n".join(lines)
