@@ -22,7 +22,6 @@ run: setup
 
 lint: setup
 	$(BIN)/ruff check stef tests scripts bench
-	$(BIN)/ruff format --check stef tests
 	$(BIN)/mypy
 
 test: services lint

@@ -1,11 +1,11 @@
 """Command line: argument parsing and wiring, nothing else (SPEC §5).
 
-    stef judge      one record from flags or stdin; prints the result JSON
-    stef replay     a JSONL log through the pipeline; results JSONL and a summary table
-    stef summary    the summary table of a results JSONL file
-    stef rules      check rules files (line-numbered errors) or print their JSON schema
-    stef run        the service (stef.service)
-    stef calibrate  agreement with human labels (stef.calibrate)
+stef judge      one record from flags or stdin; prints the result JSON
+stef replay     a JSONL log through the pipeline; results JSONL and a summary table
+stef summary    the summary table of a results JSONL file
+stef rules      check rules files (line-numbered errors) or print their JSON schema
+stef run        the service (stef.service)
+stef calibrate  agreement with human labels (stef.calibrate)
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ def build_backend(metrics: Metrics | None = None) -> Judge:
         from stef.llm.config import LlmConfig
     except ImportError:
         if os.environ.get("STEF_LLM_BASE_URL") or os.environ.get("STEF_LLM_API_KEY"):
-            raise ConfigError("an LLM endpoint is configured but the LLM backend is not installed")
+            raise ConfigError(
+                "an LLM endpoint is configured but the LLM backend is not installed"
+            ) from None
         return HeuristicJudge()
     config = LlmConfig.from_env()
     if not config.configured:
@@ -83,15 +85,24 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     if args.question is None and args.sql is None:
         payload: Any = sys.stdin.buffer.read()
     elif args.question is None or args.sql is None:
-        print("stef judge: --question and --sql go together (or pass one JSON record on stdin)",
-              file=sys.stderr)
+        print(
+            "stef judge: --question and --sql go together (or pass one JSON record on stdin)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     else:
-        payload = {k: v for k, v in {
-            "id": args.id, "question": args.question, "sql": args.sql,
-            "enriched_question": args.enriched_question, "app": args.app,
-            "dialect": args.dialect,
-        }.items() if v is not None}
+        payload = {
+            k: v
+            for k, v in {
+                "id": args.id,
+                "question": args.question,
+                "sql": args.sql,
+                "enriched_question": args.enriched_question,
+                "app": args.app,
+                "dialect": args.dialect,
+            }.items()
+            if v is not None
+        }
     try:
         record = validate(payload)
     except InvalidInput as exc:
@@ -201,7 +212,9 @@ def _dead_letter(path: str, line_no: int, raw: bytes, exc: InvalidInput) -> dict
     except UnicodeDecodeError:
         payload, encoding = base64.b64encode(raw).decode("ascii"), "base64"
     letter: dict[str, Any] = {
-        "reason": exc.reason, "error": exc.detail, "source": {"file": path, "line": line_no},
+        "reason": exc.reason,
+        "error": exc.detail,
+        "source": {"file": path, "line": line_no},
         "payload": payload,
     }
     if encoding:
@@ -220,8 +233,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     progress = sys.stderr.isatty() and not args.no_progress
     try:
-        summary = replay(args.file, pipeline, concurrency=args.concurrency, output=out,
-                         dead_letters=dead, progress=progress, on_invalid=report)
+        summary = replay(
+            args.file,
+            pipeline,
+            concurrency=args.concurrency,
+            output=out,
+            dead_letters=dead,
+            progress=progress,
+            on_invalid=report,
+        )
     except FileNotFoundError as exc:
         print(f"stef replay: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -314,8 +334,9 @@ def _parser() -> argparse.ArgumentParser:
     rs.set_defaults(func=_cmd_rules_schema)
 
     sub.add_parser("run", help="the service (see stef run --help)", add_help=False)
-    sub.add_parser("calibrate", help="agreement with human labels (see stef calibrate --help)",
-                   add_help=False)
+    sub.add_parser(
+        "calibrate", help="agreement with human labels (see stef calibrate --help)", add_help=False
+    )
     return p
 
 

@@ -1,15 +1,15 @@
 """Every exception STEF raises, under one root.
 
-    StefError
-    ├── ConfigError              settings or config file invalid (fails at start)
-    ├── RulesError               a rules file is invalid; carries file:line problems
-    ├── InvalidInput             a record cannot be judged; becomes a dead letter
-    ├── SqlParseError            sqlglot could not parse S (the record is still judged)
-    ├── JudgeError               a judge backend could not decide; outcome judge_error
-    │   ├── LlmTransportError    timeouts, connection errors, 429/5xx after retries
-    │   └── LlmReplyError        the reply failed validation after the re-ask
-    ├── TemplateError            a prompt template failed to compile or render
-    └── SinkError                a sink could not acknowledge a write
+StefError
+├── ConfigError              settings or config file invalid (fails at start)
+├── RulesError               a rules file is invalid; carries file:line problems
+├── InvalidInput             a record cannot be judged; becomes a dead letter
+├── SqlParseError            sqlglot could not parse S (the record is still judged)
+├── JudgeError               a judge backend could not decide; outcome judge_error
+│   ├── LlmTransportError    timeouts, connection errors, 429/5xx after retries
+│   └── LlmReplyError        the reply failed validation after the re-ask
+├── TemplateError            a prompt template failed to compile or render
+└── SinkError                a sink could not acknowledge a write
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ class JudgeError(StefError):
     """A judge backend could not decide; the record's outcome becomes ``judge_error``.
 
     Attributes:
-        reason: short machine-readable reason (``timeout``, ``rate_limited``, ``invalid_reply`` ...).
+        reason: short machine-readable reason (``timeout``, ``rate_limited``,
+            ``invalid_reply`` ...).
         attempts: how many calls were made.
     """
 

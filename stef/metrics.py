@@ -41,16 +41,24 @@ class Metrics:
             "stef_records_total", "Records received, by outcome", ["app", "outcome"], registry=r
         )
         self.score = Histogram(
-            "stef_score", "Score of evaluated records", ["app", "agent"],
-            buckets=SCORE_BUCKETS, registry=r,
+            "stef_score",
+            "Score of evaluated records",
+            ["app", "agent"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
         )
         self.evaluations = Counter(
-            "stef_evaluations_total", "Evaluated records by tier, verdict and filter status",
-            ["app", "agent", "tier", "verdict", "filter_status"], registry=r,
+            "stef_evaluations_total",
+            "Evaluated records by tier, verdict and filter status",
+            ["app", "agent", "tier", "verdict", "filter_status"],
+            registry=r,
         )
         self.confidence = Histogram(
-            "stef_confidence", "Judge confidence of evaluated records", ["app"],
-            buckets=CONFIDENCE_BUCKETS, registry=r,
+            "stef_confidence",
+            "Judge confidence of evaluated records",
+            ["app"],
+            buckets=CONFIDENCE_BUCKETS,
+            registry=r,
         )
         self.enrichment = Counter(
             "stef_enrichment_total", "Enrichment check results", ["app", "status"], registry=r
@@ -59,25 +67,34 @@ class Metrics:
             "stef_issues_total", "Issue labels of evaluated records", ["app", "issue"], registry=r
         )
         self.unsafe = Counter(
-            "stef_unsafe_sql_total", "Records whose SQL mutates or stacks statements", ["app"],
+            "stef_unsafe_sql_total",
+            "Records whose SQL mutates or stacks statements",
+            ["app"],
             registry=r,
         )
         self.llm_duration = Histogram(
-            "stef_llm_request_duration_seconds", "LLM request latency", ["model", "outcome"],
-            buckets=LLM_BUCKETS, registry=r,
+            "stef_llm_request_duration_seconds",
+            "LLM request latency",
+            ["model", "outcome"],
+            buckets=LLM_BUCKETS,
+            registry=r,
         )
         self.llm_tokens = Counter(
             "stef_llm_tokens_total", "LLM tokens used", ["model", "kind"], registry=r
         )
         self.llm_cost = Counter(
-            "stef_llm_cost_usd_total", "LLM cost from the configured price table", ["model"],
+            "stef_llm_cost_usd_total",
+            "LLM cost from the configured price table",
+            ["model"],
             registry=r,
         )
         self.cache_hits = Counter("stef_cache_hits_total", "Judge cache hits", registry=r)
         self.cache_misses = Counter("stef_cache_misses_total", "Judge cache misses", registry=r)
         self.inflight = Gauge("stef_inflight", "Records being judged now", registry=r)
         self.consumer_lag = Gauge(
-            "stef_consumer_lag", "Records behind the end of the partition", ["topic", "partition"],
+            "stef_consumer_lag",
+            "Records behind the end of the partition",
+            ["topic", "partition"],
             registry=r,
         )
         self.rules_reload = Counter(
@@ -126,7 +143,9 @@ class Metrics:
         if result.score is not None:
             self.score.labels(app=app, agent=agent).observe(result.score)
         self.evaluations.labels(
-            app=app, agent=agent, tier=result.tier or "unknown",
+            app=app,
+            agent=agent,
+            tier=result.tier or "unknown",
             verdict=result.components.verdict.value,
             filter_status=result.components.filter_status.value,
         ).inc()

@@ -6,7 +6,7 @@ them. Add fields freely; never rename one.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,9 +50,11 @@ class Predicate(_Frozen):
 
     Attributes:
         id: 1-based number, stable within one SQL spec; the judge refers to predicates by it.
-        lhs: normalized left-hand side (a column name without qualifier, lower-case, or an expression).
-        op: normalized operator: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``like``, ``not like``,
-            ``in``, ``not in``, ``between``, ``is null``, ``is not null``, ``or``, ``exists``, ``expr``.
+        lhs: normalized left-hand side (the column name without qualifier, lower-case, or the
+            canonical text of an expression).
+        op: normalized operator: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``like``,
+            ``not like``, ``in``, ``not in``, ``between``, ``is null``, ``is not null``, ``or``,
+            ``and``, ``exists``, ``expr``.
         rhs: normalized right-hand side text (values case- and whitespace-folded).
         text: the predicate as SQL text (generic dialect), for people and prompts.
         clause: where, having, qualify or join (an ON condition with a literal).
@@ -138,21 +140,21 @@ class QuestionSpec(_Frozen):
 # --------------------------------------------------------------------------------------- judge
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     CORRECT = "Correct"
     LIKELY_CORRECT = "Likely Correct"
     POTENTIALLY_INCORRECT = "Potentially Incorrect"
     INCORRECT = "Incorrect"
 
 
-class FilterStatus(str, Enum):
+class FilterStatus(StrEnum):
     FULLY_APPLIED = "fully_applied"
     FULLY_APPLIED_WITH_EXTRAS = "fully_applied_with_extras"
     PARTIALLY_APPLIED = "partially_applied"
     NOT_APPLIED = "not_applied"
 
 
-class EnrichmentStatus(str, Enum):
+class EnrichmentStatus(StrEnum):
     FAITHFUL = "faithful"
     MINOR_DRIFT = "minor_drift"
     MAJOR_DRIFT = "major_drift"

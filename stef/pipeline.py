@@ -66,13 +66,17 @@ class Pipeline:
             "judge": info,
         }
         if not sampled_in(record.id, rules.sampling_rate):
-            return Result(outcome="skipped_sampling", **base)  # type: ignore[arg-type]
+            return Result(outcome="skipped_sampling", **base)
 
         spec = sqlspec(record.sql, record.dialect or rules.dialect)
         norm = normalize(record, spec, rules)
         request = JudgeRequest(
-            record=record, sql_spec=spec, normalizations=norm.normalizations, notes=norm.notes,
-            flags=norm.flags, rules=rules,
+            record=record,
+            sql_spec=spec,
+            normalizations=norm.normalizations,
+            notes=norm.notes,
+            flags=norm.flags,
+            rules=rules,
         )
         safety = Safety(mutating=spec.mutating, multiple_statements=spec.multiple_statements)
         try:
@@ -90,7 +94,7 @@ class Pipeline:
                     latency_ms=round((time.perf_counter() - started) * 1000, 3),
                     attempts=exc.attempts,
                 ),
-                **base,  # type: ignore[arg-type]
+                **base,
             )
         out = reply.output
         alignment, status, leniency = align(out, spec, norm, rules)
@@ -131,14 +135,19 @@ class Pipeline:
             issues=issues,
             safety=safety,
             complexity=complexity(spec),
-            rationale=out.rationale if not scored.unsafe else _unsafe_rationale(spec, out.rationale),
+            rationale=out.rationale
+            if not scored.unsafe
+            else _unsafe_rationale(spec, out.rationale),
             usage=usage,
-            **base,  # type: ignore[arg-type]
+            **base,
         )
 
 
 def _unsafe_rationale(spec: object, rationale: str) -> str:
-    prefix = "Unsafe SQL: the statement mutates data or stacks several statements; verdict forced to Incorrect."
+    prefix = (
+        "Unsafe SQL: the statement mutates data or stacks several statements; "
+        "verdict forced to Incorrect."
+    )
     return f"{prefix} {rationale}".strip()
 
 

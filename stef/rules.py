@@ -84,15 +84,23 @@ class AppRules(BaseModel):
 class RuleSet:
     """The rules in force: one per known app plus the default; immutable once built."""
 
-    def __init__(self, default: AppRules, apps: dict[str, AppRules] | None = None,
-                 *, source: str = "<built-in>", single_file: bool = False) -> None:
+    def __init__(
+        self,
+        default: AppRules,
+        apps: dict[str, AppRules] | None = None,
+        *,
+        source: str = "<built-in>",
+        single_file: bool = False,
+    ) -> None:
         self.default = default
         self.apps = dict(apps or {})
         self.source = source
         self.single_file = single_file
         canonical = json.dumps(
-            {"default": default.model_dump(mode="json"),
-             "apps": {k: v.model_dump(mode="json") for k, v in sorted(self.apps.items())}},
+            {
+                "default": default.model_dump(mode="json"),
+                "apps": {k: v.model_dump(mode="json") for k, v in sorted(self.apps.items())},
+            },
             sort_keys=True,
         )
         self.version = hashlib.sha256(canonical.encode()).hexdigest()[:12]
@@ -121,8 +129,8 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
                 key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
                 return key.start_mark.line + 1 if key is not None else line
             node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(
-            node.value
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
         ):
             node = node.value[part]
         else:
@@ -150,6 +158,7 @@ def parse_rules_text(text: str, path: str, *, app: str | None = None) -> AppRule
         raise RulesError([RuleProblem(path, 1, "", "top level must be a mapping of rule keys")])
     if app is not None and data.get("app") is None:
         data["app"] = app
+    semantic = _check_semantics(data, path, node)
     try:
         rules = AppRules.model_validate(data)
     except ValidationError as exc:
@@ -162,33 +171,45 @@ def parse_rules_text(text: str, path: str, *, app: str | None = None) -> AppRule
             )
             for err in exc.errors()
         ]
-        raise RulesError(problems) from exc
-    problems = _check_semantics(rules, path, node)
-    if problems:
-        raise RulesError(problems)
+        raise RulesError(sorted([*problems, *semantic], key=lambda p: p.line or 0)) from exc
+    if semantic:
+        raise RulesError(semantic)
     return rules
 
 
-def _check_semantics(rules: AppRules, path: str, node: yaml.Node | None) -> list[RuleProblem]:
+def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) -> list[RuleProblem]:
     """Checks pydantic cannot express: benign filters must parse as SQL predicates."""
     # Imported here: sqlspec depends on nothing in this module, but keep the import graph one-way.
     from stef.stages.sqlspec import parse_condition
 
     problems = []
-    for i, text in enumerate(rules.benign_filters):
-        if parse_condition(text, rules.dialect) is None:
-            problems.append(
-                RuleProblem(path, _line_of(node, ("benign_filters", i)), f"benign_filters.{i}",
-                            f"not a SQL predicate: {text!r}")
-            )
-    if rules.dialect is not None:
-        import sqlglot.dialects
+    dialect = data.get("dialect") if isinstance(data.get("dialect"), str) else None
+    if dialect is not None:
+        import sqlglot
 
         try:
-            sqlglot.Dialect.get_or_raise(rules.dialect)
+            sqlglot.Dialect.get_or_raise(dialect)
         except ValueError:
-            problems.append(RuleProblem(path, _line_of(node, ("dialect",)), "dialect",
-                                        f"unknown sqlglot dialect {rules.dialect!r}"))
+            problems.append(
+                RuleProblem(
+                    path,
+                    _line_of(node, ("dialect",)),
+                    "dialect",
+                    f"unknown sqlglot dialect {dialect!r}",
+                )
+            )
+            dialect = None  # still check the filters, in the generic dialect
+    benign = data.get("benign_filters")
+    for i, text in enumerate(benign if isinstance(benign, list) else []):
+        if isinstance(text, str) and parse_condition(text, dialect) is None:
+            problems.append(
+                RuleProblem(
+                    path,
+                    _line_of(node, ("benign_filters", i)),
+                    f"benign_filters.{i}",
+                    f"not a SQL predicate: {text!r}",
+                )
+            )
     return problems
 
 
@@ -270,7 +291,11 @@ class RulesWatcher:
         try:
             rules = load_rules(self.path)
         except RulesError as exc:
-            log.error("rules_reload_rejected", path=str(self.path), problems=[str(p) for p in exc.problems])
+            log.error(
+                "rules_reload_rejected",
+                path=str(self.path),
+                problems=[str(p) for p in exc.problems],
+            )
             outcome = "error"
         else:
             with self._lock:

@@ -1,4 +1,4 @@
-"""Per-app/agent summary of results: the paper's Table 4 (mean score, P90, coverage, tier shares)."""
+"""Per-app/agent summary of results, the paper's Table 4: mean score, P90, coverage, tiers."""
 
 from __future__ import annotations
 
@@ -94,24 +94,38 @@ class Summary:
             n = g.evaluated or 1
             mean = g.mean
             p90 = percentile(g.scores, 90)
-            rows.append([
-                app, agent, str(g.received),
-                f"{mean:.1f}" if mean is not None else "-",
-                f"{p90:.1f}" if p90 is not None else "-",
-                f"{g.coverage:.1%}",
-                *[f"{g.tiers[t] / n:.1%}" for t in TIERS],
-                str(g.judge_errors),
-            ])
+            rows.append(
+                [
+                    app,
+                    agent,
+                    str(g.received),
+                    f"{mean:.1f}" if mean is not None else "-",
+                    f"{p90:.1f}" if p90 is not None else "-",
+                    f"{g.coverage:.1%}",
+                    *[f"{g.tiers[t] / n:.1%}" for t in TIERS],
+                    str(g.judge_errors),
+                ]
+            )
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w)
-                           for i, (h, w) in enumerate(zip(head, widths, strict=True)))]
+        lines = [
+            "  ".join(
+                h.ljust(w) if i < 2 else h.rjust(w)
+                for i, (h, w) in enumerate(zip(head, widths, strict=True))
+            )
+        ]
         lines.append("  ".join("-" * w for w in widths))
         for r in rows:
             if r[0] == "TOTAL":
                 lines.append("  ".join("-" * w for w in widths))
-            lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+            lines.append(
+                "  ".join(
+                    c.ljust(w) if i < 2 else c.rjust(w)
+                    for i, (c, w) in enumerate(zip(r, widths, strict=True))
+                )
+            )
         backend = ", ".join(sorted(self.backends)) or "-"
-        lines.append(f"judge: {backend}; invalid input lines (dead letters): {self.invalid}; "
-                     "tier shares are of evaluated records")
+        lines.append(
+            f"judge: {backend}; invalid input lines (dead letters): {self.invalid}; "
+            "tier shares are of evaluated records"
+        )
         return "\n".join(lines)

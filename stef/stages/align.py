@@ -96,7 +96,7 @@ def align(
 
     n_filters = len(out.question_spec.filters)
     if n_filters == 0 or n_matched == n_filters:
-        status = (FilterStatus.FULLY_APPLIED_WITH_EXTRAS if extras else FilterStatus.FULLY_APPLIED)
+        status = FilterStatus.FULLY_APPLIED_WITH_EXTRAS if extras else FilterStatus.FULLY_APPLIED
     elif n_matched == 0:
         status = FilterStatus.NOT_APPLIED
     else:
@@ -161,6 +161,4 @@ def _group_by_match(out: JudgeOutput, spec: SqlSpec, norm: Normalized, rules: Ap
     grouping = [g for g in spec.group_by if g not in norm.benign_group_by]
     if not all(_term_in(g, spec.group_by, mapping) for g in asked):
         return False
-    if not asked and grouping and not norm.required_group_by:
-        return False
-    return True
+    return not (not asked and grouping and not norm.required_group_by)

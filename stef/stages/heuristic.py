@@ -35,19 +35,120 @@ from stef.stages.sqlspec import norm_ident, norm_value
 # ------------------------------------------------------------------------------ question words
 
 _QUESTION_STARTERS = {
-    "what", "which", "who", "whom", "whose", "how", "when", "where", "why", "list", "show", "give",
-    "find", "name", "count", "calculate", "compute", "return", "display", "get", "tell", "provide",
-    "identify", "please", "among", "of", "in", "for", "from", "is", "are", "was", "were", "do",
-    "does", "did", "the", "a", "an", "i", "can", "could", "would", "state", "indicate", "mention",
-    "describe", "determine", "state", "by", "on", "at", "with", "and", "or", "if", "what's", "it",
-    "between", "during", "after", "before", "since", "per", "each", "all", "any", "sum", "total",
-    "average", "percentage", "ratio", "top", "as", "to", "please,", "also", "then", "this", "that",
-    "these", "those", "there", "their", "its", "his", "her", "they", "we", "you", "my", "our",
-    "id", "ids", "sql", "select", "not", "no", "only", "q", "yes",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "how",
+    "when",
+    "where",
+    "why",
+    "list",
+    "show",
+    "give",
+    "find",
+    "name",
+    "count",
+    "calculate",
+    "compute",
+    "return",
+    "display",
+    "get",
+    "tell",
+    "provide",
+    "identify",
+    "please",
+    "among",
+    "of",
+    "in",
+    "for",
+    "from",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "the",
+    "a",
+    "an",
+    "i",
+    "can",
+    "could",
+    "would",
+    "state",
+    "indicate",
+    "mention",
+    "describe",
+    "determine",
+    "by",
+    "on",
+    "at",
+    "with",
+    "and",
+    "or",
+    "if",
+    "what's",
+    "it",
+    "between",
+    "during",
+    "after",
+    "before",
+    "since",
+    "per",
+    "each",
+    "all",
+    "any",
+    "sum",
+    "total",
+    "average",
+    "percentage",
+    "ratio",
+    "top",
+    "as",
+    "to",
+    "please,",
+    "also",
+    "then",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "their",
+    "its",
+    "his",
+    "her",
+    "they",
+    "we",
+    "you",
+    "my",
+    "our",
+    "id",
+    "ids",
+    "sql",
+    "select",
+    "not",
+    "no",
+    "only",
+    "q",
+    "yes",
 }
 _MONTHS = (
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 )
 _QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
@@ -55,17 +156,28 @@ _QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
 _MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?)(?![\w-])")
 _COMPARATORS = (
-    (re.compile(r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
-                r"exceeding|after)\s*$", re.I), ">"),
-    (re.compile(r"(less|fewer|lower|smaller|younger|shorter)\s+than\s*$|(under|below|before)\s*$",
-                re.I), "<"),
+    (
+        re.compile(
+            r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
+            r"exceeding|after)\s*$",
+            re.I,
+        ),
+        ">",
+    ),
+    (
+        re.compile(
+            r"(less|fewer|lower|smaller|younger|shorter)\s+than\s*$|(under|below|before)\s*$", re.I
+        ),
+        "<",
+    ),
     (re.compile(r"(at\s+least|no\s+less\s+than|minimum\s+of|or\s+more)\s*$", re.I), ">="),
     (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
 )
 _ENTITY = re.compile(r"\b([A-Z][\w'&.-]*(?:\s+(?:of|de|la|the|and|&)?\s*[A-Z][\w'&.-]*)*)")
 _TOP_K_NUMBER = re.compile(
     r"\b(?:top|first|bottom|last|best|worst)\s+(\d+)\b|\b(\d+)\s+(?:highest|lowest|most|least|"
-    r"largest|smallest|biggest|best|worst|top)\b", re.I
+    r"largest|smallest|biggest|best|worst|top)\b",
+    re.I,
 )
 
 _AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -77,11 +189,15 @@ _AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 _PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
 _DISTINCT = re.compile(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
-_GROUPING = re.compile(r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
-                       r"(\w+)", re.I)
+_GROUPING = re.compile(
+    r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
+    r"(\w+)",
+    re.I,
+)
 _NEGATION = re.compile(
     r"\b(not|never|without|excluding|except|other than|no longer|isn't|aren't|wasn't|weren't|"
-    r"doesn't|don't|didn't|haven't|hasn't|non|neither|nor)\b", re.I
+    r"doesn't|don't|didn't|haven't|hasn't|non|neither|nor)\b",
+    re.I,
 )
 _BETWEEN = re.compile(r"\bbetween\b.+\band\b", re.I)
 
@@ -130,12 +246,15 @@ def question_literals(text: str, cues: QuestionCues | None = None) -> list[_Foun
     for m in _QUARTER.finditer(text):
         add(_Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
     for m in _NUMBER.finditer(text):
-        raw = m.group(1).replace(",", "") if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1)) \
+        raw = (
+            m.group(1).replace(",", "")
+            if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1))
             else m.group(1)
+        )
         value = norm_value(raw)
         kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
         op = "="
-        before = text[max(0, m.start() - 30):m.start()]
+        before = text[max(0, m.start() - 30) : m.start()]
         for pattern, cmp in _COMPARATORS:
             if pattern.search(before):
                 op = cmp
@@ -164,7 +283,7 @@ def _mapping_lhs(text: str, f: _Found, rules: AppRules) -> str | None:
     """A column for a question value when a mapped question term sits next to it."""
     if not rules.column_mappings:
         return None
-    window = text[max(0, f.span[0] - 25):f.span[1] + 25].casefold()
+    window = text[max(0, f.span[0] - 25) : f.span[1] + 25].casefold()
     for term, column in rules.column_mappings.items():
         if re.search(r"\b" + re.escape(term.casefold()) + r"s?\b", window):
             return norm_ident(column)
@@ -188,8 +307,11 @@ def _value_match(q: QuestionFilter, kind: str, p: Predicate) -> bool:
             return True
         if kind in ("year", "date") and (v.startswith(q.rhs) or q.rhs.startswith(v)):
             return True
-        if (p.wildcard or kind == "entity") and len(q.rhs) >= 3 and len(v) >= 3 and (
-            q.rhs in v or v in q.rhs
+        if (
+            (p.wildcard or kind == "entity")
+            and len(q.rhs) >= 3
+            and len(v) >= 3
+            and (q.rhs in v or v in q.rhs)
         ):
             return True
     return False
@@ -246,8 +368,11 @@ def enrichment_check(question: str, enriched: str | None, rules: AppRules) -> En
     dropped = [text for v, text in q_vals.items() if v not in e_vals and v not in e_text]
     justified = " ".join([*rules.benign_filters, *rules.notes]).casefold()
     q_text = question.casefold()
-    added = [text for v, text in e_vals.items()
-             if v not in q_vals and v not in q_text and v not in justified]
+    added = [
+        text
+        for v, text in e_vals.items()
+        if v not in q_vals and v not in q_text and v not in justified
+    ]
     if dropped:
         status = EnrichmentStatus.MAJOR_DRIFT
     elif added:
@@ -260,8 +385,9 @@ def enrichment_check(question: str, enriched: str | None, rules: AppRules) -> En
 # ------------------------------------------------------------------------------------ the judge
 
 
-def question_spec(question: str, spec: SqlSpec, sql: str, rules: AppRules
-                  ) -> tuple[QuestionSpec, list[str]]:
+def question_spec(
+    question: str, spec: SqlSpec, sql: str, rules: AppRules
+) -> tuple[QuestionSpec, list[str]]:
     """The question spec Sq read from the words of Qu, and the kind of each filter."""
     cues = question_cues(question)
     filters: list[QuestionFilter] = []
@@ -273,30 +399,49 @@ def question_spec(question: str, spec: SqlSpec, sql: str, rules: AppRules
             words = [w for w in re.split(r"\W+", f.value) if w]
             if words and all(w in sql_names for w in words):
                 continue
-        filters.append(QuestionFilter(lhs=_mapping_lhs(question, f, rules), op=f.op,
-                                      rhs=f.value, text=f.text, kind=f.kind))
+        filters.append(
+            QuestionFilter(
+                lhs=_mapping_lhs(question, f, rules), op=f.op, rhs=f.value, text=f.text, kind=f.kind
+            )
+        )
         kinds.append(f.kind)
-    aggregations = [Aggregation(func=func, column="*") for pattern, func in _AGG_CUES
-                    if pattern.search(question)]
+    aggregations = [
+        Aggregation(func=func, column="*")
+        for pattern, func in _AGG_CUES
+        if pattern.search(question)
+    ]
     if _DISTINCT.search(question):
-        aggregations = [a.model_copy(update={"distinct": True}) if a.func == "COUNT" else a
-                        for a in aggregations]
+        aggregations = [
+            a.model_copy(update={"distinct": True}) if a.func == "COUNT" else a
+            for a in aggregations
+        ]
     group_by = [m.group(1).casefold() for m in _GROUPING.finditer(question)]
     return (
-        QuestionSpec(outputs=[], aggregations=aggregations, filters=filters, group_by=group_by,
-                     ordering_requested=cues.ordering_requested, top_k=cues.top_k),
+        QuestionSpec(
+            outputs=[],
+            aggregations=aggregations,
+            filters=filters,
+            group_by=group_by,
+            ordering_requested=cues.ordering_requested,
+            top_k=cues.top_k,
+        ),
         kinds,
     )
 
 
 _MAJOR: tuple[Issue, ...] = (
-    "filters_missing", "filters_incorrect", "aggregation_missing", "aggregation_wrong",
-    "ordering_wrong", "logic_error",
+    "filters_missing",
+    "filters_incorrect",
+    "aggregation_missing",
+    "aggregation_wrong",
+    "ordering_wrong",
+    "logic_error",
 )
 
 
-def _structure_issues(question: str, qs: QuestionSpec, spec: SqlSpec, sql: str,
-                      request: JudgeRequest) -> list[tuple[Issue, str]]:
+def _structure_issues(
+    question: str, qs: QuestionSpec, spec: SqlSpec, sql: str, request: JudgeRequest
+) -> list[tuple[Issue, str]]:
     """Issues from the question's words vs the SQL structure, each with a reason."""
     if not spec.parsed:
         return []
@@ -305,39 +450,71 @@ def _structure_issues(question: str, qs: QuestionSpec, spec: SqlSpec, sql: str,
     division = any("/" in p for p in spec.projections)
     for a in qs.aggregations:
         if a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and spec.limit is None:
-            issues.append(("aggregation_missing", "the question asks how many; the SQL counts nothing"))
+            issues.append(
+                ("aggregation_missing", "the question asks how many; the SQL counts nothing")
+            )
         elif a.func == "AVG" and "AVG" not in funcs and not division:
-            issues.append(("aggregation_wrong", "the question asks for an average; no AVG or division"))
+            issues.append(
+                ("aggregation_wrong", "the question asks for an average; no AVG or division")
+            )
         elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division:
             issues.append(("aggregation_missing", "the question asks for a total; no SUM or COUNT"))
         elif a.func in ("MAX", "MIN") and a.func not in funcs and not spec.order_by:
-            issues.append(("aggregation_missing",
-                           f"the question asks for a {a.func.lower()}imum; no {a.func} or ORDER BY"))
+            issues.append(
+                (
+                    "aggregation_missing",
+                    f"the question asks for a {a.func.lower()}imum; no {a.func} or ORDER BY",
+                )
+            )
     if _PERCENT.search(question) and not division and "AVG" not in funcs and spec.aggregations:
-        issues.append(("aggregation_wrong", "the question asks for a share; the SQL divides nothing"))
+        issues.append(
+            ("aggregation_wrong", "the question asks for a share; the SQL divides nothing")
+        )
     if qs.top_k is not None and not spec.order_by and not funcs & {"MAX", "MIN"}:
-        issues.append(("ordering_wrong", "the question asks for a top/extreme; no ORDER BY, MAX or MIN"))
-    if qs.top_k is not None and spec.limit is not None and spec.limit != qs.top_k and (
-        spec.limit < request.rules.limit_min
+        issues.append(
+            ("ordering_wrong", "the question asks for a top/extreme; no ORDER BY, MAX or MIN")
+        )
+    if (
+        qs.top_k is not None
+        and spec.limit is not None
+        and spec.limit != qs.top_k
+        and (spec.limit < request.rules.limit_min)
     ):
-        issues.append(("limit_unrequested" if spec.limit < qs.top_k else "ordering_wrong",
-                       f"the question asks for {qs.top_k}; LIMIT is {spec.limit}"))
+        issues.append(
+            (
+                "limit_unrequested" if spec.limit < qs.top_k else "ordering_wrong",
+                f"the question asks for {qs.top_k}; LIMIT is {spec.limit}",
+            )
+        )
     if "limit_below_min" in request.flags:
         issues.append(("limit_unrequested", f"LIMIT {spec.limit} truncates an unranked answer"))
-    if _NEGATION.search(question) and not (spec.negated or spec.has_set_operation
-                                           or _sql_negates(sql)):
+    if _NEGATION.search(question) and not (
+        spec.negated or spec.has_set_operation or _sql_negates(sql)
+    ):
         issues.append(("logic_error", "the question negates; the SQL has no NOT, <> or EXCEPT"))
     if qs.group_by and not spec.group_by and spec.aggregations and not spec.has_window:
-        issues.append(("grouping_wrong", f"the question groups per {', '.join(qs.group_by)}; "
-                                         "the SQL has no GROUP BY"))
-    if (spec.group_by and not qs.group_by and not request.normalizations
-            and not any(request.sql_spec.projection_aggregated)):
+        issues.append(
+            (
+                "grouping_wrong",
+                f"the question groups per {', '.join(qs.group_by)}; the SQL has no GROUP BY",
+            )
+        )
+    if (
+        spec.group_by
+        and not qs.group_by
+        and not request.normalizations
+        and not any(request.sql_spec.projection_aggregated)
+    ):
         issues.append(("grouping_wrong", "GROUP BY without aggregates or a grouping request"))
-    if _DISTINCT.search(question) and not spec.distinct and not any(
-        a.distinct for a in spec.aggregations
-    ) and not spec.group_by:
-        issues.append(("columns_wrong", "the question asks for distinct values; the SQL keeps "
-                                        "duplicates"))
+    if (
+        _DISTINCT.search(question)
+        and not spec.distinct
+        and not any(a.distinct for a in spec.aggregations)
+        and not spec.group_by
+    ):
+        issues.append(
+            ("columns_wrong", "the question asks for distinct values; the SQL keeps duplicates")
+        )
     return issues
 
 
@@ -387,11 +564,12 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
 
     labels = list(dict.fromkeys(i for i, _ in issues))
     major = [i for i in labels if i in _MAJOR]
-    if spec.mutating or spec.multiple_statements:
-        verdict = Verdict.INCORRECT
-    elif qs.filters and n_missing + n_wrong == len(qs.filters) and spec.parsed:
-        verdict = Verdict.INCORRECT
-    elif len(major) >= 2:
+    if (
+        spec.mutating
+        or spec.multiple_statements
+        or (qs.filters and n_missing + n_wrong == len(qs.filters) and spec.parsed)
+        or len(major) >= 2
+    ):
         verdict = Verdict.INCORRECT
     elif len(major) == 1:
         verdict = Verdict.POTENTIALLY_INCORRECT

@@ -46,7 +46,7 @@ class Judge(Protocol):
 
     @property
     def info(self) -> JudgeInfo:
-        """Backend name, model and prompt version, for every result (rules_version is filled later)."""
+        """Backend name, model and prompt version for every result (rules_version comes later)."""
         ...
 
     def judge(self, request: JudgeRequest) -> JudgeReply:

@@ -14,9 +14,22 @@ from stef.models import InputRecord, SqlSpec
 from stef.rules import AppRules
 
 _NUMBER_WORDS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
-    "fifty": 50, "hundred": 100,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "fifty": 50,
+    "hundred": 100,
 }
 _NUM = r"(\d+|" + "|".join(_NUMBER_WORDS) + r")"
 _SUPERLATIVES = (
@@ -31,14 +44,49 @@ _ORDERING_WORDS = re.compile(
     re.I,
 )
 _NOT_SUPERLATIVE_EST = {
-    "interest", "rest", "test", "west", "request", "guest", "contest", "forest", "harvest", "nest",
-    "honest", "modest", "suggest", "digest", "invest", "protest", "quest", "chest", "pest",
-    "manifest", "arrest", "crest", "vest", "priest", "southwest", "northwest", "midwest",
-    "interest", "est", "pretest", "unrest", "conquest", "inquest", "bequest", "tempest",
+    "interest",
+    "rest",
+    "test",
+    "west",
+    "request",
+    "guest",
+    "contest",
+    "forest",
+    "harvest",
+    "nest",
+    "honest",
+    "modest",
+    "suggest",
+    "digest",
+    "invest",
+    "protest",
+    "quest",
+    "chest",
+    "pest",
+    "manifest",
+    "arrest",
+    "crest",
+    "vest",
+    "priest",
+    "southwest",
+    "northwest",
+    "midwest",
+    "est",
+    "pretest",
+    "unrest",
+    "conquest",
+    "inquest",
+    "bequest",
+    "tempest",
 }
 _TOP_K = re.compile(
-    r"\b(?:top|first|bottom|last|best|worst)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(?:"
-    + _SUPERLATIVES + r")\b",
+    r"\b(?:top|first|bottom|last|best|worst)\s+"
+    + _NUM
+    + r"\b|\b"
+    + _NUM
+    + r"\s+(?:"
+    + _SUPERLATIVES
+    + r")\b",
     re.I,
 )
 _SINGULAR_SUPERLATIVE = re.compile(
@@ -75,9 +123,9 @@ def question_cues(question: str) -> QuestionCues:
         if re.fullmatch(_SUPERLATIVES + r"|\w+est", word):
             superlative = True
     top_k = None
-    m = _TOP_K.search(question)
-    if m is not None:
-        top_k = _to_int(m.group(1) or m.group(2))
+    k = _TOP_K.search(question)
+    if k is not None:
+        top_k = _to_int(k.group(1) or k.group(2))
         ordering = True
     elif superlative and _SINGULAR_SUPERLATIVE.search(question):
         top_k = 1
@@ -115,10 +163,13 @@ def normalize(record: InputRecord, spec: SqlSpec, rules: AppRules) -> Normalized
     flags: list[str] = []
 
     # 1. Required GROUP BY: aggregates mixed with plain columns that GROUP BY covers.
-    plain = [p for p, agg in zip(spec.projections, spec.projection_aggregated, strict=False)
-             if not agg]
+    plain = [
+        p for p, agg in zip(spec.projections, spec.projection_aggregated, strict=False) if not agg
+    ]
     required = bool(
-        spec.group_by and plain and any(spec.projection_aggregated)
+        spec.group_by
+        and plain
+        and any(spec.projection_aggregated)
         and set(plain) <= set(spec.group_by)
     )
     if required:
@@ -130,7 +181,8 @@ def normalize(record: InputRecord, spec: SqlSpec, rules: AppRules) -> Normalized
 
     # 2. Benign GROUP BY: a grouping column pinned to one literal by WHERE.
     pinned = {
-        p.lhs for p in spec.filters
+        p.lhs
+        for p in spec.filters
         if p.clause in ("where", "join") and p.op in ("=", "like") and len(p.values) == 1
     }
     benign = [g for g in spec.group_by if g in pinned]

@@ -1,6 +1,6 @@
 """Score stage: the paper's formula (STEF §4), tiers, and the safety override (SPEC §2).
 
-    Φ = (σ_filters + σ_verdict + δ) / 10 × 100 × Γ(γ)
+Φ = (σ_filters + σ_verdict + δ) / 10 × 100 × Γ(γ)
 """
 
 from __future__ import annotations

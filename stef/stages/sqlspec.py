@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from typing import Literal, cast
 
 import sqlglot
 from sqlglot import exp
@@ -16,25 +17,57 @@ from sqlglot.errors import SqlglotError
 from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
 
 MUTATING = (
-    exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
-    exp.TruncateTable, exp.Grant,
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Grant,
 )
 _REVOKE = getattr(exp, "Revoke", None)
 MUTATING_KEYWORDS = (
-    "insert", "update", "delete", "merge", "create", "drop", "alter", "truncate", "grant",
-    "revoke", "replace", "upsert", "copy", "call", "exec", "execute",
+    "insert",
+    "update",
+    "delete",
+    "merge",
+    "create",
+    "drop",
+    "alter",
+    "truncate",
+    "grant",
+    "revoke",
+    "replace",
+    "upsert",
+    "copy",
+    "call",
+    "exec",
+    "execute",
 )
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
-_COMPARISONS: dict[type[exp.Expression], str] = {
-    exp.EQ: "=", exp.NEQ: "!=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
+_COMPARISONS: dict[type[exp.Expr], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
     exp.NullSafeEQ: "=",
 }
 _MIRROR = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 _NEGATE = {
-    "=": "!=", "!=": "=", "like": "not like", "in": "not in", "is null": "is not null",
-    "between": "not between", "exists": "not exists",
+    "=": "!=",
+    "!=": "=",
+    "like": "not like",
+    "in": "not in",
+    "is null": "is not null",
+    "between": "not between",
+    "exists": "not exists",
 }
 _PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
+Clause = Literal["where", "having", "qualify", "join"]
 
 
 # ----------------------------------------------------------------------------- normalization
@@ -56,7 +89,7 @@ def norm_ident(name: str) -> str:
     return name.strip().casefold()
 
 
-def canon(node: exp.Expression) -> str:
+def canon(node: exp.Expr) -> str:
     """Canonical text of an expression: qualifiers dropped, generic dialect, case-folded."""
     copy = node.copy()
     for col in copy.find_all(exp.Column):
@@ -72,7 +105,7 @@ def canon(node: exp.Expression) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _literal_value(node: exp.Expression) -> str | None:
+def _literal_value(node: exp.Expr) -> str | None:
     """The value of a literal-like node (string, number, boolean, date literal, negation)."""
     if isinstance(node, exp.Paren):
         return _literal_value(node.this)
@@ -92,11 +125,11 @@ def _literal_value(node: exp.Expression) -> str | None:
     return None
 
 
-def _is_literal(node: exp.Expression) -> bool:
+def _is_literal(node: exp.Expr) -> bool:
     return _literal_value(node) is not None or isinstance(node, exp.Null)
 
 
-def _values_in(node: exp.Expression) -> list[str]:
+def _values_in(node: exp.Expr) -> list[str]:
     out: list[str] = []
     for lit in node.find_all(exp.Literal, exp.Boolean):
         value = _literal_value(lit)
@@ -109,7 +142,7 @@ def _strip_wildcards(pattern: str) -> str:
     return pattern.replace("%", " ").strip()
 
 
-def _column_key(node: exp.Expression) -> str:
+def _column_key(node: exp.Expr) -> str:
     if isinstance(node, exp.Column):
         return norm_ident(node.name)
     return canon(node)
@@ -123,8 +156,17 @@ class _Pred:
 
     __slots__ = ("clause", "columns", "lhs", "op", "rhs", "text", "values", "wildcard")
 
-    def __init__(self, lhs: str, op: str, rhs: str, text: str, columns: Iterable[str],
-                 values: Iterable[str], wildcard: bool = False, clause: str = "where") -> None:
+    def __init__(
+        self,
+        lhs: str,
+        op: str,
+        rhs: str,
+        text: str,
+        columns: Iterable[str],
+        values: Iterable[str],
+        wildcard: bool = False,
+        clause: Clause = "where",
+    ) -> None:
         self.lhs, self.op, self.rhs, self.text = lhs, op, rhs, text
         self.columns = tuple(dict.fromkeys(columns))
         self.values = tuple(dict.fromkeys(values))
@@ -136,7 +178,7 @@ class _Pred:
         return (self.lhs, self.op, self.rhs)
 
 
-def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+def _conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.And):
@@ -146,18 +188,18 @@ def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
         yield node
 
 
-def _columns_of(node: exp.Expression) -> list[str]:
+def _columns_of(node: exp.Expr) -> list[str]:
     return [norm_ident(c.name) for c in node.find_all(exp.Column)]
 
 
-def _text(node: exp.Expression, dialect: str | None) -> str:
+def _text(node: exp.Expr, dialect: str | None) -> str:
     try:
         return node.sql(dialect=dialect, comments=False)
     except SqlglotError:
         return str(node)
 
 
-def predicate_of(node: exp.Expression, dialect: str | None = None) -> _Pred | None:
+def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
     """One atomic predicate from a condition; None for a pure join condition (col = col)."""
     while isinstance(node, exp.Paren):
         node = node.this
@@ -170,7 +212,7 @@ def predicate_of(node: exp.Expression, dialect: str | None = None) -> _Pred | No
         op = _NEGATE.get(inner.op, f"not {inner.op}")
         return _Pred(inner.lhs, op, inner.rhs, text, inner.columns, inner.values, inner.wildcard)
     for cls, op in _COMPARISONS.items():
-        if type(node) is cls:
+        if type(node) is cls and isinstance(node, exp.Binary):
             left, right = node.left, node.right
             if _is_literal(left) and not _is_literal(right):
                 left, right, op = right, left, _MIRROR[op]
@@ -180,62 +222,102 @@ def predicate_of(node: exp.Expression, dialect: str | None = None) -> _Pred | No
                     return None  # a join written in WHERE, not a filter
             rv = _literal_value(right)
             values = [rv] if rv is not None else _values_in(right)
-            return _Pred(_column_key(left), op, rv if rv is not None else canon(right), text,
-                         columns, values)
+            return _Pred(
+                _column_key(left), op, rv if rv is not None else canon(right), text, columns, values
+            )
     if isinstance(node, exp.Like | exp.ILike):
         pattern = _literal_value(node.expression)
         if pattern is None:
-            return _Pred(_column_key(node.this), "like", canon(node.expression), text, columns,
-                         _values_in(node.expression))
+            return _Pred(
+                _column_key(node.this),
+                "like",
+                canon(node.expression),
+                text,
+                columns,
+                _values_in(node.expression),
+            )
         wildcard = "%" in pattern or "_" in pattern
         op = "like" if wildcard else "="
-        return _Pred(_column_key(node.this), op, pattern, text, columns,
-                     [_strip_wildcards(pattern)], wildcard)
+        return _Pred(
+            _column_key(node.this),
+            op,
+            pattern,
+            text,
+            columns,
+            [_strip_wildcards(pattern)],
+            wildcard,
+        )
     if isinstance(node, exp.In):
         if node.args.get("query") is not None or node.args.get("unnest") is not None:
             sub = node.args.get("query") or node.args["unnest"]
-            return _Pred(_column_key(node.this), "in", "(subquery)", text, columns,
-                         _values_in(sub))
+            return _Pred(_column_key(node.this), "in", "(subquery)", text, columns, _values_in(sub))
         items = node.expressions
         vals = [_literal_value(i) for i in items]
         if len(items) == 1:
             v = vals[0]
-            return _Pred(_column_key(node.this), "=", v if v is not None else canon(items[0]),
-                         text, columns, [v] if v is not None else _values_in(items[0]))
+            return _Pred(
+                _column_key(node.this),
+                "=",
+                v if v is not None else canon(items[0]),
+                text,
+                columns,
+                [v] if v is not None else _values_in(items[0]),
+            )
         rhs_vals = [v if v is not None else canon(i) for v, i in zip(vals, items, strict=True)]
-        return _Pred(_column_key(node.this), "in", ", ".join(sorted(rhs_vals)), text, columns,
-                     [v for v in vals if v is not None])
+        return _Pred(
+            _column_key(node.this),
+            "in",
+            ", ".join(sorted(rhs_vals)),
+            text,
+            columns,
+            [v for v in vals if v is not None],
+        )
     if isinstance(node, exp.Between):
         low, high = node.args.get("low"), node.args.get("high")
         parts = [_literal_value(x) if x is not None else None for x in (low, high)]
-        rhs = " and ".join(p if p is not None else canon(x) for p, x in zip(parts, (low, high),
-                                                                           strict=True) if x)
-        return _Pred(_column_key(node.this), "between", rhs, text, columns,
-                     [p for p in parts if p is not None])
+        rhs = " and ".join(
+            p if p is not None else canon(x) for p, x in zip(parts, (low, high), strict=True) if x
+        )
+        return _Pred(
+            _column_key(node.this),
+            "between",
+            rhs,
+            text,
+            columns,
+            [p for p in parts if p is not None],
+        )
     if isinstance(node, exp.Is):
         target = node.expression
         if isinstance(target, exp.Null):
             return _Pred(_column_key(node.this), "is null", "", text, columns, [])
         v = _literal_value(target)
-        return _Pred(_column_key(node.this), "=", v or canon(target), text, columns,
-                     [v] if v else [])
+        return _Pred(
+            _column_key(node.this), "=", v or canon(target), text, columns, [v] if v else []
+        )
     if isinstance(node, exp.Or):
-        parts = [predicate_of(d, dialect) for d in _disjuncts(node)]
-        lhss = {p.lhs for p in parts if p is not None}
-        lhs = lhss.pop() if len(lhss) == 1 and all(parts) else "expr"
-        values = [v for p in parts if p is not None for v in p.values]
-        return _Pred(lhs, "or", canon(node), text, columns, values,
-                     any(p.wildcard for p in parts if p is not None))
+        subs = [predicate_of(d, dialect) for d in _disjuncts(node)]
+        lhss = {p.lhs for p in subs if p is not None}
+        lhs = lhss.pop() if len(lhss) == 1 and all(subs) else "expr"
+        values = [v for p in subs if p is not None for v in p.values]
+        return _Pred(
+            lhs,
+            "or",
+            canon(node),
+            text,
+            columns,
+            values,
+            any(p.wildcard for p in subs if p is not None),
+        )
     if isinstance(node, exp.And):
-        parts = [predicate_of(c, dialect) for c in _conjuncts(node)]
-        values = [v for p in parts if p is not None for v in p.values]
+        subs = [predicate_of(c, dialect) for c in _conjuncts(node)]
+        values = [v for p in subs if p is not None for v in p.values]
         return _Pred("expr", "and", canon(node), text, columns, values)
     if isinstance(node, exp.Exists):
         return _Pred("expr", "exists", canon(node), text, columns, _values_in(node))
     return _Pred(canon(node), "expr", "", text, columns, _values_in(node))
 
 
-def _disjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+def _disjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Or):
@@ -245,7 +327,7 @@ def _disjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
         yield node
 
 
-def parse_condition(text: str, dialect: str | None = None) -> exp.Expression | None:
+def parse_condition(text: str, dialect: str | None = None) -> exp.Expr | None:
     """Parse a bare SQL predicate (a benign filter from the rules); None if it is not one."""
     try:
         tree = sqlglot.parse_one(f"SELECT 1 WHERE {text}", read=dialect)
@@ -275,7 +357,7 @@ def condition_keys(text: str, dialect: str | None = None) -> list[tuple[str, str
 # ---------------------------------------------------------------------------------- structure
 
 
-def _inside_predicate(node: exp.Expression, root: exp.Expression) -> bool:
+def _inside_predicate(node: exp.Expr, root: exp.Expr) -> bool:
     """True when ``node`` sits inside a WHERE/HAVING/QUALIFY/ON condition of another query."""
     parent = node.parent
     while parent is not None and parent is not root:
@@ -289,14 +371,14 @@ def _inside_predicate(node: exp.Expression, root: exp.Expression) -> bool:
     return False
 
 
-def _contains(haystack: exp.Expression, needle: exp.Expression) -> bool:
+def _contains(haystack: exp.Expr, needle: exp.Expr) -> bool:
     return any(n is needle for n in haystack.walk())
 
 
-def _main_select(tree: exp.Expression, ctes: dict[str, exp.Expression]) -> exp.Select | None:
+def _main_select(tree: exp.Expr, ctes: dict[str, exp.Expr]) -> exp.Select | None:
     """The SELECT that produces the result: outermost, first branch of a set operation, and
     through ``SELECT * FROM (sub)`` wrappers."""
-    node: exp.Expression | None = tree
+    node: exp.Expr | None = tree
     for _ in range(32):
         if isinstance(node, exp.Subquery):
             node = node.this
@@ -319,13 +401,11 @@ def _main_select(tree: exp.Expression, ctes: dict[str, exp.Expression]) -> exp.S
     return node if isinstance(node, exp.Select) else None
 
 
-def _alias_map(select: exp.Select) -> dict[str, exp.Expression]:
-    return {
-        norm_ident(p.alias): p.this for p in select.expressions if isinstance(p, exp.Alias)
-    }
+def _alias_map(select: exp.Select) -> dict[str, exp.Expr]:
+    return {norm_ident(p.alias): p.this for p in select.expressions if isinstance(p, exp.Alias)}
 
 
-def _resolve(node: exp.Expression, select: exp.Select, aliases: dict[str, exp.Expression]) -> str:
+def _resolve(node: exp.Expr, select: exp.Select, aliases: dict[str, exp.Expr]) -> str:
     """Canonical text of a GROUP BY / ORDER BY term with positions and aliases resolved."""
     if isinstance(node, exp.Literal) and node.is_int:
         pos = int(node.this)
@@ -360,7 +440,7 @@ def _aggregations(queries: list[exp.Select]) -> list[Aggregation]:
     return list(out.values())
 
 
-def _limit(node: exp.Expression) -> int | None:
+def _limit(node: exp.Expr) -> int | None:
     lim = node.args.get("limit")
     if lim is None:
         return None
@@ -372,7 +452,7 @@ def _limit(node: exp.Expression) -> int | None:
     return None
 
 
-def _statement_type(stmt: exp.Expression) -> str:
+def _statement_type(stmt: exp.Expr) -> str:
     if isinstance(stmt, _QUERY):
         return "select"
     if isinstance(stmt, exp.TruncateTable):
@@ -382,7 +462,7 @@ def _statement_type(stmt: exp.Expression) -> str:
     return stmt.key
 
 
-def _is_mutating(stmt: exp.Expression) -> bool:
+def _is_mutating(stmt: exp.Expr) -> bool:
     if isinstance(stmt, MUTATING) or (_REVOKE is not None and isinstance(stmt, _REVOKE)):
         return True
     if isinstance(stmt, exp.Command):
@@ -420,26 +500,57 @@ def sqlspec(sql: str, dialect: str | None = None) -> SqlSpec:
     except (SqlglotError, ValueError, RecursionError, TypeError, AttributeError, KeyError) as exc:
         mutating, multiple = _scan_unparsed(sql)
         message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        return SqlSpec(parsed=False, parse_error=message, dialect=dialect, mutating=mutating,
-                       multiple_statements=multiple, statement_type="unknown")
+        return SqlSpec(
+            parsed=False,
+            parse_error=message,
+            dialect=dialect,
+            mutating=mutating,
+            multiple_statements=multiple,
+            statement_type="unknown",
+        )
     if not statements:
         return SqlSpec(parsed=False, parse_error="no SQL statement", dialect=dialect)
     try:
         return _analyse(statements, dialect)
     except _NotAStatement as exc:
         mutating, multiple = _scan_unparsed(sql)
-        return SqlSpec(parsed=False, parse_error=str(exc), dialect=dialect, mutating=mutating,
-                       multiple_statements=multiple or len(statements) > 1)
+        return SqlSpec(
+            parsed=False,
+            parse_error=str(exc),
+            dialect=dialect,
+            mutating=mutating,
+            multiple_statements=multiple or len(statements) > 1,
+        )
     except (SqlglotError, RecursionError, ValueError, TypeError, AttributeError) as exc:
         mutating, multiple = _scan_unparsed(sql)
-        return SqlSpec(parsed=False, parse_error=f"analysis failed: {exc}"[:300], dialect=dialect,
-                       mutating=mutating or any(_is_mutating(s) for s in statements),
-                       multiple_statements=multiple or len(statements) > 1)
+        return SqlSpec(
+            parsed=False,
+            parse_error=f"analysis failed: {exc}"[:300],
+            dialect=dialect,
+            mutating=mutating or any(_is_mutating(s) for s in statements),
+            multiple_statements=multiple or len(statements) > 1,
+        )
 
 
 _OTHER_STATEMENTS = {
-    "use", "set", "describe", "show", "pragma", "transaction", "commit", "rollback", "copy",
-    "analyze", "cache", "uncache", "refresh", "kill", "comment", "loaddata", "export", "declare",
+    "use",
+    "set",
+    "describe",
+    "show",
+    "pragma",
+    "transaction",
+    "commit",
+    "rollback",
+    "copy",
+    "analyze",
+    "cache",
+    "uncache",
+    "refresh",
+    "kill",
+    "comment",
+    "loaddata",
+    "export",
+    "declare",
 }
 
 
@@ -447,7 +558,7 @@ class _NotAStatement(ValueError):
     pass
 
 
-def _is_statement(stmt: exp.Expression) -> bool:
+def _is_statement(stmt: exp.Expr) -> bool:
     if isinstance(stmt, (*_QUERY, *MUTATING, exp.Command)):
         return True
     if _REVOKE is not None and isinstance(stmt, _REVOKE):
@@ -455,7 +566,7 @@ def _is_statement(stmt: exp.Expression) -> bool:
     return stmt.key in _OTHER_STATEMENTS
 
 
-def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
+def _analyse(statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
     stmt = statements[0]
     if not _is_statement(stmt):
         raise _NotAStatement(f"not a SQL statement: {stmt.sql()[:80]!r}")
@@ -463,8 +574,13 @@ def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
     multiple = len(statements) > 1
     statement_type = _statement_type(stmt)
     if isinstance(stmt, exp.Command):
-        return SqlSpec(parsed=True, dialect=dialect, mutating=mutating,
-                       multiple_statements=multiple, statement_type=statement_type)
+        return SqlSpec(
+            parsed=True,
+            dialect=dialect,
+            mutating=mutating,
+            multiple_statements=multiple,
+            statement_type=statement_type,
+        )
 
     cte_nodes = {norm_ident(c.alias): c.this for c in stmt.find_all(exp.CTE)}
     selects = [s for s in stmt.find_all(exp.Select)]
@@ -484,9 +600,11 @@ def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
             preds.append(p)
 
     for s in feeding:
-        for clause_name, clause in (("where", s.args.get("where")),
-                                    ("having", s.args.get("having")),
-                                    ("qualify", s.args.get("qualify"))):
+        for clause_name, clause in (
+            ("where", s.args.get("where")),
+            ("having", s.args.get("having")),
+            ("qualify", s.args.get("qualify")),
+        ):
             if clause is None:
                 continue
             for c in _conjuncts(clause.this):
@@ -494,7 +612,7 @@ def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
                 if p is None:
                     has_join = True
                     continue
-                p.clause = clause_name
+                p.clause = cast(Clause, clause_name)
                 if clause_name == "having":
                     having_count += 1
                 else:
@@ -506,7 +624,7 @@ def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
             if on is None:
                 continue
             for c in _conjuncts(on):
-                if not any(_is_literal(n) for n in c.walk() if isinstance(n, exp.Expression)):
+                if not any(_is_literal(n) for n in c.walk() if isinstance(n, exp.Expr)):
                     continue
                 p = predicate_of(c, dialect)
                 if p is not None and p.values:
@@ -530,7 +648,7 @@ def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
         if group is not None:
             group_by = [_resolve(g, main, aliases) for g in group.expressions]
         distinct = main.args.get("distinct") is not None
-        order_owner: exp.Expression = main
+        order_owner: exp.Expr = main
         if isinstance(stmt, exp.SetOperation) and stmt.args.get("order") is not None:
             order_owner = stmt
         order = order_owner.args.get("order")
@@ -538,35 +656,53 @@ def _analyse(statements: list[exp.Expression], dialect: str | None) -> SqlSpec:
             for o in order.expressions:
                 term = o.this if isinstance(o, exp.Ordered) else o
                 desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
-                order_by.append(OrderTerm(expr=_resolve(term, main, aliases),
-                                          direction="desc" if desc else "asc"))
+                order_by.append(
+                    OrderTerm(
+                        expr=_resolve(term, main, aliases), direction="desc" if desc else "asc"
+                    )
+                )
     limit = _limit(stmt) if isinstance(stmt, exp.SetOperation) else None
     if limit is None and main is not None:
         limit = _limit(main)
         if limit is None and isinstance(stmt, exp.Select) and stmt is not main:
             limit = _limit(stmt)
 
-    tables = list(dict.fromkeys(
-        norm_ident(t.name) for t in stmt.find_all(exp.Table)
-        if t.name and norm_ident(t.name) not in cte_nodes
-    ))
-    functions = sorted({
-        (f.sql_name() if isinstance(f, exp.Func) else type(f).__name__).upper()
-        for f in stmt.find_all(exp.Func)
-        if not isinstance(f, exp.Connector | exp.Binary)
-    })
+    tables = list(
+        dict.fromkeys(
+            norm_ident(t.name)
+            for t in stmt.find_all(exp.Table)
+            if t.name and norm_ident(t.name) not in cte_nodes
+        )
+    )
+    functions = sorted(
+        {
+            (f.sql_name() if isinstance(f, exp.Func) else type(f).__name__).upper()
+            for f in stmt.find_all(exp.Func)
+            if not isinstance(f, exp.Connector | exp.Binary)
+        }
+    )
     has_subquery = any(
-        isinstance(s.parent, exp.Subquery) or _inside_predicate(s, stmt) for s in selects
+        isinstance(s.parent, exp.Subquery) or _inside_predicate(s, stmt)
+        for s in selects
         if s is not stmt
     ) or any(isinstance(n, exp.Subquery) for n in stmt.find_all(exp.Subquery))
-    nested_where = any(_inside_predicate(s, stmt) and s.find_ancestor(*_PREDICATE_CLAUSES)
-                       for s in selects)
+    nested_where = any(
+        _inside_predicate(s, stmt) and s.find_ancestor(*_PREDICATE_CLAUSES) for s in selects
+    )
     negated = any(p.op.startswith("not") or p.op == "!=" for p in preds)
 
     filters = [
-        Predicate(id=i, lhs=p.lhs, op=p.op, rhs=p.rhs, text=p.text,
-                  clause=p.clause,  # type: ignore[arg-type]
-                  columns=p.columns, values=p.values, wildcard=p.wildcard)
+        Predicate(
+            id=i,
+            lhs=p.lhs,
+            op=p.op,
+            rhs=p.rhs,
+            text=p.text,
+            clause=p.clause,
+            columns=p.columns,
+            values=p.values,
+            wildcard=p.wildcard,
+        )
         for i, p in enumerate(preds, start=1)
     ]
     return SqlSpec(

@@ -16,8 +16,16 @@ from stef.errors import InvalidInput
 from stef.models import InputRecord
 
 FIELDS = (
-    "id", "question", "sql", "enriched_question", "app", "agent", "agent_version", "dialect",
-    "timestamp", "metadata",
+    "id",
+    "question",
+    "sql",
+    "enriched_question",
+    "app",
+    "agent",
+    "agent_version",
+    "dialect",
+    "timestamp",
+    "metadata",
 )
 REQUIRED = ("question", "sql")
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
@@ -100,8 +108,10 @@ def validate(
         if name == "metadata":
             if not isinstance(value, dict):
                 raise InvalidInput("wrong_type", "field 'metadata' must be an object")
-        elif name in ("id", "agent_version", "timestamp") and isinstance(value, int | float) and (
-            not isinstance(value, bool)
+        elif (
+            name in ("id", "agent_version", "timestamp")
+            and isinstance(value, int | float)
+            and (not isinstance(value, bool))
         ):
             value = str(value)
         elif not isinstance(value, str):
@@ -117,9 +127,10 @@ def validate(
                 "missing_field",
                 f"required field {name!r} (from {mapping.source_of(name)!r}) is missing or empty",
             )
-    if len(values["question"]) > limits.max_question_chars or len(
-        values.get("enriched_question") or ""
-    ) > limits.max_question_chars:
+    if (
+        len(values["question"]) > limits.max_question_chars
+        or len(values.get("enriched_question") or "") > limits.max_question_chars
+    ):
         raise InvalidInput(
             "too_large", f"question is longer than {limits.max_question_chars} characters"
         )

@@ -1,0 +1,92 @@
+"""The four production normalization rules, the review flags and the question cues."""
+
+from __future__ import annotations
+
+import pytest
+
+from stef.models import InputRecord
+from stef.rules import AppRules
+from stef.stages.normalize import normalize, question_cues
+from stef.stages.sqlspec import sqlspec
+
+
+def _norm(
+    question: str, sql: str, rules: AppRules | None = None, enriched: str | None = "x"
+) -> tuple[list[str], list[str]]:
+    record = InputRecord(id="1", question=question, sql=sql, enriched_question=enriched)
+    n = normalize(record, sqlspec(sql), rules or AppRules())
+    return n.normalizations, n.flags
+
+
+def test_required_group_by_only_when_group_by_covers_plain_columns() -> None:
+    names, _ = _norm("total by year", "SELECT year, SUM(x) FROM t GROUP BY year")
+    assert "required_group_by" in names
+    names, _ = _norm("total by year", "SELECT year, month, SUM(x) FROM t GROUP BY year")
+    assert "required_group_by" not in names
+    names, _ = _norm("years", "SELECT year FROM t GROUP BY year")
+    assert "required_group_by" not in names
+
+
+def test_benign_group_by_needs_a_single_pinned_value() -> None:
+    names, _ = _norm("q", "SELECT c, SUM(x) FROM t WHERE c = 'A' GROUP BY c")
+    assert "benign_group_by" in names
+    names, _ = _norm("q", "SELECT c, SUM(x) FROM t WHERE c IN ('A', 'B') GROUP BY c")
+    assert "benign_group_by" not in names
+
+
+@pytest.mark.parametrize(
+    ("question", "sql", "fires"),
+    [
+        ("total by year", "SELECT year, SUM(x) FROM t GROUP BY year ORDER BY SUM(x) DESC", True),
+        ("total by year", "SELECT year, SUM(x) AS s FROM t GROUP BY year ORDER BY s DESC", True),
+        ("total by year", "SELECT year, SUM(x) FROM t GROUP BY year ORDER BY year", True),
+        ("total by year", "SELECT year, SUM(x) FROM t GROUP BY year ORDER BY year DESC", False),
+        ("total by year", "SELECT year, SUM(x) FROM t GROUP BY year ORDER BY SUM(x)", False),
+        ("top years by total", "SELECT year, SUM(x) FROM t GROUP BY year ORDER BY 2 DESC", False),
+        ("total by year, sorted", "SELECT year, SUM(x) FROM t GROUP BY year ORDER BY year", False),
+    ],
+)
+def test_default_order_by(question: str, sql: str, fires: bool) -> None:
+    names, _ = _norm(question, sql)
+    assert ("default_order_by" in names) is fires
+
+
+def test_safety_limit_and_limit_below_min() -> None:
+    names, flags = _norm("list customers", "SELECT name FROM c LIMIT 1000")
+    assert "safety_limit" in names and "limit_below_min" not in flags
+    names, flags = _norm("list customers", "SELECT name FROM c LIMIT 999")
+    assert "safety_limit" not in names and "limit_below_min" in flags
+    names, flags = _norm("list customers", "SELECT name FROM c LIMIT 999", AppRules(limit_min=500))
+    assert "safety_limit" in names
+    names, flags = _norm("top 5 customers", "SELECT name FROM c LIMIT 5")
+    assert "safety_limit" not in names and "limit_below_min" not in flags
+
+
+def test_flags() -> None:
+    _, flags = _norm(
+        "q",
+        "WITH a AS (SELECT x FROM t) SELECT x, ROW_NUMBER() OVER (ORDER BY x) "
+        "FROM a WHERE x IN (SELECT y FROM u) UNION SELECT 1, 2",
+        enriched=None,
+    )
+    assert {"enrichment_missing", "cte", "subquery", "window_function", "set_operation"} <= set(
+        flags
+    )
+    _, flags = _norm("q", "SELEC nothing FROM (")
+    assert "unparsed_sql" in flags
+
+
+@pytest.mark.parametrize(
+    ("question", "ordering", "top_k"),
+    [
+        ("What are the top 10 countries by spend?", True, 10),
+        ("Which store has the highest revenue?", True, 1),
+        ("List the five most expensive products", True, 5),
+        ("Show customers sorted by name", True, None),
+        ("What is the total spend by year?", False, None),
+        ("What is the interest rate on loans?", False, None),
+    ],
+)
+def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None:
+    cues = question_cues(question)
+    assert (cues.ordering_requested, cues.top_k) == (ordering, top_k)

@@ -1,0 +1,146 @@
+"""The CLI: stef judge, stef replay (invalid lines never fatal), stef summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stef.cli import main
+from tests.conftest import ROOT
+
+STEF = [sys.executable, "-m", "stef.cli"]
+
+
+def test_judge_flags_subprocess() -> None:
+    proc = subprocess.run(
+        [
+            *STEF,
+            "judge",
+            "--question",
+            "How many customers are in APAC?",
+            "--sql",
+            "SELECT COUNT(*) FROM customers WHERE region = 'APAC'",
+            "--app",
+            "sales",
+            "--rules",
+            str(ROOT / "rules"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(proc.stdout)
+    assert result["outcome"] == "evaluated" and result["app"] == "sales"
+    assert result["sql_spec"]["dialect"] == "snowflake"
+    assert result["score"] == 100.0 and result["tier"] == "excellent"
+
+
+def test_judge_needs_question_and_sql(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["judge", "--question", "q"]) == 2
+    assert "--sql" in capsys.readouterr().err
+
+
+def test_judge_invalid_stdin() -> None:
+    proc = subprocess.run([*STEF, "judge"], input="[1,2]", capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "not_object" in proc.stderr
+
+
+def test_replay_reports_invalid_lines_and_keeps_order(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "id": "a",
+                "question": "How many users?",
+                "sql": "SELECT COUNT(*) FROM u",
+                "app": "sales",
+                "agent": "bot",
+                "agent_version": "1",
+            }
+        ),
+        "this is not json",
+        json.dumps(
+            {
+                "id": "b",
+                "question": "Users in 2023?",
+                "sql": "SELECT * FROM u",
+                "app": "sales",
+                "agent": "bot",
+                "agent_version": "1",
+            }
+        ),
+        "",
+        json.dumps({"id": "c", "sql": "SELECT 1"}),
+        json.dumps({"id": "d", "question": "Drop it", "sql": "DROP TABLE u", "app": "support"}),
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    out, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
+    proc = subprocess.run(
+        [
+            *STEF,
+            "replay",
+            str(log),
+            "--output",
+            str(out),
+            "--dead-letters",
+            str(dead),
+            "--rules",
+            str(ROOT / "rules"),
+            "--concurrency",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"{log}:2: invalid input (not_json)" in proc.stderr
+    assert f"{log}:5: invalid input (missing_field)" in proc.stderr
+    results = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["id"] for r in results] == ["a", "b", "d"]
+    letters = [json.loads(x) for x in dead.read_text().splitlines()]
+    assert [(d["reason"], d["source"]["line"]) for d in letters] == [
+        ("not_json", 2),
+        ("missing_field", 5),
+    ]
+    assert letters[0]["payload"] == "this is not json"
+    table = proc.stdout
+    assert "sales" in table and "bot@1" in table and "TOTAL" in table
+    assert "invalid input lines (dead letters): 2" in table
+    # support samples 50%: "d" is either judged or skipped, never lost
+    assert results[2]["outcome"] in ("evaluated", "skipped_sampling")
+
+
+def test_summary_of_results_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "question": f"Orders in {y}?",
+                    "sql": f"SELECT * FROM o WHERE year = {y}",
+                    "app": "x",
+                    "agent": "a",
+                }
+            )
+            for y in range(2000, 2010)
+        )
+    )
+    out = tmp_path / "r.jsonl"
+    assert main(["replay", str(log), "-o", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    row = next(line for line in table if line.startswith("x "))
+    assert row.split()[2:6] == ["10", "100.0", "100.0", "100.0%"]
+
+
+def test_summary_rejects_non_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"nope": 1}\n')
+    assert main(["summary", str(f)]) == 1
+    assert ":1: not a result" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""App rules: validation with file:line errors, directories, schema, structural benign matching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stef.cli import main
+from stef.errors import RulesError
+from stef.rules import AppRules, RulesWatcher, load_rules, rules_schema
+from tests.conftest import ROOT
+
+
+def test_shipped_rules_are_valid() -> None:
+    ruleset = load_rules(ROOT / "rules")
+    assert ruleset.known_apps == ["sales", "support"]
+    assert ruleset.for_app("sales").dialect == "snowflake"
+    assert ruleset.for_app("nope") is ruleset.default
+    assert ruleset.for_app(None) is ruleset.default
+    assert ruleset.for_app("support").sampling_rate == 0.5
+
+
+def test_schema_file_is_in_sync() -> None:
+    on_disk = json.loads((ROOT / "rules" / "schema.json").read_text())
+    assert on_disk == rules_schema(), "regenerate with: stef rules schema > rules/schema.json"
+
+
+def test_unknown_key_is_reported_with_line(tmp_path: Path) -> None:
+    f = tmp_path / "app.yaml"
+    f.write_text("dialect: postgres\n\nlimitt: 10\n")
+    with pytest.raises(RulesError) as info:
+        load_rules(f)
+    (problem,) = info.value.problems
+    assert (problem.line, problem.location, problem.message) == (3, "limitt", "unknown key")
+
+
+def test_every_problem_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "rules"
+    d.mkdir()
+    (d / "default.yaml").write_text("limit_min: 100\n")
+    (d / "a.yaml").write_text('dialect: nope\nbenign_filters:\n  - "x ="\n  - "ok = 1"\n')
+    (d / "b.yaml").write_text("sampling_rate: 2\n")
+    (d / "c.yaml").write_text("- a list\n")
+    (d / "e.yaml").write_text("column_mappings: {a: [1]\n")
+    assert main(["rules", "check", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert f"{d / 'a.yaml'}:1: [dialect] unknown sqlglot dialect 'nope'" in err
+    assert f"{d / 'a.yaml'}:3: [benign_filters.0] not a SQL predicate: 'x ='" in err
+    assert f"{d / 'b.yaml'}:1: [sampling_rate]" in err
+    assert f"{d / 'c.yaml'}:1: top level must be a mapping" in err
+    assert f"{d / 'e.yaml'}:" in err and "not valid YAML" in err
+    assert "5 problem(s)" in err
+
+
+def test_check_ok_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "check", str(ROOT / "rules")]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_missing_path_is_an_error(tmp_path: Path) -> None:
+    assert main(["rules", "check", str(tmp_path / "absent")]) == 1
+
+
+def test_single_file_applies_to_every_app(tmp_path: Path) -> None:
+    f = tmp_path / "one.yaml"
+    f.write_text("limit_min: 50\n")
+    ruleset = load_rules(f)
+    assert ruleset.for_app("anything").limit_min == 50
+
+
+def test_version_changes_with_content(tmp_path: Path) -> None:
+    f = tmp_path / "one.yaml"
+    f.write_text("limit_min: 50\n")
+    v1 = load_rules(f).version
+    f.write_text("limit_min: 51\n")
+    assert load_rules(f).version != v1
+
+
+def test_tier_order_enforced() -> None:
+    with pytest.raises(ValueError):
+        AppRules.model_validate({"tiers": {"excellent": 50, "good": 75, "marginal": 20}})
+
+
+def test_watcher_keeps_last_good(tmp_path: Path) -> None:
+    d = tmp_path / "rules"
+    d.mkdir()
+    f = d / "default.yaml"
+    f.write_text("limit_min: 10\n")
+    outcomes: list[str] = []
+    w = RulesWatcher(d, on_reload=outcomes.append)
+    assert w.rules.default.limit_min == 10
+    assert w.check() is None
+    f.write_text("limit_min: 20\n# changed\n")
+    assert w.check() == "success"
+    assert w.rules.default.limit_min == 20
+    f.write_text("limit_min: [\n")
+    assert w.check() == "error"
+    assert w.rules.default.limit_min == 20
+    assert outcomes == ["success", "error"]
