@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from stef.models import (
     Aggregation,
@@ -29,7 +30,7 @@ from stef.models import (
 )
 from stef.rules import AppRules
 from stef.stages.judge import JudgeReply, JudgeRequest
-from stef.stages.normalize import QuestionCues, question_cues
+from stef.stages.normalize import question_cues
 from stef.stages.sqlspec import norm_ident, norm_value
 
 # ------------------------------------------------------------------------------ question words
@@ -224,9 +225,14 @@ def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
     return any(span[0] < e and s < span[1] for s, e in taken)
 
 
-def question_literals(text: str, cues: QuestionCues | None = None) -> list[_Found]:
+def question_literals(text: str) -> list[_Found]:
     """Filter values named in a question: quoted strings, dates, quarters, years, numbers,
     capitalized entities. Top-k counts ("top 10") are not filters."""
+    return list(_question_literals(text))
+
+
+@lru_cache(maxsize=4096)
+def _question_literals(text: str) -> tuple[_Found, ...]:
     found: list[_Found] = []
     taken: list[tuple[int, int]] = []
 
@@ -278,7 +284,7 @@ def question_literals(text: str, cues: QuestionCues | None = None) -> list[_Foun
         if sentence_start and len(words) == 1 and not phrase.isupper():
             continue  # a capital that only marks the start of a sentence
         add(_Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase))))
-    return found
+    return tuple(found)
 
 
 def _mapping_lhs(text: str, f: _Found, rules: AppRules) -> str | None:
@@ -395,7 +401,7 @@ def question_spec(
     filters: list[QuestionFilter] = []
     kinds: list[str] = []
     sql_names = _SQL_STRING.sub(" ", sql).casefold()
-    for f in question_literals(question, cues):
+    for f in question_literals(question):
         if f.kind == "entity":
             # A capitalized phrase the SQL uses as a name (table, column) is not a value.
             words = [w for w in re.split(r"\W+", f.value) if w]

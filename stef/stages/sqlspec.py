@@ -91,13 +91,17 @@ def norm_ident(name: str) -> str:
 
 def canon(node: exp.Expr) -> str:
     """Canonical text of an expression: qualifiers dropped, generic dialect, case-folded."""
-    copy = node.copy()
-    for col in copy.find_all(exp.Column):
-        col.set("table", None)
-        col.set("db", None)
-        col.set("catalog", None)
-    for ident in copy.find_all(exp.Identifier):
-        ident.set("quoted", False)
+    needs_copy = any(c.args.get("table") is not None for c in node.find_all(exp.Column)) or any(
+        i.args.get("quoted") for i in node.find_all(exp.Identifier)
+    )
+    copy = node.copy() if needs_copy else node
+    if needs_copy:
+        for col in copy.find_all(exp.Column):
+            col.set("table", None)
+            col.set("db", None)
+            col.set("catalog", None)
+        for ident in copy.find_all(exp.Identifier):
+            ident.set("quoted", False)
     try:
         text = copy.sql(comments=False)
     except SqlglotError:

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): not tests; they write bench/report.json and bench/report.md."""
