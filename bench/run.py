@@ -1,4 +1,4 @@
-"""`make bench`: throughput, memory and prompt-size figures, each beside a baseline from the same run.
+"""`make bench`: throughput, memory and prompt-size figures, each beside a same-run baseline.
 
 Writes bench/report.json and bench/report.md. Benchmarks are not tests: no number fails the build.
 Every throughput is reported with the baseline measured in the same process run, and their ratio,
@@ -8,6 +8,7 @@ because the machines are shared and absolute numbers drift.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -76,10 +77,8 @@ def bench_deterministic(corpus: list[dict[str, Any]]) -> dict[str, Any]:
 
     def parse_only() -> int:
         for r in records:
-            try:
+            with contextlib.suppress(sqlglot.errors.SqlglotError, ValueError, RecursionError):
                 sqlglot.parse(r.sql, read=r.dialect)
-            except (sqlglot.errors.SqlglotError, ValueError, RecursionError):
-                pass
         return len(records)
 
     def deterministic() -> int:
