@@ -11,6 +11,7 @@ stef calibrate  agreement with human labels (stef.calibrate)
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import structlog
 
@@ -62,19 +63,28 @@ def configure_logging(level: str | None = None) -> None:
 def build_backend(metrics: Metrics | None = None) -> Judge:
     """The LLM judge when an endpoint is configured (STEF_LLM_*), else the heuristic judge."""
     try:
-        from stef.llm.config import LlmConfig
+        llm = importlib.import_module("stef.llm.config")
     except ImportError:
         if os.environ.get("STEF_LLM_BASE_URL") or os.environ.get("STEF_LLM_API_KEY"):
             raise ConfigError(
                 "an LLM endpoint is configured but the LLM backend is not installed"
             ) from None
         return HeuristicJudge()
-    config = LlmConfig.from_env()
+    config = llm.LlmConfig.from_env()
     if not config.configured:
         return HeuristicJudge()
-    from stef.llm import build_llm_judge
+    factory = importlib.import_module("stef.llm").build_llm_judge
+    return cast(Judge, factory(config, metrics))
 
-    return build_llm_judge(config, metrics)
+
+def _delegate(module: str, argv: list[str]) -> int:
+    """Run a sub-command that lives in its own module (``stef run``, ``stef calibrate``)."""
+    try:
+        entry = importlib.import_module(module).cli_main
+    except (ImportError, AttributeError):
+        print(f"stef: {module} is not available in this build", file=sys.stderr)
+        return EXIT_USAGE
+    return int(entry(argv))
 
 
 # ---------------------------------------------------------------------------------- stef judge
@@ -347,13 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         level, argv = argv[1], argv[2:]
     configure_logging(level)
     if argv and argv[0] == "run":
-        from stef.service import cli_main as run_main
-
-        return run_main(argv[1:])
+        return _delegate("stef.service", argv[1:])
     if argv and argv[0] == "calibrate":
-        from stef.calibrate import cli_main as calibrate_main
-
-        return calibrate_main(argv[1:])
+        return _delegate("stef.calibrate", argv[1:])
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
