@@ -613,6 +613,28 @@ def _enrichment_aggregates(enriched: str | None, spec: SqlSpec) -> list[str]:
     return lacking
 
 
+_ASKS_SUM = re.compile(
+    r"total|sum|how (many|much)|number|percent|ratio|average|amount|much|proportion|overall|"
+    r"combined|altogether|in all|spen[dt]|cost|rate",
+    re.I,
+)
+_ASKS_AVG = re.compile(r"average|avg|mean|per\b|ratio|rate", re.I)
+
+
+def _unasked_aggregates(question: str, enriched: str | None, spec: SqlSpec) -> list[str]:
+    """SUM/AVG in the SQL although neither Qu nor Qe asks for a total or an average."""
+    if not spec.parsed:
+        return []
+    text = f"{question} {enriched or ''}"
+    funcs = {a.func for a in spec.aggregations}
+    out = []
+    if "SUM" in funcs and not _ASKS_SUM.search(text):
+        out.append("SUM")
+    if "AVG" in funcs and not _ASKS_AVG.search(text):
+        out.append("AVG")
+    return out
+
+
 def heuristic(request: JudgeRequest) -> JudgeOutput:
     """Judge one record from the question's words and the SQL spec."""
     record, spec, rules = request.record, request.sql_spec, request.rules
@@ -639,6 +661,8 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
         (strong if label in _STRONG_STRUCTURE else weak).append((label, reason))
     for func in _enrichment_aggregates(record.enriched_question, spec):
         strong.append(("aggregation_missing", f"the enrichment names {func}(); the SQL has none"))
+    for func in _unasked_aggregates(record.question, record.enriched_question, spec):
+        strong.append(("aggregation_wrong", f"the SQL computes {func}() that nobody asked for"))
     if _integer_division(spec):
         strong.append(("logic_error", "integer aggregates divided in a dialect that truncates"))
     if enrichment.status is EnrichmentStatus.MAJOR_DRIFT:
