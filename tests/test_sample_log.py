@@ -1,0 +1,138 @@
+"""The bundled sample agent log: reproducible, a realistic mix, invalid lines on purpose."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import sqlglot
+
+from stef.errors import InvalidInput
+from stef.models import InputRecord
+from stef.rules import load_rules
+from stef.stages.validate import validate
+from tests.conftest import ROOT
+
+LOG = ROOT / "examples" / "agent_log.jsonl"
+SCRIPT = ROOT / "scripts" / "make_sample_log.py"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_sample_log", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["make_sample_log"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read() -> tuple[list[InputRecord], Counter[str]]:
+    valid: list[InputRecord] = []
+    reasons: Counter[str] = Counter()
+    for line in LOG.read_text(encoding="utf-8").splitlines():
+        try:
+            valid.append(validate(line))
+        except InvalidInput as exc:
+            reasons[exc.reason] += 1
+    return valid, reasons
+
+
+def test_generator_reproduces_the_committed_file(tmp_path: Path) -> None:
+    out = tmp_path / "log.jsonl"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out)], check=True, capture_output=True
+    )
+    assert out.read_bytes() == LOG.read_bytes()
+
+
+def test_size_and_invalid_share() -> None:
+    valid, reasons = _read()
+    assert LOG.stat().st_size < 400_000
+    assert len(valid) == 400
+    invalid = sum(reasons.values())
+    assert 0.03 <= invalid / (invalid + len(valid)) <= 0.05
+    # Every way a line can be invalid input appears at least once.
+    assert set(reasons) == {"not_json", "not_object", "missing_field", "wrong_type", "too_large"}
+
+
+def test_apps_versions_and_fields() -> None:
+    valid, _ = _read()
+    assert Counter(r.app for r in valid).keys() == {"sales", "support"}
+    assert Counter(r.agent_version for r in valid).keys() == {"2.0", "2.1"}
+    assert {r.agent for r in valid} == {"sql-agent"}
+    assert len({r.id for r in valid}) == len(valid)
+    assert all(r.timestamp and r.timestamp.startswith("2025-06-03T") for r in valid)
+    assert all(r.metadata and set(r.metadata) >= {"latency_ms", "user"} for r in valid)
+    missing = sum(r.enriched_question is None for r in valid)
+    assert 0 < missing < len(valid) // 10
+    stamps = [r.timestamp for r in valid]
+    assert stamps == sorted(stamps)
+
+
+def test_sql_parses_in_the_app_dialect() -> None:
+    valid, _ = _read()
+    dialects = {
+        app: load_rules(ROOT / "rules").for_app(app).dialect for app in ("sales", "support")
+    }
+    assert dialects == {"sales": "snowflake", "support": "postgres"}
+    for record in valid:
+        assert record.app is not None
+        assert sqlglot.parse(record.sql, read=dialects[record.app]), record.id
+
+
+def test_mix_of_mistakes_and_release_2_1_is_better() -> None:
+    gen = _generator()
+    lines = gen.generate()
+    by_version: dict[str, Counter[str]] = {"2.0": Counter(), "2.1": Counter()}
+    drifts: Counter[str] = Counter()
+    decorations: Counter[str] = Counter()
+    for text, truth in lines:
+        if truth is None:
+            continue
+        by_version[json.loads(text)["agent_version"]][truth.defect] += 1
+        drifts[truth.drift] += 1
+        decorations.update(truth.decorations)
+    ok = {v: c["none"] / sum(c.values()) for v, c in by_version.items()}
+    assert 0.45 < ok["2.0"] < ok["2.1"] < 0.9
+    defects = by_version["2.0"] + by_version["2.1"]
+    expected = {"missing_filter", "wrong_value", "extra_filter", "small_limit", "unsafe"}
+    assert expected <= set(defects)
+    assert {"faithful", "dropped", "added", "absent"} == set(drifts)
+    assert {"benign_filter", "tenant_filter", "safety_limit"} == set(decorations)
+
+
+@pytest.mark.parametrize(
+    ("needle", "app"),
+    [
+        ("QUALIFY", "sales"),
+        ("ILIKE", "sales"),
+        ("DATEADD", "sales"),
+        ("IFF(", "sales"),
+        ("WITH ", "sales"),
+        ("date_trunc", "support"),
+        ("interval", "support"),
+        ("::date", "support"),
+        ("OVER (", "support"),
+        ("tenant_id = 42", "sales"),
+        ("is_deleted = false", "sales"),
+        ("is_spam = false", "support"),
+        ("LIMIT 10000", "sales"),
+    ],
+)
+def test_dialect_features_and_decorations_appear(needle: str, app: str) -> None:
+    valid, _ = _read()
+    assert any(needle in r.sql for r in valid if r.app == app)
+
+
+def test_unsafe_statements_are_there() -> None:
+    valid, _ = _read()
+    sqls = [r.sql for r in valid]
+    assert any(s.startswith("DELETE ") for s in sqls)
+    assert any(s.startswith("UPDATE ") for s in sqls)
+    assert sum("; " in s for s in sqls) == 1
