@@ -1,1 +1,28 @@
-"""The LLM seam: the OpenAI-compatible judge backend and a scripted fake for tests."""
+"""The LLM seam: the OpenAI-compatible judge backend and a scripted fake server for tests.
+
+``build_llm_judge(LlmConfig.from_env(), metrics)`` gives the backend the CLI and the service use
+when ``STEF_LLM_BASE_URL`` or ``STEF_LLM_API_KEY`` is set; :mod:`stef.llm.fake_server` is the local
+server the tests and the benchmark point it at.
+"""
+
+from __future__ import annotations
+
+from stef.errors import ConfigError
+from stef.llm.config import LlmConfig
+from stef.llm.judge import LlmJudge
+from stef.metrics import Metrics
+
+
+def build_llm_judge(config: LlmConfig, metrics: Metrics | None = None) -> LlmJudge:
+    """The LLM judge for ``config``; templates are compiled here, at start.
+
+    Raises:
+        ConfigError: no model name is configured.
+        TemplateError: a prompt template is missing or does not compile.
+    """
+    if not config.model:
+        raise ConfigError("STEF_LLM_MODEL is required when an LLM endpoint is configured")
+    return LlmJudge(config, metrics)
+
+
+__all__ = ["LlmConfig", "LlmJudge", "build_llm_judge"]

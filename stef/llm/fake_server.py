@@ -1,0 +1,448 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
+
+It speaks the wire format of ``POST /v1/chat/completions`` (and ``GET /v1/models``), records every
+request it receives, and answers each one from a script, then from a default::
+
+    from stef.llm.fake_server import Delay, Error, FakeLlmServer, Reply
+
+    with FakeLlmServer() as server:               # port 0: the OS picks a free port
+        server.base_url                           # "http://127.0.0.1:PORT/v1"
+        server.script(
+            Error(429, retry_after=1),            # 429 with a Retry-After: 1 header
+            Error(500),                           # a 5xx
+            Delay(5.0),                           # answer (the default) after 5 s: past a timeout
+            Reply("not json"),                    # content that is not JSON
+            Reply({"verdict": "Correct"}),        # JSON that violates the reply schema
+            Reply(my_dict, prompt_tokens=900),    # a valid reply with set usage
+            Raw(200, b"{oops"),                   # an HTTP body that is not JSON at all
+        )
+        ...                                       # point the judge at server.base_url
+        server.requests                           # [Received(...)], in arrival order
+
+Steps are consumed one per request, in order, by whichever request comes next. When the script
+is empty the server answers with its default, :func:`judge_like`: it reads the numbered
+predicates from the prompt's ``sql_predicates`` block and marks one question filter per predicate
+as matched, verdict ``Likely Correct``, confidence 0.9 (score 80 through the pipeline when no rule
+fires). ``FakeLlmServer(default=fn)`` replaces it; ``fn(received)`` returns a step.
+
+``FakeLlmServer(reject_json_schema=400)`` answers every request that asks for ``response_format``
+``json_schema`` with that status (a server without structured-output support), to exercise the
+fallback to ``json_object``. ``latency_s`` adds a fixed delay to every answer (benchmarks).
+Usage numbers, unless scripted, estimate tokens as characters / 4.
+
+The server only binds the loopback interface. ``close()`` (or leaving the ``with`` block) shuts
+down open connections and joins every handler thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from stef.prompts import data_blocks
+
+# ----------------------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A 200 chat completion. ``content``: text as is, a dict as JSON, None for the default."""
+
+    content: str | dict[str, Any] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Error:
+    """An HTTP error with an OpenAI-style error body; ``retry_after`` sets the header."""
+
+    status: int
+    message: str = "scripted error"
+    retry_after: float | str | None = None
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Wait ``seconds``, then answer with ``then`` (None: the default)."""
+
+    seconds: float
+    then: Step | None = None
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Any status and body bytes, verbatim."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+Step = Reply | Error | Delay | Raw
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the server saw it.
+
+    Attributes:
+        method, path: the request line.
+        headers: header names lower-cased.
+        body: the decoded JSON body (``{}`` when there was none).
+        at: ``time.monotonic()`` on arrival.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    at: float
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    def text(self, role: str) -> str:
+        """The content of every message of ``role``, joined by blank lines."""
+        return "\n\n".join(str(m.get("content", "")) for m in self.messages if m["role"] == role)
+
+    @property
+    def response_format_type(self) -> str | None:
+        rf = self.body.get("response_format")
+        return rf.get("type") if isinstance(rf, dict) else None
+
+
+# -------------------------------------------------------------------------------- default reply
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def judge_like(
+    received: Received, *, verdict: str = "Likely Correct", confidence: float = 0.9
+) -> Reply:
+    """A valid judge reply built from the prompt: each SQL predicate matches one question filter."""
+    blocks = data_blocks(received.text("user"))
+    predicates = blocks.get("sql_predicates") or []
+    filters = [
+        {"lhs": None, "op": "=", "rhs": str(p.get("text", "")), "text": str(p.get("text", ""))}
+        for p in predicates
+    ]
+    content = {
+        "question_spec": {
+            "outputs": [],
+            "aggregations": [],
+            "filters": filters,
+            "group_by": [],
+            "ordering_requested": False,
+            "top_k": None,
+        },
+        "filter_matches": [
+            {"filter": i, "status": "matched", "predicates": [p["id"]]}
+            for i, p in enumerate(predicates)
+        ],
+        "enrichment": {"status": "faithful", "dropped": [], "added": []},
+        "issues": ["none"],
+        "rationale": "Scripted judge: every SQL predicate matches a question filter.",
+        "verdict": verdict,
+        "confidence": confidence,
+    }
+    return Reply(content)
+
+
+# ---------------------------------------------------------------------------------------- server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    # Idle keep-alive connections are dropped after this many seconds.
+    timeout = 30
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            body = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+            self._send(200, json.dumps(body).encode())
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            self._send(400, b'{"error": {"message": "request body is not JSON"}}')
+            return
+        received = Received(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body if isinstance(body, dict) else {},
+            at=time.monotonic(),
+        )
+        owner = self.server.owner
+        owner._inflight(+1)
+        try:
+            step = owner._next_step(received)
+            if owner.latency_s and owner._closing.wait(owner.latency_s):
+                return
+            self._answer(step, received)
+        finally:
+            owner._inflight(-1)
+
+    def _answer(self, step: Step, received: Received) -> None:
+        owner = self.server.owner
+        if isinstance(step, Delay):
+            if owner._closing.wait(step.seconds):
+                return
+            self._answer(step.then if step.then is not None else owner._default(received), received)
+        elif isinstance(step, Error):
+            headers = {}
+            if step.retry_after is not None:
+                headers["Retry-After"] = str(step.retry_after)
+            body = {"error": {"message": step.message, "type": "fake", "code": str(step.status)}}
+            self._send(step.status, json.dumps(body).encode(), headers)
+        elif isinstance(step, Raw):
+            self._send(step.status, step.body, content_type=step.content_type)
+        else:
+            self._send(200, json.dumps(owner._completion(step, received)).encode())
+
+    def _send(
+        self,
+        status: int,
+        payload: bytes,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except OSError:
+            # The client gave up (its timeout) and closed the connection: nothing to answer.
+            self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: FakeLlmServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Connections reset by clients that timed out are expected here, not errors.
+        pass
+
+
+class FakeLlmServer:
+    """The scripted server (see the module docstring).
+
+    Args:
+        default: the answer when the script is empty; default :func:`judge_like`.
+        reject_json_schema: status to answer ``json_schema`` requests with (None: accept them).
+        latency_s: fixed delay before every answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        default: Callable[[Received], Step] | None = None,
+        reject_json_schema: int | None = None,
+        latency_s: float = 0.0,
+    ) -> None:
+        self.default = default or judge_like
+        self.reject_json_schema = reject_json_schema
+        self.latency_s = latency_s
+        self._lock = threading.Lock()
+        self._script: deque[Step] = deque()
+        self._requests: list[Received] = []
+        self._conns: set[socket.socket] = set()
+        self._closing = threading.Event()
+        self._seq = 0
+        self._in_flight = 0
+        self._peak = 0
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -------------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> FakeLlmServer:
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving, drop open connections, join the handler threads."""
+        httpd = self._httpd
+        if httpd is None:
+            return
+        self._httpd = None
+        self._closing.set()
+        httpd.shutdown()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> FakeLlmServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the fake LLM server is not running")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    # ---------------------------------------------------------------------------------- script
+
+    def script(self, *steps: Step) -> None:
+        """Append steps; each answers one request, in order."""
+        with self._lock:
+            self._script.extend(steps)
+
+    @property
+    def pending(self) -> int:
+        """Scripted steps not consumed yet."""
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def requests(self) -> list[Received]:
+        """Every request received so far (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def peak_inflight(self) -> int:
+        """The most chat requests this server was answering at the same time."""
+        with self._lock:
+            return self._peak
+
+    def chat_requests(self) -> list[Received]:
+        return [r for r in self.requests if r.path.rstrip("/").endswith("/chat/completions")]
+
+    # -------------------------------------------------------------------------------- internals
+
+    def _inflight(self, delta: int) -> None:
+        with self._lock:
+            self._in_flight += delta
+            self._peak = max(self._peak, self._in_flight)
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            (self._conns.add if add else self._conns.discard)(conn)
+
+    def _next_step(self, received: Received) -> Step:
+        with self._lock:
+            self._requests.append(received)
+            if self.reject_json_schema is not None and received.response_format_type == (
+                "json_schema"
+            ):
+                return Error(
+                    self.reject_json_schema,
+                    "response_format json_schema is not supported by this server",
+                )
+            if self._script:
+                return self._script.popleft()
+        return self._default(received)
+
+    def _default(self, received: Received) -> Step:
+        return self.default(received)
+
+    def _completion(self, step: Reply, received: Received) -> dict[str, Any]:
+        reply = step if step.content is not None else self._default_reply(received)
+        content = reply.content
+        text = content if isinstance(content, str) else json.dumps(content)
+        prompt_text = "".join(str(m.get("content", "")) for m in received.messages)
+        prompt_tokens = (
+            reply.prompt_tokens if reply.prompt_tokens is not None else estimate_tokens(prompt_text)
+        )
+        completion_tokens = (
+            reply.completion_tokens
+            if reply.completion_tokens is not None
+            else estimate_tokens(text)
+        )
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        return {
+            "id": f"chatcmpl-fake-{seq}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(received.body.get("model", "fake-model")),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": reply.finish_reason,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _default_reply(self, received: Received) -> Reply:
+        step = self.default(received)
+        if isinstance(step, Reply) and step.content is not None:
+            return step
+        return judge_like(received)
+
+
+__all__ = [
+    "Delay",
+    "Error",
+    "FakeLlmServer",
+    "Raw",
+    "Received",
+    "Reply",
+    "Step",
+    "estimate_tokens",
+    "judge_like",
+]

@@ -1,0 +1,236 @@
+"""The LLM judge backend: one structured chat completion per record (SPEC §2 "Judge").
+
+Renders the prompt from ``prompts/*.j2``, asks the endpoint through :class:`ChatClient`, validates
+the reply against the request (re-asking once with the validation errors), and caches the result.
+The deterministic stages (SQL spec, normalization, alignment, score) stay outside.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from stef.errors import JudgeError, LlmReplyError
+from stef.llm.cache import JudgeCache, cache_key
+from stef.llm.client import ChatClient, Completion, Messages
+from stef.llm.config import LlmConfig
+from stef.llm.reply import ReplyInvalid, parse_reply, reply_schema, to_output
+from stef.metrics import Metrics
+from stef.models import JudgeInfo, JudgeOutput, SqlSpec, Usage
+from stef.prompts import Prompts
+from stef.stages.judge import JudgeReply, JudgeRequest
+
+log = structlog.get_logger(__name__)
+
+BACKEND = "llm"
+
+# The app-rule keys the model needs; tiers, thresholds and sampling never reach the prompt.
+_PROMPT_RULE_KEYS = {
+    "app",
+    "dialect",
+    "column_mappings",
+    "benign_filters",
+    "ignore_filters",
+    "limit_min",
+    "notes",
+}
+_PROMPT_SPEC_KEYS = {
+    "projections",
+    "aggregations",
+    "group_by",
+    "order_by",
+    "limit",
+    "tables",
+    "ctes",
+    "statement_type",
+    "parsed",
+    "parse_error",
+    "dialect",
+    "mutating",
+    "multiple_statements",
+    "distinct",
+    "has_join",
+    "has_subquery",
+    "has_window",
+    "has_set_operation",
+}
+
+
+def prompt_context(request: JudgeRequest) -> dict[str, Any]:
+    """The template variables of one request: plain JSON-able data, nothing else."""
+    spec: SqlSpec = request.sql_spec
+    record = request.record
+    return {
+        "rules": request.rules.model_dump(mode="json", include=_PROMPT_RULE_KEYS),
+        "normalizations": list(request.normalizations),
+        "notes": list(request.notes),
+        "flags": list(request.flags),
+        "sql_spec": spec.model_dump(mode="json", include=_PROMPT_SPEC_KEYS),
+        "predicates": [{"id": p.id, "clause": p.clause, "text": p.text} for p in spec.filters],
+        "question": record.question,
+        "enriched_question": record.enriched_question,
+        "sql": record.sql,
+    }
+
+
+class LlmJudge:
+    """The :class:`~stef.stages.judge.Judge` backed by an OpenAI-compatible endpoint. Thread-safe.
+
+    Args:
+        config: endpoint and bounds.
+        metrics: optional; LLM calls, tokens, cost and cache hits are observed.
+        prompts_dir: template folder (default ``prompts/`` or ``$STEF_PROMPTS_DIR``).
+        sleep: how to wait between retries.
+
+    Raises:
+        TemplateError: a template is missing or does not compile (at construction, not per record).
+    """
+
+    def __init__(
+        self,
+        config: LlmConfig,
+        metrics: Metrics | None = None,
+        *,
+        prompts_dir: str | Path | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self._metrics = metrics
+        self._schema_json = json.dumps(reply_schema(), sort_keys=True)
+        self.prompts = Prompts.load(prompts_dir, extra_version=self._schema_json)
+        # The system prompt is static per mode: render both once.
+        self._system = {
+            "json_schema": self.prompts.render("system.j2", schema_json=""),
+            "json_object": self.prompts.render("system.j2", schema_json=self._schema_json),
+        }
+        self._client = ChatClient(config, metrics, sleep=sleep)
+        self._cache = JudgeCache(config.cache_size, config.cache_path)
+        self._info = JudgeInfo(
+            backend=BACKEND, model=config.model, prompt_version=self.prompts.version
+        )
+
+    @property
+    def info(self) -> JudgeInfo:
+        return self._info
+
+    @property
+    def response_mode(self) -> str:
+        """The structured-output mode this endpoint settled on (``auto`` before the first call)."""
+        return self._client.mode
+
+    @property
+    def cache(self) -> JudgeCache:
+        return self._cache
+
+    def close(self) -> None:
+        """Close the HTTP connection pool and the cache file."""
+        self._client.close()
+        self._cache.close()
+
+    def __enter__(self) -> LlmJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------ judge
+
+    def messages(self, request: JudgeRequest, mode: str = "json_schema") -> Messages:
+        """The system and user messages for one request."""
+        user = self.prompts.render("user.j2", **prompt_context(request))
+        return [
+            {"role": "system", "content": self._system[mode]},
+            {"role": "user", "content": user},
+        ]
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        """Judge one record.
+
+        Raises:
+            LlmTransportError: the endpoint kept failing past the retry budget.
+            LlmReplyError: the reply did not validate, even after one re-ask.
+        """
+        started = time.perf_counter()
+        model = self.config.model or ""
+        key = cache_key(request, prompt_version=self._info.prompt_version or "", model=model)
+        cached = self._cache.get(key)
+        if self._metrics is not None:
+            self._metrics.observe_cache(cached is not None)
+        if cached is not None:
+            return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
+
+        user = self.prompts.render("user.j2", **prompt_context(request))
+
+        def build(extra: Messages) -> Callable[[str], Messages]:
+            def messages(mode: str) -> Messages:
+                system = {"role": "system", "content": self._system[mode]}
+                return [system, {"role": "user", "content": user}, *extra]
+
+            return messages
+
+        calls: list[Completion] = []
+        first = self._call(build([]), calls)
+        try:
+            output = _validated(first, request)
+        except ReplyInvalid as exc:
+            log.info("llm_reply_invalid", model=model, errors=exc.errors[:5], reask=True)
+            reask = self.prompts.render("reask.j2", errors=exc.errors)
+            extra: Messages = [
+                {"role": "assistant", "content": first.text or ""},
+                {"role": "user", "content": reask},
+            ]
+            second = self._call(build(extra), calls)
+            try:
+                output = _validated(second, request)
+            except ReplyInvalid as exc2:
+                log.warning("llm_reply_invalid", model=model, errors=exc2.errors[:5], reask=False)
+                raise LlmReplyError(
+                    "invalid_reply",
+                    "the LLM reply failed validation twice: " + "; ".join(exc2.errors[:5]),
+                    attempts=sum(c.attempts for c in calls),
+                    raw=second.text or "",
+                ) from exc2
+        self._cache.put(key, output)
+        prompt_tokens = sum(c.prompt_tokens for c in calls)
+        completion_tokens = sum(c.completion_tokens for c in calls)
+        return JudgeReply(
+            output=output,
+            usage=Usage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=_ms(started),
+                cache_hit=False,
+                cost_usd=self.config.cost(model, prompt_tokens, completion_tokens),
+                attempts=sum(c.attempts for c in calls),
+            ),
+        )
+
+    def _call(self, build: Callable[[str], Messages], calls: list[Completion]) -> Completion:
+        try:
+            completion = self._client.complete(build)
+        except JudgeError as exc:
+            # Count the calls of the first round too, so the result says how many were made.
+            exc.attempts += sum(c.attempts for c in calls)
+            raise
+        calls.append(completion)
+        return completion
+
+
+def _validated(completion: Completion, request: JudgeRequest) -> JudgeOutput:
+    try:
+        return to_output(parse_reply(completion.text), request)
+    except ReplyInvalid as exc:
+        if completion.finish_reason == "length":
+            raise ReplyInvalid(
+                ["the reply was cut off at the token limit; answer more briefly", *exc.errors]
+            ) from exc
+        raise
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,143 @@
+"""Prompt templates: the one Jinja2 environment, every template compiled at start (SPEC §2 "Judge").
+
+Templates live in ``prompts/*.j2`` at the top of the repository (or in ``$STEF_PROMPTS_DIR``).
+Untrusted values (questions, SQL, rule values, predicate texts) reach a template only through the
+``tojson`` filter, inside a block delimited by ``<name>`` and ``</name>`` lines. ``tojson`` writes
+one line of JSON (newlines in values are escaped) and escapes every ``<`` that could start a tag as
+``\\u003c``, so no value can close its block or open another; a value that looks like template
+code (``{{ ... }}``) is text: templates are rendered once, never from rendered output.
+
+:func:`data_blocks` reads the blocks back out of a rendered prompt; the fake LLM server and the
+prompt-injection tests use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from stef.errors import TemplateError
+
+REQUIRED_TEMPLATES = ("system.j2", "user.j2", "reask.j2")
+
+# A data block: a ``<name>`` line, one line of JSON (tojson never emits a raw newline), ``</name>``.
+_BLOCK = re.compile(r"^<(?P<name>[a-z_]+)>\n(?P<body>[^\n]*)\n</(?P=name)>$", re.M)
+
+
+def default_prompts_dir() -> Path:
+    """``$STEF_PROMPTS_DIR`` when set, else ``prompts/`` beside the ``stef`` package."""
+    env = os.environ.get("STEF_PROMPTS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "prompts"
+
+
+_TAG_OPEN = re.compile(r"<(?=[/!?A-Za-z])")
+_LINE_BREAKS = (("\u0085", "\\u0085"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def _tojson(value: Any) -> str:
+    """One line of JSON in which no ``<`` can start a tag, so a value cannot close its block.
+
+    Only a ``<`` that could begin a tag (``</x``, ``<x``, ``<!``, ``<?``) is escaped as
+    ``\\u003c``; comparisons such as ``a < 5`` and ``a <> b`` stay readable for the model.
+    """
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    # JSON leaves these raw, yet many readers (and models) take them for line breaks.
+    for ch, esc in _LINE_BREAKS:
+        text = text.replace(ch, esc)
+    return _TAG_OPEN.sub(r"\\u003c", text)
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The compiled templates and their version.
+
+    Attributes:
+        directory: where the templates were read from.
+        version: a hash of every template source (and of ``extra_version``), for every result.
+    """
+
+    directory: Path
+    version: str
+    _env: jinja2.Environment
+    _templates: dict[str, jinja2.Template]
+
+    @classmethod
+    def load(cls, directory: str | Path | None = None, *, extra_version: str = "") -> Prompts:
+        """Compile every ``*.j2`` template of ``directory``.
+
+        Args:
+            directory: the template folder; default :func:`default_prompts_dir`.
+            extra_version: more text that changes what the model sees (the reply schema), hashed
+                into :attr:`version`.
+
+        Raises:
+            TemplateError: a required template is missing or any template does not compile.
+        """
+        folder = Path(directory) if directory is not None else default_prompts_dir()
+        if not folder.is_dir():
+            raise TemplateError(f"prompt template folder not found: {folder}")
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(folder)),
+            undefined=jinja2.StrictUndefined,
+            # Prompts are not HTML; untrusted values go through tojson instead.
+            autoescape=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=False,
+            auto_reload=False,
+        )
+        env.filters["tojson"] = _tojson
+        names = sorted(n for n in env.list_templates() if n.endswith(".j2"))
+        missing = [n for n in REQUIRED_TEMPLATES if n not in names]
+        if missing:
+            raise TemplateError(f"missing prompt templates in {folder}: {', '.join(missing)}")
+        digest = hashlib.sha256()
+        templates: dict[str, jinja2.Template] = {}
+        for name in names:
+            source = (folder / name).read_text(encoding="utf-8")
+            digest.update(name.encode() + b"\0" + source.encode() + b"\0")
+            try:
+                templates[name] = env.get_template(name)
+            except jinja2.TemplateError as exc:
+                raise TemplateError(f"prompt template {name} does not compile: {exc}") from exc
+        digest.update(extra_version.encode())
+        return cls(folder, digest.hexdigest()[:12], env, templates)
+
+    def render(self, name: str, **context: Any) -> str:
+        """Render one template.
+
+        Raises:
+            TemplateError: unknown template, or a variable it needs is missing.
+        """
+        template = self._templates.get(name)
+        if template is None:
+            raise TemplateError(f"no prompt template named {name}")
+        try:
+            return template.render(**context).strip() + "\n"
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"prompt template {name} failed to render: {exc}") from exc
+
+
+def data_blocks(prompt: str) -> dict[str, Any]:
+    """The JSON data blocks of a rendered prompt, decoded: ``{"user_question": "...", ...}``.
+
+    A block is a ``<name>`` line, one line of JSON, and a ``</name>`` line.
+    """
+    out: dict[str, Any] = {}
+    for m in _BLOCK.finditer(prompt):
+        out[m.group("name")] = json.loads(m.group("body"))
+    return out
+
+
+def strip_data_blocks(prompt: str) -> str:
+    """The prompt with every data block removed: the text that is instructions, not data."""
+    return _BLOCK.sub("", prompt)
