@@ -20,9 +20,10 @@ from stef.models import JudgeOutput
 from stef.stages.judge import JudgeRequest
 
 # SQL string literals, quoted identifiers and comments are kept verbatim; only whitespace between
-# tokens is folded, so two SQL texts share a key only when they differ in layout alone.
+# tokens is folded, so two SQL texts share a key only when they differ in layout alone. A line
+# comment keeps its newline: folding it would comment out the rest of the statement.
 _SQL_TOKENS = re.compile(
-    r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/|\s+""",
+    r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|--[^\n]*\n?|/\*.*?\*/|\s+""",
     re.S,
 )
 

@@ -1,0 +1,119 @@
+"""What the LLM judge sends: model, temperature, strict schema, data blocks, the key in one place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import jsonschema
+
+from stef.llm.fake_server import FakeLlmServer, Reply
+from stef.llm.judge import LlmJudge
+from stef.llm.reply import SCHEMA_NAME, reply_schema
+from stef.pipeline import Pipeline
+from stef.prompts import data_blocks
+from tests.llm.conftest import API_KEY, make_record
+from tests.llm.replies import reply
+
+
+def test_request_carries_model_temperature_and_strict_schema(
+    server: FakeLlmServer,
+    judge: LlmJudge,
+    pipeline_for: Callable[[LlmJudge], Pipeline],
+) -> None:
+    server.script(Reply(reply()))
+    result = pipeline_for(judge).judge_record(make_record())
+    assert result.outcome == "evaluated"
+    (sent,) = server.chat_requests()
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body["model"] == "judge-model"
+    assert sent.body["temperature"] == 0
+    rf = sent.body["response_format"]
+    assert rf["type"] == "json_schema"
+    assert rf["json_schema"]["name"] == SCHEMA_NAME
+    assert rf["json_schema"]["strict"] is True
+    assert rf["json_schema"]["schema"] == reply_schema()
+    assert [m["role"] for m in sent.messages] == ["system", "user"]
+    # The scripted reply itself validates against the schema that was sent.
+    jsonschema.validate(reply(), rf["json_schema"]["schema"])
+
+
+def test_strict_schema_requires_every_field_and_forbids_extras() -> None:
+    def objects(node: object) -> list[dict[str, object]]:
+        found: list[dict[str, object]] = []
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                found.append(node)
+            for v in node.values():
+                found.extend(objects(v))
+        elif isinstance(node, list):
+            for v in node:
+                found.extend(objects(v))
+        return found
+
+    schema = reply_schema()
+    objs = objects(schema)
+    assert len(objs) >= 6
+    for obj in objs:
+        assert obj["additionalProperties"] is False
+        assert sorted(obj["required"]) == sorted(obj["properties"])  # type: ignore[call-overload]
+    assert "default" not in json.dumps(schema)
+    verdicts = schema["$defs"]["Verdict"]["enum"]
+    assert verdicts == ["Correct", "Likely Correct", "Potentially Incorrect", "Incorrect"]
+
+
+def test_questions_and_sql_arrive_as_data_in_the_user_message(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: Callable[[LlmJudge], Pipeline]
+) -> None:
+    record = make_record(sql="SELECT SUM(spend)\nFROM sales\nWHERE region = 'APAC' AND year = 2023")
+    pipeline_for(judge).judge_record(record)
+    (sent,) = server.chat_requests()
+    user, system = sent.text("user"), sent.text("system")
+    blocks = data_blocks(user)
+    assert blocks["user_question"] == record.question
+    assert blocks["enriched_question"] == record.enriched_question
+    assert blocks["sql"] == record.sql
+    assert [p["id"] for p in blocks["sql_predicates"]] == [1, 2]
+    assert blocks["sql_predicates"][0]["text"] == "region = 'APAC'"
+    assert blocks["app_rules"]["limit_min"] == 1000
+    assert blocks["sql_spec"]["tables"] == ["sales"]
+    # The record is not in the system message, which stays static for prefix caching.
+    assert record.question not in system and "APAC" not in system
+    assert "Assume every table and column named in the SQL exists" in system
+    assert "judge S against Qu" in system
+
+
+def test_system_prompt_is_identical_for_every_record(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: Callable[[LlmJudge], Pipeline]
+) -> None:
+    p = pipeline_for(judge)
+    p.judge_record(make_record(id="a"))
+    p.judge_record(make_record(id="b", question="How many orders in 2022?", sql="SELECT 1"))
+    first, second = server.chat_requests()
+    assert first.text("system") == second.text("system")
+    assert first.messages[0] == second.messages[0]
+
+
+def test_api_key_is_sent_only_as_the_authorization_header(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: Callable[[LlmJudge], Pipeline]
+) -> None:
+    result = pipeline_for(judge).judge_record(make_record())
+    (sent,) = server.chat_requests()
+    assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+    others = {k: v for k, v in sent.headers.items() if k != "authorization"}
+    assert API_KEY not in json.dumps(others)
+    assert API_KEY not in sent.path
+    assert API_KEY not in json.dumps(sent.body)
+    assert API_KEY not in result.to_json()
+    assert API_KEY not in repr(judge.config)
+
+
+def test_result_names_the_llm_backend_model_and_prompt_version(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: Callable[[LlmJudge], Pipeline]
+) -> None:
+    result = pipeline_for(judge).judge_record(make_record())
+    assert result.judge.backend == "llm"
+    assert result.judge.model == "judge-model"
+    assert result.judge.prompt_version == judge.info.prompt_version
+    assert result.judge.prompt_version and len(result.judge.prompt_version) == 12
+    assert result.judge.rules_version is not None
