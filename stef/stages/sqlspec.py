@@ -26,6 +26,7 @@ MUTATING = (
     exp.Alter,
     exp.TruncateTable,
     exp.Grant,
+    *(getattr(exp, name) for name in ("Revoke", "Execute", "Copy") if hasattr(exp, name)),
 )
 _REVOKE = getattr(exp, "Revoke", None)
 MUTATING_KEYWORDS = (
@@ -58,13 +59,12 @@ _COMPARISONS: dict[type[exp.Expr], str] = {
 }
 _MIRROR = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 _NEGATE = {
-    "=": "!=",
-    "!=": "=",
-    "like": "not like",
-    "in": "not in",
-    "is null": "is not null",
-    "between": "not between",
-    "exists": "not exists",
+    "=": "!=", "!=": "=", "like": "not like", "not like": "like", "in": "not in",
+    "not in": "in", "is null": "is not null", "is not null": "is null",
+    "between": "not between", "not between": "between", "exists": "not exists",
+    "not exists": "exists",
+    # NOT (a > 5) is a <= 5 under SQL's three-valued logic: both reject NULL.
+    ">": "<=", ">=": "<", "<": ">=", "<=": ">",
 }
 _PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
 Clause = Literal["where", "having", "qualify", "join"]
@@ -80,17 +80,24 @@ def norm_value(text: str) -> str:
         f = float(v)
     except ValueError:
         return v
-    if f.is_integer() and "e" not in v and abs(f) < 1e15:
+    if v in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+        return v
+    if f.is_integer() and abs(f) < 1e15:
         return str(int(f))
-    return repr(f) if v not in ("nan", "inf", "-inf", "infinity") else v
+    return repr(f)
 
 
 def norm_ident(name: str) -> str:
     return name.strip().casefold()
 
 
+_STRING_LITERAL = re.compile(r"('(?:[^']|'')*')")
+
+
 def canon(node: exp.Expr) -> str:
-    """Canonical text of an expression: qualifiers dropped, generic dialect, case-folded."""
+    """Canonical text of an expression: qualifiers and quotes dropped, identifiers and function
+    names and keywords lower-case, generic dialect. String literals keep their case ('%Y' is not
+    '%y')."""
     needs_copy = any(c.args.get("table") is not None for c in node.find_all(exp.Column)) or any(
         i.args.get("quoted") for i in node.find_all(exp.Identifier)
     )
@@ -106,7 +113,8 @@ def canon(node: exp.Expr) -> str:
         text = copy.sql(comments=False)
     except SqlglotError:
         text = str(copy)
-    return " ".join(text.split()).casefold()
+    parts = _STRING_LITERAL.split(" ".join(text.split()))
+    return "".join(p if i % 2 else p.casefold() for i, p in enumerate(parts))
 
 
 def _literal_value(node: exp.Expr) -> str | None:
@@ -207,6 +215,18 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
     """One atomic predicate from a condition; None for a pure join condition (col = col)."""
     while isinstance(node, exp.Paren):
         node = node.this
+    if node.args.get("negate") and not isinstance(node, exp.Not):
+        # sqlglot writes x NOT LIKE y as Like(negate=True): read it as NOT (x LIKE y).
+        plain = node.copy()
+        plain.set("negate", None)
+        inner = predicate_of(plain, dialect)
+        if inner is None:
+            return None
+        op = _NEGATE.get(inner.op, f"not {inner.op}")
+        return _Pred(
+            inner.lhs, op, inner.rhs, _text(node, dialect), inner.columns, inner.values,
+            inner.wildcard,
+        )
     text = _text(node, dialect)
     columns = _columns_of(node)
     if isinstance(node, exp.Not):
@@ -536,6 +556,30 @@ def sqlspec(sql: str, dialect: str | None = None) -> SqlSpec:
         )
 
 
+def _unused_ctes(stmt: exp.Expr, ctes: dict[str, exp.Expr]) -> list[exp.Expr]:
+    """Bodies of CTEs that nothing reads, directly or through other CTEs."""
+    if not ctes:
+        return []
+
+    def reads(node: exp.Expr, skip: list[exp.Expr]) -> set[str]:
+        names = set()
+        for t in node.find_all(exp.Table):
+            name = norm_ident(t.name)
+            if name in ctes and not any(_contains(b, t) for b in skip):
+                names.add(name)
+        return names
+
+    used = reads(stmt, list(ctes.values()))
+    frontier = list(used)
+    while frontier:
+        name = frontier.pop()
+        others = [b for n, b in ctes.items() if n != name]
+        for nxt in reads(ctes[name], others) - used:
+            used.add(nxt)
+            frontier.append(nxt)
+    return [b for n, b in ctes.items() if n not in used]
+
+
 _OTHER_STATEMENTS = {
     "use",
     "set",
@@ -588,7 +632,12 @@ def _analyse(statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
 
     cte_nodes = {norm_ident(c.alias): c.this for c in stmt.find_all(exp.CTE)}
     selects = [s for s in stmt.find_all(exp.Select)]
-    feeding = [s for s in selects if not _inside_predicate(s, stmt)]
+    unused = _unused_ctes(stmt, cte_nodes)
+    feeding = [
+        s
+        for s in selects
+        if not _inside_predicate(s, stmt) and not any(_contains(body, s) for body in unused)
+    ]
 
     preds: list[_Pred] = []
     seen: set[tuple[str, str, str, str]] = set()
@@ -725,7 +774,7 @@ def _analyse(statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
         mutating=mutating,
         multiple_statements=multiple,
         distinct=distinct,
-        has_join=has_join or len(tables) > 1,
+        has_join=has_join,
         has_subquery=has_subquery,
         has_nested_where=bool(nested_where),
         has_window=stmt.find(exp.Window) is not None,
