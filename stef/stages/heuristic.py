@@ -307,7 +307,21 @@ def _sql_literals(sql: str) -> set[str]:
     return out
 
 
+def _quarter_match(q: QuestionFilter, p: Predicate) -> bool:
+    """Q3 matches quarter = 3 / 'Q3', or a date range that starts in July."""
+    n = int(q.rhs[1]) if re.fullmatch(r"q[1-4]", q.rhs) else 0
+    for v in p.values:
+        if v == q.rhs or (v == str(n) and "quarter" in p.lhs):
+            return True
+        m = re.match(r"\d{4}-(\d{2})", v)
+        if m and int(m.group(1)) == 3 * n - 2 and p.op in (">=", ">", "between"):
+            return True
+    return False
+
+
 def _value_match(q: QuestionFilter, kind: str, p: Predicate) -> bool:
+    if kind == "quarter":
+        return _quarter_match(q, p)
     for v in p.values:
         if not v:
             continue

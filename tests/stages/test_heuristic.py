@@ -125,3 +125,19 @@ def test_formatting_is_not_evidence(question: str, sql: str) -> None:
         assert other["score"] == base["score"], variant
         assert other["components"] == base["components"], variant
         assert other["issues"] == base["issues"], variant
+
+
+@pytest.mark.parametrize(
+    ("sql", "status"),
+    [
+        ("SELECT COUNT(*) FROM d WHERE closed >= '2024-07-01' AND closed < '2024-10-01'",
+         "fully_applied"),
+        ("SELECT COUNT(*) FROM d WHERE fiscal_quarter = 3 AND fiscal_year = 2024", "fully_applied"),
+        ("SELECT COUNT(*) FROM d WHERE fiscal_quarter = 'Q3' AND fiscal_year = 2024",
+         "fully_applied"),
+        ("SELECT COUNT(*) FROM d WHERE fiscal_year = 2024", "partially_applied"),
+    ],
+)
+def test_quarter_matches_quarter_columns_and_date_ranges(sql: str, status: str) -> None:
+    r = _judge("How many deals closed in Q3 2024?", sql)
+    assert r["components"]["filter_status"] == status  # type: ignore[index]
