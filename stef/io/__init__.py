@@ -1,1 +1,87 @@
-"""Sources and sinks at the edges of the service: Kafka, JSONL files, stdin/stdout, dead letters."""
+"""Sources and sinks at the edges of the service: Kafka, JSONL files, stdin/stdout, dead letters.
+
+A source hands out :class:`Envelope` objects (the raw bytes of one record and where they came
+from); the service acknowledges each one once its result or dead letter is acknowledged by a
+sink, and the source commits only acknowledged positions (at-least-once delivery, SPEC §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# A sink calls this once per write: None when the write is acknowledged, else the error.
+AckCallback = Callable[[BaseException | None], None]
+
+
+@dataclass(eq=False)
+class Envelope:
+    """One raw record and its position in the source.
+
+    Attributes:
+        payload: the record's bytes as they arrived.
+        position: ``{"topic", "partition", "offset"}`` or ``{"file", "line"}`` (dead letters
+            carry it as ``source``).
+        key: the Kafka message key, when there was one.
+        on_done: called by the service when the record is fully handled (result or dead letter
+            acknowledged); the source then may commit past it.
+    """
+
+    payload: bytes
+    position: dict[str, Any]
+    key: bytes | None = None
+    on_done: Callable[[], None] = field(default=lambda: None, repr=False)
+
+
+class Source(Protocol):
+    """Where records come from. Only the service's main thread calls these methods."""
+
+    def start(self) -> None:
+        """Connect (raises :class:`~stef.errors.ConfigError` when the source cannot be reached)."""
+        ...
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        """Up to ``max_records`` new records, waiting at most ``timeout_s`` for the first."""
+        ...
+
+    def pause(self) -> None:
+        """Stop fetching (in-flight work is full); :meth:`poll` keeps the membership alive."""
+        ...
+
+    def resume(self) -> None:
+        """Fetch again after :meth:`pause`."""
+        ...
+
+    @property
+    def exhausted(self) -> bool:
+        """True when the source has no more records, ever (a file read to its end, no follow)."""
+        ...
+
+    def commit(self) -> None:
+        """Commit every acknowledged position (in order; a gap stops the commit)."""
+        ...
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Records behind the end, per (topic, partition); empty for sources without partitions."""
+        ...
+
+    def close(self) -> None:
+        """Commit what is acknowledged and release the connection."""
+        ...
+
+
+class Sink(Protocol):
+    """Where results or dead letters go. Thread-safe: workers write concurrently."""
+
+    def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
+        """Write one record; ``on_ack`` is called once, when it is acknowledged or has failed."""
+        ...
+
+    def flush(self, timeout_s: float) -> None:
+        """Push out everything buffered."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release."""
+        ...

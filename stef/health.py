@@ -1,0 +1,103 @@
+"""The service's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz`` (the loop is alive) and
+``/readyz`` (the source is connected and the rules are loaded)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+class HealthState:
+    """What the probes report. The run loop calls :meth:`beat` every turn.
+
+    Args:
+        stall_after_s: ``/healthz`` fails when the loop has not turned for this long.
+    """
+
+    def __init__(self, stall_after_s: float = 60.0) -> None:
+        self.stall_after_s = stall_after_s
+        self.ready = False
+        self.failed: str | None = None
+        self._beat = time.monotonic()
+
+    def beat(self) -> None:
+        self._beat = time.monotonic()
+
+    def healthy(self) -> tuple[bool, str]:
+        if self.failed is not None:
+            return False, f"failed: {self.failed}"
+        stalled = time.monotonic() - self._beat
+        if stalled > self.stall_after_s:
+            return False, f"run loop stalled for {stalled:.0f} s"
+        return True, "ok"
+
+
+class HealthServer:
+    """A small threaded HTTP server for metrics and probes, bound to ``host:port``.
+
+    Args:
+        registry: the service's metrics registry.
+        state: the probes' state.
+        host: interface to bind (127.0.0.1 by default in the settings).
+        port: 0 lets the system pick one; read :attr:`port` after :meth:`start`.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry, state: HealthState, host: str, port: int
+    ) -> None:
+        handler = _handler(registry, state)
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="stef-health", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> HealthServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def _handler(registry: CollectorRegistry, state: HealthState) -> type[BaseHTTPRequestHandler]:
+    routes: dict[str, Callable[[], tuple[int, bytes, str]]] = {
+        "/metrics": lambda: (200, generate_latest(registry), CONTENT_TYPE_LATEST),
+        "/healthz": lambda: _probe(*state.healthy()),
+        "/readyz": lambda: _probe(
+            state.ready and state.failed is None, "ready" if state.ready else "not ready"
+        ),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            route = routes.get(self.path.split("?", 1)[0])
+            if route is None:
+                status, body, ctype = 404, b"not found\n", "text/plain"
+            else:
+                status, body, ctype = route()
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Probes every few seconds would flood the logs."""
+
+    return Handler
+
+
+def _probe(ok: bool, text: str) -> tuple[int, bytes, str]:
+    return (200 if ok else 503), (text + "\n").encode(), "text/plain; charset=utf-8"

@@ -1,0 +1,284 @@
+"""Kafka source and sink through kafka-python: a consumer group with manual, ordered commits.
+
+Commits follow acknowledgements, not fetches: an offset is committed only once every record
+before it in its partition has its result or dead letter acknowledged (:class:`OffsetTracker`).
+On a rebalance the revoked partitions' in-flight work gets a bounded time to finish; what is
+still running then is abandoned (its late completion no longer moves the commit), so the new
+owner redelivers it: duplicates are possible, losses are not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import structlog
+
+# kafka-python ships no type information.
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from kafka.consumer.subscription_state import (  # type: ignore[import-untyped]
+    ConsumerRebalanceListener,
+)
+from kafka.errors import KafkaError  # type: ignore[import-untyped]
+from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
+
+from stef.errors import ConfigError, SinkError
+from stef.io import AckCallback, Envelope
+from stef.io.offsets import OffsetTracker
+
+log = structlog.get_logger(__name__)
+
+
+class KafkaSource:
+    """Records of one topic through a consumer group.
+
+    Args:
+        bootstrap: ``host:port`` bootstrap servers.
+        topic: the topic to consume.
+        group: the consumer group; replicas in one group split the partitions.
+        revoke_timeout_s: how long in-flight work of revoked partitions may take to finish.
+        consumer_options: further ``KafkaConsumer`` settings (session timeout, client id ...).
+    """
+
+    def __init__(
+        self,
+        bootstrap: list[str],
+        topic: str,
+        group: str,
+        *,
+        revoke_timeout_s: float = 10.0,
+        consumer_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.group = group
+        self.revoke_timeout_s = revoke_timeout_s
+        self._options = dict(consumer_options or {})
+        self._consumer: KafkaConsumer | None = None
+        self._trackers: dict[TopicPartition, OffsetTracker] = {}
+        self._lock = threading.Lock()
+        self._paused = False
+
+    # ------------------------------------------------------------------------------ protocol
+
+    def start(self) -> None:
+        options: dict[str, Any] = {
+            "auto_offset_reset": "earliest",
+            "session_timeout_ms": 10_000,
+            "heartbeat_interval_ms": 3_000,
+            "max_poll_interval_ms": 300_000,
+            **self._options,
+            "bootstrap_servers": self.bootstrap,
+            "group_id": self.group,
+            "enable_auto_commit": False,
+        }
+        try:
+            consumer = KafkaConsumer(**options)
+            topics = consumer.topics()
+        except KafkaError as exc:
+            raise ConfigError(
+                f"source kafka://{','.join(self.bootstrap)}/{self.topic}: cannot connect: {exc}"
+            ) from exc
+        if self.topic not in topics:
+            log.warning("source_topic_missing", topic=self.topic)
+        consumer.subscribe([self.topic], listener=_Listener(self))
+        self._consumer = consumer
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        consumer = self._require()
+        batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max(1, max_records))
+        out: list[Envelope] = []
+        for tp, messages in batches.items():
+            with self._lock:
+                tracker = self._trackers.get(tp)
+                if tracker is None:
+                    tracker = self._trackers[tp] = OffsetTracker()
+            for msg in messages:
+                tracker.add(msg.offset)
+                out.append(
+                    Envelope(
+                        payload=msg.value if msg.value is not None else b"",
+                        position={
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "offset": msg.offset,
+                        },
+                        key=msg.key,
+                        on_done=_done(tracker, msg.offset),
+                    )
+                )
+        return out
+
+    def pause(self) -> None:
+        consumer = self._require()
+        if not self._paused:
+            consumer.pause(*consumer.assignment())
+            self._paused = True
+
+    def resume(self) -> None:
+        consumer = self._require()
+        if self._paused:
+            consumer.resume(*consumer.paused())
+            self._paused = False
+
+    @property
+    def exhausted(self) -> bool:
+        return False
+
+    def commit(self) -> None:
+        """Commit every partition whose acknowledged run moved (synchronously)."""
+        offsets = self._committable()
+        if not offsets or self._consumer is None:
+            return
+        try:
+            self._consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
+        except KafkaError as exc:
+            # A rebalance got there first: the new owner redelivers from the last commit.
+            log.warning("commit_failed", error=str(exc), partitions=len(offsets))
+            return
+        for tp, offset in offsets.items():
+            with self._lock:
+                tracker = self._trackers.get(tp)
+            if tracker is not None:
+                tracker.mark_committed(offset)
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """End of each assigned partition minus the acknowledged position (or fetch position)."""
+        if self._consumer is None:
+            return {}
+        out: dict[tuple[str, int], int] = {}
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            if high is None:
+                continue
+            with self._lock:
+                tracker = self._trackers.get(tp)
+            done = tracker.position if tracker is not None else None
+            if done is None:
+                committed = self._consumer.committed(tp) if tracker is None else None
+                done = committed if committed is not None else self._consumer.position(tp)
+            out[(tp.topic, tp.partition)] = max(0, high - (done or 0))
+        return out
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(t.in_flight for t in self._trackers.values())
+
+    def close(self) -> None:
+        if self._consumer is None:
+            return
+        self.commit()
+        try:
+            self._consumer.close(autocommit=False)
+        except KafkaError as exc:
+            log.warning("consumer_close_failed", error=str(exc))
+        self._consumer = None
+
+    # ---------------------------------------------------------------------------- rebalance
+
+    def _committable(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            trackers = list(self._trackers.items())
+        out = {}
+        for tp, tracker in trackers:
+            offset = tracker.committable()
+            if offset is not None:
+                out[tp] = offset
+        return out
+
+    def on_revoked(self, revoked: list[TopicPartition]) -> None:
+        """Let in-flight work of ``revoked`` finish (bounded), commit it, abandon the rest."""
+        deadline = time.monotonic() + self.revoke_timeout_s
+        with self._lock:
+            trackers = {tp: self._trackers.pop(tp) for tp in revoked if tp in self._trackers}
+        abandoned = 0
+        for tracker in trackers.values():
+            if not tracker.wait_idle(max(0.0, deadline - time.monotonic())):
+                abandoned += tracker.in_flight
+            tracker.close()
+        offsets = {}
+        for tp, tracker in trackers.items():
+            offset = tracker.committable()
+            if offset is not None:
+                offsets[tp] = OffsetAndMetadata(offset, "", -1)
+        if offsets and self._consumer is not None:
+            # A synchronous commit cannot run inside kafka-python's rebalance callback.
+            self._consumer.commit_async(offsets)
+        log.info(
+            "partitions_revoked",
+            partitions=sorted(tp.partition for tp in revoked),
+            committed=len(offsets),
+            abandoned=abandoned,
+        )
+
+    def on_assigned(self, assigned: list[TopicPartition]) -> None:
+        with self._lock:
+            for tp in assigned:
+                self._trackers[tp] = OffsetTracker()
+        if self._paused and self._consumer is not None:
+            self._consumer.pause(*assigned)
+        log.info("partitions_assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    def _require(self) -> KafkaConsumer:
+        if self._consumer is None:
+            raise ConfigError("the Kafka source is not started")
+        return self._consumer
+
+
+def _done(tracker: OffsetTracker, offset: int) -> Any:
+    return lambda: tracker.done(offset)
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped base
+    def __init__(self, source: KafkaSource) -> None:
+        self.source = source
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.source.on_revoked(list(revoked))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.source.on_assigned(list(assigned))
+
+
+class KafkaSink:
+    """Records to one topic, keyed (results by record id). Acknowledged when the broker has them
+    (``acks=all``); the producer's own retries are bounded by its delivery timeout."""
+
+    def __init__(
+        self, bootstrap: list[str], topic: str, producer_options: dict[str, Any] | None = None
+    ) -> None:
+        self.topic = topic
+        options: dict[str, Any] = {
+            "acks": "all",
+            "linger_ms": 5,
+            "retries": 5,
+            "delivery_timeout_ms": 60_000,
+            **(producer_options or {}),
+            "bootstrap_servers": bootstrap,
+        }
+        try:
+            self._producer = KafkaProducer(**options)
+        except KafkaError as exc:
+            raise ConfigError(
+                f"sink kafka://{','.join(bootstrap)}/{topic}: cannot connect: {exc}"
+            ) from exc
+
+    def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
+        try:
+            future = self._producer.send(self.topic, key=key, value=value)
+        except KafkaError as exc:
+            on_ack(SinkError(f"cannot send to {self.topic}: {exc}"))
+            return
+        future.add_callback(lambda _meta: on_ack(None))
+        future.add_errback(lambda exc: on_ack(SinkError(f"{self.topic}: {exc}")))
+
+    def flush(self, timeout_s: float) -> None:
+        try:
+            self._producer.flush(timeout=timeout_s)
+        except KafkaError as exc:
+            log.warning("producer_flush_failed", topic=self.topic, error=str(exc))
+
+    def close(self) -> None:
+        self.flush(30.0)
+        self._producer.close(timeout=5)

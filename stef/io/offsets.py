@@ -1,0 +1,76 @@
+"""Per-partition commit bookkeeping: records finish out of order, commits advance in order."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+
+class OffsetTracker:
+    """Offsets of one partition handed out, and which of them are done.
+
+    Only a contiguous run of done offsets from the oldest pending one may be committed: a record
+    still in flight (or failed) holds the commit back, so a restart redelivers it.
+    Thread-safe: workers call :meth:`done`, the main thread everything else.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._pending: deque[int] = deque()
+        self._done: set[int] = set()
+        self._committable: int | None = None
+        self._committed: int | None = None
+        self.closed = False
+
+    def add(self, offset: int) -> None:
+        with self._lock:
+            if self._pending and offset <= self._pending[-1]:
+                # A rewind (seek, reset): forget what was pending; it will be seen again.
+                self._pending.clear()
+                self._done.clear()
+            self._pending.append(offset)
+
+    def done(self, offset: int) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self._done.add(offset)
+            while self._pending and self._pending[0] in self._done:
+                head = self._pending.popleft()
+                self._done.discard(head)
+                self._committable = head + 1
+            if not self._pending:
+                self._lock.notify_all()
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def committable(self) -> int | None:
+        """The next offset to commit if it moved since :meth:`mark_committed`, else None."""
+        with self._lock:
+            if self._committable is None or self._committable == self._committed:
+                return None
+            return self._committable
+
+    @property
+    def position(self) -> int | None:
+        """The offset after the last record done in order (what a commit now would store)."""
+        with self._lock:
+            return self._committable
+
+    def mark_committed(self, offset: int) -> None:
+        with self._lock:
+            self._committed = offset
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until nothing is in flight; False when the timeout came first."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._pending, timeout=timeout_s)
+
+    def close(self) -> None:
+        """Abandon what is in flight: late completions no longer move the commit."""
+        with self._lock:
+            self.closed = True
+            self._lock.notify_all()

@@ -1,0 +1,237 @@
+"""Process settings of ``stef run``: a YAML config file, overridden by ``STEF_*`` env, then flags.
+
+Validated once at start and frozen. Precedence, lowest first: defaults, the config file,
+environment variables, command-line flags. LLM settings live under ``llm:`` in the file and
+``STEF_LLM_*`` in the environment (:class:`stef.llm.config.LlmConfig`); the API key is a
+``SecretStr`` and is never logged.
+
+Example config file::
+
+    source: kafka://kafka:9092/agent-logs?group=stef
+    results: kafka://kafka:9092/stef-results
+    dead_letters: kafka://kafka:9092/stef-dead-letters
+    rules: /etc/stef/rules
+    concurrency: 16
+    metrics_port: 9464
+    field_mapping:            # STEF field -> path in the agent's log record
+      question: user_query
+      sql: payload.sql
+    known_agents: [sql-agent@2.0, sql-agent@2.1]
+    llm_requests_per_s: 5
+    llm:
+      base_url: http://vllm:8000/v1
+      model: qwen2.5-coder-32b
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from stef.errors import ConfigError
+from stef.io.urls import Endpoint, parse_endpoint
+from stef.llm.config import LlmConfig
+from stef.stages.validate import FieldMapping, Limits
+
+
+class Settings(BaseModel):
+    """Everything ``stef run`` needs, validated at start.
+
+    Attributes:
+        source: ``kafka://HOST:PORT/TOPIC?group=G``, ``file:PATH`` or ``-`` (stdin).
+        follow: keep reading a ``file:`` source as it grows (survives rotation).
+        results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH`` or ``-`` (stdout).
+        dead_letters: where invalid and poison records go (same forms as ``results``).
+        rules: rules file or directory; None: the built-in defaults.
+        rules_check_interval_s: how often the rules are checked for changes (hot reload).
+        concurrency: records judged at once (worker threads).
+        max_inflight: records fetched but not yet acknowledged; fetching pauses at this bound.
+            Defaults to four times ``concurrency``.
+        drain_timeout_s: on SIGTERM/SIGINT, how long in-flight work may take to finish.
+        commit_interval_s: how often acknowledged offsets are committed.
+        metrics_host: interface of the metrics/health HTTP server.
+        metrics_port: its port; 0 lets the system pick one (logged); None: no server.
+        group: the consumer group when the source URL names none.
+        kafka_consumer: extra ``KafkaConsumer`` settings (session timeout, client id, TLS ...).
+        kafka_producer: extra ``KafkaProducer`` settings for Kafka sinks.
+        field_mapping: STEF field -> path in the agent's log record (dotted for nesting).
+        limits: record size limits beyond which a record is invalid input.
+        known_agents: agent label values (``agent@version``) for metrics; others are ``other``.
+            None: the first ``max_agents`` seen.
+        max_agents: bound on distinct agent labels when ``known_agents`` is None.
+        llm_requests_per_s: per-replica judge request rate (token bucket; delays, never drops).
+        llm_tokens_per_min: per-replica LLM token rate (prompt + completion).
+        log_level: ``debug``, ``info`` (one line per record), ``warning`` ...
+        llm: the LLM endpoint; not configured means the heuristic judge.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = "-"
+    follow: bool = False
+    results: str = "-"
+    dead_letters: str = "file:dead_letters.jsonl"
+    rules: Path | None = None
+    rules_check_interval_s: float = Field(2.0, gt=0)
+    concurrency: int = Field(8, ge=1, le=1024)
+    max_inflight: int | None = Field(None, ge=1)
+    drain_timeout_s: float = Field(30.0, ge=0)
+    commit_interval_s: float = Field(0.5, gt=0)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(9464, ge=0, le=65535)
+    group: str = "stef"
+    kafka_consumer: dict[str, Any] = Field(default_factory=dict)
+    kafka_producer: dict[str, Any] = Field(default_factory=dict)
+    field_mapping: dict[str, str] = Field(default_factory=dict)
+    limits: Limits = Field(default_factory=Limits)
+    known_agents: list[str] | None = None
+    max_agents: int = Field(20, ge=1)
+    llm_requests_per_s: float | None = Field(None, gt=0)
+    llm_tokens_per_min: float | None = Field(None, gt=0)
+    log_level: str = "info"
+    llm: LlmConfig = Field(default_factory=LlmConfig)
+
+    @field_validator("source")
+    @classmethod
+    def _source_url(cls, value: str) -> str:
+        parse_endpoint(value, what="source")
+        return value
+
+    @field_validator("results", "dead_letters")
+    @classmethod
+    def _sink_url(cls, value: str) -> str:
+        parse_endpoint(value, what="sink")
+        return value
+
+    @field_validator("field_mapping")
+    @classmethod
+    def _mapping(cls, value: dict[str, str]) -> dict[str, str]:
+        FieldMapping(fields=value)
+        from stef.stages.validate import FIELDS
+
+        unknown = set(value) - set(FIELDS)
+        if unknown:
+            raise ValueError(f"unknown STEF field(s) {sorted(unknown)}; known: {list(FIELDS)}")
+        return value
+
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _port(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in ("off", "none", "-", ""):
+            return None
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        if value.lower() not in ("debug", "info", "warning", "error", "critical"):
+            raise ValueError("log_level must be debug, info, warning, error or critical")
+        return value.lower()
+
+    @property
+    def source_endpoint(self) -> Endpoint:
+        return parse_endpoint(self.source, what="source")
+
+    @property
+    def results_endpoint(self) -> Endpoint:
+        return parse_endpoint(self.results, what="results")
+
+    @property
+    def dead_letters_endpoint(self) -> Endpoint:
+        return parse_endpoint(self.dead_letters, what="dead-letters")
+
+    @property
+    def mapping(self) -> FieldMapping:
+        return FieldMapping(fields=self.field_mapping)
+
+    @property
+    def inflight_bound(self) -> int:
+        return self.max_inflight or 4 * self.concurrency
+
+
+# Settings a ``STEF_<NAME>`` variable may set (structured ones take YAML/JSON text).
+_ENV_KEYS = (
+    "source",
+    "follow",
+    "results",
+    "dead_letters",
+    "rules",
+    "rules_check_interval_s",
+    "concurrency",
+    "max_inflight",
+    "drain_timeout_s",
+    "commit_interval_s",
+    "metrics_host",
+    "metrics_port",
+    "group",
+    "kafka_consumer",
+    "kafka_producer",
+    "field_mapping",
+    "known_agents",
+    "max_agents",
+    "llm_requests_per_s",
+    "llm_tokens_per_min",
+    "log_level",
+)
+_STRUCTURED = ("kafka_consumer", "kafka_producer", "field_mapping", "known_agents")
+
+
+def _env_value(key: str, text: str) -> Any:
+    if key in _STRUCTURED:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"STEF_{key.upper()} is not valid YAML/JSON: {exc}") from exc
+    return text
+
+
+def load_settings(
+    config: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build the settings: defaults < config file < ``STEF_*`` env < ``overrides`` (flags).
+
+    Raises:
+        ConfigError: the file is unreadable or not a mapping, or any value fails validation
+            (the message names the setting, never a secret's value).
+    """
+    source = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    config = config or source.get("STEF_CONFIG") or None
+    if config is not None:
+        try:
+            loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"config {config}: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config {config}: not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config {config}: top level must be a mapping of settings")
+        data.update(loaded)
+    for key in _ENV_KEYS:
+        text = source.get(f"STEF_{key.upper()}", "").strip()
+        if text:
+            data[key] = _env_value(key, text)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    llm_file = data.pop("llm", None) or {}
+    if not isinstance(llm_file, dict):
+        raise ConfigError("config: 'llm' must be a mapping")
+    llm_env = LlmConfig.from_env(source).model_dump(exclude_unset=True)
+    try:
+        data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid settings: {problems}") from exc
