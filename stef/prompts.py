@@ -49,6 +49,9 @@ def _tojson(value: Any) -> str:
     Only a ``<`` that could begin a tag (``</x``, ``<x``, ``<!``, ``<?``) is escaped as
     ``\\u003c``; comparisons such as ``a < 5`` and ``a <> b`` stay readable for the model.
     """
+    if isinstance(value, jinja2.Undefined):
+        # StrictUndefined raises UndefinedError (naming the variable) when turned into text.
+        str(value)
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     # JSON leaves these raw, yet many readers (and models) take them for line breaks.
     for ch, esc in _LINE_BREAKS:
@@ -123,7 +126,8 @@ class Prompts:
             raise TemplateError(f"no prompt template named {name}")
         try:
             return template.render(**context).strip() + "\n"
-        except jinja2.TemplateError as exc:
+        except (jinja2.TemplateError, TypeError, ValueError) as exc:
+            # TypeError/ValueError: a value that is not JSON data reached tojson.
             raise TemplateError(f"prompt template {name} failed to render: {exc}") from exc
 
 

@@ -1,4 +1,4 @@
-"""What the LLM judge sends: model, temperature, strict schema, data blocks, the key in one place."""
+"""What the LLM judge sends: model, temperature, strict schema, data blocks, the key in one place"""
 
 from __future__ import annotations
 

@@ -1,0 +1,30 @@
+"""Many worker threads share one judge: in-flight calls are bounded, every result is right."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from stef.llm.fake_server import FakeLlmServer
+from stef.llm.judge import LlmJudge
+from stef.pipeline import Pipeline
+from tests.llm.conftest import make_record
+
+
+def test_calls_in_flight_never_exceed_max_concurrency(
+    server_factory: Callable[..., FakeLlmServer],
+    judge_factory: Callable[..., LlmJudge],
+    pipeline_for: Callable[[LlmJudge], Pipeline],
+) -> None:
+    srv = server_factory(latency_s=0.05)
+    judge = judge_factory(srv, max_concurrency=3)
+    pipeline = pipeline_for(judge)
+    records = [
+        make_record(id=f"r{i}", question=f"Total spend in APAC for {2000 + i}?") for i in range(24)
+    ]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(pipeline.judge_record, records))
+    assert [r.id for r in results] == [r.id for r in records]
+    assert all(r.outcome == "evaluated" and r.score == 80.0 for r in results)
+    assert len(srv.chat_requests()) == 24
+    assert 2 <= srv.peak_inflight <= 3
