@@ -16,12 +16,17 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+import structlog
+from pydantic import ValidationError
+
 from stef.models import JudgeOutput
 from stef.stages.judge import JudgeRequest
 
 # SQL string literals, quoted identifiers and comments are kept verbatim; only whitespace between
 # tokens is folded, so two SQL texts share a key only when they differ in layout alone. A line
 # comment keeps its newline: folding it would comment out the rest of the statement.
+log = structlog.get_logger(__name__)
+
 _SQL_TOKENS = re.compile(
     r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|--[^\n]*\n?|/\*.*?\*/|\s+""",
     re.S,
@@ -98,8 +103,16 @@ class JudgeCache:
             if text is None:
                 self.misses += 1
                 return None
+            try:
+                output = JudgeOutput.model_validate_json(text)
+            except ValidationError:
+                # An entry written by an older, incompatible version: judge the record again.
+                self._lru.pop(key, None)
+                self.misses += 1
+                log.warning("judge_cache_entry_invalid", key=key[:12])
+                return None
             self.hits += 1
-        return JudgeOutput.model_validate_json(text)
+        return output
 
     def put(self, key: str, output: JudgeOutput) -> None:
         text = output.model_dump_json()

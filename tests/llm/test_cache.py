@@ -142,3 +142,21 @@ def test_lru_evicts_the_least_recently_used(
 )
 def test_normalize_sql_folds_layout_only(sql: str, normalized: str) -> None:
     assert normalize_sql(sql) == normalized
+
+
+def test_an_unreadable_sqlite_entry_is_a_miss(
+    server: FakeLlmServer, judge_factory: Make, pipeline_for: PipelineFor, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "judge.sqlite"
+    first = judge_factory(server, cache_path=path)
+    pipeline_for(first).judge_record(make_record())
+    first.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE judge_cache SET value = '{\"verdict\": \"Correct\"}'")
+    db.close()
+    second = judge_factory(server, cache_path=path)
+    result = pipeline_for(second).judge_record(make_record())
+    assert result.outcome == "evaluated" and result.usage.cache_hit is False
+    assert len(server.chat_requests()) == 2
