@@ -30,6 +30,12 @@ fires). ``FakeLlmServer(default=fn)`` replaces it; ``fn(received)`` returns a st
 fallback to ``json_object``. ``latency_s`` adds a fixed delay to every answer (benchmarks).
 Usage numbers, unless scripted, estimate tokens as characters / 4.
 
+From a shell (a stand-in endpoint for ``stef replay`` or a benchmark; stops on SIGINT/SIGTERM)::
+
+    python -m stef.llm.fake_server --port 8399 --latency-s 0.2 [--reject-json-schema 400]
+
+prints its base URL on the first line of stdout.
+
 The server only binds the loopback interface. ``close()`` (or leaving the ``with`` block) shuts
 down open connections and joins every handler thread.
 """
@@ -271,6 +277,7 @@ class FakeLlmServer:
         default: the answer when the script is empty; default :func:`judge_like`.
         reject_json_schema: status to answer ``json_schema`` requests with (None: accept them).
         latency_s: fixed delay before every answer.
+        port: the loopback port to bind (0: any free one).
     """
 
     def __init__(
@@ -279,8 +286,10 @@ class FakeLlmServer:
         default: Callable[[Received], Step] | None = None,
         reject_json_schema: int | None = None,
         latency_s: float = 0.0,
+        port: int = 0,
     ) -> None:
         self.default = default or judge_like
+        self.port = port
         self.reject_json_schema = reject_json_schema
         self.latency_s = latency_s
         self._lock = threading.Lock()
@@ -297,7 +306,7 @@ class FakeLlmServer:
     # -------------------------------------------------------------------------------- lifecycle
 
     def start(self) -> FakeLlmServer:
-        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd = _Server(("127.0.0.1", self.port), _Handler)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -435,6 +444,28 @@ class FakeLlmServer:
         return judge_like(received)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; print the base URL first."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m stef.llm.fake_server")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-s", type=float, default=0.0)
+    parser.add_argument("--reject-json-schema", type=int, default=None, metavar="STATUS")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with FakeLlmServer(
+        latency_s=args.latency_s, reject_json_schema=args.reject_json_schema, port=args.port
+    ) as server:
+        print(server.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+        print(f"requests: {len(server.chat_requests())}", flush=True)
+    return 0
+
+
 __all__ = [
     "Delay",
     "Error",
@@ -446,3 +477,7 @@ __all__ = [
     "estimate_tokens",
     "judge_like",
 ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

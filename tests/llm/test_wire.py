@@ -117,3 +117,28 @@ def test_result_names_the_llm_backend_model_and_prompt_version(
     assert result.judge.prompt_version == judge.info.prompt_version
     assert result.judge.prompt_version and len(result.judge.prompt_version) == 12
     assert result.judge.rules_version is not None
+
+
+def test_fake_server_runs_from_the_command_line() -> None:
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stef.llm.fake_server", "--latency-s", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as answer:
+            models = json.loads(answer.read())
+        assert models["data"][0]["id"] == "fake-model"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert "requests: 0" in out
