@@ -15,6 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -43,8 +44,23 @@ def normalize_sql(sql: str) -> str:
     return _SQL_TOKENS.sub(fold, sql).strip().rstrip(";").strip()
 
 
-def cache_key(request: JudgeRequest, *, prompt_version: str, model: str) -> str:
-    """The key of one request: everything that changes what the model is shown."""
+def cache_key(
+    request: JudgeRequest,
+    *,
+    prompt_version: str,
+    model: str,
+    analysis: Any = None,
+) -> str:
+    """The key of one request: everything that changes what the model is shown.
+
+    Args:
+        request: the record, its rules and its SQL spec.
+        prompt_version: hash of the templates and the reply schema.
+        model: the model name.
+        analysis: the deterministic analysis shown to the model (spec, numbered predicates,
+            normalizations, flags). Keyed too, so a cached answer's predicate ids always refer
+            to the predicates of the current analysis, even after an upgrade of the SQL parser.
+    """
     record = request.record
     payload = json.dumps(
         [
@@ -55,6 +71,7 @@ def cache_key(request: JudgeRequest, *, prompt_version: str, model: str) -> str:
             record.question,
             record.enriched_question,
             normalize_sql(record.sql),
+            analysis,
         ],
         sort_keys=True,
         ensure_ascii=False,

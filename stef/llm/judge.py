@@ -39,6 +39,8 @@ _PROMPT_RULE_KEYS = {
     "limit_min",
     "notes",
 }
+# Record text, keyed in the cache separately (the SQL up to layout).
+_RAW_FIELDS = {"question", "enriched_question", "sql"}
 _PROMPT_SPEC_KEYS = {
     "projections",
     "aggregations",
@@ -157,14 +159,21 @@ class LlmJudge:
         """
         started = time.perf_counter()
         model = self.config.model or ""
-        key = cache_key(request, prompt_version=self._info.prompt_version or "", model=model)
+        context = prompt_context(request)
+        analysis = {k: v for k, v in context.items() if k not in _RAW_FIELDS}
+        key = cache_key(
+            request,
+            prompt_version=self._info.prompt_version or "",
+            model=model,
+            analysis=analysis,
+        )
         cached = self._cache.get(key)
         if self._metrics is not None:
             self._metrics.observe_cache(cached is not None)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
 
-        user = self.prompts.render("user.j2", **prompt_context(request))
+        user = self.prompts.render("user.j2", **context)
 
         def build(extra: Messages) -> Callable[[str], Messages]:
             def messages(mode: str) -> Messages:

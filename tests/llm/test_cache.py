@@ -154,9 +154,28 @@ def test_an_unreadable_sqlite_entry_is_a_miss(
     pipeline_for(first).judge_record(make_record())
     first.close()
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE judge_cache SET value = '{\"verdict\": \"Correct\"}'")
+        db.execute('UPDATE judge_cache SET value = \'{"verdict": "Correct"}\'')
     db.close()
     second = judge_factory(server, cache_path=path)
     result = pipeline_for(second).judge_record(make_record())
     assert result.outcome == "evaluated" and result.usage.cache_hit is False
+    assert len(server.chat_requests()) == 2
+
+
+def test_a_different_analysis_of_the_same_sql_is_not_a_hit(
+    server: FakeLlmServer, judge: LlmJudge
+) -> None:
+    # E.g. after an upgrade of the SQL parser: cached predicate ids must not be reused.
+    from tests.llm.test_outcomes import _request
+
+    request = _request()
+    judge.judge(request)
+    renumbered = request.sql_spec.model_copy(
+        update={
+            "filters": [p.model_copy(update={"id": p.id + 10}) for p in request.sql_spec.filters]
+        }
+    )
+    reply = judge.judge(request.model_copy(update={"sql_spec": renumbered}))
+    assert reply.usage.cache_hit is False
+    assert {m.predicates[0] for m in reply.output.filter_matches} == {11, 12}
     assert len(server.chat_requests()) == 2
