@@ -20,7 +20,7 @@ from typing import Any
 import openai
 import structlog
 
-from stef.errors import LlmTransportError
+from stef.errors import ConfigError, LlmTransportError
 from stef.llm.config import LlmConfig
 from stef.llm.reply import response_format
 from stef.metrics import Metrics
@@ -90,7 +90,7 @@ class ChatClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not config.model:
-            raise ValueError("an LLM model name is required (STEF_LLM_MODEL)")
+            raise ConfigError("an LLM model name is required (STEF_LLM_MODEL)")
         self.config = config
         self.model: str = config.model
         self._metrics = metrics
