@@ -329,8 +329,13 @@ def _hits_surrogate_id_bug(payload: bytes | str) -> bool:
         obj = json.loads(payload)
     except (ValueError, RecursionError):
         return False
-    if not isinstance(obj, dict) or obj.get("id") not in (None, ""):
+    if not isinstance(obj, dict):
         return False
+    given_id = obj.get("id")
+    if (isinstance(given_id, str) and given_id.strip()) or (
+        isinstance(given_id, int | float) and not isinstance(given_id, bool)
+    ):
+        return False  # a usable id: no hash is taken
     texts = [obj.get(k) for k in ("question", "sql", "enriched_question", "app")]
     return any(isinstance(t, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts)
 
