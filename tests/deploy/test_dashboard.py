@@ -87,7 +87,9 @@ def test_panels_are_well_formed() -> None:
         for t in p["targets"]:
             assert t["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     # Panels per app/agent filter by the variables; the LLM and service panels have no app label.
-    app_filtered = [q for q in dashboard_queries() if "stef_records" in q.expr or "stef_score" in q.expr]
+    app_filtered = [
+        q for q in dashboard_queries() if "stef_records" in q.expr or "stef_score" in q.expr
+    ]
     assert app_filtered and all('app=~"$app"' in q.expr for q in app_filtered)
 
 

@@ -35,8 +35,9 @@ def test_promtool_unit_tests_catch_a_broken_threshold(promtool: str, tmp_path: P
     for path in RULE_FILES:
         text = path.read_text(encoding="utf-8")
         if path.name == "alerts.rules.yml":
-            assert "app:stef_tier_poor:ratio_rate30m > 0.15" in text
-            text = text.replace("app:stef_tier_poor:ratio_rate30m > 0.15", "app:stef_tier_poor:ratio_rate30m > 0.5")
+            rule = "app:stef_tier_poor:ratio_rate30m > "
+            assert rule + "0.15" in text
+            text = text.replace(rule + "0.15", rule + "0.5")
         (tmp_path / path.name).write_text(text, encoding="utf-8")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / ALERT_TESTS.name).write_text(ALERT_TESTS.read_text(encoding="utf-8"))
