@@ -53,8 +53,8 @@ class Predicate(_Frozen):
         lhs: normalized left-hand side (the column name without qualifier, lower-case, or the
             canonical text of an expression).
         op: normalized operator: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``like``,
-            ``not like``, ``in``, ``not in``, ``between``, ``is null``, ``is not null``, ``or``,
-            ``and``, ``exists``, ``expr``.
+            ``not like``, ``in``, ``not in``, ``between``, ``not between``, ``is null``,
+            ``is not null``, ``or``, ``and``, ``exists``, ``not exists``, ``expr``.
         rhs: normalized right-hand side text (values case- and whitespace-folded).
         text: the predicate as SQL text (generic dialect), for people and prompts.
         clause: where, having, qualify or join (an ON condition with a literal).

@@ -59,12 +59,23 @@ _COMPARISONS: dict[type[exp.Expr], str] = {
 }
 _MIRROR = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 _NEGATE = {
-    "=": "!=", "!=": "=", "like": "not like", "not like": "like", "in": "not in",
-    "not in": "in", "is null": "is not null", "is not null": "is null",
-    "between": "not between", "not between": "between", "exists": "not exists",
+    "=": "!=",
+    "!=": "=",
+    "like": "not like",
+    "not like": "like",
+    "in": "not in",
+    "not in": "in",
+    "is null": "is not null",
+    "is not null": "is null",
+    "between": "not between",
+    "not between": "between",
+    "exists": "not exists",
     "not exists": "exists",
     # NOT (a > 5) is a <= 5 under SQL's three-valued logic: both reject NULL.
-    ">": "<=", ">=": "<", "<": ">=", "<=": ">",
+    ">": "<=",
+    ">=": "<",
+    "<": ">=",
+    "<=": ">",
 }
 _PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
 Clause = Literal["where", "having", "qualify", "join"]
@@ -94,10 +105,10 @@ def norm_ident(name: str) -> str:
 _STRING_LITERAL = re.compile(r"('(?:[^']|'')*')")
 
 
-def canon(node: exp.Expr) -> str:
+def canon(node: exp.Expr, *, fold_strings: bool = False) -> str:
     """Canonical text of an expression: qualifiers and quotes dropped, identifiers and function
     names and keywords lower-case, generic dialect. String literals keep their case ('%Y' is not
-    '%y')."""
+    '%y') unless ``fold_strings`` (for compared values, which fold like every value)."""
     needs_copy = any(c.args.get("table") is not None for c in node.find_all(exp.Column)) or any(
         i.args.get("quoted") for i in node.find_all(exp.Identifier)
     )
@@ -114,7 +125,7 @@ def canon(node: exp.Expr) -> str:
     except SqlglotError:
         text = str(copy)
     parts = _STRING_LITERAL.split(" ".join(text.split()))
-    return "".join(p if i % 2 else p.casefold() for i, p in enumerate(parts))
+    return "".join(p if i % 2 and not fold_strings else p.casefold() for i, p in enumerate(parts))
 
 
 def _literal_value(node: exp.Expr) -> str | None:
@@ -190,9 +201,27 @@ class _Pred:
         return (self.lhs, self.op, self.rhs)
 
 
-def _conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
+def _unparen(node: exp.Expr) -> exp.Expr:
     while isinstance(node, exp.Paren):
         node = node.this
+    return node
+
+
+def _conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
+    """AND-split a condition, pushing NOT inward (De Morgan) so every part is atomic or an OR."""
+    node = _unparen(node)
+    if isinstance(node, exp.Not):
+        inner = _unparen(node.this)
+        if isinstance(inner, exp.Not):
+            yield from _conjuncts(inner.this)
+            return
+        if isinstance(inner, exp.Or):
+            for d in _disjuncts(inner):
+                yield from _conjuncts(exp.Not(this=d.copy()))
+            return
+        if isinstance(inner, exp.And):
+            yield exp.or_(*(exp.Not(this=c.copy()) for c in _conjuncts(inner)), copy=False)
+            return
     if isinstance(node, exp.And):
         yield from _conjuncts(node.left)
         yield from _conjuncts(node.right)
@@ -224,7 +253,12 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
             return None
         op = _NEGATE.get(inner.op, f"not {inner.op}")
         return _Pred(
-            inner.lhs, op, inner.rhs, _text(node, dialect), inner.columns, inner.values,
+            inner.lhs,
+            op,
+            inner.rhs,
+            _text(node, dialect),
+            inner.columns,
+            inner.values,
             inner.wildcard,
         )
     text = _text(node, dialect)
@@ -233,6 +267,8 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
         inner = predicate_of(node.this, dialect)
         if inner is None:
             return None
+        if inner.op == "expr":  # WHERE NOT is_active: still one opaque boolean expression
+            return _Pred(canon(node), "expr", "", text, inner.columns, inner.values)
         op = _NEGATE.get(inner.op, f"not {inner.op}")
         return _Pred(inner.lhs, op, inner.rhs, text, inner.columns, inner.values, inner.wildcard)
     for cls, op in _COMPARISONS.items():
@@ -247,7 +283,12 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
             rv = _literal_value(right)
             values = [rv] if rv is not None else _values_in(right)
             return _Pred(
-                _column_key(left), op, rv if rv is not None else canon(right), text, columns, values
+                _column_key(left),
+                op,
+                rv if rv is not None else canon(right, fold_strings=True),
+                text,
+                columns,
+                values,
             )
     if isinstance(node, exp.Like | exp.ILike):
         pattern = _literal_value(node.expression)
@@ -326,7 +367,7 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
         return _Pred(
             lhs,
             "or",
-            canon(node),
+            canon(node, fold_strings=True),
             text,
             columns,
             values,
@@ -335,7 +376,7 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> _Pred | None:
     if isinstance(node, exp.And):
         subs = [predicate_of(c, dialect) for c in _conjuncts(node)]
         values = [v for p in subs if p is not None for v in p.values]
-        return _Pred("expr", "and", canon(node), text, columns, values)
+        return _Pred("expr", "and", canon(node, fold_strings=True), text, columns, values)
     if isinstance(node, exp.Exists):
         return _Pred("expr", "exists", canon(node), text, columns, _values_in(node))
     return _Pred(canon(node), "expr", "", text, columns, _values_in(node))
@@ -565,7 +606,12 @@ def _unused_ctes(stmt: exp.Expr, ctes: dict[str, exp.Expr]) -> list[exp.Expr]:
         names = set()
         for t in node.find_all(exp.Table):
             name = norm_ident(t.name)
-            if name in ctes and not any(_contains(b, t) for b in skip):
+            # A CTE read only inside a WHERE/HAVING subquery shapes a predicate, not the result.
+            if (
+                name in ctes
+                and not any(_contains(b, t) for b in skip)
+                and not (_inside_predicate(t, stmt))
+            ):
                 names.add(name)
         return names
 

@@ -64,7 +64,7 @@ def _lookup(obj: dict[str, Any], path: str) -> Any:
 def record_id(app: str | None, question: str, enriched: str | None, sql: str) -> str:
     """A stable id for records that carry none: a hash of (app, Qu, Qe, S)."""
     key = json.dumps([app, question, enriched, sql], ensure_ascii=False)
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def validate(
@@ -121,6 +121,14 @@ def validate(
                 f"not {type(value).__name__}",
             )
         values[name] = value
+    for name, value in values.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidInput(
+                    "not_utf8", f"field {name!r} holds text that is not valid Unicode: {exc}"
+                ) from exc
     for name in REQUIRED:
         if not str(values.get(name) or "").strip():
             raise InvalidInput(
