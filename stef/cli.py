@@ -60,8 +60,13 @@ def configure_logging(level: str | None = None) -> None:
     )
 
 
-def build_backend(metrics: Metrics | None = None) -> Judge:
-    """The LLM judge when an endpoint is configured (STEF_LLM_*), else the heuristic judge."""
+def build_backend(metrics: Metrics | None = None, *, cache: str | None = None) -> Judge:
+    """The LLM judge when an endpoint is configured (STEF_LLM_*), else the heuristic judge.
+
+    Args:
+        metrics: where the LLM backend reports calls, tokens and cache hits.
+        cache: a SQLite file that keeps LLM verdicts across runs (LLM backend only).
+    """
     try:
         llm = importlib.import_module("stef.llm.config")
     except ImportError:
@@ -73,8 +78,17 @@ def build_backend(metrics: Metrics | None = None) -> Judge:
     config = llm.LlmConfig.from_env()
     if not config.configured:
         return HeuristicJudge()
+    if cache is not None:
+        config = config.model_copy(update={"cache_path": Path(cache)})
     factory = importlib.import_module("stef.llm").build_llm_judge
     return cast(Judge, factory(config, metrics))
+
+
+def close_backend(backend: Judge) -> None:
+    """Release what a backend holds (HTTP connections, the cache file); a no-op for others."""
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()
 
 
 def _delegate(module: str, argv: list[str]) -> int:
@@ -118,8 +132,11 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     except InvalidInput as exc:
         print(f"stef judge: invalid input ({exc.reason}): {exc.detail}", file=sys.stderr)
         return EXIT_FAIL
-    pipeline = Pipeline(rules, build_backend())
-    result = pipeline.judge_record(record)
+    backend = build_backend(cache=args.cache)
+    try:
+        result = Pipeline(rules, backend).judge_record(record)
+    finally:
+        close_backend(backend)
     print(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
     return EXIT_OK
 
@@ -234,7 +251,8 @@ def _dead_letter(path: str, line_no: int, raw: bytes, exc: InvalidInput) -> dict
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     rules = load_rules(args.rules)
-    pipeline = Pipeline(rules, build_backend())
+    backend = build_backend(cache=args.cache)
+    pipeline = Pipeline(rules, backend)
     out = open(args.output, "w", encoding="utf-8") if args.output else None  # noqa: SIM115
     dead = open(args.dead_letters, "w", encoding="utf-8") if args.dead_letters else None  # noqa: SIM115
 
@@ -256,6 +274,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"stef replay: {exc}", file=sys.stderr)
         return EXIT_FAIL
     finally:
+        close_backend(backend)
         for f in (out, dead):
             if f is not None:
                 f.close()
@@ -319,6 +338,7 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--dialect")
     j.add_argument("--id")
     j.add_argument("--rules", help="rules file or directory (default: built-in defaults)")
+    j.add_argument("--cache", help="SQLite file caching LLM verdicts across runs (LLM only)")
     j.set_defaults(func=_cmd_judge)
 
     r = sub.add_parser("replay", help="judge a JSONL agent log and print a summary")
@@ -327,6 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dead-letters", help="write invalid lines as dead letters (JSONL) here")
     r.add_argument("--rules", help="rules file or directory")
     r.add_argument("--concurrency", type=int, default=8, help="judge calls in flight (default 8)")
+    r.add_argument("--cache", help="SQLite file caching LLM verdicts across runs (LLM only)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=_cmd_replay)
 
