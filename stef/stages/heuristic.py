@@ -465,8 +465,9 @@ def _with_enrichment_values(
         if f.kind == "entity" or f.value in have or f.value in q_text:
             continue
         have.add(f.value)
-        filters.append(QuestionFilter(op=f.op, rhs=f.value, text=f"{f.text} (enrichment)",
-                                      kind="enrichment"))
+        filters.append(
+            QuestionFilter(op=f.op, rhs=f.value, text=f"{f.text} (enrichment)", kind="enrichment")
+        )
         kinds.append(f.kind)
     return qs.model_copy(update={"filters": filters}), kinds
 
@@ -662,10 +663,14 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
     weak: list[tuple[Issue, str]] = []
     for status, label in (("missing", "filters_missing"), ("mismatched", "filters_incorrect")):
         hits = [m for m in matches if m.status == status]
-        hard = [qs.filters[m.filter].text for m in hits if qs.filters[m.filter].kind
-                in _STRONG_KINDS]
-        soft = [qs.filters[m.filter].text for m in hits if qs.filters[m.filter].kind
-                not in _STRONG_KINDS]
+        hard = [
+            qs.filters[m.filter].text for m in hits if qs.filters[m.filter].kind in _STRONG_KINDS
+        ]
+        soft = [
+            qs.filters[m.filter].text
+            for m in hits
+            if qs.filters[m.filter].kind not in _STRONG_KINDS
+        ]
         what = "no predicate for" if status == "missing" else "wrong value or operator for"
         if hard:
             strong.append((label, f"{what} {', '.join(hard)}"))  # type: ignore[arg-type]
