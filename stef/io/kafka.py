@@ -144,7 +144,8 @@ class KafkaSource:
                 tracker.mark_committed(offset)
 
     def lag(self) -> dict[tuple[str, int], int]:
-        """End of each assigned partition minus the acknowledged position (or fetch position)."""
+        """Per assigned partition: its end minus the oldest offset not yet done; partitions whose
+        end is not known yet (no fetch answered) are left out."""
         if self._consumer is None:
             return {}
         out: dict[tuple[str, int], int] = {}
@@ -154,11 +155,16 @@ class KafkaSource:
                 continue
             with self._lock:
                 tracker = self._trackers.get(tp)
-            done = tracker.position if tracker is not None else None
-            if done is None:
-                committed = self._consumer.committed(tp) if tracker is None else None
-                done = committed if committed is not None else self._consumer.position(tp)
-            out[(tp.topic, tp.partition)] = max(0, high - (done or 0))
+            low = tracker.low_water if tracker is not None else None
+            if low is None:
+                # Nothing fetched in this assignment yet: the consumer's position is the start.
+                try:
+                    low = self._consumer.position(tp, timeout_ms=100)
+                except KafkaError:
+                    continue
+                if low is None:
+                    continue
+            out[(tp.topic, tp.partition)] = max(0, high - low)
         return out
 
     def in_flight(self) -> int:

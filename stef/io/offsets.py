@@ -60,6 +60,12 @@ class OffsetTracker:
         with self._lock:
             return self._committable
 
+    @property
+    def low_water(self) -> int | None:
+        """The oldest offset not yet done (in flight), else :attr:`position`."""
+        with self._lock:
+            return self._pending[0] if self._pending else self._committable
+
     def mark_committed(self, offset: int) -> None:
         with self._lock:
             self._committed = offset

@@ -1,0 +1,54 @@
+"""Commits advance in offset order: an unfinished record holds back everything after it."""
+
+from __future__ import annotations
+
+import threading
+
+from stef.io.offsets import OffsetTracker
+
+
+def test_out_of_order_completion_commits_only_the_contiguous_run() -> None:
+    t = OffsetTracker()
+    for offset in range(10, 15):
+        t.add(offset)
+    t.done(12)
+    t.done(11)
+    assert t.committable() is None  # 10 is still in flight
+    t.done(10)
+    assert t.committable() == 13  # 10, 11, 12 done; 13 is not
+    t.mark_committed(13)
+    assert t.committable() is None  # nothing moved since the commit
+    t.done(14)
+    assert t.committable() is None  # 13 still holds the commit back
+    t.done(13)
+    assert t.committable() == 15
+    assert t.in_flight == 0
+
+
+def test_closed_tracker_ignores_late_completions() -> None:
+    t = OffsetTracker()
+    t.add(0)
+    t.add(1)
+    t.done(0)
+    t.close()
+    t.done(1)  # abandoned work finishing after a revocation
+    assert t.position == 1
+
+
+def test_wait_idle_returns_when_the_last_record_is_done() -> None:
+    t = OffsetTracker()
+    t.add(5)
+    assert t.wait_idle(0.01) is False
+    threading.Timer(0.05, t.done, args=(5,)).start()
+    assert t.wait_idle(5.0) is True
+    assert t.committable() == 6
+
+
+def test_rewind_forgets_pending_offsets() -> None:
+    t = OffsetTracker()
+    t.add(7)
+    t.add(8)
+    t.add(3)  # the consumer was reset to an earlier offset
+    assert t.in_flight == 1
+    t.done(3)
+    assert t.committable() == 4
