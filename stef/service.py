@@ -154,6 +154,7 @@ class Service:
         self._stop = threading.Event()
         self._stop_at: float | None = None
         self._fatal: BaseException | None = None
+        self._closing = False
         self._inflight = 0
         self._cv = threading.Condition()
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
@@ -277,6 +278,9 @@ class Service:
             self._commit()
 
     def _shutdown(self) -> None:
+        # Work abandoned at the drain deadline may still finish and hit closed sinks: that is
+        # expected (it is redelivered), not a failure of the run.
+        self._closing = True
         for _ in self._workers:
             self._work.put(None)
         for sink in (self.results, self.dead_letters):
@@ -374,6 +378,8 @@ class Service:
         def on_ack(error: BaseException | None) -> None:
             if error is None:
                 envelope.on_done()
+            elif self._closing:
+                log.warning("abandoned_record_not_written", error=str(error), **envelope.position)
             else:
                 # Not done: its offset is never committed, so a restart redelivers it.
                 log.error("sink_failed", error=str(error), **envelope.position)

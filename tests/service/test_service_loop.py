@@ -1,0 +1,198 @@
+"""The run loop in-process: poison records, sink failures, the in-flight bound, settings."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from stef.errors import ConfigError
+from stef.io import AckCallback, Envelope
+from stef.io.jsonl import FileSource
+from stef.models import JudgeInfo
+from stef.service import Service
+from stef.settings import Settings, load_settings
+from stef.stages.heuristic import HeuristicJudge
+from stef.stages.judge import JudgeReply, JudgeRequest
+from tests.service.conftest import read_jsonl, valid_record
+
+
+class ExplodingJudge:
+    """The heuristic judge, except that one question makes it raise (a poison record)."""
+
+    def __init__(self, poison: str, delay_s: float = 0.0) -> None:
+        self.inner = HeuristicJudge()
+        self.poison = poison
+        self.delay_s = delay_s
+        self.active = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    @property
+    def info(self) -> JudgeInfo:
+        return self.inner.info
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        with self._lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            time.sleep(self.delay_s)
+            if request.record.question == self.poison:
+                raise ZeroDivisionError("the judge tripped over this record")
+            return self.inner.judge(request)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+class FailingSink:
+    """A results sink whose broker never acknowledges."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
+        self.sent += 1
+        on_ack(OSError("broker unreachable"))
+
+    def flush(self, timeout_s: float) -> None:
+        """Nothing buffered."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class CountingSource(FileSource):
+    """A file source that records how many envelopes were handed out but not yet done."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.outstanding = 0
+        self.peak = 0
+        self.done: list[int] = []
+        self._lock = threading.Lock()
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        out = super().poll(max_records, timeout_s)
+        for e in out:
+            e.on_done = self._done_cb(e.position["line"])
+        with self._lock:
+            self.outstanding += len(out)
+            self.peak = max(self.peak, self.outstanding)
+        return out
+
+    def _done_cb(self, line: int) -> Callable[[], None]:
+        def cb() -> None:
+            with self._lock:
+                self.outstanding -= 1
+                self.done.append(line)
+
+        return cb
+
+
+def _log(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(n)))
+    return path
+
+
+def _settings(tmp_path: Path, log: Path, **extra: object) -> Settings:
+    return load_settings(
+        overrides={
+            "source": f"file:{log}",
+            "results": f"file:{tmp_path / 'results.jsonl'}",
+            "dead_letters": f"file:{tmp_path / 'dead.jsonl'}",
+            "metrics_port": "off",
+            **extra,
+        },
+        env={},
+    )
+
+
+def test_poison_record_becomes_a_dead_letter_and_the_loop_goes_on(tmp_path: Path) -> None:
+    log = _log(tmp_path, 20)
+    poison = valid_record(7)["question"]
+    judge = ExplodingJudge(poison)
+    registry = CollectorRegistry()
+    service = Service(_settings(tmp_path, log), backend=judge, registry=registry)
+    assert service.run() == 0
+    results = read_jsonl(tmp_path / "results.jsonl")
+    letters = read_jsonl(tmp_path / "dead.jsonl")
+    poisoned = {i for i in range(20) if valid_record(i)["question"] == poison}
+    assert {r["id"] for r in results} == {f"r-{i:06d}" for i in range(20) if i not in poisoned}
+    assert len(letters) == len(poisoned)
+    assert {letter["reason"] for letter in letters} == {"poison"}
+    assert "ZeroDivisionError" in letters[0]["error"]
+    assert json.loads(letters[0]["payload"])["question"] == poison
+    poison_count = registry.get_sample_value(
+        "stef_records_total", {"app": "unknown", "outcome": "poison"}
+    )
+    assert poison_count == len(poisoned)
+
+
+def test_a_sink_failure_stops_the_service_without_acknowledging(tmp_path: Path) -> None:
+    log = _log(tmp_path, 10)
+    source = CountingSource(str(log))
+    sink = FailingSink()
+    service = Service(
+        _settings(tmp_path, log), backend=HeuristicJudge(), source=source, results=sink
+    )
+    assert service.run() == 1
+    assert sink.sent >= 1
+    assert source.done == []  # nothing may be committed past an unacknowledged write
+
+
+def test_in_flight_work_stays_within_the_bound(tmp_path: Path) -> None:
+    log = _log(tmp_path, 60)
+    source = CountingSource(str(log))
+    judge = ExplodingJudge("never asked", delay_s=0.01)
+    settings = _settings(tmp_path, log, concurrency=3, max_inflight=5)
+    service = Service(settings, backend=judge, source=source)
+    assert service.run() == 0
+    assert source.peak <= 5
+    assert judge.peak <= 3
+    assert sorted(source.done) == list(range(1, 61))
+
+
+def test_settings_precedence_file_env_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "stef.yaml"
+    cfg.write_text(
+        "source: file:a.jsonl\nconcurrency: 2\nfield_mapping: {question: user_query}\n"
+        "llm: {model: from-file, timeout_s: 5}\n"
+    )
+    s = load_settings(
+        cfg,
+        overrides={"concurrency": 7},
+        env={"STEF_SOURCE": "file:b.jsonl", "STEF_CONCURRENCY": "3", "STEF_LLM_MODEL": "env"},
+    )
+    assert (s.source, s.concurrency) == ("file:b.jsonl", 7)
+    assert s.mapping.source_of("question") == "user_query"
+    assert (s.llm.model, s.llm.timeout_s) == ("env", 5)
+    assert s.inflight_bound == 28
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"source": "http://x/y"}, "source"),
+        ({"results": "kafka://k:1/t?group=g"}, "group"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"field_mapping": {"qestion": "q"}}, "qestion"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_invalid_settings_fail_at_start(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(overrides=overrides, env={})
+
+
+def test_api_key_is_never_in_the_settings_repr() -> None:
+    s = load_settings(env={"STEF_LLM_API_KEY": "sk-secret-value", "STEF_LLM_MODEL": "m"})
+    assert "sk-secret-value" not in repr(s)
+    assert "sk-secret-value" not in s.model_dump_json()
