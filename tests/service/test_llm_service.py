@@ -232,3 +232,30 @@ def test_metrics_endpoint_exposes_every_contract_metric_with_values(
     assert v("stef_consumer_lag", topic=source, partition="0") == 0
     assert v("stef_rules_reload_total", outcome="success") == 0
     assert v("stef_rules_reload_total", outcome="error") == 0
+
+
+def test_drain_deadline_and_second_signal(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(20)))
+    args = ["--source", f"file:{log}", "--follow", "--results", f"file:{tmp_path / 'r.jsonl'}"]
+    args += ["--dead-letters", f"file:{tmp_path / 'd.jsonl'}", "--concurrency", "4"]
+    with FakeLlmServer(latency_s=10.0) as server:  # every call outlasts the drain deadline
+        config = {"llm": _llm(server, timeout_s=30), "drain_timeout_s": 1.0}
+        env = {"STEF_LLM_API_KEY": API_KEY}
+        slow = service_factory(*args, config=config, env=env)
+        slow.wait_ready()
+        slow.wait_for(lambda: slow.total("stef_inflight") > 0, what="calls in flight")
+        slow.signal(signal.SIGTERM)
+        assert slow.wait(15) == 0  # gave up on the in-flight calls at the deadline, cleanly
+        (timeout,) = slow.events("drain_timeout")
+        assert timeout["abandoned"] > 0
+
+        stuck = service_factory(*args, config={**config, "drain_timeout_s": 60}, env=env)
+        stuck.wait_ready()
+        stuck.wait_for(lambda: stuck.total("stef_inflight") > 0, what="calls in flight")
+        stuck.signal(signal.SIGTERM)
+        stuck.wait_for(lambda: bool(stuck.events("shutdown_requested")), what="the first signal")
+        stuck.signal(signal.SIGTERM)  # the second signal does not wait for the drain
+        assert stuck.wait(5) == 128 + signal.SIGTERM
