@@ -7,5 +7,5 @@ mkdir -p out
 rm -f out/results.jsonl out/dead_letters.jsonl
 .venv/bin/stef run --source file:examples/agent_log.jsonl --rules rules \
     --results file:out/results.jsonl --dead-letters file:out/dead_letters.jsonl \
-    --metrics-host 127.0.0.1 --metrics-port 0 --log-level "${STEF_LOG_LEVEL:-warning}"
+    --metrics-host 127.0.0.1 --metrics-port 0 --log-level "${STEF_LOG_LEVEL:-error}"
 .venv/bin/stef summary out/results.jsonl --dead-letters out/dead_letters.jsonl

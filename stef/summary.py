@@ -51,8 +51,14 @@ class Group:
 
     @property
     def coverage(self) -> float:
-        """Share of received records that got a score (judge errors and sampling excluded)."""
-        return self.evaluated / self.received if self.received else 0.0
+        """Share of the records meant to be judged that got a score: sampled-out records are left
+        out (sampling is a choice), judge errors count against coverage."""
+        wanted = self.received - self.skipped
+        return self.evaluated / wanted if wanted else 0.0
+
+    @property
+    def sampled_out(self) -> float:
+        return self.skipped / self.received if self.received else 0.0
 
 
 @dataclass
@@ -87,7 +93,8 @@ class Summary:
 
     def table(self) -> str:
         """A fixed-width text table, one row per app/agent and a total row."""
-        head = ["app", "agent", "count", "mean", "p90", "coverage", *TIERS, "errors"]
+        head = ["app", "agent", "count", "mean", "p90", "coverage", "sampled out", *TIERS,
+                "errors"]
         rows = []
         items = sorted(self.groups.items())
         for (app, agent), g in [*items, (("TOTAL", ""), self.total())]:
@@ -102,6 +109,7 @@ class Summary:
                     f"{mean:.1f}" if mean is not None else "-",
                     f"{p90:.1f}" if p90 is not None else "-",
                     f"{g.coverage:.1%}",
+                f"{g.sampled_out:.1%}",
                     *[f"{g.tiers[t] / n:.1%}" for t in TIERS],
                     str(g.judge_errors),
                 ]
