@@ -378,7 +378,10 @@ def main(argv: list[str] | None = None) -> int:
         level, argv = argv[1], argv[2:]
     configure_logging(level)
     if argv and argv[0] == "run":
-        return _delegate("stef.service", argv[1:])
+        run_args = argv[1:]
+        if level is not None and "--log-level" not in run_args:
+            run_args = ["--log-level", level, *run_args]
+        return _delegate("stef.service", run_args)
     if argv and argv[0] == "calibrate":
         return _delegate("stef.calibrate", argv[1:])
     args = _parser().parse_args(argv)

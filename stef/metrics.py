@@ -17,7 +17,8 @@ CONFIDENCE_BUCKETS = (0.5, 0.65, 0.85, 1.0)
 # LLM calls routinely take tens of seconds; the default buckets stop at 10 s.
 LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 
-RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid")
+# "poison": a record that made a stage raise; it went to the dead letters like invalid input.
+RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid", "poison")
 
 
 class Metrics:
