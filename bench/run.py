@@ -103,14 +103,18 @@ SECTIONS: list[tuple[str, Callable[[list[dict[str, Any]], argparse.Namespace], d
 
 def _register_optional_sections() -> None:
     """Sections that need the LLM fake server, the Kafka broker or the service (bench/*.py)."""
-    for name in ("llm", "kafka", "memory", "prompt"):
-        module = f"bench.{name}"
+    for name, module, function in (
+        ("llm", "bench.llm", "run"),
+        ("prompt", "bench.prompt", "run"),
+        ("kafka", "bench.kafka", "run"),
+        ("memory", "bench.kafka", "run_memory"),
+    ):
         try:
-            mod = __import__(module, fromlist=["run"])
+            mod = __import__(module, fromlist=[function])
         except ImportError as exc:
             print(f"bench: section {name} unavailable: {exc}", file=sys.stderr)
             continue
-        SECTIONS.append((name, mod.run))
+        SECTIONS.append((name, getattr(mod, function)))
 
 
 def _markdown(report: dict[str, Any]) -> str:
