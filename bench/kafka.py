@@ -43,7 +43,8 @@ def _payloads(corpus: list[dict[str, Any]], n: int) -> list[bytes]:
     return out
 
 
-def _metrics(port: int) -> dict[str, float]:
+def metric_samples(port: int) -> dict[str, float]:
+    """Every sample of a live /metrics, keyed by name and sorted labels."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
@@ -53,7 +54,8 @@ def _metrics(port: int) -> dict[str, float]:
     return out
 
 
-def _rss_mib(pid: int, field: str) -> float:
+def rss_mib(pid: int, field: str) -> float:
+    """A memory field of /proc/PID/status (VmRSS, VmHWM) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
@@ -107,7 +109,7 @@ def _stef_run(bootstrap: str, source: str, results: str, dead: str, n: int,
             if proc.poll() is not None:
                 raise RuntimeError(f"stef run exited with {proc.returncode}")
             try:
-                m = _metrics(port)
+                m = metric_samples(port)
             except OSError:
                 continue
             done = sum(v for k, v in m.items() if k.startswith("stef_records_total{"))
@@ -117,7 +119,7 @@ def _stef_run(bootstrap: str, source: str, results: str, dead: str, n: int,
             if done >= n and lags and not any(lags):
                 elapsed = time.perf_counter() - (started or time.perf_counter())
                 break
-        peak = _rss_mib(proc.pid, "VmHWM")
+        peak = rss_mib(proc.pid, "VmHWM")
         os.kill(proc.pid, signal.SIGTERM)
         rc = proc.wait(timeout=60)
     finally:

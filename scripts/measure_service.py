@@ -17,34 +17,14 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
+from bench.kafka import metric_samples, rss_mib  # noqa: E402
 from tests.brokers import FAST_GROUP, free_port, tansu_broker  # noqa: E402
 from tests.service.conftest import make_log  # noqa: E402
-
-
-def _samples(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            key = s.name + json.dumps(s.labels, sort_keys=True)
-            out[key] = s.value
-    return out
-
-
-def _rss_mib(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> int:
@@ -85,7 +65,7 @@ def main() -> int:
                 if proc.poll() is not None:
                     raise SystemExit(f"stef run exited with {proc.returncode}")
                 try:
-                    m = _samples(port)
+                    m = metric_samples(port)
                 except OSError:
                     continue
                 done = sum(v for k, v in m.items() if k.startswith("stef_records_total{"))
@@ -96,8 +76,8 @@ def main() -> int:
                 if done >= args.records and len(lags) == args.partitions and not any(lags):
                     elapsed = time.monotonic() - (started or t0)
                     break
-            peak = _rss_mib(proc.pid, "VmHWM")
-            now = _rss_mib(proc.pid, "VmRSS")
+            peak = rss_mib(proc.pid, "VmHWM")
+            now = rss_mib(proc.pid, "VmRSS")
             os.kill(proc.pid, signal.SIGTERM)
             rc = proc.wait(timeout=60)
         finally:

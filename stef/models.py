@@ -7,7 +7,7 @@ them. Add fields freely; never rename one.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -161,24 +161,6 @@ class EnrichmentStatus(StrEnum):
     MISSING = "missing"
 
 
-ISSUE_LABELS: tuple[str, ...] = (
-    "filters_missing",
-    "filters_incorrect",
-    "filters_extra",
-    "aggregation_wrong",
-    "aggregation_missing",
-    "columns_missing",
-    "columns_wrong",
-    "grouping_wrong",
-    "ordering_wrong",
-    "limit_unrequested",
-    "joins_suspect",
-    "logic_error",
-    "enrichment_drift",
-    "unsafe_sql",
-    "unparsed_sql",
-    "none",
-)
 
 Issue = Literal[
     "filters_missing",
@@ -198,6 +180,7 @@ Issue = Literal[
     "unparsed_sql",
     "none",
 ]
+ISSUE_LABELS: tuple[str, ...] = get_args(Issue)
 
 
 class FilterMatch(_Frozen):
