@@ -13,7 +13,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY stef ./stef
 RUN pip install --no-cache-dir .
 
@@ -21,7 +21,7 @@ RUN pip install --no-cache-dir .
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="stef" \
       org.opencontainers.image.description="Production judge for Text-to-SQL agents" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="MIT"
 RUN groupadd --system --gid 10001 stef \
     && useradd --system --uid 10001 --gid stef --no-create-home --home-dir /nonexistent \
        --shell /usr/sbin/nologin stef

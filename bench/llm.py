@@ -1,5 +1,8 @@
 """Bench section: the LLM path against a local fake endpoint with a fixed latency.
 
+The endpoint runs in its own process (``python -m stef.llm.fake_server``), as a real one would:
+in this process it would compete with the judge for the GIL.
+
 The baseline is Little's law: with N calls in flight and a latency of L seconds, no client can
 exceed N / L records per second. The ratio says how close the judge's own overhead (prompt
 rendering, HTTP, validation, scoring) lets it get.
@@ -8,16 +11,46 @@ rendering, HTTP, validation, scoring) lets it get.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from stef.llm import build_llm_judge
 from stef.llm.config import LlmConfig
-from stef.llm.fake_server import FakeLlmServer
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
 from stef.stages.validate import validate
+
+
+@contextmanager
+def fake_endpoint(latency_s: float) -> Iterator[str]:
+    """A fake OpenAI-compatible server in a subprocess; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stef.llm.fake_server", "--port", "0",
+         "--latency-s", str(latency_s)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"fake server did not start: {base_url!r}")
+        yield base_url
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
@@ -26,9 +59,9 @@ def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
     # Enough records for ~8 s of steady state, at most the corpus.
     n = min(len(corpus), max(concurrency * 4, int(8 * concurrency / latency)))
     records = [validate(r) for r in corpus[:n]]
-    with FakeLlmServer(latency_s=latency) as server:
+    with fake_endpoint(latency) as base_url:
         config = LlmConfig(
-            base_url=server.base_url, model="bench-fake", max_concurrency=concurrency,
+            base_url=base_url, model="bench-fake", max_concurrency=concurrency,
             cache_size=0, timeout_s=30,
         )
         judge = build_llm_judge(config)

@@ -266,6 +266,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The default listen backlog (5) refuses connections when a benchmark opens 64 at once.
+    request_queue_size = 256
     owner: FakeLlmServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
