@@ -607,6 +607,7 @@ def cli_main(argv: list[str]) -> int:
     if args.plot:
         from stef.calibrate_plot import histogram_png
 
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
         args.plot.write_bytes(
             histogram_png(
                 [i.score for i in items if i.label and i.score is not None],

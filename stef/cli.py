@@ -253,6 +253,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     rules = load_rules(args.rules)
     backend = build_backend(cache=args.cache)
     pipeline = Pipeline(rules, backend)
+    for target in (args.output, args.dead_letters):
+        if target:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
     out = open(args.output, "w", encoding="utf-8") if args.output else None  # noqa: SIM115
     dead = open(args.dead_letters, "w", encoding="utf-8") if args.dead_letters else None  # noqa: SIM115
 
@@ -296,7 +299,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 print(f"{args.file}:{n}: not a result: {str(exc).splitlines()[0]}", file=sys.stderr)
                 return EXIT_FAIL
-    if args.dead_letters and Path(args.dead_letters).exists():
+    summary.invalid_known = bool(args.dead_letters)
+    if args.dead_letters:
         with open(args.dead_letters, encoding="utf-8") as f:
             summary.invalid = sum(1 for line in f if line.strip())
     print(summary.table())

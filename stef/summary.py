@@ -65,6 +65,7 @@ class Group:
 class Summary:
     groups: dict[tuple[str, str], Group] = field(default_factory=lambda: defaultdict(Group))
     invalid: int = 0
+    invalid_known: bool = True
     backends: set[str] = field(default_factory=set)
 
     def add(self, result: Result) -> None:
@@ -132,8 +133,9 @@ class Summary:
                 )
             )
         backend = ", ".join(sorted(self.backends)) or "-"
+        invalid = self.invalid if self.invalid_known else "not counted (pass --dead-letters)"
         lines.append(
-            f"judge: {backend}; invalid input lines (dead letters): {self.invalid}; "
-            "tier shares are of evaluated records"
+            f"judge: {backend}; invalid input lines (dead letters): {invalid}; tier shares are of "
+            "evaluated records; coverage leaves sampled-out records out"
         )
         return "\n".join(lines)
