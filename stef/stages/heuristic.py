@@ -1,8 +1,9 @@
 """Heuristic judge: the Judge contract without an LLM (SPEC §2 "Heuristic judge").
 
-Reads the question's literals (quoted strings, numbers, years, quarters, dates, capitalized
-entities) and its aggregation, grouping, ordering, top-k, negation and range words, and matches
-them against the deterministic SQL spec through the app's column mappings. It never looks at how
+Reads the question with :mod:`stef.stages.question` (literal values; aggregation, grouping,
+ordering and top-k words), checks the enrichment with :mod:`stef.stages.enrichment`, matches the
+values against the deterministic SQL spec through the app's column mappings, and weighs what it
+found into a verdict. It never looks at how
 the SQL is formatted (keyword case, whitespace, quoting style): only at the parsed structure and
 the values of literals.
 """
@@ -10,12 +11,8 @@ the values of literals.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from functools import lru_cache
 
 from stef.models import (
-    Aggregation,
-    Enrichment,
     EnrichmentStatus,
     FilterMatch,
     Issue,
@@ -28,281 +25,25 @@ from stef.models import (
     Usage,
     Verdict,
 )
-from stef.rules import AppRules
+from stef.stages.enrichment import enrichment
 from stef.stages.judge import JudgeReply, JudgeRequest
-from stef.stages.normalize import question_cues
-from stef.stages.sqlspec import norm_ident, norm_value
+from stef.stages.question import DISTINCT_WORDS, SQL_STRING, question_literals, question_spec
+from stef.stages.sqlspec import norm_value
 
-# ------------------------------------------------------------------------------ question words
-
-_QUESTION_STARTERS = {
-    "what",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "how",
-    "when",
-    "where",
-    "why",
-    "list",
-    "show",
-    "give",
-    "find",
-    "name",
-    "count",
-    "calculate",
-    "compute",
-    "return",
-    "display",
-    "get",
-    "tell",
-    "provide",
-    "identify",
-    "please",
-    "among",
-    "of",
-    "in",
-    "for",
-    "from",
-    "is",
-    "are",
-    "was",
-    "were",
-    "do",
-    "does",
-    "did",
-    "the",
-    "a",
-    "an",
-    "i",
-    "can",
-    "could",
-    "would",
-    "state",
-    "indicate",
-    "mention",
-    "describe",
-    "determine",
-    "by",
-    "on",
-    "at",
-    "with",
-    "and",
-    "or",
-    "if",
-    "what's",
-    "it",
-    "between",
-    "during",
-    "after",
-    "before",
-    "since",
-    "per",
-    "each",
-    "all",
-    "any",
-    "sum",
-    "total",
-    "average",
-    "percentage",
-    "ratio",
-    "top",
-    "as",
-    "to",
-    "please,",
-    "also",
-    "then",
-    "this",
-    "that",
-    "these",
-    "those",
-    "there",
-    "their",
-    "its",
-    "his",
-    "her",
-    "they",
-    "we",
-    "you",
-    "my",
-    "our",
-    "id",
-    "ids",
-    "sql",
-    "select",
-    "not",
-    "no",
-    "only",
-    "q",
-    "yes",
-}
-_MONTHS = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
-_QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
-_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
-_QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
-_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?)(?![\w-])")
-_COMPARATORS = (
-    (
-        re.compile(
-            r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
-            r"exceeding|after)\s*$",
-            re.I,
-        ),
-        ">",
-    ),
-    (
-        re.compile(
-            r"(less|fewer|lower|smaller|younger|shorter)\s+than\s*$|(under|below|before)\s*$", re.I
-        ),
-        "<",
-    ),
-    (re.compile(r"(at\s+least|no\s+less\s+than|minimum\s+of|or\s+more)\s*$", re.I), ">="),
-    (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
-)
-_ENTITY = re.compile(
-    r"\b([A-Z][\w'&.-]*(?:\s+(?:(?:of|de|la|del|the|and|&|von|van)\s+)*[A-Z][\w'&.-]*)*)"
-)
-_TOP_K_NUMBER = re.compile(
-    r"\b(?:top|first|bottom|last|best|worst)\s+(\d+)\b|\b(\d+)\s+(?:highest|lowest|most|least|"
-    r"largest|smallest|biggest|best|worst|top)\b",
-    re.I,
-)
-
-_AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b", re.I), "COUNT"),
-    (re.compile(r"\baverage\b|\bavg\b|\bmean\b", re.I), "AVG"),
-    (re.compile(r"\btotal\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b", re.I), "SUM"),
-    (re.compile(r"\bmaximum\b|\bmax\b", re.I), "MAX"),
-    (re.compile(r"\bminimum\b|\bmin\b", re.I), "MIN"),
-)
 _PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
-_DISTINCT = re.compile(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
-_GROUPING = re.compile(
-    r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
-    r"(\w+)",
-    re.I,
-)
 _NEGATION = re.compile(
     r"\b(not|never|without|excluding|except|other than|no longer|isn't|aren't|wasn't|weren't|"
     r"doesn't|don't|didn't|haven't|hasn't|non|neither|nor)\b",
     re.I,
 )
-_BETWEEN = re.compile(r"\bbetween\b.+\band\b", re.I)
-
-_SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
 _SQL_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w])")
-
-
-@dataclass(frozen=True)
-class _Found:
-    value: str
-    text: str
-    kind: str
-    op: str = "="
-    span: tuple[int, int] = (0, 0)
-
-
-def _clean_entity(phrase: str) -> str:
-    return phrase.strip(" .,;:!?'\"")
-
-
-def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
-    return any(span[0] < e and s < span[1] for s, e in taken)
-
-
-def question_literals(text: str) -> list[_Found]:
-    """Filter values named in a question: quoted strings, dates, quarters, years, numbers,
-    capitalized entities. Top-k counts ("top 10") are not filters."""
-    return list(_question_literals(text))
-
-
-@lru_cache(maxsize=4096)
-def _question_literals(text: str) -> tuple[_Found, ...]:
-    found: list[_Found] = []
-    taken: list[tuple[int, int]] = []
-
-    def add(f: _Found) -> None:
-        if _overlaps(f.span, taken):
-            return
-        taken.append(f.span)
-        found.append(f)
-
-    for m in _TOP_K_NUMBER.finditer(text):
-        taken.append(m.span())
-    for m in _QUOTED.finditer(text):
-        raw = next(g for g in m.groups() if g is not None)
-        add(_Found(norm_value(raw), raw, "value", span=m.span()))
-    for m in _ISO_DATE.finditer(text):
-        add(_Found(norm_value(m.group(1)), m.group(1), "date", span=m.span()))
-    for m in _MONTH_YEAR.finditer(text):
-        add(_Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
-    for m in _QUARTER.finditer(text):
-        add(_Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
-    for m in _NUMBER.finditer(text):
-        raw = (
-            m.group(1).replace(",", "")
-            if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1))
-            else m.group(1)
-        )
-        value = norm_value(raw)
-        kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
-        op = "="
-        before = text[max(0, m.start() - 30) : m.start()]
-        for pattern, cmp in _COMPARATORS:
-            if pattern.search(before):
-                op = cmp
-                break
-        add(_Found(value, m.group(0), kind, op, m.span()))
-    for m in _ENTITY.finditer(text):
-        phrase = _clean_entity(m.group(1))
-        words = phrase.split()
-        while words and words[0].casefold() in _QUESTION_STARTERS:
-            words = words[1:]
-        if not words:
-            continue
-        phrase = " ".join(words)
-        folded = phrase.casefold()
-        if folded in _MONTHS or len(phrase) < 2 or folded in _QUESTION_STARTERS:
-            continue
-        start = m.start() + m.group(1).find(words[0])
-        sentence_start = not text[:start].strip() or text[:start].rstrip()[-1] in ".?!:;"
-        if sentence_start and len(words) == 1 and not phrase.isupper():
-            continue  # a capital that only marks the start of a sentence
-        add(_Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase))))
-    return tuple(found)
-
-
-def _mapping_lhs(text: str, f: _Found, rules: AppRules) -> str | None:
-    """A column for a question value when a mapped question term sits next to it."""
-    if not rules.column_mappings:
-        return None
-    window = text[max(0, f.span[0] - 25) : f.span[1] + 25].casefold()
-    for term, column in rules.column_mappings.items():
-        if re.search(r"\b" + re.escape(term.casefold()) + r"s?\b", window):
-            return norm_ident(column)
-    return None
 
 
 # ------------------------------------------------------------------------------------ matching
 
 
 def _sql_literals(sql: str) -> set[str]:
-    out = {norm_value(m.group(1).replace("''", "'")) for m in _SQL_STRING.finditer(sql)}
+    out = {norm_value(m.group(1).replace("''", "'")) for m in SQL_STRING.finditer(sql)}
     out |= {norm_value(m.group(1)) for m in _SQL_NUMBER.finditer(sql)}
     return out
 
@@ -373,82 +114,7 @@ def match_filters(
     return out
 
 
-# ---------------------------------------------------------------------------------- enrichment
-
-
-def _value_set(text: str) -> dict[str, str]:
-    return {f.value: f.text for f in question_literals(text) if f.kind != "entity"}
-
-
-def enrichment_check(question: str, enriched: str | None, rules: AppRules) -> Enrichment:
-    """Does Qe keep every constraint of Qu and add none the rules do not justify?"""
-    if enriched is None:
-        return Enrichment(status=EnrichmentStatus.MISSING)
-    q_vals = _value_set(question)
-    e_vals = _value_set(enriched)
-    e_text = enriched.casefold()
-    dropped = [text for v, text in q_vals.items() if v not in e_vals and v not in e_text]
-    justified = " ".join([*rules.benign_filters, *rules.notes]).casefold()
-    q_text = question.casefold()
-    added = [
-        text
-        for v, text in e_vals.items()
-        if v not in q_vals and v not in q_text and v not in justified
-    ]
-    if dropped:
-        status = EnrichmentStatus.MAJOR_DRIFT
-    elif added:
-        status = EnrichmentStatus.MINOR_DRIFT
-    else:
-        status = EnrichmentStatus.FAITHFUL
-    return Enrichment(status=status, dropped=dropped, added=added)
-
-
 # ------------------------------------------------------------------------------------ the judge
-
-
-def question_spec(
-    question: str, spec: SqlSpec, sql: str, rules: AppRules
-) -> tuple[QuestionSpec, list[str]]:
-    """The question spec Sq read from the words of Qu, and the kind of each filter."""
-    cues = question_cues(question)
-    filters: list[QuestionFilter] = []
-    kinds: list[str] = []
-    sql_names = _SQL_STRING.sub(" ", sql).casefold()
-    for f in question_literals(question):
-        if f.kind == "entity":
-            # A capitalized phrase the SQL uses as a name (table, column) is not a value.
-            words = [w for w in re.split(r"\W+", f.value) if w]
-            if words and all(w in sql_names for w in words):
-                continue
-        filters.append(
-            QuestionFilter(
-                lhs=_mapping_lhs(question, f, rules), op=f.op, rhs=f.value, text=f.text, kind=f.kind
-            )
-        )
-        kinds.append(f.kind)
-    aggregations = [
-        Aggregation(func=func, column="*")
-        for pattern, func in _AGG_CUES
-        if pattern.search(question)
-    ]
-    if _DISTINCT.search(question):
-        aggregations = [
-            a.model_copy(update={"distinct": True}) if a.func == "COUNT" else a
-            for a in aggregations
-        ]
-    group_by = [m.group(1).casefold() for m in _GROUPING.finditer(question)]
-    return (
-        QuestionSpec(
-            outputs=[],
-            aggregations=aggregations,
-            filters=filters,
-            group_by=group_by,
-            ordering_requested=cues.ordering_requested,
-            top_k=cues.top_k,
-        ),
-        kinds,
-    )
 
 
 def _with_enrichment_values(
@@ -559,7 +225,7 @@ def _structure_issues(
     ):
         issues.append(("grouping_wrong", "GROUP BY without aggregates or a grouping request"))
     if (
-        _DISTINCT.search(question)
+        DISTINCT_WORDS.search(question)
         and not spec.distinct
         and not any(a.distinct for a in spec.aggregations)
         and not spec.group_by
@@ -574,7 +240,7 @@ _NEGATING_SQL = re.compile(r"\bnot\b|<>|!=|\bexcept\b|\bis\s+null\b", re.I)
 
 
 def _sql_negates(sql: str) -> bool:
-    bare = _SQL_STRING.sub("''", sql)
+    bare = SQL_STRING.sub("''", sql)
     return bool(_NEGATING_SQL.search(bare))
 
 
@@ -654,8 +320,8 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
     """Judge one record from the question's words and the SQL spec."""
     record, spec, rules = request.record, request.sql_spec, request.rules
     qs, kinds = question_spec(record.question, spec, record.sql, rules)
-    enrichment = enrichment_check(record.question, record.enriched_question, rules)
-    if record.enriched_question and enrichment.status is not EnrichmentStatus.MAJOR_DRIFT:
+    drift = enrichment(record.question, record.enriched_question, rules)
+    if record.enriched_question and drift.status is not EnrichmentStatus.MAJOR_DRIFT:
         qs, kinds = _with_enrichment_values(qs, kinds, record.question, record.enriched_question)
     matches = match_filters(qs.filters, kinds, spec, record.sql)
 
@@ -684,8 +350,8 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
         strong.append(("aggregation_wrong", f"the SQL computes {func}() that nobody asked for"))
     if _integer_division(spec):
         strong.append(("logic_error", "integer aggregates divided in a dialect that truncates"))
-    if enrichment.status is EnrichmentStatus.MAJOR_DRIFT:
-        weak.append(("enrichment_drift", f"Qe drops {', '.join(enrichment.dropped)}"))
+    if drift.status is EnrichmentStatus.MAJOR_DRIFT:
+        weak.append(("enrichment_drift", f"Qe drops {', '.join(drift.dropped)}"))
     if not spec.parsed:
         weak.append(("unparsed_sql", f"sqlglot could not parse the SQL: {spec.parse_error}"))
 
@@ -713,7 +379,7 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
     return JudgeOutput(
         question_spec=qs,
         filter_matches=matches,
-        enrichment=enrichment,
+        enrichment=drift,
         verdict=verdict,
         confidence=confidence,
         issues=labels,

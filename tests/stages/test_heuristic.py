@@ -10,7 +10,9 @@ import sqlglot
 from stef.models import EnrichmentStatus
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
-from stef.stages.heuristic import HeuristicJudge, enrichment_check, question_literals
+from stef.stages.enrichment import enrichment
+from stef.stages.heuristic import HeuristicJudge
+from stef.stages.question import question_literals
 from stef.stages.validate import validate
 
 PIPE = Pipeline(RuleSet(AppRules()), HeuristicJudge())
@@ -70,16 +72,16 @@ def test_value_used_in_case_arm_counts_as_applied() -> None:
     assert r["components"]["filter_status"] == "fully_applied"  # type: ignore[index]
 
 
-def test_enrichment_check() -> None:
+def test_enrichment() -> None:
     rules = AppRules()
-    assert enrichment_check("q in 2023", None, rules).status is EnrichmentStatus.MISSING
+    assert enrichment("q in 2023", None, rules).status is EnrichmentStatus.MISSING
     assert (
-        enrichment_check("Sales in 2023", "Total sales for year 2023", rules).status
+        enrichment("Sales in 2023", "Total sales for year 2023", rules).status
         is EnrichmentStatus.FAITHFUL
     )
-    drop = enrichment_check("Sales in 2023 for 'EMEA'", "Total sales for 'EMEA'", rules)
+    drop = enrichment("Sales in 2023 for 'EMEA'", "Total sales for 'EMEA'", rules)
     assert drop.status is EnrichmentStatus.MAJOR_DRIFT and drop.dropped == ["2023"]
-    add = enrichment_check("Sales in 2023", "Sales in 2023 for region 'APAC'", rules)
+    add = enrichment("Sales in 2023", "Sales in 2023 for region 'APAC'", rules)
     assert add.status is EnrichmentStatus.MINOR_DRIFT and add.added == ["APAC"]
 
 

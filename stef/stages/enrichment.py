@@ -1,0 +1,39 @@
+"""Enrichment stage: does Qe keep every constraint of Qu and add none the rules do not justify?
+
+Compares the literal values (quoted strings, numbers, years, quarters, dates) of the user's
+question and of the agent's rewrite: a dropped value is major drift, an added one minor drift.
+"""
+
+from __future__ import annotations
+
+from stef.models import Enrichment, EnrichmentStatus
+from stef.rules import AppRules
+from stef.stages.question import question_literals
+
+
+def _value_set(text: str) -> dict[str, str]:
+    return {f.value: f.text for f in question_literals(text) if f.kind != "entity"}
+
+
+def enrichment(question: str, enriched: str | None, rules: AppRules) -> Enrichment:
+    """Does Qe keep every constraint of Qu and add none the rules do not justify?"""
+    if enriched is None:
+        return Enrichment(status=EnrichmentStatus.MISSING)
+    q_vals = _value_set(question)
+    e_vals = _value_set(enriched)
+    e_text = enriched.casefold()
+    dropped = [text for v, text in q_vals.items() if v not in e_vals and v not in e_text]
+    justified = " ".join([*rules.benign_filters, *rules.notes]).casefold()
+    q_text = question.casefold()
+    added = [
+        text
+        for v, text in e_vals.items()
+        if v not in q_vals and v not in q_text and v not in justified
+    ]
+    if dropped:
+        status = EnrichmentStatus.MAJOR_DRIFT
+    elif added:
+        status = EnrichmentStatus.MINOR_DRIFT
+    else:
+        status = EnrichmentStatus.FAITHFUL
+    return Enrichment(status=status, dropped=dropped, added=added)

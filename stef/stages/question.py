@@ -1,0 +1,316 @@
+"""Question reading for the heuristic judge: the question spec Sq from the words of Qu.
+
+Filter values (quoted strings, dates, quarters, years, numbers with their comparison words,
+capitalized names), aggregation words ("how many", "average", "total"), grouping words ("per",
+"for each") and, through :func:`stef.stages.normalize.question_cues`, ordering and top-k requests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
+from stef.rules import AppRules
+from stef.stages.normalize import question_cues
+from stef.stages.sqlspec import norm_ident, norm_value
+
+# ------------------------------------------------------------------------------ question words
+
+_QUESTION_STARTERS = {
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "how",
+    "when",
+    "where",
+    "why",
+    "list",
+    "show",
+    "give",
+    "find",
+    "name",
+    "count",
+    "calculate",
+    "compute",
+    "return",
+    "display",
+    "get",
+    "tell",
+    "provide",
+    "identify",
+    "please",
+    "among",
+    "of",
+    "in",
+    "for",
+    "from",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "the",
+    "a",
+    "an",
+    "i",
+    "can",
+    "could",
+    "would",
+    "state",
+    "indicate",
+    "mention",
+    "describe",
+    "determine",
+    "by",
+    "on",
+    "at",
+    "with",
+    "and",
+    "or",
+    "if",
+    "what's",
+    "it",
+    "between",
+    "during",
+    "after",
+    "before",
+    "since",
+    "per",
+    "each",
+    "all",
+    "any",
+    "sum",
+    "total",
+    "average",
+    "percentage",
+    "ratio",
+    "top",
+    "as",
+    "to",
+    "please,",
+    "also",
+    "then",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "their",
+    "its",
+    "his",
+    "her",
+    "they",
+    "we",
+    "you",
+    "my",
+    "our",
+    "id",
+    "ids",
+    "sql",
+    "select",
+    "not",
+    "no",
+    "only",
+    "q",
+    "yes",
+}
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
+_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
+_QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?)(?![\w-])")
+_COMPARATORS = (
+    (
+        re.compile(
+            r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
+            r"exceeding|after)\s*$",
+            re.I,
+        ),
+        ">",
+    ),
+    (
+        re.compile(
+            r"(less|fewer|lower|smaller|younger|shorter)\s+than\s*$|(under|below|before)\s*$", re.I
+        ),
+        "<",
+    ),
+    (re.compile(r"(at\s+least|no\s+less\s+than|minimum\s+of|or\s+more)\s*$", re.I), ">="),
+    (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
+)
+_ENTITY = re.compile(
+    r"\b([A-Z][\w'&.-]*(?:\s+(?:(?:of|de|la|del|the|and|&|von|van)\s+)*[A-Z][\w'&.-]*)*)"
+)
+_TOP_K_NUMBER = re.compile(
+    r"\b(?:top|first|bottom|last|best|worst)\s+(\d+)\b|\b(\d+)\s+(?:highest|lowest|most|least|"
+    r"largest|smallest|biggest|best|worst|top)\b",
+    re.I,
+)
+
+_AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b", re.I), "COUNT"),
+    (re.compile(r"\baverage\b|\bavg\b|\bmean\b", re.I), "AVG"),
+    (re.compile(r"\btotal\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b", re.I), "SUM"),
+    (re.compile(r"\bmaximum\b|\bmax\b", re.I), "MAX"),
+    (re.compile(r"\bminimum\b|\bmin\b", re.I), "MIN"),
+)
+DISTINCT_WORDS = re.compile(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
+_GROUPING = re.compile(
+    r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
+    r"(\w+)",
+    re.I,
+)
+SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
+
+
+@dataclass(frozen=True)
+class Found:
+    value: str
+    text: str
+    kind: str
+    op: str = "="
+    span: tuple[int, int] = (0, 0)
+
+
+def _clean_entity(phrase: str) -> str:
+    return phrase.strip(" .,;:!?'\"")
+
+
+def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
+    return any(span[0] < e and s < span[1] for s, e in taken)
+
+
+def question_literals(text: str) -> list[Found]:
+    """Filter values named in a question: quoted strings, dates, quarters, years, numbers,
+    capitalized entities. Top-k counts ("top 10") are not filters."""
+    return list(_question_literals(text))
+
+
+@lru_cache(maxsize=4096)
+def _question_literals(text: str) -> tuple[Found, ...]:
+    found: list[Found] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(f: Found) -> None:
+        if _overlaps(f.span, taken):
+            return
+        taken.append(f.span)
+        found.append(f)
+
+    for m in _TOP_K_NUMBER.finditer(text):
+        taken.append(m.span())
+    for m in _QUOTED.finditer(text):
+        raw = next(g for g in m.groups() if g is not None)
+        add(Found(norm_value(raw), raw, "value", span=m.span()))
+    for m in _ISO_DATE.finditer(text):
+        add(Found(norm_value(m.group(1)), m.group(1), "date", span=m.span()))
+    for m in _MONTH_YEAR.finditer(text):
+        add(Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
+    for m in _QUARTER.finditer(text):
+        add(Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
+    for m in _NUMBER.finditer(text):
+        raw = (
+            m.group(1).replace(",", "")
+            if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1))
+            else m.group(1)
+        )
+        value = norm_value(raw)
+        kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
+        op = "="
+        before = text[max(0, m.start() - 30) : m.start()]
+        for pattern, cmp in _COMPARATORS:
+            if pattern.search(before):
+                op = cmp
+                break
+        add(Found(value, m.group(0), kind, op, m.span()))
+    for m in _ENTITY.finditer(text):
+        phrase = _clean_entity(m.group(1))
+        words = phrase.split()
+        while words and words[0].casefold() in _QUESTION_STARTERS:
+            words = words[1:]
+        if not words:
+            continue
+        phrase = " ".join(words)
+        folded = phrase.casefold()
+        if folded in _MONTHS or len(phrase) < 2 or folded in _QUESTION_STARTERS:
+            continue
+        start = m.start() + m.group(1).find(words[0])
+        sentence_start = not text[:start].strip() or text[:start].rstrip()[-1] in ".?!:;"
+        if sentence_start and len(words) == 1 and not phrase.isupper():
+            continue  # a capital that only marks the start of a sentence
+        add(Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase))))
+    return tuple(found)
+
+
+def _mapping_lhs(text: str, f: Found, rules: AppRules) -> str | None:
+    """A column for a question value when a mapped question term sits next to it."""
+    if not rules.column_mappings:
+        return None
+    window = text[max(0, f.span[0] - 25) : f.span[1] + 25].casefold()
+    for term, column in rules.column_mappings.items():
+        if re.search(r"\b" + re.escape(term.casefold()) + r"s?\b", window):
+            return norm_ident(column)
+    return None
+
+
+def question_spec(
+    question: str, spec: SqlSpec, sql: str, rules: AppRules
+) -> tuple[QuestionSpec, list[str]]:
+    """The question spec Sq read from the words of Qu, and the kind of each filter."""
+    cues = question_cues(question)
+    filters: list[QuestionFilter] = []
+    kinds: list[str] = []
+    sql_names = SQL_STRING.sub(" ", sql).casefold()
+    for f in question_literals(question):
+        if f.kind == "entity":
+            # A capitalized phrase the SQL uses as a name (table, column) is not a value.
+            words = [w for w in re.split(r"\W+", f.value) if w]
+            if words and all(w in sql_names for w in words):
+                continue
+        filters.append(
+            QuestionFilter(
+                lhs=_mapping_lhs(question, f, rules), op=f.op, rhs=f.value, text=f.text, kind=f.kind
+            )
+        )
+        kinds.append(f.kind)
+    aggregations = [
+        Aggregation(func=func, column="*")
+        for pattern, func in _AGG_CUES
+        if pattern.search(question)
+    ]
+    if DISTINCT_WORDS.search(question):
+        aggregations = [
+            a.model_copy(update={"distinct": True}) if a.func == "COUNT" else a
+            for a in aggregations
+        ]
+    group_by = [m.group(1).casefold() for m in _GROUPING.finditer(question)]
+    return (
+        QuestionSpec(
+            outputs=[],
+            aggregations=aggregations,
+            filters=filters,
+            group_by=group_by,
+            ordering_requested=cues.ordering_requested,
+            top_k=cues.top_k,
+        ),
+        kinds,
+    )
