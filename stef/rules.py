@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stef.errors import RuleProblem, RulesError
+from stef.stages.predicates import parse_condition
 
 log = structlog.get_logger(__name__)
 
@@ -179,9 +180,6 @@ def parse_rules_text(text: str, path: str, *, app: str | None = None) -> AppRule
 
 def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) -> list[RuleProblem]:
     """Checks pydantic cannot express: benign filters must parse as SQL predicates."""
-    # Imported here: sqlspec depends on nothing in this module, but keep the import graph one-way.
-    from stef.stages.sqlspec import parse_condition
-
     problems = []
     dialect = data.get("dialect") if isinstance(data.get("dialect"), str) else None
     if dialect is not None:

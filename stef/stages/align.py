@@ -11,7 +11,7 @@ from functools import lru_cache
 from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
 from stef.rules import AppRules
 from stef.stages.normalize import Normalized
-from stef.stages.sqlspec import condition_keys, norm_ident
+from stef.stages.predicates import condition_keys, norm_ident
 
 _BOOL_EQUIV = {"true": "1", "false": "0"}
 

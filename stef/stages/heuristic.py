@@ -27,8 +27,8 @@ from stef.models import (
 )
 from stef.stages.enrichment import enrichment
 from stef.stages.judge import JudgeReply, JudgeRequest
+from stef.stages.predicates import norm_value
 from stef.stages.question import DISTINCT_WORDS, SQL_STRING, question_literals, question_spec
-from stef.stages.sqlspec import norm_value
 
 _PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
 _NEGATION = re.compile(
