@@ -87,9 +87,13 @@ def _raw_copy(bootstrap: str, source: str, sink: str, n: int) -> float:
         consumer.close()
 
 
-def _stef_run(bootstrap: str, source: str, results: str, dead: str, n: int,
-              concurrency: int) -> dict[str, float]:
-    """Run ``stef run`` until ``n`` records are counted and the lag is zero."""
+def stef_run_until_drained(
+    bootstrap: str, source: str, results: str, dead: str, n: int, concurrency: int,
+    *, log_level: str = "warning",
+) -> dict[str, float]:
+    """Run ``stef run`` from ``source`` until ``n`` records are counted and every partition's lag
+    is zero; then SIGTERM it. Returns records/s (from its first record), peak and final RSS,
+    the highest in-flight count seen and the exit code."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
     env["STEF_KAFKA_CONSUMER"] = json.dumps(FAST_GROUP)
@@ -99,11 +103,12 @@ def _stef_run(bootstrap: str, source: str, results: str, dead: str, n: int,
         "--results", f"kafka://{bootstrap}/{results}",
         "--dead-letters", f"kafka://{bootstrap}/{dead}",
         "--rules", str(ROOT / "rules"),
-        "--concurrency", str(concurrency), "--metrics-port", str(port), "--log-level", "warning",
+        "--concurrency", str(concurrency), "--metrics-port", str(port), "--log-level", log_level,
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         started = first = None
+        peak_inflight = 0.0
         while True:
             time.sleep(0.25)
             if proc.poll() is not None:
@@ -113,6 +118,7 @@ def _stef_run(bootstrap: str, source: str, results: str, dead: str, n: int,
             except OSError:
                 continue
             done = sum(v for k, v in m.items() if k.startswith("stef_records_total{"))
+            peak_inflight = max(peak_inflight, m.get("stef_inflight{}", 0.0))
             if started is None and done > 0:
                 started, first = time.perf_counter(), done
             lags = [v for k, v in m.items() if k.startswith("stef_consumer_lag{")]
@@ -120,13 +126,21 @@ def _stef_run(bootstrap: str, source: str, results: str, dead: str, n: int,
                 elapsed = time.perf_counter() - (started or time.perf_counter())
                 break
         peak = rss_mib(proc.pid, "VmHWM")
+        now = rss_mib(proc.pid, "VmRSS")
         os.kill(proc.pid, signal.SIGTERM)
         rc = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-    return {"per_s": (n - (first or 0)) / elapsed, "peak_rss_mb": peak, "exit_code": rc}
+    return {
+        "per_s": (n - (first or 0)) / elapsed,
+        "seconds": elapsed,
+        "peak_rss_mb": peak,
+        "rss_at_end_mb": now,
+        "peak_inflight": peak_inflight,
+        "exit_code": rc,
+    }
 
 
 def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
@@ -139,7 +153,7 @@ def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
         raw = _raw_copy(broker.bootstrap, source, raw_sink, n)
         results = broker.create_topic("bench-results", PARTITIONS)
         dead = broker.create_topic("bench-dead", 1)
-        e2e = _stef_run(broker.bootstrap, source, results, dead, n, concurrency=8)
+        e2e = stef_run_until_drained(broker.bootstrap, source, results, dead, n, concurrency=8)
     return {
         "records": n,
         "partitions": PARTITIONS,
@@ -160,7 +174,9 @@ def run_memory(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[s
             broker.produce(source, _payloads(corpus, count))
             results = broker.create_topic(f"mem-results-{label}", PARTITIONS)
             dead = broker.create_topic(f"mem-dead-{label}", 1)
-            r = _stef_run(broker.bootstrap, source, results, dead, count, concurrency=8)
+            r = stef_run_until_drained(
+                broker.bootstrap, source, results, dead, count, concurrency=8
+            )
             out[label] = r
     return {
         "backlog_records": n,
