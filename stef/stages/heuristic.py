@@ -25,6 +25,8 @@ from stef.models import (
     Usage,
     Verdict,
 )
+from stef.rules import AppRules
+from stef.stages.align import is_benign, is_ignored
 from stef.stages.enrichment import enrichment
 from stef.stages.judge import JudgeReply, JudgeRequest
 from stef.stages.predicates import norm_value
@@ -316,6 +318,16 @@ def _unasked_aggregates(question: str, enriched: str | None, spec: SqlSpec) -> l
     return out
 
 
+def _extra_predicates(matches: list[FilterMatch], spec: SqlSpec, rules: AppRules) -> list[str]:
+    """SQL predicates no question filter accounts for, that the rules neither ignore nor allow."""
+    used = {i for m in matches for i in m.predicates}
+    return [
+        p.text for p in spec.filters
+        if p.id not in used and p.clause != "qualify" and not is_ignored(p, rules)
+        and not is_benign(p, rules, spec.dialect)
+    ]
+
+
 def heuristic(request: JudgeRequest) -> JudgeOutput:
     """Judge one record from the question's words and the SQL spec."""
     record, spec, rules = request.record, request.sql_spec, request.rules
@@ -344,6 +356,9 @@ def heuristic(request: JudgeRequest) -> JudgeOutput:
             weak.append((label, f"{what} {', '.join(soft)}"))  # type: ignore[arg-type]
     for label, reason in _structure_issues(record.question, qs, spec, record.sql, request):
         (strong if label in _STRONG_STRUCTURE else weak).append((label, reason))
+    extras = _extra_predicates(matches, spec, rules)
+    if extras:
+        weak.append(("filters_extra", f"unrequested predicates: {'; '.join(extras)}"))
     for func in _enrichment_aggregates(record.enriched_question, spec):
         strong.append(("aggregation_missing", f"the enrichment names {func}(); the SQL has none"))
     for func in _unasked_aggregates(record.question, record.enriched_question, spec):
