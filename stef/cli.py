@@ -11,7 +11,6 @@ stef calibrate  agreement with human labels (stef.calibrate)
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -21,17 +20,16 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import structlog
 
 from stef import __version__
-from stef.errors import ConfigError, InvalidInput, RulesError, StefError
+from stef.errors import InvalidInput, RulesError, StefError
 from stef.metrics import Metrics
 from stef.models import Result
 from stef.pipeline import Pipeline
 from stef.rules import RuleSet, load_rules, rules_schema
-from stef.stages.heuristic import HeuristicJudge
 from stef.stages.judge import Judge
 from stef.stages.validate import validate
 from stef.summary import Summary
@@ -61,27 +59,21 @@ def configure_logging(level: str | None = None) -> None:
 
 
 def build_backend(metrics: Metrics | None = None, *, cache: str | None = None) -> Judge:
-    """The LLM judge when an endpoint is configured (STEF_LLM_*), else the heuristic judge.
+    """The backend the service would build from ``STEF_LLM_*``: the LLM judge when an endpoint
+    is configured, else the heuristic judge.
 
     Args:
         metrics: where the LLM backend reports calls, tokens and cache hits.
         cache: a SQLite file that keeps LLM verdicts across runs (LLM backend only).
     """
-    try:
-        llm = importlib.import_module("stef.llm.config")
-    except ImportError:
-        if os.environ.get("STEF_LLM_BASE_URL") or os.environ.get("STEF_LLM_API_KEY"):
-            raise ConfigError(
-                "an LLM endpoint is configured but the LLM backend is not installed"
-            ) from None
-        return HeuristicJudge()
-    config = llm.LlmConfig.from_env()
-    if not config.configured:
-        return HeuristicJudge()
+    from stef.llm.config import LlmConfig
+    from stef.service import build_backend as service_backend
+    from stef.settings import Settings
+
+    config = LlmConfig.from_env()
     if cache is not None:
         config = config.model_copy(update={"cache_path": Path(cache)})
-    factory = importlib.import_module("stef.llm").build_llm_judge
-    return cast(Judge, factory(config, metrics))
+    return service_backend(Settings(llm=config), metrics)
 
 
 def close_backend(backend: Judge) -> None:
@@ -89,16 +81,6 @@ def close_backend(backend: Judge) -> None:
     close = getattr(backend, "close", None)
     if callable(close):
         close()
-
-
-def _delegate(module: str, argv: list[str]) -> int:
-    """Run a sub-command that lives in its own module (``stef run``, ``stef calibrate``)."""
-    try:
-        entry = importlib.import_module(module).cli_main
-    except (ImportError, AttributeError):
-        print(f"stef: {module} is not available in this build", file=sys.stderr)
-        return EXIT_USAGE
-    return int(entry(argv))
 
 
 # ---------------------------------------------------------------------------------- stef judge
@@ -385,9 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         run_args = argv[1:]
         if level is not None and "--log-level" not in run_args:
             run_args = ["--log-level", level, *run_args]
-        return _delegate("stef.service", run_args)
+        from stef.service import cli_main as run_main
+
+        return run_main(run_args)
     if argv and argv[0] == "calibrate":
-        return _delegate("stef.calibrate", argv[1:])
+        from stef.calibrate import cli_main as calibrate_main
+
+        return calibrate_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))

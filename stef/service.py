@@ -15,7 +15,6 @@ record) becomes a dead letter, and the loop goes on.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import queue
@@ -25,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any, cast
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -58,11 +57,9 @@ def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
     behind the per-replica rate limits when any is set."""
     backend: Judge
     if settings.llm.configured:
-        llm = importlib.import_module("stef.llm")
-        factory = getattr(llm, "build_llm_judge", None)
-        if factory is None:
-            raise ConfigError("an LLM endpoint is configured but the LLM backend is not available")
-        backend = cast(Judge, factory(settings.llm, metrics))
+        from stef.llm import build_llm_judge
+
+        backend = build_llm_judge(settings.llm, metrics)
     else:
         backend = HeuristicJudge()
     if settings.llm_requests_per_s or settings.llm_tokens_per_min:
@@ -465,8 +462,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _configure_logging(level: str) -> None:
     # The CLI configured structlog already; the service logs at its own level (info by default).
-    cli = importlib.import_module("stef.cli")
-    cli.configure_logging(level)
+    from stef.cli import configure_logging
+
+    configure_logging(level)
 
 
 def cli_main(argv: list[str]) -> int:
