@@ -2,7 +2,8 @@
 #   docker build -t stef:0.1.0 .
 #   docker run --rm -p 9464:9464 -v "$PWD/rules:/app/rules:ro" stef:0.1.0 \
 #       run --source kafka://kafka:9092/agent-logs?group=stef --results kafka://kafka:9092/stef-results
-# Rules (/app/rules, hot-reloaded) and prompts (/app/prompts) can be mounted over the copies baked in.
+# Rules (/app/rules, hot-reloaded) can be mounted over the copy baked in; the prompt templates ship
+# inside the package (STEF_PROMPTS_DIR points at another folder of them).
 # No secrets here: the LLM key comes from the environment at run time (STEF_LLM_API_KEY).
 
 # ---- build: install STEF and its dependencies into a virtualenv --------------------------------
@@ -17,7 +18,7 @@ COPY pyproject.toml README.md LICENSE ./
 COPY stef ./stef
 RUN pip install --no-cache-dir .
 
-# ---- runtime: the virtualenv, rules and prompts; no compilers, no pip cache, not root ----------
+# ---- runtime: the virtualenv and rules; no compilers, no pip cache, not root ----------
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="stef" \
       org.opencontainers.image.description="Production judge for Text-to-SQL agents" \
@@ -28,11 +29,9 @@ RUN groupadd --system --gid 10001 stef \
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY rules /app/rules
-COPY prompts /app/prompts
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    STEF_PROMPTS_DIR=/app/prompts \
     STEF_RULES=/app/rules \
     STEF_METRICS_HOST=0.0.0.0 \
     STEF_METRICS_PORT=9464 \

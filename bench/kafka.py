@@ -64,8 +64,14 @@ def rss_mib(pid: int, field: str) -> float:
 
 def _raw_copy(bootstrap: str, source: str, sink: str, n: int) -> float:
     """Records/s of consume + produce with no judging: the transport's own ceiling."""
-    consumer = KafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"raw-{time.time()}",
-                             auto_offset_reset="earliest", enable_auto_commit=False, **FAST_GROUP)
+    consumer = KafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=f"raw-{time.time()}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **FAST_GROUP,
+    )
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     try:
         seen = 0
@@ -88,8 +94,14 @@ def _raw_copy(bootstrap: str, source: str, sink: str, n: int) -> float:
 
 
 def stef_run_until_drained(
-    bootstrap: str, source: str, results: str, dead: str, n: int, concurrency: int,
-    *, log_level: str = "warning",
+    bootstrap: str,
+    source: str,
+    results: str,
+    dead: str,
+    n: int,
+    concurrency: int,
+    *,
+    log_level: str = "warning",
 ) -> dict[str, float]:
     """Run ``stef run`` from ``source`` until ``n`` records are counted and every partition's lag
     is zero; then SIGTERM it. Returns records/s (from its first record), peak and final RSS,

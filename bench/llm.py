@@ -1,6 +1,6 @@
 """Bench section: the LLM path against a local fake endpoint with a fixed latency.
 
-The endpoint runs in its own process (``python -m stef.llm.fake_server``), as a real one would:
+The endpoint runs in its own process (``python -m stef.testing.fake_server``), as a real one would:
 in this process it would compete with the judge for the GIL.
 
 The baseline is Little's law: with N calls in flight and a latency of L seconds, no client can
@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from stef.llm import build_llm_judge
-from stef.llm.config import LlmConfig
+from stef.judges.llm import build_llm_judge
+from stef.judges.llm.config import LlmConfig
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
 from stef.stages.validate import validate
@@ -32,9 +32,18 @@ from stef.stages.validate import validate
 def fake_endpoint(latency_s: float) -> Iterator[str]:
     """A fake OpenAI-compatible server in a subprocess; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stef.llm.fake_server", "--port", "0",
-         "--latency-s", str(latency_s)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "stef.testing.fake_server",
+            "--port",
+            "0",
+            "--latency-s",
+            str(latency_s),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -61,8 +70,11 @@ def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
     records = [validate(r) for r in corpus[:n]]
     with fake_endpoint(latency) as base_url:
         config = LlmConfig(
-            base_url=base_url, model="bench-fake", max_concurrency=concurrency,
-            cache_size=0, timeout_s=30,
+            base_url=base_url,
+            model="bench-fake",
+            max_concurrency=concurrency,
+            cache_size=0,
+            timeout_s=30,
         )
         judge = build_llm_judge(config)
         try:

@@ -6,10 +6,10 @@ import argparse
 import statistics
 from typing import Any
 
-from stef.llm.config import LlmConfig
-from stef.llm.judge import LlmJudge
+from stef.judges.base import JudgeRequest
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.judge import LlmJudge
 from stef.rules import load_rules
-from stef.stages.judge import JudgeRequest
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import validate
@@ -29,8 +29,14 @@ def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
             app_rules = rules.for_app(record.app)
             spec = sqlspec(record.sql, record.dialect or app_rules.dialect)
             norm = normalize(record, spec, app_rules)
-            request = JudgeRequest(record=record, sql_spec=spec, normalizations=norm.normalizations,
-                                   notes=norm.notes, flags=norm.flags, rules=app_rules)
+            request = JudgeRequest(
+                record=record,
+                sql_spec=spec,
+                normalizations=norm.normalizations,
+                notes=norm.notes,
+                flags=norm.flags,
+                rules=app_rules,
+            )
             messages = judge.messages(request)
             sizes.append(sum(_tokens(m["content"]) for m in messages))
     finally:

@@ -23,9 +23,9 @@ import sqlglot
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from stef.judges.heuristic.judge import HeuristicJudge  # noqa: E402
 from stef.pipeline import Pipeline  # noqa: E402
 from stef.rules import load_rules  # noqa: E402
-from stef.stages.heuristic import HeuristicJudge  # noqa: E402
 from stef.stages.validate import validate  # noqa: E402
 
 DEV_SET = ROOT.parent / "shared" / "data" / "judge-dev.jsonl"
@@ -171,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     (out / "report.md").write_text(_markdown(report))
     print(_markdown(report))
     return 0
-
 
 
 if __name__ == "__main__":

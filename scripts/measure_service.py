@@ -41,7 +41,12 @@ def main() -> int:
         broker.produce(source, log.payloads)
         produce_s = time.monotonic() - t0
         run = stef_run_until_drained(
-            broker.bootstrap, source, results, dead, args.records, args.concurrency,
+            broker.bootstrap,
+            source,
+            results,
+            dead,
+            args.records,
+            args.concurrency,
             log_level=args.log_level,
         )
     print(

@@ -161,7 +161,6 @@ class EnrichmentStatus(StrEnum):
     MISSING = "missing"
 
 
-
 Issue = Literal[
     "filters_missing",
     "filters_incorrect",

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from stef.errors import JudgeError
+from stef.judges.base import Judge, JudgeRequest
 from stef.models import (
     Components,
     InputRecord,
@@ -18,7 +19,6 @@ from stef.models import (
 from stef.rules import RuleSet
 from stef.stages.align import align
 from stef.stages.complexity import complexity
-from stef.stages.judge import Judge, JudgeRequest
 from stef.stages.normalize import normalize
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec

@@ -1,6 +1,7 @@
 """Prompt templates: the one Jinja2 environment, every template compiled at start (SPEC §2 "Judge").
 
-Templates live in ``prompts/*.j2`` at the top of the repository (or in ``$STEF_PROMPTS_DIR``).
+Templates ship inside the package (``stef/templates/*.j2``, read with :mod:`importlib.resources`);
+``$STEF_PROMPTS_DIR`` points at another folder of them.
 Untrusted values (questions, SQL, rule values, predicate texts) reach a template only through the
 ``tojson`` filter, inside a block delimited by ``<name>`` and ``</name>`` lines. ``tojson`` writes
 one line of JSON (newlines in values are escaped) and escapes every ``<`` that could start a tag as
@@ -18,6 +19,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,12 @@ _BLOCK = re.compile(r"^<(?P<name>[a-z_]+)>\n(?P<body>[^\n]*)\n</(?P=name)>$", re
 
 
 def default_prompts_dir() -> Path:
-    """``$STEF_PROMPTS_DIR`` when set, else ``prompts/`` beside the ``stef`` package."""
+    """``$STEF_PROMPTS_DIR`` when set, else the templates shipped in the package."""
     env = os.environ.get("STEF_PROMPTS_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "prompts"
+    # Installed as files (wheel or editable), so the traversable is a real folder.
+    return Path(str(resources.files("stef").joinpath("templates")))
 
 
 _TAG_OPEN = re.compile(r"<(?=[/!?A-Za-z])")

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stef.errors import RuleProblem, RulesError
-from stef.stages.predicates import parse_condition
+from stef.sql.predicates import parse_condition
 
 log = structlog.get_logger(__name__)
 

@@ -2,7 +2,7 @@
 
 Validated once at start and frozen. Precedence, lowest first: defaults, the config file,
 environment variables, command-line flags. LLM settings live under ``llm:`` in the file and
-``STEF_LLM_*`` in the environment (:class:`stef.llm.config.LlmConfig`); the API key is a
+``STEF_LLM_*`` in the environment (:class:`stef.judges.llm.config.LlmConfig`); the API key is a
 ``SecretStr`` and is never logged.
 
 Example config file::
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stef.errors import ConfigError
 from stef.io.urls import Endpoint, parse_endpoint
-from stef.llm.config import LlmConfig
+from stef.judges.llm.config import LlmConfig
 from stef.stages.validate import FieldMapping, Limits
 
 

@@ -94,8 +94,7 @@ class Summary:
 
     def table(self) -> str:
         """A fixed-width text table, one row per app/agent and a total row."""
-        head = ["app", "agent", "count", "mean", "p90", "coverage", "sampled out", *TIERS,
-                "errors"]
+        head = ["app", "agent", "count", "mean", "p90", "coverage", "sampled out", *TIERS, "errors"]
         rows = []
         items = sorted(self.groups.items())
         for (app, agent), g in [*items, (("TOTAL", ""), self.total())]:
@@ -110,7 +109,7 @@ class Summary:
                     f"{mean:.1f}" if mean is not None else "-",
                     f"{p90:.1f}" if p90 is not None else "-",
                     f"{g.coverage:.1%}",
-                f"{g.sampled_out:.1%}",
+                    f"{g.sampled_out:.1%}",
                     *[f"{g.tiers[t] / n:.1%}" for t in TIERS],
                     str(g.judge_errors),
                 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stef.calibrate import (
+from stef.calibrate.core import (
     DIMENSIONS,
     Confusion,
     Item,
@@ -33,13 +33,13 @@ from stef.calibrate import (
     specificity,
     without_sampling,
 )
-from stef.calibrate_plot import histogram_png, shares
+from stef.calibrate.plot import histogram_png, shares
 from stef.errors import JudgeError
+from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import JudgeInfo
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
-from stef.stages.heuristic import HeuristicJudge
-from stef.stages.judge import JudgeReply, JudgeRequest
 from tests.conftest import ROOT, SHARED_DATA
 
 KEYS = {

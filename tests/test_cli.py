@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from stef.cli import main
+from stef.cli.main import main
 from tests.conftest import ROOT
 
-STEF = [sys.executable, "-m", "stef.cli"]
+STEF = [sys.executable, "-m", "stef.cli.main"]
 
 
 def test_judge_flags_subprocess() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
-from stef.stages.heuristic import HeuristicJudge
 from stef.stages.validate import validate
 
 

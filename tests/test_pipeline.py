@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from stef.errors import LlmReplyError
+from stef.judges.base import JudgeReply, JudgeRequest
 from stef.models import JudgeInfo
 from stef.pipeline import Pipeline, sampled_in
 from stef.rules import AppRules, RuleSet
-from stef.stages.judge import JudgeReply, JudgeRequest
 from stef.stages.validate import validate
 
 
@@ -48,7 +48,7 @@ def test_skipped_sampling_result() -> None:
 
 def test_rules_callable_is_read_per_record() -> None:
     current = {"rules": RuleSet(AppRules(limit_min=10))}
-    from stef.stages.heuristic import HeuristicJudge
+    from stef.judges.heuristic.judge import HeuristicJudge
 
     pipe = Pipeline(lambda: current["rules"], HeuristicJudge())
     rec = validate({"question": "list users", "sql": "SELECT * FROM u LIMIT 50"})

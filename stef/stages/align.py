@@ -10,8 +10,8 @@ from functools import lru_cache
 
 from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
 from stef.rules import AppRules
+from stef.sql.predicates import condition_keys, norm_ident
 from stef.stages.normalize import Normalized
-from stef.stages.predicates import condition_keys, norm_ident
 
 _BOOL_EQUIV = {"true": "1", "false": "0"}
 

@@ -14,7 +14,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
-from stef.stages.predicates import (
+from stef.sql.predicates import (
     Clause,
     Pred,
     canon,

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stef.llm.fake_server import FakeLlmServer
+from stef.testing.fake_server import FakeLlmServer
 from tests.brokers import FAST_GROUP, free_port, tansu_broker
 from tests.deploy.conftest import (
     ROOT,

@@ -71,7 +71,8 @@ def test_dockerfile_shape() -> None:
     assert 'ENTRYPOINT ["stef"]' in text  # exec form: SIGTERM reaches stef
     assert re.search(r'^CMD \["run"', text, flags=re.MULTILINE)
     assert re.search(r"^HEALTHCHECK .*\n\s+CMD \[\"python\".*/healthz", text, flags=re.MULTILINE)
-    assert "COPY rules /app/rules" in text and "STEF_PROMPTS_DIR=/app/prompts" in text
+    assert "COPY rules /app/rules" in text
+    assert "STEF_PROMPTS_DIR" not in text  # the templates ship inside the package
     assert not re.search(r"(API_KEY|PASSWORD|SECRET|TOKEN)\s*=", text)
 
 
@@ -79,7 +80,7 @@ def test_dockerignore_keeps_the_context_small() -> None:
     text = (ROOT / ".dockerignore").read_text(encoding="utf-8")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     assert lines[0] == "*"
-    for needed in ("!pyproject.toml", "!README.md", "!stef/", "!rules/", "!prompts/"):
+    for needed in ("!pyproject.toml", "!README.md", "!stef/", "!rules/"):
         assert needed in lines
 
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from stef.llm.config import LlmConfig
-from stef.llm.fake_server import FakeLlmServer
-from stef.llm.judge import LlmJudge
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.judge import LlmJudge
 from stef.metrics import Metrics
 from stef.models import InputRecord
 from stef.pipeline import Pipeline
 from stef.rules import RuleSet, load_rules
+from stef.testing.fake_server import FakeLlmServer
 
 API_KEY = "sk-test-5f1c2a9e-not-a-real-key"
 

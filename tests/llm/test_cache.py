@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from stef.llm.cache import normalize_sql
-from stef.llm.fake_server import Error, FakeLlmServer, Reply
-from stef.llm.judge import LlmJudge
+from stef.judges.llm.cache import normalize_sql
+from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
+from stef.testing.fake_server import Error, FakeLlmServer, Reply
 from tests.llm.conftest import make_record
 from tests.llm.replies import reply
 

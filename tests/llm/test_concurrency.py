@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from stef.llm.fake_server import FakeLlmServer
-from stef.llm.judge import LlmJudge
+from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
+from stef.testing.fake_server import FakeLlmServer
 from tests.llm.conftest import make_record
 
 

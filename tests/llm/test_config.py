@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from stef.errors import ConfigError
-from stef.llm import build_llm_judge
-from stef.llm.config import LlmConfig
+from stef.judges.llm import build_llm_judge
+from stef.judges.llm.config import LlmConfig
 
 SECRET = "sk-live-please-never-print-me"
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from stef.llm.fake_server import Error, FakeLlmServer, Reply
-from stef.llm.judge import LlmJudge
-from stef.llm.reply import reply_schema
+from stef.judges.llm.judge import LlmJudge
+from stef.judges.llm.reply import reply_schema
 from stef.pipeline import Pipeline
+from stef.testing.fake_server import Error, FakeLlmServer, Reply
 from tests.llm.conftest import make_record
 from tests.llm.replies import reply
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from stef.llm.fake_server import FakeLlmServer, Received, Reply
-from stef.llm.judge import LlmJudge
+from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks, strip_data_blocks
 from stef.rules import AppRules, RuleSet
+from stef.testing.fake_server import FakeLlmServer, Received, Reply
 from tests.llm.conftest import make_record
 
 MARKER = "PWNED"

@@ -9,14 +9,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from stef.errors import LlmReplyError, LlmTransportError
-from stef.llm.fake_server import Delay, Error, FakeLlmServer, Raw, Reply
-from stef.llm.judge import LlmJudge
+from stef.judges.base import JudgeRequest
+from stef.judges.llm.judge import LlmJudge
 from stef.models import FilterStatus, Verdict
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
-from stef.stages.judge import JudgeRequest
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
+from stef.testing.fake_server import Delay, Error, FakeLlmServer, Raw, Reply
 from tests.llm.conftest import make_record
 from tests.llm.replies import reply
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from stef.errors import TemplateError
-from stef.llm.config import LlmConfig
-from stef.llm.judge import LlmJudge
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.judge import LlmJudge
 from stef.prompts import REQUIRED_TEMPLATES, Prompts, data_blocks, default_prompts_dir
 
 

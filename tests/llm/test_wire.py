@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import jsonschema
 
-from stef.llm.fake_server import FakeLlmServer, Reply
-from stef.llm.judge import LlmJudge
-from stef.llm.reply import SCHEMA_NAME, reply_schema
+from stef.judges.llm.judge import LlmJudge
+from stef.judges.llm.reply import SCHEMA_NAME, reply_schema
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
+from stef.testing.fake_server import FakeLlmServer, Reply
 from tests.llm.conftest import API_KEY, make_record
 from tests.llm.replies import reply
 
@@ -126,7 +126,7 @@ def test_fake_server_runs_from_the_command_line() -> None:
     import urllib.request
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stef.llm.fake_server", "--latency-s", "0"],
+        [sys.executable, "-m", "stef.testing.fake_server", "--latency-s", "0"],
         stdout=subprocess.PIPE,
         text=True,
     )

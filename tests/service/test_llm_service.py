@@ -1,5 +1,6 @@
-"""The service with the real LLM judge (stef.llm) against the local OpenAI-compatible test server:
-a flaky endpoint loses nothing, and /metrics shows every contract metric with the right values."""
+"""The service with the real LLM judge (stef.judges.llm) against the local OpenAI-compatible
+test server: a flaky endpoint loses nothing, and /metrics shows every contract metric with the
+right values."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from stef.llm.fake_server import Delay, Error, FakeLlmServer, Received, Step, judge_like
+from stef.testing.fake_server import Delay, Error, FakeLlmServer, Received, Step, judge_like
 from tests.brokers import Broker
 from tests.service.conftest import (
     ROOT,

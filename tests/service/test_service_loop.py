@@ -14,11 +14,11 @@ from prometheus_client import CollectorRegistry
 from stef.errors import ConfigError
 from stef.io import AckCallback, Envelope
 from stef.io.jsonl import FileSource
+from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import JudgeInfo
-from stef.service import Service
+from stef.service.loop import Service
 from stef.settings import Settings, load_settings
-from stef.stages.heuristic import HeuristicJudge
-from stef.stages.judge import JudgeReply, JudgeRequest
 from tests.service.conftest import read_jsonl, valid_record
 
 

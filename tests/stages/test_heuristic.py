@@ -7,12 +7,12 @@ import re
 import pytest
 import sqlglot
 
+from stef.judges.heuristic.enrichment import enrichment
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.judges.heuristic.question import question_literals
 from stef.models import EnrichmentStatus
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
-from stef.stages.enrichment import enrichment
-from stef.stages.heuristic import HeuristicJudge
-from stef.stages.question import question_literals
 from stef.stages.validate import validate
 
 PIPE = Pipeline(RuleSet(AppRules()), HeuristicJudge())
@@ -132,11 +132,15 @@ def test_formatting_is_not_evidence(question: str, sql: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "status"),
     [
-        ("SELECT COUNT(*) FROM d WHERE closed >= '2024-07-01' AND closed < '2024-10-01'",
-         "fully_applied"),
+        (
+            "SELECT COUNT(*) FROM d WHERE closed >= '2024-07-01' AND closed < '2024-10-01'",
+            "fully_applied",
+        ),
         ("SELECT COUNT(*) FROM d WHERE fiscal_quarter = 3 AND fiscal_year = 2024", "fully_applied"),
-        ("SELECT COUNT(*) FROM d WHERE fiscal_quarter = 'Q3' AND fiscal_year = 2024",
-         "fully_applied"),
+        (
+            "SELECT COUNT(*) FROM d WHERE fiscal_quarter = 'Q3' AND fiscal_year = 2024",
+            "fully_applied",
+        ),
         ("SELECT COUNT(*) FROM d WHERE fiscal_year = 2024", "partially_applied"),
     ],
 )

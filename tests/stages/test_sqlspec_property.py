@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from stef.errors import InvalidInput, StefError
+from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import InputRecord, Result, SqlSpec
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
-from stef.stages.heuristic import HeuristicJudge
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import validate
 
@@ -251,9 +251,7 @@ def test_generated_sql_keeps_the_invariants(case: tuple[str, str | None, Gen]) -
     assert spec.mutating is gen.mutating
     assert spec.multiple_statements is False
     for p in spec.filters:
-        assert p.op in OPS, (
-            f"op {p.op!r} of {p.text!r} is outside the vocabulary"
-        )
+        assert p.op in OPS, f"op {p.op!r} of {p.text!r} is outside the vocabulary"
         for v in p.values:
             assert v == " ".join(v.split()).casefold(), f"{v!r} is not folded"
     if gen.mutating:

@@ -1,15 +1,15 @@
 """The LLM seam: the OpenAI-compatible judge backend and a scripted fake server for tests.
 
 ``build_llm_judge(LlmConfig.from_env(), metrics)`` gives the backend the CLI and the service use
-when ``STEF_LLM_BASE_URL`` or ``STEF_LLM_API_KEY`` is set; :mod:`stef.llm.fake_server` is the local
-server the tests and the benchmark point it at.
+when ``STEF_LLM_BASE_URL`` or ``STEF_LLM_API_KEY`` is set; :mod:`stef.testing.fake_server` is
+the local server the tests and the benchmark point it at.
 """
 
 from __future__ import annotations
 
 from stef.errors import ConfigError
-from stef.llm.config import LlmConfig
-from stef.llm.judge import LlmJudge
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.judge import LlmJudge
 from stef.metrics import Metrics
 
 

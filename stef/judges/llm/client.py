@@ -21,8 +21,8 @@ import openai
 import structlog
 
 from stef.errors import ConfigError, LlmTransportError
-from stef.llm.config import LlmConfig
-from stef.llm.reply import response_format
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.reply import response_format
 from stef.metrics import Metrics
 
 log = structlog.get_logger(__name__)

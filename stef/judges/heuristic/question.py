@@ -13,8 +13,8 @@ from functools import lru_cache
 
 from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
 from stef.rules import AppRules
+from stef.sql.predicates import norm_ident, norm_value
 from stef.stages.normalize import question_cues
-from stef.stages.predicates import norm_ident, norm_value
 
 # ------------------------------------------------------------------------------ question words
 

@@ -3,7 +3,7 @@
 It speaks the wire format of ``POST /v1/chat/completions`` (and ``GET /v1/models``), records every
 request it receives, and answers each one from a script, then from a default::
 
-    from stef.llm.fake_server import Delay, Error, FakeLlmServer, Reply
+    from stef.testing.fake_server import Delay, Error, FakeLlmServer, Reply
 
     with FakeLlmServer() as server:               # port 0: the OS picks a free port
         server.base_url                           # "http://127.0.0.1:PORT/v1"
@@ -32,7 +32,7 @@ Usage numbers, unless scripted, estimate tokens as characters / 4.
 
 From a shell (a stand-in endpoint for ``stef replay`` or a benchmark; stops on SIGINT/SIGTERM)::
 
-    python -m stef.llm.fake_server --port 8399 --latency-s 0.2 [--reject-json-schema 400]
+    python -m stef.testing.fake_server --port 8399 --latency-s 0.2 [--reject-json-schema 400]
 
 prints its base URL on the first line of stdout.
 
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import signal
 
-    parser = argparse.ArgumentParser(prog="python -m stef.llm.fake_server")
+    parser = argparse.ArgumentParser(prog="python -m stef.testing.fake_server")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-s", type=float, default=0.0)
     parser.add_argument("--reject-json-schema", type=int, default=None, metavar="STATUS")

@@ -1,9 +1,9 @@
 """Heuristic judge: the Judge contract without an LLM (SPEC §2 "Heuristic judge").
 
-Reads the question with :mod:`stef.stages.question` (literal values; aggregation, grouping,
-ordering and top-k words), checks the enrichment with :mod:`stef.stages.enrichment`, matches the
-values against the deterministic SQL spec through the app's column mappings, and weighs what it
-found into a verdict. It never looks at how
+Reads the question with :mod:`stef.judges.heuristic.question` (literal values; aggregation,
+grouping, ordering and top-k words), checks the enrichment with
+:mod:`stef.judges.heuristic.enrichment`, matches the values against the deterministic SQL spec
+through the app's column mappings, and weighs what it found into a verdict. It never looks at how
 the SQL is formatted (keyword case, whitespace, quoting style): only at the parsed structure and
 the values of literals.
 """
@@ -12,6 +12,14 @@ from __future__ import annotations
 
 import re
 
+from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.enrichment import enrichment
+from stef.judges.heuristic.question import (
+    DISTINCT_WORDS,
+    SQL_STRING,
+    question_literals,
+    question_spec,
+)
 from stef.models import (
     EnrichmentStatus,
     FilterMatch,
@@ -26,11 +34,8 @@ from stef.models import (
     Verdict,
 )
 from stef.rules import AppRules
+from stef.sql.predicates import norm_value
 from stef.stages.align import is_benign, is_ignored
-from stef.stages.enrichment import enrichment
-from stef.stages.judge import JudgeReply, JudgeRequest
-from stef.stages.predicates import norm_value
-from stef.stages.question import DISTINCT_WORDS, SQL_STRING, question_literals, question_spec
 
 _PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
 _NEGATION = re.compile(
@@ -322,8 +327,11 @@ def _extra_predicates(matches: list[FilterMatch], spec: SqlSpec, rules: AppRules
     """SQL predicates no question filter accounts for, that the rules neither ignore nor allow."""
     used = {i for m in matches for i in m.predicates}
     return [
-        p.text for p in spec.filters
-        if p.id not in used and p.clause != "qualify" and not is_ignored(p, rules)
+        p.text
+        for p in spec.filters
+        if p.id not in used
+        and p.clause != "qualify"
+        and not is_ignored(p, rules)
         and not is_benign(p, rules, spec.dialect)
     ]
 

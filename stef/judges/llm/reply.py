@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stef.judges.base import JudgeRequest
 from stef.models import (
     Aggregation,
     Enrichment,
@@ -25,7 +26,6 @@ from stef.models import (
     QuestionSpec,
     Verdict,
 )
-from stef.stages.judge import JudgeRequest
 
 SCHEMA_NAME = "stef_judgement"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from stef.judges.base import Judge, JudgeReply, JudgeRequest
 from stef.models import JudgeInfo
-from stef.stages.judge import Judge, JudgeReply, JudgeRequest
 
 
 class TokenBucket:

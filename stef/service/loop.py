@@ -30,18 +30,18 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from stef.errors import ConfigError, InvalidInput, RulesError, StefError
-from stef.health import HealthServer, HealthState
 from stef.io import Envelope, Sink, Source
 from stef.io.deadletter import dead_letter
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.urls import Endpoint
+from stef.judges.base import Judge
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.pipeline import Pipeline
-from stef.ratelimit import RateLimitedJudge
 from stef.rules import RulesWatcher
+from stef.service.health import HealthServer, HealthState
 from stef.settings import Settings, load_settings
-from stef.stages.heuristic import HeuristicJudge
-from stef.stages.judge import Judge
 from stef.stages.validate import validate
 
 log = structlog.get_logger(__name__)
@@ -57,7 +57,7 @@ def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
     behind the per-replica rate limits when any is set."""
     backend: Judge
     if settings.llm.configured:
-        from stef.llm import build_llm_judge
+        from stef.judges.llm import build_llm_judge
 
         backend = build_llm_judge(settings.llm, metrics)
     else:
@@ -462,7 +462,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _configure_logging(level: str) -> None:
     # The CLI configured structlog already; the service logs at its own level (info by default).
-    from stef.cli import configure_logging
+    from stef.cli.main import configure_logging
 
     configure_logging(level)
 

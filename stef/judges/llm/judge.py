@@ -16,14 +16,14 @@ from typing import Any
 import structlog
 
 from stef.errors import JudgeError, LlmReplyError
-from stef.llm.cache import JudgeCache, cache_key
-from stef.llm.client import ChatClient, Completion, Messages
-from stef.llm.config import LlmConfig
-from stef.llm.reply import ReplyInvalid, parse_reply, reply_schema, to_output
+from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.llm.cache import JudgeCache, cache_key
+from stef.judges.llm.client import ChatClient, Completion, Messages
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.reply import ReplyInvalid, parse_reply, reply_schema, to_output
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput, SqlSpec, Usage
 from stef.prompts import Prompts
-from stef.stages.judge import JudgeReply, JudgeRequest
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +81,7 @@ def prompt_context(request: JudgeRequest) -> dict[str, Any]:
 
 
 class LlmJudge:
-    """The :class:`~stef.stages.judge.Judge` backed by an OpenAI-compatible endpoint. Thread-safe.
+    """The :class:`~stef.judges.base.Judge` backed by an OpenAI-compatible endpoint. Thread-safe.
 
     Args:
         config: endpoint and bounds.

@@ -6,9 +6,9 @@ question and of the agent's rewrite: a dropped value is major drift, an added on
 
 from __future__ import annotations
 
+from stef.judges.heuristic.question import question_literals
 from stef.models import Enrichment, EnrichmentStatus
 from stef.rules import AppRules
-from stef.stages.question import question_literals
 
 
 def _value_set(text: str) -> dict[str, str]:

@@ -580,7 +580,7 @@ def cli_main(argv: list[str]) -> int:
         print(f"stef calibrate: {args.file} has no labelled records", file=sys.stderr)
         return EXIT_FAIL
 
-    from stef.cli import build_backend  # the CLI dispatches here; import late, no cycle
+    from stef.cli.main import build_backend  # the CLI dispatches here; import late, no cycle
 
     try:
         backend = build_backend()
@@ -605,7 +605,7 @@ def cli_main(argv: list[str]) -> int:
     rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
     best = best_threshold(items, args.pass_threshold)
     if args.plot:
-        from stef.calibrate_plot import histogram_png
+        from stef.calibrate.plot import histogram_png
 
         args.plot.parent.mkdir(parents=True, exist_ok=True)
         args.plot.write_bytes(

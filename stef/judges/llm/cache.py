@@ -20,8 +20,8 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from stef.judges.base import JudgeRequest
 from stef.models import JudgeOutput
-from stef.stages.judge import JudgeRequest
 
 # SQL string literals, quoted identifiers and comments are kept verbatim; only whitespace between
 # tokens is folded, so two SQL texts share a key only when they differ in layout alone. A line

@@ -4,8 +4,8 @@ stef judge      one record from flags or stdin; prints the result JSON
 stef replay     a JSONL log through the pipeline; results JSONL and a summary table
 stef summary    the summary table of a results JSONL file
 stef rules      check rules files (line-numbered errors) or print their JSON schema
-stef run        the service (stef.service)
-stef calibrate  agreement with human labels (stef.calibrate)
+stef run        the service (stef.service.loop)
+stef calibrate  agreement with human labels (stef.calibrate.core)
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import structlog
 
 from stef import __version__
 from stef.errors import InvalidInput, RulesError, StefError
+from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Result
 from stef.pipeline import Pipeline
 from stef.rules import RuleSet, load_rules, rules_schema
-from stef.stages.judge import Judge
 from stef.stages.validate import validate
 from stef.summary import Summary
 
@@ -66,8 +66,8 @@ def build_backend(metrics: Metrics | None = None, *, cache: str | None = None) -
         metrics: where the LLM backend reports calls, tokens and cache hits.
         cache: a SQLite file that keeps LLM verdicts across runs (LLM backend only).
     """
-    from stef.llm.config import LlmConfig
-    from stef.service import build_backend as service_backend
+    from stef.judges.llm.config import LlmConfig
+    from stef.service.loop import build_backend as service_backend
     from stef.settings import Settings
 
     config = LlmConfig.from_env()
@@ -367,11 +367,11 @@ def main(argv: list[str] | None = None) -> int:
         run_args = argv[1:]
         if level is not None and "--log-level" not in run_args:
             run_args = ["--log-level", level, *run_args]
-        from stef.service import cli_main as run_main
+        from stef.service.loop import cli_main as run_main
 
         return run_main(run_args)
     if argv and argv[0] == "calibrate":
-        from stef.calibrate import cli_main as calibrate_main
+        from stef.calibrate.core import cli_main as calibrate_main
 
         return calibrate_main(argv[1:])
     args = _parser().parse_args(argv)

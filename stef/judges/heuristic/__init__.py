@@ -1,0 +1,1 @@
+"""stef/judges/heuristic"""
