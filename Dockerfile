@@ -3,7 +3,7 @@
 #   docker run --rm -p 9464:9464 -v "$PWD/rules:/app/rules:ro" stef:0.1.0 \
 #       run --source kafka://kafka:9092/agent-logs?group=stef --results kafka://kafka:9092/stef-results
 # Rules (/app/rules, hot-reloaded) can be mounted over the copy baked in; the prompt templates ship
-# inside the package (STEF_PROMPTS_DIR points at another folder of them).
+# inside the package.
 # No secrets here: the LLM key comes from the environment at run time (STEF_LLM_API_KEY).
 
 # ---- build: install STEF and its dependencies into a virtualenv --------------------------------
