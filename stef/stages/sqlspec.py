@@ -1,109 +1,119 @@
 """SQL spec stage: deterministic analysis of the agent's SQL with sqlglot (SPEC §2).
 
 Never raises on bad SQL: text sqlglot cannot parse gives ``parsed=False`` and a parse error, and
-its safety flags come from a keyword scan of the text with comments and strings removed.
+its safety flags come from a keyword scan of the text with comments and strings removed. One
+helper per part of the spec: filters, projections, aggregations, GROUP BY, ORDER BY, LIMIT,
+tables and functions, structure flags.
 """
 
 from __future__ import annotations
 
-import re
-from typing import cast
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
-from stef.sql.predicates import (
-    Clause,
-    Pred,
-    canon,
-    conjuncts,
-    is_literal,
-    norm_ident,
-    predicate_of,
+from stef.sql.canonical import canon, is_literal, norm_ident
+from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
+from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
+from stef.sql.scope import (
+    PREDICATE_CLAUSES,
+    cte_bodies,
+    feeding_selects,
+    inside_predicate,
+    main_select,
 )
 
-MUTATING = (
-    exp.Insert,
-    exp.Update,
-    exp.Delete,
-    exp.Merge,
-    exp.Create,
-    exp.Drop,
-    exp.Alter,
-    exp.TruncateTable,
-    exp.Grant,
-    *(getattr(exp, name) for name in ("Revoke", "Execute", "Copy") if hasattr(exp, name)),
-)
-_REVOKE = getattr(exp, "Revoke", None)
-MUTATING_KEYWORDS = (
-    "insert",
-    "update",
-    "delete",
-    "merge",
-    "create",
-    "drop",
-    "alter",
-    "truncate",
-    "grant",
-    "revoke",
-    "replace",
-    "upsert",
-    "copy",
-    "call",
-    "exec",
-    "execute",
-)
-_QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
-_PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
+_PREDICATE_CLAUSE_NAMES: tuple[Clause, ...] = ("where", "having", "qualify")
 
 
-# ---------------------------------------------------------------------------------- structure
+class _NotAStatement(ValueError):
+    pass
 
 
-def _inside_predicate(node: exp.Expr, root: exp.Expr) -> bool:
-    """True when ``node`` sits inside a WHERE/HAVING/QUALIFY/ON condition of another query."""
-    parent = node.parent
-    while parent is not None and parent is not root:
-        if isinstance(parent, _PREDICATE_CLAUSES):
-            return True
-        if isinstance(parent, exp.Join) and node is not parent.this:
-            on = parent.args.get("on")
-            if on is not None and _contains(on, node):
-                return True
-        parent = parent.parent
-    return False
+# ------------------------------------------------------------------------------------ filters
 
 
-def _contains(haystack: exp.Expr, needle: exp.Expr) -> bool:
-    return any(n is needle for n in haystack.walk())
+@dataclass
+class _Filters:
+    """The predicates of the feeding SELECTs, deduplicated, with the clause counts."""
+
+    preds: list[Pred] = field(default_factory=list)
+    seen: set[tuple[str, str, str, str]] = field(default_factory=set)
+    where_count: int = 0
+    having_count: int = 0
+    has_join: bool = False
+
+    def add(self, p: Pred) -> None:
+        key = (*p.key, p.clause)
+        if key not in self.seen:
+            self.seen.add(key)
+            self.preds.append(p)
 
 
-def _main_select(tree: exp.Expr, ctes: dict[str, exp.Expr]) -> exp.Select | None:
-    """The SELECT that produces the result: outermost, first branch of a set operation, and
-    through ``SELECT * FROM (sub)`` wrappers."""
-    node: exp.Expr | None = tree
-    for _ in range(32):
-        if isinstance(node, exp.Subquery):
-            node = node.this
-        elif isinstance(node, exp.SetOperation):
-            node = node.left
-        elif isinstance(node, exp.Select):
-            projections = node.expressions
-            if len(projections) == 1 and isinstance(projections[0], exp.Star):
-                source = node.args.get("from_")
-                inner = source.this if source is not None else None
-                if isinstance(inner, exp.Subquery):
-                    node = inner.this
-                    continue
-                if isinstance(inner, exp.Table) and norm_ident(inner.name) in ctes:
-                    node = ctes[norm_ident(inner.name)]
-                    continue
-            return node
-        else:
-            return None
-    return node if isinstance(node, exp.Select) else None
+def _clause_predicates(s: exp.Select, dialect: str | None, out: _Filters) -> None:
+    """WHERE, HAVING and QUALIFY conditions; a column = column condition counts as a join."""
+    for clause_name in _PREDICATE_CLAUSE_NAMES:
+        clause = s.args.get(clause_name)
+        if clause is None:
+            continue
+        for c in conjuncts(clause.this):
+            p = predicate_of(c, dialect)
+            if p is None:
+                out.has_join = True
+                continue
+            p.clause = clause_name
+            if clause_name == "having":
+                out.having_count += 1
+            else:
+                out.where_count += 1
+            out.add(p)
+
+
+def _join_predicates(s: exp.Select, dialect: str | None, out: _Filters) -> None:
+    """Conditions of a JOIN's ON that compare with a literal: filters written in the join."""
+    for join in s.args.get("joins") or []:
+        out.has_join = True
+        on = join.args.get("on")
+        if on is None:
+            continue
+        for c in conjuncts(on):
+            if not any(is_literal(n) for n in c.walk() if isinstance(n, exp.Expr)):
+                continue
+            p = predicate_of(c, dialect)
+            if p is not None and p.values:
+                p.clause = "join"
+                out.add(p)
+
+
+def _filters(feeding: list[exp.Select], dialect: str | None) -> _Filters:
+    out = _Filters()
+    for s in feeding:
+        _clause_predicates(s, dialect, out)
+        _join_predicates(s, dialect, out)
+    return out
+
+
+def _numbered(preds: list[Pred]) -> list[Predicate]:
+    return [
+        Predicate(
+            id=i,
+            lhs=p.lhs,
+            op=p.op,
+            rhs=p.rhs,
+            text=p.text,
+            clause=p.clause,
+            columns=p.columns,
+            values=p.values,
+            wildcard=p.wildcard,
+        )
+        for i, p in enumerate(preds, start=1)
+    ]
+
+
+# ------------------------------------------------------------------ projections and grouping
 
 
 def _alias_map(select: exp.Select) -> dict[str, exp.Expr]:
@@ -122,7 +132,34 @@ def _resolve(node: exp.Expr, select: exp.Select, aliases: dict[str, exp.Expr]) -
     return canon(node)
 
 
+def _projections(main: exp.Select | None) -> tuple[list[str], list[bool]]:
+    """Each output column's canonical text, and whether it aggregates (outside a window)."""
+    if main is None:
+        return [], []
+    projections = [canon(p.this if isinstance(p, exp.Alias) else p) for p in main.expressions]
+    aggregated = [
+        any(a.find_ancestor(exp.Window) is None for a in p.find_all(exp.AggFunc))
+        for p in main.expressions
+    ]
+    return projections, aggregated
+
+
+def _aggregation(agg: exp.AggFunc) -> Aggregation:
+    arg = agg.this
+    distinct = isinstance(arg, exp.Distinct)
+    if distinct:
+        inner = arg.expressions
+        column = ", ".join(canon(e) for e in inner) if inner else "*"
+    elif arg is None or isinstance(arg, exp.Star):
+        column = "*"
+    else:
+        column = canon(arg)
+    func = agg.sql_name() if hasattr(agg, "sql_name") else type(agg).__name__.upper()
+    return Aggregation(func=func.upper(), column=column, distinct=distinct)
+
+
 def _aggregations(queries: list[exp.Select]) -> list[Aggregation]:
+    """The aggregates each feeding SELECT computes itself (not in a window, not nested)."""
     out: dict[tuple[str, str, bool], Aggregation] = {}
     for q in queries:
         for agg in q.find_all(exp.AggFunc):
@@ -130,22 +167,44 @@ def _aggregations(queries: list[exp.Select]) -> list[Aggregation]:
                 continue
             if agg.find_ancestor(exp.Select) is not q:
                 continue
-            arg = agg.this
-            distinct = isinstance(arg, exp.Distinct)
-            if distinct:
-                inner = arg.expressions
-                column = ", ".join(canon(e) for e in inner) if inner else "*"
-            elif arg is None or isinstance(arg, exp.Star):
-                column = "*"
-            else:
-                column = canon(arg)
-            func = agg.sql_name() if hasattr(agg, "sql_name") else type(agg).__name__.upper()
-            key = (func.upper(), column, distinct)
-            out.setdefault(key, Aggregation(func=func.upper(), column=column, distinct=distinct))
+            a = _aggregation(agg)
+            out.setdefault((a.func, a.column, a.distinct), a)
     return list(out.values())
 
 
-def _limit(node: exp.Expr) -> int | None:
+def _group_by(main: exp.Select | None) -> list[str]:
+    group = main.args.get("group") if main is not None else None
+    if main is None or group is None:
+        return []
+    aliases = _alias_map(main)
+    return [_resolve(g, main, aliases) for g in group.expressions]
+
+
+# --------------------------------------------------------------------------- ordering, limit
+
+
+def _order_by(stmt: exp.Expr, main: exp.Select | None) -> list[OrderTerm]:
+    """The result's ORDER BY: the set operation's when it has one, else the main SELECT's."""
+    if main is None:
+        return []
+    owner: exp.Expr = main
+    if isinstance(stmt, exp.SetOperation) and stmt.args.get("order") is not None:
+        owner = stmt
+    order = owner.args.get("order")
+    if order is None:
+        return []
+    aliases = _alias_map(main)
+    terms = []
+    for o in order.expressions:
+        term = o.this if isinstance(o, exp.Ordered) else o
+        desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
+        direction = "desc" if desc else "asc"
+        terms.append(OrderTerm(expr=_resolve(term, main, aliases), direction=direction))
+    return terms
+
+
+def _limit_of(node: exp.Expr) -> int | None:
+    """The integer LIMIT / FETCH FIRST of one query node, None if absent or not a literal."""
     lim = node.args.get("limit")
     if lim is None:
         return None
@@ -157,42 +216,52 @@ def _limit(node: exp.Expr) -> int | None:
     return None
 
 
-def _statement_type(stmt: exp.Expr) -> str:
-    if isinstance(stmt, _QUERY):
-        return "select"
-    if isinstance(stmt, exp.TruncateTable):
-        return "truncate"
-    if isinstance(stmt, exp.Command):
-        return str(stmt.this).split()[0].casefold() if stmt.this else "command"
-    return stmt.key
+def _limit(stmt: exp.Expr, main: exp.Select | None) -> int | None:
+    """The result's LIMIT: the set operation's, else the main SELECT's, else the outer one's."""
+    limit = _limit_of(stmt) if isinstance(stmt, exp.SetOperation) else None
+    if limit is None and main is not None:
+        limit = _limit_of(main)
+        if limit is None and isinstance(stmt, exp.Select) and stmt is not main:
+            limit = _limit_of(stmt)
+    return limit
 
 
-def _is_mutating(stmt: exp.Expr) -> bool:
-    if isinstance(stmt, MUTATING) or (_REVOKE is not None and isinstance(stmt, _REVOKE)):
-        return True
-    if isinstance(stmt, exp.Command):
-        return _statement_type(stmt) in MUTATING_KEYWORDS
-    # A query can hide a write (Postgres data-modifying CTEs, SELECT ... INTO).
-    return any(isinstance(n, MUTATING) for n in stmt.walk()) or stmt.args.get("into") is not None
+# ------------------------------------------------------------------------ tables, functions
 
 
-# ---------------------------------------------------------------------------------- unparsed
+def _tables(stmt: exp.Expr, ctes: dict[str, exp.Expr]) -> list[str]:
+    """Physical tables read, in order of appearance; CTE names are not tables."""
+    return list(
+        dict.fromkeys(
+            norm_ident(t.name)
+            for t in stmt.find_all(exp.Table)
+            if t.name and norm_ident(t.name) not in ctes
+        )
+    )
 
-_COMMENTS_AND_STRINGS = re.compile(
-    r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`", re.S
-)
-_MUTATING_RE = re.compile(
-    r"\b(insert\s+into|update\s+\S+\s+set|delete\s+from|merge\s+into|create\s|drop\s|alter\s|"
-    r"truncate\s|grant\s|revoke\s)",
-    re.I,
-)
+
+def _functions(stmt: exp.Expr) -> list[str]:
+    """Names of the functions called, sorted; operators (AND, +) are not functions."""
+    return sorted(
+        {
+            (f.sql_name() if isinstance(f, exp.Func) else type(f).__name__).upper()
+            for f in stmt.find_all(exp.Func)
+            if not isinstance(f, exp.Connector | exp.Binary)
+        }
+    )
 
 
-def _scan_unparsed(sql: str) -> tuple[bool, bool]:
-    """(mutating, multiple statements) from the bare text, comments and strings blanked."""
-    bare = _COMMENTS_AND_STRINGS.sub(" ", sql)
-    statements = [s for s in bare.split(";") if s.strip()]
-    return bool(_MUTATING_RE.search(bare)), len(statements) > 1
+def _has_subquery(stmt: exp.Expr, selects: list[exp.Select]) -> bool:
+    return any(
+        isinstance(s.parent, exp.Subquery) or inside_predicate(s, stmt)
+        for s in selects
+        if s is not stmt
+    ) or any(isinstance(n, exp.Subquery) for n in stmt.find_all(exp.Subquery))
+
+
+def _has_nested_where(stmt: exp.Expr, selects: list[exp.Select]) -> bool:
+    """A SELECT inside a WHERE / HAVING / QUALIFY condition (BADGER's nested query)."""
+    return any(inside_predicate(s, stmt) and s.find_ancestor(*PREDICATE_CLAUSES) for s in selects)
 
 
 # ----------------------------------------------------------------------------------- the stage
@@ -203,272 +272,89 @@ def sqlspec(sql: str, dialect: str | None = None) -> SqlSpec:
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except (SqlglotError, ValueError, RecursionError, TypeError, AttributeError, KeyError) as exc:
-        mutating, multiple = _scan_unparsed(sql)
         message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        return SqlSpec(
-            parsed=False,
-            parse_error=message,
-            dialect=dialect,
-            mutating=mutating,
-            multiple_statements=multiple,
-            statement_type="unknown",
-        )
+        return _unparsed(sql, dialect, message)
     if not statements:
         return SqlSpec(parsed=False, parse_error="no SQL statement", dialect=dialect)
     try:
         return _analyse(statements, dialect)
     except _NotAStatement as exc:
-        mutating, multiple = _scan_unparsed(sql)
-        return SqlSpec(
-            parsed=False,
-            parse_error=str(exc),
-            dialect=dialect,
-            mutating=mutating,
-            multiple_statements=multiple or len(statements) > 1,
-        )
+        return _unparsed(sql, dialect, str(exc), multiple=len(statements) > 1)
     except (SqlglotError, RecursionError, ValueError, TypeError, AttributeError) as exc:
-        mutating, multiple = _scan_unparsed(sql)
-        return SqlSpec(
-            parsed=False,
-            parse_error=f"analysis failed: {exc}"[:300],
-            dialect=dialect,
-            mutating=mutating or any(_is_mutating(s) for s in statements),
-            multiple_statements=multiple or len(statements) > 1,
-        )
+        # The text scan first: is_mutating walks the tree that may just have failed.
+        mutating = scan_unparsed(sql)[0] or any(is_mutating(s) for s in statements)
+        message = f"analysis failed: {exc}"[:300]
+        return _unparsed(sql, dialect, message, mutating=mutating, multiple=len(statements) > 1)
 
 
-def _unused_ctes(stmt: exp.Expr, ctes: dict[str, exp.Expr]) -> list[exp.Expr]:
-    """Bodies of CTEs that nothing reads, directly or through other CTEs."""
-    if not ctes:
-        return []
-
-    def reads(node: exp.Expr, skip: list[exp.Expr]) -> set[str]:
-        names = set()
-        for t in node.find_all(exp.Table):
-            name = norm_ident(t.name)
-            # A CTE read only inside a WHERE/HAVING subquery shapes a predicate, not the result.
-            if (
-                name in ctes
-                and not any(_contains(b, t) for b in skip)
-                and not (_inside_predicate(t, stmt))
-            ):
-                names.add(name)
-        return names
-
-    used = reads(stmt, list(ctes.values()))
-    frontier = list(used)
-    while frontier:
-        name = frontier.pop()
-        others = [b for n, b in ctes.items() if n != name]
-        for nxt in reads(ctes[name], others) - used:
-            used.add(nxt)
-            frontier.append(nxt)
-    return [b for n, b in ctes.items() if n not in used]
-
-
-_OTHER_STATEMENTS = {
-    "use",
-    "set",
-    "describe",
-    "show",
-    "pragma",
-    "transaction",
-    "commit",
-    "rollback",
-    "copy",
-    "analyze",
-    "cache",
-    "uncache",
-    "refresh",
-    "kill",
-    "comment",
-    "loaddata",
-    "export",
-    "declare",
-}
-
-
-class _NotAStatement(ValueError):
-    pass
-
-
-def _is_statement(stmt: exp.Expr) -> bool:
-    if isinstance(stmt, (*_QUERY, *MUTATING, exp.Command)):
-        return True
-    if _REVOKE is not None and isinstance(stmt, _REVOKE):
-        return True
-    return stmt.key in _OTHER_STATEMENTS
+def _unparsed(
+    sql: str, dialect: str | None, error: str, *, mutating: bool = False, multiple: bool = False
+) -> SqlSpec:
+    """The spec of SQL that could not be analysed: the error and the text's safety flags."""
+    text_mutating, text_multiple = scan_unparsed(sql)
+    return SqlSpec(
+        parsed=False,
+        parse_error=error,
+        dialect=dialect,
+        mutating=text_mutating or mutating,
+        multiple_statements=text_multiple or multiple,
+        statement_type="unknown",
+    )
 
 
 def _analyse(statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
     stmt = statements[0]
-    if not _is_statement(stmt):
+    if not is_statement(stmt):
         raise _NotAStatement(f"not a SQL statement: {stmt.sql()[:80]!r}")
-    mutating = any(_is_mutating(s) for s in statements)
+    mutating = any(is_mutating(s) for s in statements)
     multiple = len(statements) > 1
-    statement_type = _statement_type(stmt)
+    kind = statement_type(stmt)
     if isinstance(stmt, exp.Command):
         return SqlSpec(
             parsed=True,
             dialect=dialect,
             mutating=mutating,
             multiple_statements=multiple,
-            statement_type=statement_type,
+            statement_type=kind,
         )
+    return _query_spec(stmt, dialect, mutating=mutating, multiple=multiple, kind=kind)
 
-    cte_nodes = {norm_ident(c.alias): c.this for c in stmt.find_all(exp.CTE)}
-    selects = [s for s in stmt.find_all(exp.Select)]
-    unused = _unused_ctes(stmt, cte_nodes)
-    feeding = [
-        s
-        for s in selects
-        if not _inside_predicate(s, stmt) and not any(_contains(body, s) for body in unused)
-    ]
 
-    preds: list[Pred] = []
-    seen: set[tuple[str, str, str, str]] = set()
-    where_count = having_count = 0
-    has_join = False
-
-    def add(p: Pred | None) -> None:
-        if p is None:
-            return
-        k = (*p.key, p.clause)
-        if k not in seen:
-            seen.add(k)
-            preds.append(p)
-
-    for s in feeding:
-        for clause_name, clause in (
-            ("where", s.args.get("where")),
-            ("having", s.args.get("having")),
-            ("qualify", s.args.get("qualify")),
-        ):
-            if clause is None:
-                continue
-            for c in conjuncts(clause.this):
-                p = predicate_of(c, dialect)
-                if p is None:
-                    has_join = True
-                    continue
-                p.clause = cast(Clause, clause_name)
-                if clause_name == "having":
-                    having_count += 1
-                else:
-                    where_count += 1
-                add(p)
-        for join in s.args.get("joins") or []:
-            has_join = True
-            on = join.args.get("on")
-            if on is None:
-                continue
-            for c in conjuncts(on):
-                if not any(is_literal(n) for n in c.walk() if isinstance(n, exp.Expr)):
-                    continue
-                p = predicate_of(c, dialect)
-                if p is not None and p.values:
-                    p.clause = "join"
-                    add(p)
-
-    main = _main_select(stmt, cte_nodes)
-    projections: list[str] = []
-    aggregated: list[bool] = []
-    group_by: list[str] = []
-    order_by: list[OrderTerm] = []
-    distinct = False
-    if main is not None:
-        aliases = _alias_map(main)
-        projections = [canon(p.this if isinstance(p, exp.Alias) else p) for p in main.expressions]
-        aggregated = [
-            any(a.find_ancestor(exp.Window) is None for a in p.find_all(exp.AggFunc))
-            for p in main.expressions
-        ]
-        group = main.args.get("group")
-        if group is not None:
-            group_by = [_resolve(g, main, aliases) for g in group.expressions]
-        distinct = main.args.get("distinct") is not None
-        order_owner: exp.Expr = main
-        if isinstance(stmt, exp.SetOperation) and stmt.args.get("order") is not None:
-            order_owner = stmt
-        order = order_owner.args.get("order")
-        if order is not None:
-            for o in order.expressions:
-                term = o.this if isinstance(o, exp.Ordered) else o
-                desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
-                order_by.append(
-                    OrderTerm(
-                        expr=_resolve(term, main, aliases), direction="desc" if desc else "asc"
-                    )
-                )
-    limit = _limit(stmt) if isinstance(stmt, exp.SetOperation) else None
-    if limit is None and main is not None:
-        limit = _limit(main)
-        if limit is None and isinstance(stmt, exp.Select) and stmt is not main:
-            limit = _limit(stmt)
-
-    tables = list(
-        dict.fromkeys(
-            norm_ident(t.name)
-            for t in stmt.find_all(exp.Table)
-            if t.name and norm_ident(t.name) not in cte_nodes
-        )
-    )
-    functions = sorted(
-        {
-            (f.sql_name() if isinstance(f, exp.Func) else type(f).__name__).upper()
-            for f in stmt.find_all(exp.Func)
-            if not isinstance(f, exp.Connector | exp.Binary)
-        }
-    )
-    has_subquery = any(
-        isinstance(s.parent, exp.Subquery) or _inside_predicate(s, stmt)
-        for s in selects
-        if s is not stmt
-    ) or any(isinstance(n, exp.Subquery) for n in stmt.find_all(exp.Subquery))
-    nested_where = any(
-        _inside_predicate(s, stmt) and s.find_ancestor(*_PREDICATE_CLAUSES) for s in selects
-    )
-    negated = any(p.op.startswith("not") or p.op == "!=" for p in preds)
-
-    filters = [
-        Predicate(
-            id=i,
-            lhs=p.lhs,
-            op=p.op,
-            rhs=p.rhs,
-            text=p.text,
-            clause=p.clause,
-            columns=p.columns,
-            values=p.values,
-            wildcard=p.wildcard,
-        )
-        for i, p in enumerate(preds, start=1)
-    ]
+def _query_spec(
+    stmt: exp.Expr, dialect: str | None, *, mutating: bool, multiple: bool, kind: str
+) -> SqlSpec:
+    """The spec of a parsed query (or a write statement): its clauses and its structure."""
+    ctes = cte_bodies(stmt)
+    selects = list(stmt.find_all(exp.Select))
+    feeding = feeding_selects(stmt, selects, ctes)
+    filters = _filters(feeding, dialect)
+    main = main_select(stmt, ctes)
+    projections, aggregated = _projections(main)
     return SqlSpec(
         projections=projections,
         projection_aggregated=aggregated,
         aggregations=_aggregations(feeding),
-        filters=filters,
-        group_by=group_by,
-        order_by=order_by,
-        limit=limit,
-        tables=tables,
-        ctes=list(cte_nodes),
-        statement_type=statement_type,
+        filters=_numbered(filters.preds),
+        group_by=_group_by(main),
+        order_by=_order_by(stmt, main),
+        limit=_limit(stmt, main),
+        tables=_tables(stmt, ctes),
+        ctes=list(ctes),
+        statement_type=kind,
         parsed=True,
         dialect=dialect,
         mutating=mutating,
         multiple_statements=multiple,
-        distinct=distinct,
-        has_join=has_join,
-        has_subquery=has_subquery,
-        has_nested_where=bool(nested_where),
+        distinct=main is not None and main.args.get("distinct") is not None,
+        has_join=filters.has_join,
+        has_subquery=_has_subquery(stmt, selects),
+        has_nested_where=_has_nested_where(stmt, selects),
         has_window=stmt.find(exp.Window) is not None,
         has_set_operation=stmt.find(exp.SetOperation) is not None,
-        has_cte=bool(cte_nodes),
+        has_cte=bool(ctes),
         select_count=len(selects),
-        where_count=where_count,
-        having_count=having_count,
-        functions=functions,
-        negated=negated,
+        where_count=filters.where_count,
+        having_count=filters.having_count,
+        functions=_functions(stmt),
+        negated=any(p.op.startswith("not") or p.op == "!=" for p in filters.preds),
     )

@@ -1,0 +1,116 @@
+"""Statement kinds and safety: which statement, whether it writes, whether there are several.
+
+The SQL spec stage reads these off the parsed statements; for text sqlglot cannot parse,
+:func:`scan_unparsed` reads them off the bare text with comments and string literals blanked.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from stef.sql.canonical import SQL_STRING
+
+MUTATING = (
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Grant,
+    *(getattr(exp, name) for name in ("Revoke", "Execute", "Copy") if hasattr(exp, name)),
+)
+_REVOKE = getattr(exp, "Revoke", None)
+MUTATING_KEYWORDS = (
+    "insert",
+    "update",
+    "delete",
+    "merge",
+    "create",
+    "drop",
+    "alter",
+    "truncate",
+    "grant",
+    "revoke",
+    "replace",
+    "upsert",
+    "copy",
+    "call",
+    "exec",
+    "execute",
+)
+QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
+# Statements sqlglot parses to their own node that neither read nor write data.
+_OTHER_STATEMENTS = {
+    "use",
+    "set",
+    "describe",
+    "show",
+    "pragma",
+    "transaction",
+    "commit",
+    "rollback",
+    "copy",
+    "analyze",
+    "cache",
+    "uncache",
+    "refresh",
+    "kill",
+    "comment",
+    "loaddata",
+    "export",
+    "declare",
+}
+
+
+def statement_type(stmt: exp.Expr) -> str:
+    """``select`` for a query, else the statement's keyword (``insert``, ``truncate``, ...)."""
+    if isinstance(stmt, QUERY):
+        return "select"
+    if isinstance(stmt, exp.TruncateTable):
+        return "truncate"
+    if isinstance(stmt, exp.Command):
+        return str(stmt.this).split()[0].casefold() if stmt.this else "command"
+    return str(stmt.key)
+
+
+def is_mutating(stmt: exp.Expr) -> bool:
+    """Whether the statement writes data or schema, also through a nested write."""
+    if isinstance(stmt, MUTATING) or (_REVOKE is not None and isinstance(stmt, _REVOKE)):
+        return True
+    if isinstance(stmt, exp.Command):
+        return statement_type(stmt) in MUTATING_KEYWORDS
+    # A query can hide a write (Postgres data-modifying CTEs, SELECT ... INTO).
+    return any(isinstance(n, MUTATING) for n in stmt.walk()) or stmt.args.get("into") is not None
+
+
+def is_statement(stmt: exp.Expr) -> bool:
+    """Whether sqlglot read a whole statement, not a bare expression (``1 + 1``, ``foo``)."""
+    if isinstance(stmt, (*QUERY, *MUTATING, exp.Command)):
+        return True
+    if _REVOKE is not None and isinstance(stmt, _REVOKE):
+        return True
+    return stmt.key in _OTHER_STATEMENTS
+
+
+# ------------------------------------------------------------------------------ unparsed text
+
+_COMMENTS_AND_STRINGS = re.compile(
+    r"--[^\n]*|/\*.*?\*/|" + SQL_STRING.pattern + r"|\"(?:[^\"]|\"\")*\"|`[^`]*`", re.S
+)
+_MUTATING_RE = re.compile(
+    r"\b(insert\s+into|update\s+\S+\s+set|delete\s+from|merge\s+into|create\s|drop\s|alter\s|"
+    r"truncate\s|grant\s|revoke\s)",
+    re.I,
+)
+
+
+def scan_unparsed(sql: str) -> tuple[bool, bool]:
+    """(mutating, multiple statements) from the bare text, comments and strings blanked."""
+    bare = _COMMENTS_AND_STRINGS.sub(" ", sql)
+    statements = [s for s in bare.split(";") if s.strip()]
+    return bool(_MUTATING_RE.search(bare)), len(statements) > 1
