@@ -155,98 +155,129 @@ def _is_aggregate_term(term: str, spec: SqlSpec) -> bool:
     return any(term.startswith(a.func.casefold() + "(") for a in spec.aggregations)
 
 
-def normalize(record: InputRecord, spec: SqlSpec, rules: AppRules) -> Normalized:
-    """Apply the production normalization rules (SPEC §2) to one record's SQL spec."""
-    cues = question_cues(record.question)
-    names: list[str] = []
-    notes: list[str] = []
-    flags: list[str] = []
+@dataclass(frozen=True)
+class _Finding:
+    """A rule that fired (a normalization) or a condition worth a look (a flag)."""
 
-    # 1. Required GROUP BY: aggregates mixed with plain columns that GROUP BY covers.
+    name: str
+    note: str | None = None
+    normalization: bool = True
+
+
+def _required_group_by(spec: SqlSpec) -> _Finding | None:
+    """Rule 1: aggregates mixed with plain columns that GROUP BY covers."""
     plain = [
         p for p, agg in zip(spec.projections, spec.projection_aggregated, strict=False) if not agg
     ]
-    required = bool(
+    if not (
         spec.group_by
         and plain
         and any(spec.projection_aggregated)
         and set(plain) <= set(spec.group_by)
+    ):
+        return None
+    return _Finding(
+        "required_group_by",
+        "required_group_by: the SELECT mixes aggregates with plain columns and GROUP BY "
+        f"covers them ({', '.join(spec.group_by)}); this is not an unrequested grouping.",
     )
-    if required:
-        names.append("required_group_by")
-        notes.append(
-            "required_group_by: the SELECT mixes aggregates with plain columns and GROUP BY "
-            f"covers them ({', '.join(spec.group_by)}); this is not an unrequested grouping."
-        )
 
-    # 2. Benign GROUP BY: a grouping column pinned to one literal by WHERE.
+
+def _pinned_group_by(spec: SqlSpec) -> list[str]:
+    """GROUP BY terms that WHERE (or a join condition) pins to one literal."""
     pinned = {
         p.lhs
         for p in spec.filters
         if p.clause in ("where", "join") and p.op in ("=", "like") and len(p.values) == 1
     }
-    benign = [g for g in spec.group_by if g in pinned]
-    if benign:
-        names.append("benign_group_by")
-        notes.append(
-            "benign_group_by: GROUP BY "
-            f"{', '.join(benign)} is pinned to a single value by WHERE; left out of grouping "
-            "alignment."
-        )
+    return [g for g in spec.group_by if g in pinned]
 
-    # 3. Default ORDER BY: unrequested ordering by an aggregate (DESC) or a dimension (ASC).
-    default_order = False
-    if spec.order_by and not cues.ordering_requested and cues.top_k is None:
-        default_order = all(
-            (o.direction == "desc" and _is_aggregate_term(o.expr, spec))
-            or (o.direction == "asc" and o.expr in spec.group_by)
-            for o in spec.order_by
-        )
-    if default_order:
-        names.append("default_order_by")
-        notes.append(
-            "default_order_by: the question asks for no ordering; ORDER BY "
-            f"{', '.join(f'{o.expr} {o.direction}' for o in spec.order_by)} is a presentation "
-            "default and is not penalized."
-        )
 
-    # 4. Safety LIMIT: a large LIMIT with no top-k request is not a top-k constraint.
-    safety = False
-    if spec.limit is not None and cues.top_k is None and not cues.superlative:
-        if spec.limit >= rules.limit_min:
-            safety = True
-            names.append("safety_limit")
-            notes.append(
-                f"safety_limit: LIMIT {spec.limit} >= limit_min {rules.limit_min} and the question "
-                "asks for no top-k; it is a safety cap, not a top-k constraint."
-            )
-        else:
-            flags.append("limit_below_min")
-            notes.append(
-                f"limit_below_min: LIMIT {spec.limit} < limit_min {rules.limit_min} although the "
-                "question asks for no top-k; check whether it truncates the answer."
-            )
+def _benign_group_by(benign: list[str]) -> _Finding | None:
+    """Rule 2: a grouping column pinned to one literal by WHERE."""
+    if not benign:
+        return None
+    return _Finding(
+        "benign_group_by",
+        "benign_group_by: GROUP BY "
+        f"{', '.join(benign)} is pinned to a single value by WHERE; left out of grouping "
+        "alignment.",
+    )
 
+
+def _default_order_by(spec: SqlSpec, cues: QuestionCues) -> _Finding | None:
+    """Rule 3: unrequested ordering by an aggregate (DESC) or a dimension (ASC)."""
+    if not spec.order_by or cues.ordering_requested or cues.top_k is not None:
+        return None
+    if not all(
+        (o.direction == "desc" and _is_aggregate_term(o.expr, spec))
+        or (o.direction == "asc" and o.expr in spec.group_by)
+        for o in spec.order_by
+    ):
+        return None
+    return _Finding(
+        "default_order_by",
+        "default_order_by: the question asks for no ordering; ORDER BY "
+        f"{', '.join(f'{o.expr} {o.direction}' for o in spec.order_by)} is a presentation "
+        "default and is not penalized.",
+    )
+
+
+def _safety_limit(spec: SqlSpec, cues: QuestionCues, rules: AppRules) -> _Finding | None:
+    """Rule 4: a large LIMIT with no top-k request is a safety cap; a small one is flagged."""
+    if spec.limit is None or cues.top_k is not None or cues.superlative:
+        return None
+    if spec.limit >= rules.limit_min:
+        return _Finding(
+            "safety_limit",
+            f"safety_limit: LIMIT {spec.limit} >= limit_min {rules.limit_min} and the question "
+            "asks for no top-k; it is a safety cap, not a top-k constraint.",
+        )
+    return _Finding(
+        "limit_below_min",
+        f"limit_below_min: LIMIT {spec.limit} < limit_min {rules.limit_min} although the "
+        "question asks for no top-k; check whether it truncates the answer.",
+        normalization=False,
+    )
+
+
+def _review_flags(record: InputRecord, spec: SqlSpec) -> list[_Finding]:
+    """Conditions worth a look that no rule resolves."""
+    flags = []
     if not spec.parsed:
-        flags.append("unparsed_sql")
-        notes.append(f"unparsed_sql: sqlglot could not parse the SQL ({spec.parse_error}).")
-    if record.enriched_question is None:
-        flags.append("enrichment_missing")
-    if spec.has_cte:
-        flags.append("cte")
-    if spec.has_subquery:
-        flags.append("subquery")
-    if spec.has_window:
-        flags.append("window_function")
-    if spec.has_set_operation:
-        flags.append("set_operation")
+        note = f"unparsed_sql: sqlglot could not parse the SQL ({spec.parse_error})."
+        flags.append(_Finding("unparsed_sql", note, normalization=False))
+    for name, present in (
+        ("enrichment_missing", record.enriched_question is None),
+        ("cte", spec.has_cte),
+        ("subquery", spec.has_subquery),
+        ("window_function", spec.has_window),
+        ("set_operation", spec.has_set_operation),
+    ):
+        if present:
+            flags.append(_Finding(name, normalization=False))
+    return flags
+
+
+def normalize(record: InputRecord, spec: SqlSpec, rules: AppRules) -> Normalized:
+    """Apply the production normalization rules (SPEC §2) to one record's SQL spec."""
+    cues = question_cues(record.question)
+    benign = _pinned_group_by(spec)
+    rules_fired = (
+        _required_group_by(spec),
+        _benign_group_by(benign),
+        _default_order_by(spec, cues),
+        _safety_limit(spec, cues, rules),
+    )
+    findings = [f for f in rules_fired if f is not None] + _review_flags(record, spec)
+    names = [f.name for f in findings if f.normalization]
     return Normalized(
         normalizations=names,
-        flags=flags,
-        notes=notes,
+        flags=[f.name for f in findings if not f.normalization],
+        notes=[f.note for f in findings if f.note is not None],
         cues=cues,
         benign_group_by=benign,
-        required_group_by=required,
-        default_order_by=default_order,
-        safety_limit=safety,
+        required_group_by="required_group_by" in names,
+        default_order_by="default_order_by" in names,
+        safety_limit="safety_limit" in names,
     )
