@@ -1,25 +1,71 @@
 """App rules: the per-app YAML the app's owners edit; loaded, validated, versioned, hot-reloaded.
 
 A rules *path* is either one YAML file (its rules apply to every record) or a directory holding
-``default.yaml`` and one ``<app>.yaml`` per app. Every problem is reported with its file and line.
+``default.yaml`` and one ``<app>.yaml`` per app (hidden files, such as editor lock files, are
+skipped). Every problem is reported with its file and, when known, its line: a rules edit is
+written by people while the service runs, so no edit may crash the loader, whatever its bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import structlog
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from stef.errors import RuleProblem, RulesError
-from stef.sql.predicates import parse_condition
+from stef.sql.predicates import condition_keys, parse_condition
 
 log = structlog.get_logger(__name__)
+
+#: A rules file is a few KiB; the cap bounds parse time and memory of a mistaken edit.
+MAX_RULES_BYTES = 1 << 20
+#: The schema needs 3 levels; the cap keeps PyYAML's recursive composer far from the stack limit.
+MAX_DEPTH = 32
+#: Longer integer literals are typos or pastes; parsing them is quadratic (sexagesimal) or hits
+#: Python's int-str conversion limit.
+MAX_INT_CHARS = 64
+#: Values (YAML nodes) in one file: bounds the time of a reload, which runs in the service loop.
+MAX_NODES = 50_000
+#: Past this many problems in one file the rest is noise (a pasted list of 10,000 numbers).
+MAX_PROBLEMS_PER_FILE = 20
+
+PredicateKey = tuple[str, str, str]
+_BOOL_EQUIV = {"true": "1", "false": "0"}
+
+
+def fold_key(key: PredicateKey) -> PredicateKey:
+    """A predicate key with TRUE/FALSE read as 1/0, as SQL engines compare them."""
+    lhs, op, rhs = key
+    return lhs, op, _BOOL_EQUIV.get(rhs, rhs)
+
+
+@lru_cache(maxsize=64)
+def _benign_keys(filters: tuple[str, ...], dialect: str | None) -> frozenset[PredicateKey]:
+    return frozenset(fold_key(k) for text in filters for k in condition_keys(text, dialect))
 
 
 class TierBounds(BaseModel):
@@ -77,6 +123,27 @@ class AppRules(BaseModel):
         default_factory=list, description="Domain conventions for the judge, as plain text."
     )
 
+    # Derived from benign_filters and dialect only, so equal rules still compare equal.
+    _benign: frozenset[PredicateKey] = PrivateAttr(default_factory=frozenset)
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Parsed here, once per load, so matching a record's predicate is a set lookup.
+        self._benign = _benign_keys(tuple(self.benign_filters), self.dialect)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, its benign keys re-parsed when ``update`` changes what they derive from."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update is not None and {"benign_filters", "dialect"} & update.keys():
+            copy.model_post_init(None)
+        return copy
+
+    def benign_keys(self, dialect: str | None) -> frozenset[PredicateKey]:
+        """The folded (lhs, op, rhs) keys of the benign filters, read in ``dialect``."""
+        if dialect == self.dialect:
+            return self._benign
+        # A record naming its own dialect: rare, and the small cache bounds the parses.
+        return _benign_keys(tuple(self.benign_filters), dialect)
+
     def merged(self, fragment: dict[str, Any]) -> AppRules:
         """These rules with the keys of ``fragment`` replaced (validated like a file)."""
         return AppRules.model_validate({**self.model_dump(), **fragment})
@@ -117,7 +184,144 @@ class RuleSet:
         return sorted(self.apps)
 
 
-# ------------------------------------------------------------------------------------- loading
+# ------------------------------------------------------------------------------------- parsing
+
+
+class _Limits(Composer, SafeConstructor, Resolver):
+    """PyYAML's safe composer and constructor with caps, and values located by line.
+
+    The composer recurses once per nesting level, so 10,000 ``[`` exhaust the stack; the
+    constructors raise bare ``ValueError`` (an integer past the int-str limit, 2024-02-30).
+    """
+
+    def __init__(self, path: str) -> None:
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self.path = path
+        self.depth = 0
+        self.nodes = 0
+
+    def problem(self, mark: Any, message: str) -> RulesError:
+        line = mark.line + 1 if mark is not None else None
+        return RulesError([RuleProblem(self.path, line, "", message)])
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        mark = self.peek_event().start_mark  # type: ignore[attr-defined]
+        if self.depth >= MAX_DEPTH:
+            raise self.problem(mark, f"nested deeper than {MAX_DEPTH}")
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.problem(mark, f"more than {MAX_NODES} values")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:
+            raise self.problem(node.start_mark, f"unreadable value: {exc}") from exc
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        if len(node.value) > MAX_INT_CHARS:
+            message = f"integer of {len(node.value)} characters (at most {MAX_INT_CHARS})"
+            raise self.problem(node.start_mark, message)
+        return super().construct_yaml_int(node)
+
+
+# What add_constructor does, spelled out: its stub only accepts PyYAML's own loader classes.
+_Limits.yaml_constructors = {
+    **SafeConstructor.yaml_constructors,
+    "tag:yaml.org,2002:int": _Limits.construct_yaml_int,
+}
+
+
+class _PyRulesLoader(_Limits, Reader, Scanner, Parser):
+    def __init__(self, text: str, path: str) -> None:
+        Reader.__init__(self, text)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _Limits.__init__(self, path)
+
+
+try:  # libyaml scans about ten times faster; the composer stays ours (it comes first)
+    from yaml._yaml import CParser
+
+    class _CRulesLoader(_Limits, CParser):
+        def __init__(self, text: str, path: str) -> None:
+            CParser.__init__(self, text)
+            _Limits.__init__(self, path)
+
+    _Loader: type[_PyRulesLoader | _CRulesLoader] = _CRulesLoader
+except ImportError:  # PyYAML built without libyaml
+    _Loader = _PyRulesLoader
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_aliases(root: yaml.Node, loader: _Limits) -> None:
+    """Reject aliases that expand past the depth or size caps, or into themselves.
+
+    Aliases share nodes, so a few lines can stand for gigabytes once expanded ("billion
+    laughs"); sizes are summed over the node graph, each node once, without expanding it.
+    """
+    done: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded depth, expanded size)
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            kids = [done[id(c)] for c in _children(node)]
+            depth = 1 + max((d for d, _ in kids), default=0)
+            size = 1 + sum(s for _, s in kids)
+            if isinstance(node, yaml.ScalarNode):
+                size += len(node.value)
+            if depth > MAX_DEPTH:
+                raise loader.problem(node.start_mark, f"aliases nest deeper than {MAX_DEPTH}")
+            if size > MAX_RULES_BYTES:
+                raise loader.problem(node.start_mark, "aliases expand past 1 MiB")
+            open_.discard(key)
+            done[key] = (depth, size)
+        elif key in open_:
+            raise loader.problem(node.start_mark, "an alias refers to a node that contains it")
+        elif key not in done:
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in _children(node) if id(c) not in done)
+
+
+def _load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
+    """The composed node (for line numbers) and the data of one YAML document."""
+    bad = Reader.NON_PRINTABLE.search(text)
+    if bad is not None:
+        line = text.count("\n", 0, bad.start()) + 1
+        message = f"control character U+{ord(bad.group()):04X} is not allowed in YAML"
+        raise RulesError([RuleProblem(path, line, "", message)])
+    loader = _Loader(text, path)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        _check_aliases(node, loader)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(exc: yaml.YAMLError, path: str) -> RuleProblem:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    return RuleProblem(path, line, "", f"not valid YAML: {exc}")
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
@@ -140,19 +344,38 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     return line
 
 
+def _capped(path: str, problems: list[RuleProblem]) -> list[RuleProblem]:
+    if len(problems) <= MAX_PROBLEMS_PER_FILE:
+        return problems
+    rest = len(problems) - MAX_PROBLEMS_PER_FILE
+    more = RuleProblem(path, None, "", f"... and {rest} more problem(s) in this file")
+    return [*problems[:MAX_PROBLEMS_PER_FILE], more]
+
+
 def parse_rules_text(text: str, path: str, *, app: str | None = None) -> AppRules:
     """Parse and validate one rules document.
 
     Raises:
-        RulesError: with one :class:`RuleProblem` per problem, located by line.
+        RulesError: with one :class:`RuleProblem` per problem, located by line; never anything
+            else, whatever ``text`` holds.
     """
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        return _parse(text, path, app)
+    except RulesError as exc:
+        raise RulesError(_capped(path, exc.problems)) from exc
+    except Exception as exc:  # last guard: a rules edit must not stop the service (module doc)
+        detail = str(exc)[:200]
+        message = f"could not be loaded: {type(exc).__name__}: {detail}"
+        raise RulesError([RuleProblem(path, None, "", message)]) from exc
+
+
+def _parse(text: str, path: str, app: str | None) -> AppRules:
+    if len(text) > MAX_RULES_BYTES:
+        raise RulesError([RuleProblem(path, None, "", "larger than 1 MiB")])
+    try:
+        node, data = _load_yaml(text, path)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise RulesError([RuleProblem(path, line, "", f"not valid YAML: {exc}")]) from exc
+        raise RulesError([_yaml_problem(exc, path)]) from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -211,37 +434,146 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
     return problems
 
 
+# ------------------------------------------------------------------------------------- loading
+
+
+def _problem(path: Path | str, message: str, line: int | None = None) -> RuleProblem:
+    return RuleProblem(str(path), line, "", message)
+
+
+def _read_rules_file(path: Path) -> str:
+    """The text of one rules file.
+
+    Raises:
+        RulesError: unreadable (permissions, a directory or FIFO named ``*.yaml``, gone since
+            it was listed), larger than the cap, or not UTF-8 (located at the bad byte).
+    """
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise RulesError([_problem(path, "is a directory, not a rules file")])
+        if not stat.S_ISREG(st.st_mode):  # opening a FIFO would block the reload forever
+            raise RulesError([_problem(path, "is not a regular file")])
+        if st.st_size > MAX_RULES_BYTES:
+            raise RulesError([_problem(path, f"larger than 1 MiB ({st.st_size} bytes)")])
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RULES_BYTES + 1)
+    except OSError as exc:
+        raise RulesError([_problem(path, f"cannot be read: {exc.strerror or exc}")]) from exc
+    if len(raw) > MAX_RULES_BYTES:  # it grew after the stat
+        raise RulesError([_problem(path, "larger than 1 MiB")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        message = f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
+        raise RulesError([_problem(path, message, line)]) from exc
+
+
+def _load_file(path: Path, app: str | None) -> AppRules:
+    """Read and parse one file; raises only RulesError."""
+    return parse_rules_text(_read_rules_file(path), str(path), app=app)
+
+
+def _rules_files(directory: Path) -> list[Path]:
+    """The ``*.yaml`` / ``*.yml`` entries of a rules directory, hidden ones left out, sorted.
+
+    Raises:
+        OSError: the directory cannot be listed.
+    """
+    with os.scandir(directory) as entries:
+        names = [
+            e.name
+            for e in entries
+            if not e.name.startswith(".") and e.name.endswith((".yaml", ".yml"))
+        ]
+    return [directory / n for n in sorted(names)]
+
+
+@dataclass(frozen=True)
+class RulesScan:
+    """One read of a rules path: the files that loaded and the problems of the others.
+
+    Attributes:
+        source: the rules path.
+        single_file: the path is one file whose rules apply to every app.
+        good: app -> rules, for every file that loaded (``default`` for ``default.yaml`` and
+            for a single file).
+        broken: app -> the problems of its file, for every file that did not.
+        fatal: problems of the path itself (missing, unreadable): nothing is known of any app.
+    """
+
+    source: str
+    single_file: bool = False
+    good: dict[str, AppRules] = field(default_factory=dict)
+    broken: dict[str, list[RuleProblem]] = field(default_factory=dict)
+    fatal: list[RuleProblem] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[RuleProblem]:
+        return [*self.fatal, *(p for ps in self.broken.values() for p in ps)]
+
+    def ruleset(self) -> RuleSet:
+        """The rules of the good files (call only without problems)."""
+        default = self.good.get("default", AppRules())
+        if self.single_file:
+            return RuleSet(default, {}, source=self.source, single_file=True)
+        apps = {app: rules for app, rules in self.good.items() if app != "default"}
+        return RuleSet(default.model_copy(update={"app": None}), apps, source=self.source)
+
+
+def scan_rules(path: str | Path) -> RulesScan:
+    """Read every file of a rules path, collecting problems per file instead of stopping.
+
+    Never raises: every failure is a :class:`RuleProblem` of the scan.
+    """
+    p = Path(path)
+    source = str(p)
+    try:
+        is_dir, exists = p.is_dir(), p.exists()
+    except (OSError, ValueError) as exc:  # EACCES on a parent; a NUL byte in the name
+        return RulesScan(source, fatal=[_problem(p, f"cannot be read: {exc}")])
+    if not exists:
+        return RulesScan(source, fatal=[_problem(p, "no such rules file or directory")])
+    if not is_dir:
+        try:
+            return RulesScan(source, single_file=True, good={"default": _load_file(p, None)})
+        except RulesError as exc:
+            return RulesScan(source, single_file=True, broken={"default": exc.problems})
+    try:
+        files = _rules_files(p)
+    except OSError as exc:
+        return RulesScan(source, fatal=[_problem(p, f"cannot be listed: {exc.strerror or exc}")])
+    good: dict[str, AppRules] = {}
+    broken: dict[str, list[RuleProblem]] = {}
+    seen: dict[str, Path] = {}
+    for f in files:
+        app = f.stem
+        if app in seen:
+            message = f"a second rules file for app {app!r} (the first is {seen[app].name})"
+            good.pop(app, None)
+            broken.setdefault(app, []).append(_problem(f, message))
+            continue
+        seen[app] = f
+        try:
+            good[app] = _load_file(f, app)
+        except RulesError as exc:
+            broken[app] = exc.problems
+    return RulesScan(source, good=good, broken=broken)
+
+
 def load_rules(path: str | Path | None) -> RuleSet:
     """Load a rules file or directory; ``None`` gives the built-in defaults.
 
     Raises:
-        RulesError: every problem of every file, not just the first.
+        RulesError: every problem of every file, not just the first; never anything else.
     """
     if path is None:
         return RuleSet(AppRules())
-    p = Path(path)
-    if p.is_dir():
-        problems: list[RuleProblem] = []
-        apps: dict[str, AppRules] = {}
-        default = AppRules()
-        files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
-        for f in files:
-            try:
-                rules = parse_rules_text(f.read_text(encoding="utf-8"), str(f), app=f.stem)
-            except RulesError as exc:
-                problems.extend(exc.problems)
-                continue
-            if f.stem == "default":
-                default = rules.model_copy(update={"app": None})
-            else:
-                apps[f.stem] = rules
-        if problems:
-            raise RulesError(problems)
-        return RuleSet(default, apps, source=str(p))
-    if p.is_file():
-        rules = parse_rules_text(p.read_text(encoding="utf-8"), str(p))
-        return RuleSet(rules, {}, source=str(p), single_file=True)
-    raise RulesError([RuleProblem(str(p), None, "", "no such rules file or directory")])
+    scan = scan_rules(path)
+    if scan.problems:
+        raise RulesError(scan.problems)
+    return scan.ruleset()
 
 
 def rules_schema() -> dict[str, Any]:
@@ -252,10 +584,41 @@ def rules_schema() -> dict[str, Any]:
     return schema
 
 
-class RulesWatcher:
-    """Hot reload: re-reads the rules path when a file changes; keeps the last good rules."""
+# ------------------------------------------------------------------------------------ reloading
 
-    def __init__(self, path: str | Path | None, on_reload: Any = None) -> None:
+
+def merge_scan(current: RuleSet, scan: RulesScan) -> tuple[RuleSet, list[str]]:
+    """The rules after a reload: good files apply, a broken file keeps its app's last good rules.
+
+    An app whose file is gone goes away (its records get the default); a new app whose first
+    file is broken is not known yet. A scan with fatal problems changes nothing.
+
+    Returns:
+        The new rule set and the apps kept at their last good rules (``default`` included).
+    """
+    if scan.fatal or (scan.single_file and scan.broken):
+        return current, sorted({"default", *current.apps})
+    if scan.single_file:
+        return scan.ruleset(), []
+    kept = sorted(app for app in scan.broken if app == "default" or app in current.apps)
+    default = scan.good.get("default")
+    if default is None:
+        default = current.default if "default" in scan.broken else AppRules()
+    apps = {app: rules for app, rules in scan.good.items() if app != "default"}
+    apps |= {app: current.apps[app] for app in kept if app != "default"}
+    ruleset = RuleSet(default.model_copy(update={"app": None}), apps, source=scan.source)
+    return ruleset, kept
+
+
+class RulesWatcher:
+    """Hot reload: re-reads the rules path when a file changes; keeps each app's last good rules.
+
+    At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
+    """
+
+    def __init__(
+        self, path: str | Path | None, on_reload: Callable[[str], object] | None = None
+    ) -> None:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._rules = load_rules(self.path)
@@ -267,39 +630,61 @@ class RulesWatcher:
         with self._lock:
             return self._rules
 
-    def _fingerprint(self) -> tuple[tuple[str, float, int], ...]:
+    def _fingerprint(self) -> tuple[tuple[str, int, int, int], ...]:
+        """What changes when a file is edited, replaced, added or removed; never raises."""
         if self.path is None:
             return ()
-        files = sorted(self.path.glob("*.y*ml")) if self.path.is_dir() else [self.path]
+        try:
+            files = _rules_files(self.path) if self.path.is_dir() else [self.path]
+        except (OSError, ValueError) as exc:
+            return ((f"<unlistable: {exc}>", 0, 0, 0),)
         out = []
         for f in files:
             try:
                 st = f.stat()
-            except OSError:
+            except OSError:  # a dangling symlink or a file gone since listed: still a change
+                out.append((str(f), -1, -1, -1))
                 continue
-            out.append((str(f), st.st_mtime, st.st_size))
+            out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))
         return tuple(out)
 
     def check(self) -> str | None:
-        """Reload if anything changed. Returns ``"success"``, ``"error"`` or None (no change)."""
+        """Reload if anything changed; calls ``on_reload(outcome)`` after each reload.
+
+        Returns:
+            ``"success"``, ``"error"`` (some file had problems: the apps of the good files took
+            their new rules, the others kept their last good ones), or None (no change).
+        """
+        try:
+            outcome = self._reload_if_changed()
+        except Exception:  # last guard: the loop calling us must keep judging
+            log.exception("rules_reload_failed", path=str(self.path))
+            outcome = "error"
+        if outcome is not None and self._on_reload is not None:
+            try:
+                self._on_reload(outcome)
+            except Exception:  # the caller's metrics must not turn a reload into a crash
+                log.exception("rules_reload_callback_failed", outcome=outcome)
+        return outcome
+
+    def _reload_if_changed(self) -> str | None:
         stamp = self._fingerprint()
-        if stamp == self._stamp:
+        if stamp == self._stamp or self.path is None:
             return None
         self._stamp = stamp
-        try:
-            rules = load_rules(self.path)
-        except RulesError as exc:
+        scan = scan_rules(self.path)
+        with self._lock:
+            rules, kept = merge_scan(self._rules, scan)
+            self._rules = rules
+        problems = scan.problems
+        if problems:
             log.error(
                 "rules_reload_rejected",
                 path=str(self.path),
-                problems=[str(p) for p in exc.problems],
+                problems=[str(p) for p in problems],
+                kept_last_good=kept,
+                rules_version=rules.version,
             )
-            outcome = "error"
-        else:
-            with self._lock:
-                self._rules = rules
-            log.info("rules_reloaded", path=str(self.path), rules_version=rules.version)
-            outcome = "success"
-        if self._on_reload is not None:
-            self._on_reload(outcome)
-        return outcome
+            return "error"
+        log.info("rules_reloaded", path=str(self.path), rules_version=rules.version)
+        return "success"

@@ -6,24 +6,10 @@ stage decides what is extra, benign or ignored under the app rules, and the filt
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
-from stef.rules import AppRules
-from stef.sql.predicates import condition_keys, norm_ident
+from stef.rules import AppRules, fold_key
+from stef.sql.predicates import norm_ident
 from stef.stages.normalize import Normalized
-
-_BOOL_EQUIV = {"true": "1", "false": "0"}
-
-
-def _fold_key(key: tuple[str, str, str]) -> tuple[str, str, str]:
-    lhs, op, rhs = key
-    return lhs, op, _BOOL_EQUIV.get(rhs, rhs)
-
-
-@lru_cache(maxsize=256)
-def _benign_keys(filters: tuple[str, ...], dialect: str | None) -> frozenset[tuple[str, str, str]]:
-    return frozenset(_fold_key(k) for text in filters for k in condition_keys(text, dialect))
 
 
 def mapped_columns(rules: AppRules) -> dict[str, str]:
@@ -37,8 +23,11 @@ def is_ignored(pred: Predicate, rules: AppRules) -> bool:
 
 
 def is_benign(pred: Predicate, rules: AppRules, dialect: str | None) -> bool:
-    keys = _benign_keys(tuple(rules.benign_filters), dialect)
-    return _fold_key((pred.lhs, pred.op, pred.rhs)) in keys
+    """Whether ``pred`` is one of the app's benign filters, compared structurally.
+
+    The filters were parsed when the rules were loaded (:meth:`AppRules.benign_keys`).
+    """
+    return fold_key((pred.lhs, pred.op, pred.rhs)) in rules.benign_keys(dialect)
 
 
 def _describe_filter(out: JudgeOutput, idx: int) -> str:
