@@ -1,0 +1,336 @@
+"""The heuristic judge's checks: each a small named function from the evidence to findings.
+
+A finding is an issue label, a reason, and whether it is strong evidence of a wrong answer
+(see :func:`stef.judges.heuristic.judge.heuristic` for how findings weigh into the verdict).
+:data:`CHECKS` lists them in the order their findings are reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from stef.judges.base import JudgeRequest
+from stef.judges.heuristic.question import DISTINCT_WORDS
+from stef.models import (
+    Enrichment,
+    EnrichmentStatus,
+    FilterMatch,
+    Issue,
+    QuestionSpec,
+    SqlSpec,
+)
+from stef.sql.canonical import SQL_STRING
+from stef.stages.align import is_benign, is_ignored
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the checks look at for one record.
+
+    Attributes:
+        request: the judge request (record, SQL spec, flags, rules).
+        qs: the question spec read from Qu (and the values a faithful Qe spells out).
+        matches: for each question filter, the SQL predicates that satisfy it.
+        drift: how Qe departs from Qu.
+    """
+
+    request: JudgeRequest
+    qs: QuestionSpec
+    matches: list[FilterMatch]
+    drift: Enrichment
+
+    @property
+    def spec(self) -> SqlSpec:
+        return self.request.sql_spec
+
+    @property
+    def question(self) -> str:
+        return self.request.record.question
+
+    @property
+    def enriched(self) -> str | None:
+        return self.request.record.enriched_question
+
+    @property
+    def funcs(self) -> set[str]:
+        """The aggregate functions the SQL computes."""
+        return {a.func for a in self.spec.aggregations}
+
+    @property
+    def division(self) -> bool:
+        """Whether an output column divides (a ratio, a share, a hand-made average)."""
+        return any("/" in p for p in self.spec.projections)
+
+
+@dataclass(frozen=True)
+class Finding:
+    label: Issue
+    reason: str
+    strong: bool
+
+
+Check = Callable[[Evidence], Iterator[Finding]]
+
+
+# ----------------------------------------------------------------------------- question filters
+
+# Filter kinds whose absence from the SQL is strong evidence of a wrong answer; a capitalized
+# phrase may also be a column or a category the SQL reaches by a join, so it counts as weak.
+_STRONG_KINDS = {"value", "number", "year", "date", "quarter", "enrichment"}
+
+
+_FILTER_STATUSES: tuple[tuple[str, Issue, str], ...] = (
+    ("missing", "filters_missing", "no predicate for"),
+    ("mismatched", "filters_incorrect", "wrong value or operator for"),
+)
+
+
+def question_filters(ev: Evidence) -> Iterator[Finding]:
+    """Question filters with no predicate, or with a predicate of the wrong value."""
+    for status, label, what in _FILTER_STATUSES:
+        hits = [ev.qs.filters[m.filter] for m in ev.matches if m.status == status]
+        hard = [f.text for f in hits if f.kind in _STRONG_KINDS]
+        soft = [f.text for f in hits if f.kind not in _STRONG_KINDS]
+        if hard:
+            yield Finding(label, f"{what} {', '.join(hard)}", strong=True)
+        if soft:
+            yield Finding(label, f"{what} {', '.join(soft)}", strong=False)
+
+
+# ------------------------------------------------------------------------------------ structure
+
+_PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
+_NEGATION = re.compile(
+    r"\b(not|never|without|excluding|except|other than|no longer|isn't|aren't|wasn't|weren't|"
+    r"doesn't|don't|didn't|haven't|hasn't|non|neither|nor)\b",
+    re.I,
+)
+_NEGATING_SQL = re.compile(r"\bnot\b|<>|!=|\bexcept\b|\bis\s+null\b", re.I)
+# Structural findings that were strong evidence on the dev set; the rest only lower the verdict
+# to Likely Correct.
+_STRONG_STRUCTURE: tuple[Issue, ...] = (
+    "aggregation_wrong",
+    "limit_unrequested",
+)
+
+_Structure = Callable[[Evidence], Iterator[tuple[Issue, str]]]
+
+
+def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    """How many / average / total / maximum in the question, without the aggregate."""
+    funcs, division, spec = ev.funcs, ev.division, ev.spec
+    for a in ev.qs.aggregations:
+        if a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and spec.limit is None:
+            yield ("aggregation_missing", "the question asks how many; the SQL counts nothing")
+        elif a.func == "AVG" and "AVG" not in funcs and not division:
+            yield ("aggregation_wrong", "the question asks for an average; no AVG or division")
+        elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division:
+            yield ("aggregation_missing", "the question asks for a total; no SUM or COUNT")
+        elif a.func in ("MAX", "MIN") and a.func not in funcs and not spec.order_by:
+            yield (
+                "aggregation_missing",
+                f"the question asks for a {a.func.lower()}imum; no {a.func} or ORDER BY",
+            )
+
+
+def _share_without_division(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    if (
+        _PERCENT.search(ev.question)
+        and not ev.division
+        and "AVG" not in ev.funcs
+        and ev.spec.aggregations
+    ):
+        yield ("aggregation_wrong", "the question asks for a share; the SQL divides nothing")
+
+
+def _top_k_without_ordering(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    if ev.qs.top_k is not None and not ev.spec.order_by and not ev.funcs & {"MAX", "MIN"}:
+        yield ("ordering_wrong", "the question asks for a top/extreme; no ORDER BY, MAX or MIN")
+
+
+def _top_k_limit_differs(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    """A top-k question whose small LIMIT is another k (a large LIMIT is a safety cap)."""
+    k, limit = ev.qs.top_k, ev.spec.limit
+    if k is None or limit is None or limit == k or limit >= ev.request.rules.limit_min:
+        return
+    label: Issue = "limit_unrequested" if limit < k else "ordering_wrong"
+    yield (label, f"the question asks for {k}; LIMIT is {limit}")
+
+
+def _limit_below_min(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    if "limit_below_min" in ev.request.flags:
+        yield ("limit_unrequested", f"LIMIT {ev.spec.limit} truncates an unranked answer")
+
+
+def sql_negates(sql: str) -> bool:
+    """Whether the SQL text negates (NOT, <>, EXCEPT, IS NULL) outside its string literals."""
+    bare = SQL_STRING.sub("''", sql)
+    return bool(_NEGATING_SQL.search(bare))
+
+
+def _negation_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    spec = ev.spec
+    if _NEGATION.search(ev.question) and not (
+        spec.negated or spec.has_set_operation or sql_negates(ev.request.record.sql)
+    ):
+        yield ("logic_error", "the question negates; the SQL has no NOT, <> or EXCEPT")
+
+
+def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    spec = ev.spec
+    if ev.qs.group_by and not spec.group_by and spec.aggregations and not spec.has_window:
+        yield (
+            "grouping_wrong",
+            f"the question groups per {', '.join(ev.qs.group_by)}; the SQL has no GROUP BY",
+        )
+
+
+def _grouping_unrequested(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    spec = ev.spec
+    if (
+        spec.group_by
+        and not ev.qs.group_by
+        and not ev.request.normalizations
+        and not any(spec.projection_aggregated)
+    ):
+        yield ("grouping_wrong", "GROUP BY without aggregates or a grouping request")
+
+
+def _distinct_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    spec = ev.spec
+    if (
+        DISTINCT_WORDS.search(ev.question)
+        and not spec.distinct
+        and not any(a.distinct for a in spec.aggregations)
+        and not spec.group_by
+    ):
+        yield ("columns_wrong", "the question asks for distinct values; the SQL keeps duplicates")
+
+
+STRUCTURE_CHECKS: tuple[_Structure, ...] = (
+    _aggregation_words,
+    _share_without_division,
+    _top_k_without_ordering,
+    _top_k_limit_differs,
+    _limit_below_min,
+    _negation_not_applied,
+    _grouping_not_applied,
+    _grouping_unrequested,
+    _distinct_not_applied,
+)
+
+
+def structure(ev: Evidence) -> Iterator[Finding]:
+    """The question's words vs the SQL structure; nothing to compare when the SQL is unparsed."""
+    if not ev.spec.parsed:
+        return
+    for check in STRUCTURE_CHECKS:
+        for label, reason in check(ev):
+            yield Finding(label, reason, strong=label in _STRONG_STRUCTURE)
+
+
+# ------------------------------------------------------------------ predicates and aggregates
+
+
+def unrequested_predicates(ev: Evidence) -> Iterator[Finding]:
+    """SQL predicates no question filter accounts for, that the rules neither ignore nor allow.
+
+    Diagnostic only (weak): lowering the verdict on it cut agreement on the dev set.
+    """
+    spec, rules = ev.spec, ev.request.rules
+    used = {i for m in ev.matches for i in m.predicates}
+    extras = [
+        p.text
+        for p in spec.filters
+        if p.id not in used
+        and p.clause != "qualify"
+        and not is_ignored(p, rules)
+        and not is_benign(p, rules, spec.dialect)
+    ]
+    if extras:
+        yield Finding("filters_extra", f"unrequested predicates: {'; '.join(extras)}", False)
+
+
+_ENRICHMENT_AGGREGATES = re.compile(r"\b(count|sum|avg|max|min)\s*\(", re.I)
+
+
+def enrichment_aggregates(ev: Evidence) -> Iterator[Finding]:
+    """Aggregates the enrichment spells out (``refers to COUNT(id)``) that the SQL lacks."""
+    spec = ev.spec
+    if not ev.enriched or not spec.parsed:
+        return
+    named = {m.group(1).upper() for m in _ENRICHMENT_AGGREGATES.finditer(ev.enriched)}
+    for func in sorted(named):
+        if func in ev.funcs:
+            continue
+        if func in ("MAX", "MIN") and spec.order_by:
+            continue
+        if func == "AVG" and ev.division:
+            continue
+        yield Finding(
+            "aggregation_missing", f"the enrichment names {func}(); the SQL has none", True
+        )
+
+
+_ASKS_SUM = re.compile(
+    r"total|sum|how (many|much)|number|percent|ratio|average|amount|much|proportion|overall|"
+    r"combined|altogether|in all|spen[dt]|cost|rate",
+    re.I,
+)
+_ASKS_AVG = re.compile(r"average|avg|mean|per\b|ratio|rate", re.I)
+
+
+def unasked_aggregates(ev: Evidence) -> Iterator[Finding]:
+    """SUM/AVG in the SQL although neither Qu nor Qe asks for a total or an average."""
+    if not ev.spec.parsed:
+        return
+    text = f"{ev.question} {ev.enriched or ''}"
+    for func, asks in (("SUM", _ASKS_SUM), ("AVG", _ASKS_AVG)):
+        if func in ev.funcs and not asks.search(text):
+            yield Finding(
+                "aggregation_wrong", f"the SQL computes {func}() that nobody asked for", True
+            )
+
+
+_TRUNCATING_DIALECTS = {"sqlite", "postgres", "redshift", "tsql"}
+_FLOAT_HINT = re.compile(r"cast\(|real|float|double|decimal|numeric|\d\.\d|::", re.I)
+
+
+def integer_division(ev: Evidence) -> Iterator[Finding]:
+    """A ratio of integer aggregates in a dialect whose ``/`` truncates integers."""
+    spec = ev.spec
+    if spec.dialect not in _TRUNCATING_DIALECTS:
+        return
+    if any(
+        "/" in p and re.search(r"\b(count|sum)\(", p) and not _FLOAT_HINT.search(p)
+        for p in spec.projections
+    ):
+        yield Finding("logic_error", "integer aggregates divided in a dialect that truncates", True)
+
+
+# ---------------------------------------------------------------------------- enrichment, parse
+
+
+def enrichment_drift(ev: Evidence) -> Iterator[Finding]:
+    if ev.drift.status is EnrichmentStatus.MAJOR_DRIFT:
+        yield Finding("enrichment_drift", f"Qe drops {', '.join(ev.drift.dropped)}", False)
+
+
+def unparsed(ev: Evidence) -> Iterator[Finding]:
+    if not ev.spec.parsed:
+        reason = f"sqlglot could not parse the SQL: {ev.spec.parse_error}"
+        yield Finding("unparsed_sql", reason, False)
+
+
+CHECKS: tuple[Check, ...] = (
+    question_filters,
+    structure,
+    unrequested_predicates,
+    enrichment_aggregates,
+    unasked_aggregates,
+    integer_division,
+    enrichment_drift,
+    unparsed,
+)
