@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stef.cli.main import main
+from stef.cli import main
 from stef.errors import RulesError
 from stef.rules import AppRules, RulesWatcher, load_rules, rules_schema
 from tests.conftest import ROOT
