@@ -675,7 +675,9 @@ class RulesWatcher:
         scan = scan_rules(self.path)
         with self._lock:
             rules, kept = merge_scan(self._rules, scan)
-            self._rules = rules
+            if rules.version != self._rules.version:  # same content: keep the object callers hold
+                self._rules = rules
+            rules = self._rules
         problems = scan.problems
         if problems:
             log.error(

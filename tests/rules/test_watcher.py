@@ -1,0 +1,213 @@
+"""Hot reload: good files apply, a broken file keeps its app's last good rules, nothing raises."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+import stef.rules
+from stef.errors import RulesError
+from stef.rules import RulesScan, RulesWatcher
+
+_clock = itertools.count(1_700_000_000_000_000_000, 1_000_000_000)
+
+
+def write(path: Path, content: str | bytes) -> None:
+    """Write ``path`` with a fresh mtime, so the watcher sees a change even at equal size."""
+    if isinstance(content, str):
+        content = content.encode()
+    path.write_bytes(content)
+    stamp = next(_clock)
+    os.utime(path, ns=(stamp, stamp))
+
+
+@pytest.fixture
+def rules_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "rules"
+    d.mkdir()
+    write(d / "default.yaml", "limit_min: 100\n")
+    write(d / "sales.yaml", "dialect: snowflake\nlimit_min: 5000\n")
+    write(d / "support.yaml", "dialect: postgres\nsampling_rate: 0.5\n")
+    return d
+
+
+def watch(path: Path | None) -> tuple[RulesWatcher, list[str]]:
+    outcomes: list[str] = []
+    return RulesWatcher(path, on_reload=outcomes.append), outcomes
+
+
+def rejected(logs: list[dict[str, object]]) -> dict[str, object]:
+    (event,) = [e for e in logs if e["event"] == "rules_reload_rejected"]
+    assert event["log_level"] == "error"
+    return event
+
+
+def test_one_app_breaks_the_other_app_edit_applies(rules_dir: Path) -> None:
+    w, outcomes = watch(rules_dir)
+    before = w.rules
+    write(rules_dir / "sales.yaml", "dialect: snowflake\nlimit_min: [\n")
+    write(rules_dir / "support.yaml", "dialect: postgres\nsampling_rate: 0.25\n")
+    with capture_logs() as logs:
+        assert w.check() == "error"
+    after = w.rules
+    assert after.for_app("support").sampling_rate == 0.25  # the good edit applied
+    assert after.for_app("sales") is before.for_app("sales")  # the broken app kept its last good
+    assert after.for_app("sales").limit_min == 5000
+    assert after.known_apps == ["sales", "support"]
+    assert after.version != before.version
+    event = rejected(logs)
+    (problem,) = event["problems"]  # type: ignore[misc]
+    assert problem.startswith(f"{rules_dir / 'sales.yaml'}:3: not valid YAML")
+    assert event["kept_last_good"] == ["sales"]
+    assert event["rules_version"] == after.version
+    assert outcomes == ["error"]
+
+    # Fixed: the app takes its new rules; no change since: no reload.
+    write(rules_dir / "sales.yaml", "dialect: snowflake\nlimit_min: 6000\n")
+    assert w.check() == "success"
+    assert w.rules.for_app("sales").limit_min == 6000
+    assert w.rules.for_app("support").sampling_rate == 0.25
+    assert w.check() is None
+    assert outcomes == ["error", "success"]
+
+
+def test_broken_default_keeps_the_last_good_default(rules_dir: Path) -> None:
+    w, _ = watch(rules_dir)
+    write(rules_dir / "default.yaml", "limit_min: 0\n")
+    write(rules_dir / "sales.yaml", "dialect: snowflake\nlimit_min: 7000\n")
+    assert w.check() == "error"
+    assert w.rules.default.limit_min == 100
+    assert w.rules.for_app(None).limit_min == 100
+    assert w.rules.for_app("sales").limit_min == 7000
+
+
+def test_removed_file_removes_the_app(rules_dir: Path) -> None:
+    w, outcomes = watch(rules_dir)
+    (rules_dir / "support.yaml").unlink()
+    assert w.check() == "success"
+    assert w.rules.known_apps == ["sales"]
+    assert w.rules.for_app("support") is w.rules.default
+    (rules_dir / "default.yaml").unlink()
+    assert w.check() == "success"
+    assert w.rules.default.limit_min == 1000  # the built-in default
+    assert outcomes == ["success", "success"]
+
+
+def test_new_app_whose_first_file_is_broken_is_not_known(rules_dir: Path) -> None:
+    w, _ = watch(rules_dir)
+    version = w.rules.version
+    write(rules_dir / "billing.yaml", "limitt: 3\n")
+    with capture_logs() as logs:
+        assert w.check() == "error"
+    assert w.rules.known_apps == ["sales", "support"]
+    assert w.rules.version == version
+    event = rejected(logs)
+    assert event["problems"] == [f"{rules_dir / 'billing.yaml'}:1: [limitt] unknown key"]
+    assert event["kept_last_good"] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "breakage", "where"),
+    [
+        pytest.param("x.yaml", None, "x.yaml: is a directory", id="directory named x.yaml"),
+        pytest.param("sales.yaml", b"limit_min: 1\n\xff\n", "sales.yaml:2: not UTF-8", id="utf8"),
+        pytest.param(
+            "sales.yaml", b"notes: " + b"[" * 10_000, "sales.yaml:1: nested deeper", id="nesting"
+        ),
+        pytest.param(
+            "sales.yaml", b"limit_min: " + b"7" * 5000, "sales.yaml:1: integer of", id="bigint"
+        ),
+    ],
+)
+def test_unreadable_edits_keep_the_rules(
+    rules_dir: Path, name: str, breakage: bytes | None, where: str
+) -> None:
+    w, outcomes = watch(rules_dir)
+    before = w.rules
+    if breakage is None:
+        (rules_dir / name).mkdir()
+    else:
+        write(rules_dir / name, breakage)
+    with capture_logs() as logs:
+        assert w.check() == "error"
+    assert w.rules is before  # nothing changed for any app: the same rule set object
+    (problem,) = rejected(logs)["problems"]  # type: ignore[misc]
+    assert problem.startswith(f"{rules_dir}/{where}")
+    assert outcomes == ["error"]
+    assert w.check() is None  # reported once, not at every check
+
+
+def test_rules_directory_gone_keeps_everything(rules_dir: Path) -> None:
+    w, _ = watch(rules_dir)
+    before = w.rules
+    shutil.rmtree(rules_dir)
+    with capture_logs() as logs:
+        assert w.check() == "error"
+    assert w.rules is before
+    assert rejected(logs)["problems"] == [f"{rules_dir}: no such rules file or directory"]
+
+
+def test_single_file_broken_then_fixed(tmp_path: Path) -> None:
+    f = tmp_path / "rules.yaml"
+    write(f, "limit_min: 10\n")
+    w, outcomes = watch(f)
+    write(f, b"limit_min: \xc3\n")
+    assert w.check() == "error"
+    assert w.rules.for_app("any").limit_min == 10
+    write(f, "limit_min: 20\n")
+    assert w.check() == "success"
+    assert w.rules.for_app("any").limit_min == 20
+    assert w.rules.single_file
+    assert outcomes == ["error", "success"]
+
+
+def test_check_never_raises(rules_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, outcomes = watch(rules_dir)
+    before = w.rules
+
+    def failing_scan(path: object) -> RulesScan:
+        raise MemoryError("a bug, or the host")
+
+    monkeypatch.setattr(stef.rules, "scan_rules", failing_scan)
+    write(rules_dir / "sales.yaml", "limit_min: 1\n")
+    with capture_logs() as logs:
+        assert w.check() == "error"
+    assert w.rules is before
+    assert outcomes == ["error"]
+    assert [e["event"] for e in logs] == ["rules_reload_failed"]
+
+
+def test_failing_callback_does_not_escape(rules_dir: Path) -> None:
+    def on_reload(outcome: str) -> None:
+        raise RuntimeError(outcome)
+
+    w = RulesWatcher(rules_dir, on_reload=on_reload)
+    write(rules_dir / "sales.yaml", "limit_min: 1\n")
+    with capture_logs() as logs:
+        assert w.check() == "success"
+    assert w.rules.for_app("sales").limit_min == 1
+    # (rules_reloaded is at info level, which the CLI's logging set-up may filter out)
+    (failure,) = [e for e in logs if e["event"] == "rules_reload_callback_failed"]
+    assert failure["outcome"] == "success" and failure["log_level"] == "error"
+
+
+def test_bad_file_at_start_fails_loudly(rules_dir: Path) -> None:
+    (rules_dir / "x.yaml").mkdir()
+    write(rules_dir / "sales.yaml", b"notes: " + b"[" * 10_000)
+    with pytest.raises(RulesError) as info:
+        RulesWatcher(rules_dir)
+    assert [str(p) for p in info.value.problems] == [
+        f"{rules_dir / 'sales.yaml'}:1: nested deeper than 32",
+        f"{rules_dir / 'x.yaml'}: is a directory, not a rules file",
+    ]
+
+
+def test_no_path_never_reloads() -> None:
+    w, outcomes = watch(None)
+    assert w.check() is None
+    assert w.rules.default.limit_min == 1000 and outcomes == []
