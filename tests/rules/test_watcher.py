@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -41,7 +43,7 @@ def watch(path: Path | None) -> tuple[RulesWatcher, list[str]]:
     return RulesWatcher(path, on_reload=outcomes.append), outcomes
 
 
-def rejected(logs: list[dict[str, object]]) -> dict[str, object]:
+def rejected(logs: list[MutableMapping[str, Any]]) -> MutableMapping[str, Any]:
     (event,) = [e for e in logs if e["event"] == "rules_reload_rejected"]
     assert event["log_level"] == "error"
     return event
@@ -61,7 +63,7 @@ def test_one_app_breaks_the_other_app_edit_applies(rules_dir: Path) -> None:
     assert after.known_apps == ["sales", "support"]
     assert after.version != before.version
     event = rejected(logs)
-    (problem,) = event["problems"]  # type: ignore[misc]
+    (problem,) = event["problems"]
     assert problem.startswith(f"{rules_dir / 'sales.yaml'}:3: not valid YAML")
     assert event["kept_last_good"] == ["sales"]
     assert event["rules_version"] == after.version
@@ -136,7 +138,7 @@ def test_unreadable_edits_keep_the_rules(
     with capture_logs() as logs:
         assert w.check() == "error"
     assert w.rules is before  # nothing changed for any app: the same rule set object
-    (problem,) = rejected(logs)["problems"]  # type: ignore[misc]
+    (problem,) = rejected(logs)["problems"]
     assert problem.startswith(f"{rules_dir}/{where}")
     assert outcomes == ["error"]
     assert w.check() is None  # reported once, not at every check
