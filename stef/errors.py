@@ -113,4 +113,13 @@ class TemplateError(StefError):
 
 
 class SinkError(StefError):
-    """A sink failed to acknowledge a write (the offset is then not committed)."""
+    """A sink failed to acknowledge a write (the offset is then not committed).
+
+    Attributes:
+        rejected: the sink refused this one message (too large, say) but is otherwise working;
+            False for an outage (broker unreachable, disk full), which stops the service.
+    """
+
+    def __init__(self, message: str, *, rejected: bool = False) -> None:
+        super().__init__(message)
+        self.rejected = rejected

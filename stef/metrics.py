@@ -17,8 +17,9 @@ CONFIDENCE_BUCKETS = (0.5, 0.65, 0.85, 1.0)
 # LLM calls routinely take tens of seconds; the default buckets stop at 10 s.
 LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 
-# "poison": a record that made a stage raise; it went to the dead letters like invalid input.
-RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid", "poison")
+# "internal_error": a record that made a stage raise; it went to the dead letters like invalid
+# input (reason internal_error), and the command went on.
+RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid", "internal_error")
 
 
 class Metrics:
@@ -160,6 +161,9 @@ class Metrics:
 
     def observe_invalid(self, app: str | None = None) -> None:
         self.records.labels(app=self.app_label(app), outcome="invalid").inc()
+
+    def observe_internal_error(self, app: str | None = None) -> None:
+        self.records.labels(app=self.app_label(app), outcome="internal_error").inc()
 
     def observe_llm_call(
         self,

@@ -1,13 +1,27 @@
-"""Record -> result: the stages chained as plain typed calls (SPEC §2)."""
+"""The one record path: raw bytes and their position -> a result or a dead letter (SPEC §2, §3).
+
+Every command goes through :meth:`Pipeline.process`: ``stef run`` for each record of its source,
+``stef replay`` (the service on a file), ``stef judge`` for its one record and ``stef calibrate``
+for each labelled line. It decodes and validates, samples, judges (the stages chained as plain
+typed calls in :meth:`Pipeline.judge_record`) and serializes, inside one guard: whatever a record
+makes a stage raise becomes a dead letter with reason ``internal_error``, never a dead thread.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from stef.errors import JudgeError
+import structlog
+
+from stef.errors import InvalidInput, JudgeError
+from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
+from stef.metrics import Metrics
 from stef.models import (
     Components,
     InputRecord,
@@ -22,6 +36,35 @@ from stef.stages.complexity import complexity
 from stef.stages.normalize import normalize
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec
+from stef.stages.validate import FieldMapping, Limits, validate
+
+log = structlog.get_logger(__name__)
+
+# The short message of an unexpected exception kept in its dead letter and log line.
+_MAX_INTERNAL_MESSAGE = 300
+
+
+@dataclass(frozen=True)
+class Processed:
+    """What one record became: a result (``result`` set) or a dead letter (``reason`` set).
+
+    Attributes:
+        value: the bytes to write: the result JSON, or the dead-letter JSON.
+        key: the message key: the record id for a result, the source's key for a dead letter.
+        result: the result, when the record was judged (any outcome, ``judge_error`` included).
+        reason: the dead letter's reason (``not_json``, ``limits_exceeded``, ``internal_error``).
+        error: the dead letter's human-readable error.
+    """
+
+    value: bytes
+    key: bytes | None = None
+    result: Result | None = None
+    reason: str | None = None
+    error: str | None = None
+
+    @property
+    def is_result(self) -> bool:
+        return self.result is not None
 
 
 def sampled_in(record_id: str, rate: float) -> bool:
@@ -40,15 +83,90 @@ class Pipeline:
     Args:
         rules: the rules in force, or a callable returning them (hot reload).
         backend: the judge backend (LLM or heuristic).
+        mapping: where STEF's fields are in the agent's log record.
+        limits: size and shape limits beyond which a record is invalid input.
+        metrics: where outcomes are counted; None counts nothing.
+        dead_letter_max_bytes: the largest dead letter written (the payload is capped to fit).
     """
 
-    def __init__(self, rules: RuleSet | Callable[[], RuleSet], backend: Judge) -> None:
+    def __init__(
+        self,
+        rules: RuleSet | Callable[[], RuleSet],
+        backend: Judge,
+        *,
+        mapping: FieldMapping | None = None,
+        limits: Limits | None = None,
+        metrics: Metrics | None = None,
+        dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
+        self.mapping = mapping or FieldMapping()
+        self.limits = limits or Limits()
+        self.metrics = metrics
+        self.dead_letter_max_bytes = dead_letter_max_bytes
 
     @property
     def rules(self) -> RuleSet:
         return self._rules()
+
+    def process(
+        self, payload: bytes, position: dict[str, Any], key: bytes | None = None
+    ) -> Processed:
+        """One raw record -> its result or its dead letter. Never raises (but for interrupts).
+
+        Args:
+            payload: the record's bytes as they arrived.
+            position: where it came from (``{"topic", "partition", "offset"}`` or
+                ``{"file", "line"}``), kept in a dead letter as ``source``.
+            key: the source's message key, kept on a dead letter.
+        """
+        try:
+            try:
+                record = validate(payload, self.mapping, self.limits)
+            except InvalidInput as exc:
+                if self.metrics is not None:
+                    self.metrics.observe_invalid(self._app_of(payload))
+                return self._dead(exc.reason, exc.detail, position, payload, key)
+            result = self.judge_record(record)
+            value = result.to_json().encode("utf-8")
+            if self.metrics is not None:
+                self.metrics.observe_result(result)
+            return Processed(value=value, key=result.id.encode("utf-8"), result=result)
+        except Exception as exc:  # the one guard of the record path: no record stops a command
+            message = str(exc).replace("\n", " ")[:_MAX_INTERNAL_MESSAGE]
+            log.error(
+                "record_internal_error", error_type=type(exc).__name__, error=message, **position
+            )
+            if self.metrics is not None:
+                self.metrics.observe_internal_error(self._app_of(payload))
+            return self._dead(
+                "internal_error", f"{type(exc).__name__}: {message}", position, payload, key
+            )
+
+    def _dead(
+        self,
+        reason: str,
+        error: str,
+        position: dict[str, Any],
+        payload: bytes,
+        key: bytes | None,
+    ) -> Processed:
+        letter = dead_letter(reason, error, position, payload, max_bytes=self.dead_letter_max_bytes)
+        return Processed(value=letter, key=key, reason=reason, error=error)
+
+    def _app_of(self, payload: bytes) -> str | None:
+        """The app a bad record names, for the metric label only (bounded by the metrics)."""
+        if len(payload) > self.limits.max_record_bytes:
+            return None
+        try:
+            obj = json.loads(payload)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(obj, dict):
+            return None
+        app = obj.get(self.mapping.source_of("app"))
+        return app if isinstance(app, str) else None
 
     def judge_record(self, record: InputRecord) -> Result:
         """Judge one valid record. Judge failures become outcome ``judge_error``, never a score."""

@@ -53,6 +53,9 @@ class Settings(BaseModel):
         max_inflight: records fetched but not yet acknowledged; fetching pauses at this bound.
             Defaults to four times ``concurrency``.
         drain_timeout_s: on SIGTERM/SIGINT, how long in-flight work may take to finish.
+        record_timeout_s: the longest one record may take in a worker (LLM retries included);
+            a worker busy for longer fails ``/healthz``, and at the end of a file no record is
+            awaited for longer than this.
         commit_interval_s: how often acknowledged offsets are committed.
         metrics_host: interface of the metrics/health HTTP server.
         metrics_port: its port; 0 lets the system pick one (logged); None: no server.
@@ -61,6 +64,9 @@ class Settings(BaseModel):
         kafka_producer: extra ``KafkaProducer`` settings for Kafka sinks.
         field_mapping: STEF field -> path in the agent's log record (dotted for nesting).
         limits: record size limits beyond which a record is invalid input.
+        dead_letter_max_bytes: the largest dead letter written; a longer payload is cut to a
+            prefix (its length and sha256 kept). Keep it below the Kafka producer's
+            ``max_request_size`` (1 MiB by default).
         known_agents: agent label values (``agent@version``) for metrics; others are ``other``.
             None: the first ``max_agents`` seen.
         max_agents: bound on distinct agent labels when ``known_agents`` is None.
@@ -81,6 +87,7 @@ class Settings(BaseModel):
     concurrency: int = Field(8, ge=1, le=1024)
     max_inflight: int | None = Field(None, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
+    record_timeout_s: float = Field(600.0, gt=0)
     commit_interval_s: float = Field(0.5, gt=0)
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9464, ge=0, le=65535)
@@ -89,6 +96,7 @@ class Settings(BaseModel):
     kafka_producer: dict[str, Any] = Field(default_factory=dict)
     field_mapping: dict[str, str] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
+    dead_letter_max_bytes: int = Field(512 * 1024, ge=1024)
     known_agents: list[str] | None = None
     max_agents: int = Field(20, ge=1)
     llm_requests_per_s: float | None = Field(None, gt=0)
@@ -165,6 +173,8 @@ _ENV_KEYS = (
     "concurrency",
     "max_inflight",
     "drain_timeout_s",
+    "record_timeout_s",
+    "dead_letter_max_bytes",
     "commit_interval_s",
     "metrics_host",
     "metrics_port",
@@ -172,13 +182,14 @@ _ENV_KEYS = (
     "kafka_consumer",
     "kafka_producer",
     "field_mapping",
+    "limits",
     "known_agents",
     "max_agents",
     "llm_requests_per_s",
     "llm_tokens_per_min",
     "log_level",
 )
-_STRUCTURED = ("kafka_consumer", "kafka_producer", "field_mapping", "known_agents")
+_STRUCTURED = ("kafka_consumer", "kafka_producer", "field_mapping", "limits", "known_agents")
 
 
 def _env_value(key: str, text: str) -> Any:

@@ -20,7 +20,6 @@ from stef.calibrate.core import (
     balanced_accuracy,
     best_threshold,
     binomial,
-    cli_main,
     confusion,
     confusion_at,
     judge_all,
@@ -34,6 +33,7 @@ from stef.calibrate.core import (
     without_sampling,
 )
 from stef.calibrate.plot import histogram_png, shares
+from stef.cli import main
 from stef.errors import JudgeError
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
@@ -320,7 +320,7 @@ def test_cli_json_has_exactly_the_keys(
     for var in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     plot = tmp_path / "hist.png"
-    assert cli_main([str(_labels_file(tmp_path)), "--json", "--plot", str(plot)]) == 0
+    assert main(["calibrate", str(_labels_file(tmp_path)), "--json", "--plot", str(plot)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == KEYS
     assert out["n"] == 4 and out["judge_errors"] == 1  # the invalid record (question: 7)
@@ -333,7 +333,7 @@ def test_cli_table_names_the_positive_class_and_best_threshold(
 ) -> None:
     for var in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    assert cli_main([str(_labels_file(tmp_path)), "--pass-threshold", "60"]) == 0
+    assert main(["calibrate", str(_labels_file(tmp_path)), "--pass-threshold", "60"]) == 0
     text = capsys.readouterr().out
     assert "positive class: correct" in text
     assert "pass threshold: score >= 60" in text
@@ -344,8 +344,8 @@ def test_cli_table_names_the_positive_class_and_best_threshold(
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _labels_file(tmp_path)
-    assert cli_main([str(path), "--resamples", "100"]) == 2
-    assert cli_main([str(tmp_path / "missing.jsonl")]) == 1
+    assert main(["calibrate", str(path), "--resamples", "100"]) == 2
+    assert main(["calibrate", str(tmp_path / "missing.jsonl")]) == 1
     capsys.readouterr()
 
 
@@ -353,7 +353,7 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_dev_set_first_records(capsys: pytest.CaptureFixture[str]) -> None:
     dev = SHARED_DATA / "judge-dev.jsonl"
     rules = str(ROOT / "examples" / "rules-judge-dev")
-    assert cli_main([str(dev), "--rules", rules, "--limit", "60", "--json"]) == 0
+    assert main(["calibrate", str(dev), "--rules", rules, "--limit", "60", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 60
     c = out["confusion"]

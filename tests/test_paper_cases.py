@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stef.cli.main import main
+from stef.cli import main
 from tests.conftest import ROOT
 
 CASES_FILE = ROOT / "tests" / "fixtures" / "paper-cases.jsonl"

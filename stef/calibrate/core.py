@@ -16,12 +16,9 @@ specificity there instead.
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import math
 import random
-import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,11 +29,10 @@ from typing import Any
 import sqlglot
 from sqlglot.errors import SqlglotError
 
-from stef.errors import InvalidInput, RulesError, StefError
 from stef.models import Result
 from stef.pipeline import Pipeline
-from stef.rules import RuleSet, load_rules
-from stef.stages.validate import FIELDS, validate
+from stef.rules import RuleSet
+from stef.stages.validate import FIELDS
 
 POSITIVE = "correct"
 DEFAULT_THRESHOLD = 75.0
@@ -405,11 +401,9 @@ def judge_all(
                 or pipeline.rules.for_app(app if isinstance(app, str) else None).dialect
             )
             payload = {**payload, "sql": reformat_sql(payload["sql"], dialect)}
-        try:
-            record = validate(payload)
-        except InvalidInput:
-            return None  # no score: counted as a judge error
-        return pipeline.judge_record(record)
+        raw = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        # The one record path; a dead letter (invalid input) has no score: a judge error.
+        return pipeline.process(raw, {"file": "labels", "line": rec.line}).result
 
     results: list[Result | None] = []
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
@@ -525,110 +519,3 @@ def render(
         out += ["", f"by {dim.replace('_', ' ')}"]
         out.append(_table([_HEADER, *(_row(v, m) for v, m in groups.items())]))
     return "\n".join(out)
-
-
-# -------------------------------------------------------------------------------------- CLI
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="stef calibrate",
-        description="Agreement of the judge with human labels: Cohen's kappa with a bootstrap CI, "
-        "balanced accuracy, sensitivity and specificity (positive class: correct), per source, "
-        "app, complexity tier, error type and verdict.",
-    )
-    p.add_argument("file", type=Path, help="JSONL of input records with a boolean 'label'")
-    p.add_argument("--rules", help="rules file or directory (default: built-in defaults)")
-    p.add_argument(
-        "--pass-threshold",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help="predict correct when score >= this (default 75)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--plot", type=Path, help="write a PNG of score histograms here")
-    p.add_argument("--concurrency", type=int, default=8, help="records in flight (default 8)")
-    p.add_argument("--limit", type=int, help="judge only the first N records")
-    p.add_argument("--reformat", action="store_true", help="re-format every SQL with sqlglot first")
-    p.add_argument("--resamples", type=int, default=MIN_RESAMPLES, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
-    return p
-
-
-def cli_main(argv: list[str]) -> int:
-    """``stef calibrate ...``; returns the exit status."""
-    args = _parser().parse_args(argv)
-    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-        print("stef calibrate: --concurrency and --limit must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
-    if args.resamples < MIN_RESAMPLES:
-        print(f"stef calibrate: --resamples must be at least {MIN_RESAMPLES}", file=sys.stderr)
-        return EXIT_USAGE
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # one warning per odd statement
-    try:
-        records = read_labels(args.file, args.limit)
-        rules = without_sampling(load_rules(args.rules))
-    except (OSError, ValueError) as exc:
-        print(f"stef calibrate: {exc}", file=sys.stderr)
-        return EXIT_FAIL
-    except RulesError as exc:
-        for problem in exc.problems:
-            print(str(problem), file=sys.stderr)
-        return EXIT_FAIL
-    if not records:
-        print(f"stef calibrate: {args.file} has no labelled records", file=sys.stderr)
-        return EXIT_FAIL
-
-    from stef.cli.main import build_backend  # the CLI dispatches here; import late, no cycle
-
-    try:
-        backend = build_backend()
-    except StefError as exc:
-        print(f"stef calibrate: {exc}", file=sys.stderr)
-        return EXIT_FAIL
-    pipeline = Pipeline(rules, backend)
-    total = len(records)
-    show = sys.stderr.isatty() and not args.no_progress
-
-    def progress(done: int) -> None:
-        if show and (done == total or done % 25 == 0):
-            print(f"\rjudged {done}/{total}", end="\n" if done == total else "", file=sys.stderr)
-
-    items = judge_all(
-        pipeline,
-        records,
-        concurrency=args.concurrency,
-        reformat=args.reformat,
-        on_progress=progress,
-    )
-    rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
-    best = best_threshold(items, args.pass_threshold)
-    if args.plot:
-        from stef.calibrate.plot import histogram_png
-
-        args.plot.parent.mkdir(parents=True, exist_ok=True)
-        args.plot.write_bytes(
-            histogram_png(
-                [i.score for i in items if i.label and i.score is not None],
-                [i.score for i in items if not i.label and i.score is not None],
-                args.pass_threshold,
-                best=best.value if best else None,
-            )
-        )
-    if args.json:
-        print(json.dumps(rep, ensure_ascii=False))
-    else:
-        print(
-            render(
-                rep,
-                threshold=args.pass_threshold,
-                best=best,
-                backend=backend.info.backend,
-                resamples=args.resamples,
-                reformatted=args.reformat,
-            )
-        )
-        if args.plot:
-            print(f"\nplot: {args.plot}")
-    return EXIT_OK

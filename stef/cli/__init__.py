@@ -1,5 +1,47 @@
-"""Command line: one parser tree, a module per subcommand (SPEC §5)."""
+"""Command line: one parser tree, a module per subcommand (SPEC §5). Argument parsing and wiring
+only; every command that judges goes through the one record path (:mod:`stef.pipeline`).
 
-from stef.cli.main import main
+stef judge      one record from flags or stdin; prints the result JSON
+stef replay     a JSONL log through the service; results JSONL and a summary table
+stef summary    the summary table of a results JSONL file
+stef rules      check rules files (line-numbered errors) or print their JSON schema
+stef run        the service
+stef calibrate  agreement with human labels
 
-__all__ = ["main"]
+Exit statuses are defined once, in :mod:`stef.exits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stef import __version__
+from stef.cli import calibrate, judge, replay, rules, run, summary
+from stef.exits import Exit
+from stef.logs import LEVELS, configure_logging
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stef", description="Production judge for Text-to-SQL agents")
+    p.add_argument("--version", action="version", version=f"stef {__version__}")
+    p.add_argument(
+        "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for command in (judge, replay, summary, rules, run, calibrate):
+        command.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(args.log_level)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        return Exit.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -70,6 +70,10 @@ class Source(Protocol):
         """Commit what is acknowledged and release the connection."""
         ...
 
+    def unreachable(self) -> str | None:
+        """None while the source can be reached, else why not (``/readyz`` reports it)."""
+        ...
+
 
 class Sink(Protocol):
     """Where results or dead letters go. Thread-safe: workers write concurrently."""

@@ -1,29 +1,78 @@
-"""Dead letters (SPEC §3): the reason, the error, where the record came from, its original bytes."""
+"""Dead letters (SPEC §3): the reason, the error, where the record came from, its original bytes.
+
+A dead letter always fits its sink: the payload it keeps is capped (``max_bytes`` for the whole
+letter, safely below a Kafka producer's default ``max_request_size`` of 1 MiB), and a capped
+payload keeps its full length and sha256 beside a prefix, so the original can still be identified.
+"""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
+# Below kafka-python's default max_request_size (1,048,576 bytes) with room for key and headers.
+DEFAULT_MAX_BYTES = 512 * 1024
+MAX_ERROR_CHARS = 1000
 
-def dead_letter(reason: str, error: str, position: dict[str, Any], payload: bytes) -> bytes:
+
+def dead_letter(
+    reason: str,
+    error: str,
+    position: dict[str, Any],
+    payload: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> bytes:
     """The dead-letter JSON line of one record that cannot become a result.
 
     The payload is the original text when it is UTF-8, else base64 with
-    ``"payload_encoding": "base64"``, so the original bytes can always be recovered.
+    ``"payload_encoding": "base64"``, so the original bytes can be recovered. When the letter would
+    exceed ``max_bytes``, the payload is cut to a prefix (``"payload_truncated": true``) and the
+    letter carries ``payload_bytes`` and ``payload_sha256`` of the whole original.
     """
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[:MAX_ERROR_CHARS] + "…"
+    letter = _encode(_letter(reason, error, position, payload))
+    if len(letter) <= max_bytes:
+        return letter
+    keep = min(len(payload), max_bytes)
+    while True:
+        # JSON escaping can grow text up to 6x (control characters), base64 by 4/3: halve until
+        # the letter fits; the loop ends because an empty prefix always fits.
+        keep //= 2
+        capped = _letter(reason, error, position, payload[:keep])
+        capped["payload_truncated"] = True
+        capped["payload_bytes"] = len(payload)
+        capped["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+        letter = _encode(capped)
+        if len(letter) <= max_bytes or keep == 0:
+            return letter
+
+
+def _letter(reason: str, error: str, position: dict[str, Any], payload: bytes) -> dict[str, Any]:
     letter: dict[str, Any] = {"reason": reason, "error": error, "source": dict(position)}
     try:
         letter["payload"] = payload.decode("utf-8")
     except UnicodeDecodeError:
+        # A prefix may also cut a multi-byte character: base64 keeps the bytes exact either way.
         letter["payload"] = base64.b64encode(payload).decode("ascii")
         letter["payload_encoding"] = "base64"
-    return json.dumps(letter, ensure_ascii=False).encode("utf-8")
+    return letter
+
+
+def _encode(letter: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(letter, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # An error message quoting a lone surrogate: ASCII escapes keep the JSON valid.
+        return json.dumps(letter, ensure_ascii=True).encode("ascii")
 
 
 def original_payload(letter: dict[str, Any]) -> bytes:
-    """The original bytes of a dead letter (inverse of :func:`dead_letter`)."""
+    """The original bytes of a dead letter (inverse of :func:`dead_letter`; a prefix when
+    ``payload_truncated``)."""
     if letter.get("payload_encoding") == "base64":
         return base64.b64decode(letter["payload"])
     return str(letter["payload"]).encode("utf-8")

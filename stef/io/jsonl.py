@@ -8,6 +8,7 @@ A line is only handed out once its newline has arrived, so a half-written line i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
@@ -75,6 +76,10 @@ class FileSource:
                 continue
             time.sleep(min(self.poll_interval_s, max(0.0, deadline - time.monotonic())))
         return out
+
+    def unreachable(self) -> str | None:
+        """A file (or stdin) is always reachable; a followed file may simply not exist yet."""
+        return None
 
     def pause(self) -> None:
         """Nothing to do: a file is only read when polled."""
@@ -193,12 +198,24 @@ class JsonlSink:
     def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
         try:
             with self._lock:
-                self._stream.write(value + b"\n")
-                self._stream.flush()
+                self._write(value + b"\n")
         except (OSError, ValueError) as exc:
             on_ack(SinkError(f"cannot write to {self.path}: {exc}"))
             return
         on_ack(None)
+
+    def _write(self, line: bytes) -> None:
+        start = None if self._stream is sys.stdout.buffer else self._stream.tell()
+        try:
+            self._stream.write(line)
+            self._stream.flush()
+        except OSError:
+            # A full disk may have taken part of the line: cut it off, so the file stays JSONL
+            # and the line is written whole when the record is redelivered.
+            if start is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self._stream.truncate(start)
+            raise
 
     def flush(self, timeout_s: float) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ owner redelivers it: duplicates are possible, losses are not.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
@@ -20,7 +21,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # type: ignore[i
 from kafka.consumer.subscription_state import (  # type: ignore[import-untyped]
     ConsumerRebalanceListener,
 )
-from kafka.errors import KafkaError  # type: ignore[import-untyped]
+from kafka.errors import (  # type: ignore[import-untyped]
+    KafkaError,
+    MessageSizeTooLargeError,
+)
 from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
 from stef.errors import ConfigError, SinkError
@@ -59,8 +63,27 @@ class KafkaSource:
         self._trackers: dict[TopicPartition, OffsetTracker] = {}
         self._lock = threading.Lock()
         self._paused = False
+        self._reach: tuple[float, str | None] = (0.0, None)
 
     # ------------------------------------------------------------------------------ protocol
+
+    def unreachable(self) -> str | None:
+        """None when a TCP connection to one bootstrap server succeeds (checked at most every
+        2 s); the consumer's own connection state is not public in kafka-python."""
+        checked, answer = self._reach
+        if time.monotonic() - checked < 2.0:
+            return answer
+        answer = f"no bootstrap server of {','.join(self.bootstrap)} answers"
+        for server in self.bootstrap:
+            host, _, port = server.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), 1.0):
+                    answer = None
+                    break
+            except (OSError, ValueError):
+                continue
+        self._reach = (time.monotonic(), answer)
+        return answer
 
     def start(self) -> None:
         options: dict[str, Any] = {
@@ -232,6 +255,13 @@ class KafkaSource:
         return self._consumer
 
 
+def _rejects_one_message(exc: BaseException) -> bool:
+    """The broker refused this message (too large, invalid record), not the whole topic."""
+    return type(exc).__name__ in ("MessageSizeTooLargeError", "RecordTooLargeError") or (
+        "InvalidRecord" in type(exc).__name__
+    )
+
+
 def _done(tracker: OffsetTracker, offset: int) -> Any:
     return lambda: tracker.done(offset)
 
@@ -274,10 +304,15 @@ class KafkaSink:
         try:
             future = self._producer.send(self.topic, key=key, value=value)
         except KafkaError as exc:
-            on_ack(SinkError(f"cannot send to {self.topic}: {exc}"))
+            rejected = isinstance(exc, MessageSizeTooLargeError)
+            on_ack(SinkError(f"cannot send to {self.topic}: {exc}", rejected=rejected))
             return
         future.add_callback(lambda _meta: on_ack(None))
-        future.add_errback(lambda exc: on_ack(SinkError(f"{self.topic}: {exc}")))
+        future.add_errback(
+            lambda exc: on_ack(
+                SinkError(f"{self.topic}: {exc}", rejected=_rejects_one_message(exc))
+            )
+        )
 
     def flush(self, timeout_s: float) -> None:
         try:

@@ -57,6 +57,10 @@ class Judge(Protocol):
         """
         ...
 
+    def close(self) -> None:
+        """Release what the backend holds (HTTP connections, a cache file); idempotent."""
+        ...
+
 
 def judge(backend: Judge, request: JudgeRequest) -> JudgeReply:
     """Run one backend on one request (the stage function; kept for symmetry with other stages)."""

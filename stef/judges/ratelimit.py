@@ -92,3 +92,6 @@ class RateLimitedJudge:
         elif self._tokens is not None:
             self._tokens.debit(usage.prompt_tokens + usage.completion_tokens)
         return reply
+
+    def close(self) -> None:
+        self.backend.close()

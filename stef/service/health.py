@@ -1,5 +1,5 @@
-"""The service's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz`` (the loop is alive) and
-``/readyz`` (the source is connected and the rules are loaded)."""
+"""The service's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz`` (the loop and every worker
+are alive and moving) and ``/readyz`` (started, and the source is reachable)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,21 @@ class HealthState:
 
     Args:
         stall_after_s: ``/healthz`` fails when the loop has not turned for this long.
+
+    Attributes:
+        ready: set by the loop once the source is started.
+        failed: why the service failed for good (a sink outage), or None.
+        liveness: further checks for ``/healthz``; each returns None when fine, else why not
+            (a dead or stalled worker).
+        readiness: further checks for ``/readyz`` (the source is reachable).
     """
 
     def __init__(self, stall_after_s: float = 60.0) -> None:
         self.stall_after_s = stall_after_s
         self.ready = False
         self.failed: str | None = None
+        self.liveness: list[Callable[[], str | None]] = []
+        self.readiness: list[Callable[[], str | None]] = []
         self._beat = time.monotonic()
 
     def beat(self) -> None:
@@ -34,7 +43,25 @@ class HealthState:
         stalled = time.monotonic() - self._beat
         if stalled > self.stall_after_s:
             return False, f"run loop stalled for {stalled:.0f} s"
-        return True, "ok"
+        return _first_problem(self.liveness, "ok")
+
+    def is_ready(self) -> tuple[bool, str]:
+        if self.failed is not None:
+            return False, f"failed: {self.failed}"
+        if not self.ready:
+            return False, "not ready"
+        return _first_problem(self.readiness, "ready")
+
+
+def _first_problem(checks: list[Callable[[], str | None]], fine: str) -> tuple[bool, str]:
+    for check in checks:
+        try:
+            problem = check()
+        except Exception as exc:  # a probe that fails is an answer: not ok, and why
+            problem = f"check failed: {type(exc).__name__}: {exc}"
+        if problem is not None:
+            return False, problem
+    return True, fine
 
 
 class HealthServer:
@@ -75,9 +102,7 @@ def _handler(registry: CollectorRegistry, state: HealthState) -> type[BaseHTTPRe
     routes: dict[str, Callable[[], tuple[int, bytes, str]]] = {
         "/metrics": lambda: (200, generate_latest(registry), CONTENT_TYPE_LATEST),
         "/healthz": lambda: _probe(*state.healthy()),
-        "/readyz": lambda: _probe(
-            state.ready and state.failed is None, "ready" if state.ready else "not ready"
-        ),
+        "/readyz": lambda: _probe(*state.is_ready()),
     }
 
     class Handler(BaseHTTPRequestHandler):

@@ -1,102 +1,53 @@
-"""The run loop of ``stef run``: fetch, judge concurrently, write, acknowledge, commit, shut down.
+"""The run loop: fetch, judge concurrently, write, acknowledge, commit, shut down.
 
 Threads, not asyncio: kafka-python, the ``openai`` client and the pipeline are all blocking and
 thread-safe, and the judge's real work (LLM calls) is I/O. The main thread owns the source (a
 Kafka consumer is not thread-safe): it polls, hands records to ``concurrency`` worker threads,
-commits and reloads rules. Workers validate, judge and write; a sink's acknowledgement (a file
-flush, a broker ack) marks the record done, and only then may its offset be committed, in order
-per partition. In-flight work is bounded: at the bound the source is paused (Kafka partitions
-paused, the consumer still polled so it keeps its group membership).
+commits and reloads rules. Workers run the one record path (:meth:`Pipeline.process`, which turns
+anything a record makes a stage raise into a dead letter) and write; a sink's acknowledgement (a
+file flush, a broker ack) marks the record done, and only then may its offset be committed, in
+order per partition. In-flight work is bounded: at the bound the source is paused (Kafka
+partitions paused, the consumer still polled so it keeps its group membership).
 
-This is the one place that catches broadly: anything a stage raises on one record (a "poison"
-record) becomes a dead letter, and the loop goes on.
+Supervision: a worker that dies or stays on one record past ``record_timeout_s`` fails
+``/healthz``; a sink that refuses one message (too large) gets a minimal dead letter in its place,
+so no single record stops its partition; a sink outage stops the service with nothing committed
+past what was written. The signal handler only records the signal; the loop acts on it.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import contextlib
 import os
 import queue
 import signal
-import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.errors import ConfigError, InvalidInput, RulesError, StefError
-from stef.io import Envelope, Sink, Source
+from stef.errors import SinkError
+from stef.exits import Exit
+from stef.io import AckCallback, Envelope, Sink, Source
 from stef.io.deadletter import dead_letter
-from stef.io.jsonl import FileSource, JsonlSink
-from stef.io.urls import Endpoint
 from stef.judges.base import Judge
-from stef.judges.heuristic.judge import HeuristicJudge
-from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
-from stef.pipeline import Pipeline
+from stef.pipeline import Processed
 from stef.rules import RulesWatcher
 from stef.service.health import HealthServer, HealthState
-from stef.settings import Settings, load_settings
-from stef.stages.validate import validate
+from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
+from stef.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# The replacement of a refused message keeps only this much of the original payload.
+_MIN_LETTER_BYTES = 4096
 
-
-# ---------------------------------------------------------------------------------- wiring
-
-
-def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
-    """The judge backend: the LLM judge when an endpoint is configured, else the heuristic one;
-    behind the per-replica rate limits when any is set."""
-    backend: Judge
-    if settings.llm.configured:
-        from stef.judges.llm import build_llm_judge
-
-        backend = build_llm_judge(settings.llm, metrics)
-    else:
-        backend = HeuristicJudge()
-    if settings.llm_requests_per_s or settings.llm_tokens_per_min:
-        backend = RateLimitedJudge(
-            backend,
-            requests_per_s=settings.llm_requests_per_s,
-            tokens_per_min=settings.llm_tokens_per_min,
-        )
-    return backend
-
-
-def open_source(endpoint: Endpoint, settings: Settings) -> Source:
-    """The source of a parsed ``--source`` URL."""
-    if endpoint.kind == "kafka":
-        from stef.io.kafka import KafkaSource
-
-        return KafkaSource(
-            list(endpoint.bootstrap),
-            endpoint.topic or "",
-            endpoint.group or settings.group,
-            revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
-            consumer_options=settings.kafka_consumer,
-        )
-    path = endpoint.path if endpoint.kind == "file" else "-"
-    return FileSource(path or "-", follow=settings.follow)
-
-
-def open_sink(endpoint: Endpoint, settings: Settings) -> Sink:
-    """The sink of a parsed ``--results`` or ``--dead-letters`` URL."""
-    if endpoint.kind == "kafka":
-        from stef.io.kafka import KafkaSink
-
-        return KafkaSink(list(endpoint.bootstrap), endpoint.topic or "", settings.kafka_producer)
-    return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")
-
-
-# ----------------------------------------------------------------------------------- service
+# Called for every record once its result or dead letter is acknowledged (replay's summary).
+Observer = Callable[[Envelope, Processed], None]
 
 
 class Service:
@@ -104,9 +55,11 @@ class Service:
 
     Args:
         settings: validated settings.
-        backend: the judge backend; None builds it from the settings (:func:`build_backend`).
+        backend: the judge backend; None builds it from the settings (and the service closes it).
         registry: the metrics registry; None makes a fresh one.
-        source, results, dead_letters: pre-built I/O (tests); None opens the settings' URLs.
+        source, results, dead_letters: pre-built I/O (tests, ``stef replay``); None opens the
+            settings' URLs.
+        observer: called with each acknowledged record and what it became.
     """
 
     def __init__(
@@ -118,9 +71,11 @@ class Service:
         source: Source | None = None,
         results: Sink | None = None,
         dead_letters: Sink | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._resources = contextlib.ExitStack()
         # Fails loudly at start on a bad rules file; later bad edits keep the last good rules.
         self.watcher = RulesWatcher(settings.rules, on_reload=self._on_rules_reload)
         self.metrics = Metrics(
@@ -131,31 +86,30 @@ class Service:
         )
         for app in [None, *self.watcher.rules.known_apps]:
             self.metrics.prime_app(app)
-        self.pipeline = Pipeline(
-            lambda: self.watcher.rules,
-            backend if backend is not None else build_backend(settings, self.metrics),
-        )
-        self.source = (
-            source if source is not None else open_source(settings.source_endpoint, settings)
-        )
-        self.results = (
-            results if results is not None else open_sink(settings.results_endpoint, settings)
-        )
-        self.dead_letters = (
-            dead_letters
-            if dead_letters is not None
-            else open_sink(settings.dead_letters_endpoint, settings)
-        )
+        if backend is None:
+            backend = build_backend(settings, self.metrics)
+            self._resources.callback(backend.close)
+        self.pipeline = build_pipeline(settings, lambda: self.watcher.rules, backend, self.metrics)
+        self.source = source or open_source(settings.source_endpoint, settings)
+        self.results = results or open_sink(settings.results_endpoint, settings)
+        self.dead_letters = dead_letters or open_sink(settings.dead_letters_endpoint, settings)
+        self.observer = observer
         self.health = HealthState()
+        self.health.liveness.append(self._workers_problem)
+        self.health.readiness.append(self.source.unreachable)
         self.server: HealthServer | None = None
         self._stop = threading.Event()
         self._stop_at: float | None = None
+        self._signals: list[int] = []
         self._fatal: BaseException | None = None
         self._closing = False
         self._inflight = 0
+        self._last_ack = time.monotonic()
         self._cv = threading.Condition()
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
+        self._busy_since: dict[str, float] = {}
+        self._dead_workers: list[str] = []
         self._lag_labels: set[tuple[str, int]] = set()
         self.counts = {"received": 0, "results": 0, "dead_letters": 0}
 
@@ -168,6 +122,18 @@ class Service:
             self._stop.set()
             log.info("shutdown_requested", inflight=self._inflight)
 
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
+        (uncommitted work is redelivered). The handler only records the signal."""
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self._signals.append(signum)
+            if len(self._signals) > 1:
+                os._exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
     @property
     def inflight(self) -> int:
         return self._inflight
@@ -176,8 +142,13 @@ class Service:
         """Run until the source ends (a file without ``--follow``) or a stop is requested.
 
         Returns:
-            0 after a clean drain; 1 when a sink failed (uncommitted work is redelivered).
+            0 after a clean drain; 1 when a sink failed or records were left unfinished at the
+            end of a file (uncommitted work is redelivered).
         """
+        with self._resources:
+            return self._run()
+
+    def _run(self) -> int:
         s = self.settings
         if s.metrics_port is not None and self.server is None:
             self.server = HealthServer(self.registry, self.health, s.metrics_host, s.metrics_port)
@@ -186,21 +157,11 @@ class Service:
             t = threading.Thread(target=self._worker, name=f"stef-worker-{n}", daemon=True)
             t.start()
             self._workers.append(t)
+        drained = False
         try:
             self.source.start()
             self.health.ready = True
-            log.info(
-                "service_started",
-                source=str(s.source_endpoint),
-                results=str(s.results_endpoint),
-                dead_letters=str(s.dead_letters_endpoint),
-                backend=self.pipeline.backend.info.backend,
-                model=self.pipeline.backend.info.model,
-                rules_version=self.watcher.rules.version,
-                concurrency=s.concurrency,
-                max_inflight=s.inflight_bound,
-                metrics_port=self.server.port if self.server is not None else None,
-            )
+            self._log_start()
             self._loop()
             drained = self._drain()
         finally:
@@ -208,9 +169,26 @@ class Service:
             self._shutdown()
         if self._fatal is not None:
             log.error("service_failed", error=str(self._fatal))
-            return EXIT_FAIL
+            return Exit.FAILURE
         log.info("service_stopped", drained=drained, **self.counts)
-        return EXIT_OK
+        if not drained and self._stop_at is None:
+            return Exit.FAILURE  # the end of a file, with records that never finished
+        return Exit.OK
+
+    def _log_start(self) -> None:
+        s = self.settings
+        log.info(
+            "service_started",
+            source=str(s.source_endpoint),
+            results=str(s.results_endpoint),
+            dead_letters=str(s.dead_letters_endpoint),
+            backend=self.pipeline.backend.info.backend,
+            model=self.pipeline.backend.info.model,
+            rules_version=self.watcher.rules.version,
+            concurrency=s.concurrency,
+            max_inflight=s.inflight_bound,
+            metrics_port=self.server.port if self.server is not None else None,
+        )
 
     # ------------------------------------------------------------------------------- loop
 
@@ -221,6 +199,10 @@ class Service:
         next_commit = next_rules = time.monotonic()
         while not self._stop.is_set():
             self.health.beat()
+            if self._signals:
+                log.info("signal_received", signal=self._signals[0])
+                self.request_stop()
+                break
             now = time.monotonic()
             if now >= next_rules:
                 self.watcher.check()
@@ -258,21 +240,25 @@ class Service:
             self._work.put(envelope)
 
     def _drain(self) -> bool:
-        """Wait for in-flight work; bounded by the drain timeout once a stop was requested."""
+        """Wait for in-flight work: after a stop request, up to the drain timeout; at the end of
+        a file, as long as records keep finishing (none awaited past ``record_timeout_s``)."""
         while True:
             with self._cv:
                 if self._inflight == 0:
                     return True
+                now = time.monotonic()
                 if self._stop_at is not None:
-                    remaining = self._stop_at + self.settings.drain_timeout_s - time.monotonic()
-                    if remaining <= 0:
-                        log.warning("drain_timeout", abandoned=self._inflight)
-                        return False
-                    self._cv.wait(timeout=min(remaining, 0.5))
+                    remaining = self._stop_at + self.settings.drain_timeout_s - now
                 else:
-                    self._cv.wait(timeout=0.5)
+                    remaining = self._last_ack + self.settings.record_timeout_s - now
+                if remaining <= 0:
+                    log.warning("drain_timeout", abandoned=self._inflight)
+                    return False
+                self._cv.wait(timeout=min(remaining, 0.5))
             self.health.beat()
             self._commit()
+            if self._signals and self._stop_at is None:
+                self.request_stop()
 
     def _shutdown(self) -> None:
         # Work abandoned at the drain deadline may still finish and hit closed sinks: that is
@@ -281,7 +267,8 @@ class Service:
         for _ in self._workers:
             self._work.put(None)
         for sink in (self.results, self.dead_letters):
-            sink.flush(10.0)
+            with contextlib.suppress(Exception):
+                sink.flush(10.0)
         try:
             self.source.close()  # commits what is acknowledged
         except Exception as exc:  # shutdown goes on; uncommitted work is redelivered
@@ -314,67 +301,79 @@ class Service:
 
     # ---------------------------------------------------------------------------- workers
 
+    def _workers_problem(self) -> str | None:
+        """Why ``/healthz`` must fail because of a worker: dead, or stuck on one record."""
+        if self._dead_workers:
+            return f"worker died: {', '.join(self._dead_workers)}"
+        dead = [t.name for t in self._workers if not t.is_alive() and not self._closing]
+        if dead:
+            return f"worker not running: {', '.join(dead)}"
+        now = time.monotonic()
+        for name, since in list(self._busy_since.items()):
+            if now - since > self.settings.record_timeout_s:
+                return f"{name} stuck on one record for {now - since:.0f} s"
+        return None
+
     def _worker(self) -> None:
-        while True:
-            envelope = self._work.get()
-            if envelope is None:
-                return
-            self._handle(envelope)
+        name = threading.current_thread().name
+        try:
+            while True:
+                envelope = self._work.get()
+                if envelope is None:
+                    return
+                self._busy_since[name] = time.monotonic()
+                try:
+                    self._handle(envelope)
+                finally:
+                    self._busy_since.pop(name, None)
+        except BaseException as exc:  # the worker is gone: say so where probes and logs see it
+            self._dead_workers.append(name)
+            log.critical("worker_died", worker=name, error_type=type(exc).__name__, error=str(exc))
 
     def _handle(self, envelope: Envelope) -> None:
         started = time.perf_counter()
-        try:
-            record = validate(envelope.payload, self.settings.mapping, self.settings.limits)
-        except InvalidInput as exc:
-            self.metrics.observe_invalid(self._app_of(envelope.payload))
-            self._dead_letter(envelope, exc.reason, exc.detail)
-            return
-        except Exception as exc:  # a poison record must not kill the loop
-            self._poison(envelope, exc, None)
-            return
-        try:
-            result = self.pipeline.judge_record(record)
-        except Exception as exc:  # a poison record must not kill the loop
-            self._poison(envelope, exc, record.app)
-            return
-        self.metrics.observe_result(result)
-        log.info(
-            "record_judged",
-            id=result.id,
-            app=result.app,
-            outcome=result.outcome,
-            score=result.score,
-            tier=result.tier,
-            backend=result.judge.backend,
-            latency_ms=round((time.perf_counter() - started) * 1000, 3),
-            **envelope.position,
-        )
-        self._count("results")
-        self.results.send(
-            result.id.encode("utf-8"), result.to_json().encode("utf-8"), self._ack(envelope)
-        )
+        processed = self.pipeline.process(envelope.payload, envelope.position, envelope.key)
+        if processed.result is not None:
+            result = processed.result
+            log.info(
+                "record_judged",
+                id=result.id,
+                app=result.app,
+                outcome=result.outcome,
+                score=result.score,
+                tier=result.tier,
+                backend=result.judge.backend,
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                **envelope.position,
+            )
+            _send(self.results, processed, self._ack(envelope, processed))
+        else:
+            log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
+            _send(self.dead_letters, processed, self._ack(envelope, processed))
 
     def _count(self, name: str) -> None:
         with self._cv:
             self.counts[name] += 1
 
-    def _poison(self, envelope: Envelope, exc: Exception, app: str | None) -> None:
-        log.error(
-            "record_poison", error_type=type(exc).__name__, error=str(exc), **envelope.position
-        )
-        self.metrics.records.labels(app=self.metrics.app_label(app), outcome="poison").inc()
-        self._dead_letter(envelope, "poison", f"{type(exc).__name__}: {exc}")
+    def _ack(
+        self, envelope: Envelope, processed: Processed, *, fallback: bool = True
+    ) -> AckCallback:
+        called = threading.Event()
 
-    def _dead_letter(self, envelope: Envelope, reason: str, error: str) -> None:
-        log.warning("record_dead_lettered", reason=reason, **envelope.position)
-        self._count("dead_letters")
-        letter = dead_letter(reason, error, envelope.position, envelope.payload)
-        self.dead_letters.send(envelope.key, letter, self._ack(envelope))
-
-    def _ack(self, envelope: Envelope) -> Any:
         def on_ack(error: BaseException | None) -> None:
+            if called.is_set():
+                return  # a sink that both raised and called back: the record is settled once
+            called.set()
             if error is None:
                 envelope.on_done()
+                self._count("results" if processed.is_result else "dead_letters")
+                if self.observer is not None:
+                    self.observer(envelope, processed)
+            elif fallback and isinstance(error, SinkError) and error.rejected:
+                # The sink refuses this one message: a minimal dead letter takes its place, so
+                # the partition moves on. If that is refused too, the sink is really down.
+                self._replace_rejected(envelope, processed, error)
+                return
             elif self._closing:
                 log.warning("abandoned_record_not_written", error=str(error), **envelope.position)
             else:
@@ -386,123 +385,28 @@ class Service:
                 self.request_stop()
             with self._cv:
                 self._inflight -= 1
+                self._last_ack = time.monotonic()
                 self._cv.notify_all()
             self.metrics.inflight.dec()
 
         return on_ack
 
-    def _app_of(self, payload: bytes) -> str | None:
-        """The app of an invalid record, when it names one (for the metric label only)."""
-        try:
-            obj = json.loads(payload)
-        except (ValueError, RecursionError):
-            return None
-        if not isinstance(obj, dict):
-            return None
-        app = obj.get(self.settings.mapping.source_of("app"))
-        return app if isinstance(app, str) else None
+    def _replace_rejected(self, envelope: Envelope, processed: Processed, error: SinkError) -> None:
+        log.error("sink_rejected_record", error=str(error), **envelope.position)
+        letter = dead_letter(
+            "sink_rejected",
+            f"{error}; the {'result' if processed.is_result else 'dead letter'} was refused",
+            envelope.position,
+            envelope.payload,
+            max_bytes=_MIN_LETTER_BYTES,  # a prefix, the length and sha256 of the original
+        )
+        replacement = Processed(value=letter, key=envelope.key, reason="sink_rejected")
+        _send(self.dead_letters, replacement, self._ack(envelope, replacement, fallback=False))
 
 
-# --------------------------------------------------------------------------------------- CLI
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="stef run",
-        description="The STEF service: judge every logged request of a source, at least once.",
-        epilog="Precedence: defaults < --config file < STEF_* environment < flags. "
-        "LLM endpoint: STEF_LLM_* (none configured: the heuristic judge).",
-    )
-    p.add_argument("--config", help="YAML settings file (env STEF_CONFIG)")
-    p.add_argument(
-        "--source", help="kafka://HOST:PORT/TOPIC?group=GROUP, file:PATH or - (stdin; the default)"
-    )
-    p.add_argument(
-        "--follow",
-        action="store_true",
-        default=None,
-        help="keep reading a file: source as it grows; survives rotation",
-    )
-    p.add_argument("--results", help="kafka://HOST:PORT/TOPIC, file:PATH or - (stdout; default)")
-    p.add_argument(
-        "--dead-letters", help="same forms as --results (default file:dead_letters.jsonl)"
-    )
-    p.add_argument("--rules", help="rules file or directory (hot-reloaded)")
-    p.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
-    p.add_argument("--max-inflight", type=int, help="fetched, unacknowledged records (4x conc.)")
-    p.add_argument(
-        "--drain-timeout", type=float, help="seconds to finish in-flight work on SIGTERM (30)"
-    )
-    p.add_argument("--metrics-host", help="interface for /metrics, /healthz, /readyz (127.0.0.1)")
-    p.add_argument(
-        "--metrics-port", help="port for /metrics (default 9464; 0: any free port; off: none)"
-    )
-    p.add_argument("--group", help="consumer group when the source URL names none (stef)")
-    p.add_argument("--log-level", help="debug, info (default: one line per record), warning")
-    return p
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out = {
-        "source": args.source,
-        "follow": args.follow,
-        "results": args.results,
-        "dead_letters": args.dead_letters,
-        "rules": args.rules,
-        "concurrency": args.concurrency,
-        "max_inflight": args.max_inflight,
-        "drain_timeout_s": args.drain_timeout,
-        "metrics_host": args.metrics_host,
-        "metrics_port": args.metrics_port,
-        "group": args.group,
-        "log_level": args.log_level,
-    }
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _configure_logging(level: str) -> None:
-    # The CLI configured structlog already; the service logs at its own level (info by default).
-    from stef.cli.main import configure_logging
-
-    configure_logging(level)
-
-
-def cli_main(argv: list[str]) -> int:
-    """``stef run``: parse flags, load settings, run until the source ends or a signal stops it.
-
-    Exit status: 0 after a clean stop or the end of a file source; 1 when a sink failed; 2 for
-    invalid settings or rules. A second SIGTERM/SIGINT exits at once with 128 + the signal number
-    (uncommitted work is redelivered).
-    """
-    args = _parser().parse_args(argv)
+def _send(sink: Sink, processed: Processed, on_ack: AckCallback) -> None:
+    """Write through a sink that may raise instead of calling back: either way, one ack."""
     try:
-        settings = load_settings(args.config, _overrides(args))
-    except StefError as exc:
-        print(f"stef run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    _configure_logging(settings.log_level)
-    try:
-        service = Service(settings)
-    except RulesError as exc:
-        for problem in exc.problems:
-            print(str(problem), file=sys.stderr)
-        return EXIT_USAGE
-    except (StefError, OSError) as exc:
-        print(f"stef run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if service._stop.is_set():
-            log.warning("shutdown_forced", signal=signum, inflight=service.inflight)
-            sys.stdout.flush()
-            os._exit(128 + signum)
-        log.info("signal_received", signal=signum)
-        service.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        return service.run()
-    except ConfigError as exc:
-        print(f"stef run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        sink.send(processed.key, processed.value, on_ack)
+    except Exception as exc:  # a sink's own bug must not leave the record in flight for ever
+        on_ack(SinkError(f"{type(exc).__name__}: {exc}"))

@@ -112,7 +112,7 @@ class ServiceProcess:
         env.update(self.env)
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "stef.cli.main", "run", *self.args],
+            [sys.executable, "-m", "stef.cli", "run", *self.args],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,

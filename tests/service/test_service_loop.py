@@ -127,11 +127,11 @@ def test_poison_record_becomes_a_dead_letter_and_the_loop_goes_on(tmp_path: Path
     poisoned = {i for i in range(20) if valid_record(i)["question"] == poison}
     assert {r["id"] for r in results} == {f"r-{i:06d}" for i in range(20) if i not in poisoned}
     assert len(letters) == len(poisoned)
-    assert {letter["reason"] for letter in letters} == {"poison"}
+    assert {letter["reason"] for letter in letters} == {"internal_error"}
     assert "ZeroDivisionError" in letters[0]["error"]
     assert json.loads(letters[0]["payload"])["question"] == poison
     poison_count = registry.get_sample_value(
-        "stef_records_total", {"app": "unknown", "outcome": "poison"}
+        "stef_records_total", {"app": "unknown", "outcome": "internal_error"}
     )
     assert poison_count == len(poisoned)
 

@@ -1,0 +1,7 @@
+"""``python -m stef.cli``."""
+
+import sys
+
+from stef.cli import main
+
+sys.exit(main())

@@ -1,0 +1,64 @@
+"""What every subcommand shares: the common flags and the one way to read settings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stef.errors import RulesError, StefError
+from stef.exits import Exit
+from stef.logs import LEVELS
+from stef.settings import Settings, load_settings
+
+
+def add_common(p: argparse.ArgumentParser, *, rules_help: str = "rules file or directory") -> None:
+    """``--config``, ``--rules`` and ``--log-level``: the same on every command."""
+    p.add_argument("--config", help="YAML settings file (env STEF_CONFIG)")
+    p.add_argument("--rules", help=f"{rules_help} (env STEF_RULES)")
+    p.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        default=argparse.SUPPRESS,  # keeps a `stef --log-level X` given before the command
+        help="log level on stderr (env STEF_LOG_LEVEL)",
+    )
+
+
+def settings_of(
+    args: argparse.Namespace,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    cache: str | None = None,
+) -> Settings:
+    """The settings: defaults < ``--config`` file < ``STEF_*`` env < the command's flags.
+
+    Raises:
+        ConfigError: any setting is invalid.
+    """
+    flags = {"rules": args.rules, **(overrides or {})}
+    level = getattr(args, "log_level", None)
+    if level is not None:
+        flags["log_level"] = level
+    settings = load_settings(args.config, {k: v for k, v in flags.items() if v is not None})
+    if cache is not None:
+        llm = settings.llm.model_copy(update={"cache_path": Path(cache)})
+        settings = settings.model_copy(update={"llm": llm})
+    return settings
+
+
+def report_error(command: str, exc: BaseException) -> int:
+    """Print a failure in one line (a line per rules problem) and give its exit status."""
+    if isinstance(exc, RulesError):
+        for problem in exc.problems:
+            print(str(problem), file=sys.stderr)
+        return Exit.USAGE
+    if isinstance(exc, StefError):
+        print(f"{command}: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{command}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return Exit.FAILURE
+    raise exc

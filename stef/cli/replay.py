@@ -1,0 +1,182 @@
+"""``stef replay FILE``: the service on a file source, with a JSONL sink, a progress bar and a
+summary table per app and agent. Results are written in the order they finish."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+from stef.cli.common import add_common, report_error, settings_of
+from stef.errors import StefError
+from stef.exits import Exit
+from stef.io import Envelope, Sink
+from stef.io.discard import DiscardSink
+from stef.io.jsonl import FileSource, JsonlSink
+from stef.pipeline import Processed
+from stef.service.loop import Service
+from stef.summary import Summary
+
+# What --fail-on can name: result outcomes, dead letters, and the poor tier.
+GATES = ("judge_error", "invalid", "internal_error", "skipped_sampling", "poor")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = sub.add_parser(
+        "replay",
+        help="judge a JSONL agent log and print a summary",
+        description="Judge every line of a JSONL agent log through the service's record path. "
+        "Exit status: 0 done, 1 an output failed or a record never finished, 2 usage, "
+        "4 an outcome named by --fail-on occurred.",
+    )
+    r.add_argument("file", help="JSONL file, or - for stdin")
+    r.add_argument("--output", "-o", help="write results as JSONL here (replaced)")
+    r.add_argument("--dead-letters", help="write invalid lines as dead letters (JSONL) here")
+    r.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
+    r.add_argument("--cache", help="SQLite file caching LLM verdicts across runs (LLM only)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument(
+        "--fail-on",
+        default="",
+        help=f"comma-separated outcomes that make the exit status 4: {', '.join(GATES)}",
+    )
+    add_common(r)
+    r.set_defaults(func=run)
+
+
+class _Progress:
+    """A one-line progress bar on a terminal; silent otherwise. Messages clear it first."""
+
+    def __init__(self, total: int | None, enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.done = 0
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.enabled and (now - self._last > 0.1 or self.done == self.total):
+            self._last = now
+            rate = self.done / max(now - self.started, 1e-9)
+            if self.total:
+                filled = int(30 * self.done / self.total)
+                bar = "#" * filled + "." * (30 - filled)
+                sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {rate:.0f} rec/s")
+            else:
+                sys.stderr.write(f"\r{self.done} records {rate:.0f} rec/s")
+            sys.stderr.flush()
+
+    def message(self, text: str) -> None:
+        sys.stderr.write(("\r\033[K" if self.enabled else "") + text + "\n")
+        self._last = 0.0  # redraw the bar after the message
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+class _Tally:
+    """The observer of the replay: the summary, the progress bar, the --fail-on gate."""
+
+    def __init__(self, path: str, progress: _Progress, gates: set[str]) -> None:
+        self.path = path
+        self.summary = Summary()
+        self.progress = progress
+        self.gates = gates
+        self.tripped: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, envelope: Envelope, processed: Processed) -> None:
+        with self._lock:
+            result = processed.result
+            seen: set[str]
+            if result is not None:
+                self.summary.add(result)
+                seen = {result.outcome, result.tier or ""}
+            else:
+                self.summary.invalid += 1
+                seen = {"invalid", processed.reason or ""}
+                line = envelope.position.get("line")
+                self.progress.message(
+                    f"{self.path}:{line}: invalid input ({processed.reason}): {processed.error}"
+                )
+            self.tripped |= seen & self.gates
+            self.progress.step()
+
+
+def run(args: argparse.Namespace) -> int:
+    gates = {g.strip() for g in args.fail_on.split(",") if g.strip()}
+    if gates - set(GATES):
+        print(
+            f"stef replay: --fail-on takes {', '.join(GATES)}; not {sorted(gates - set(GATES))}",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
+    if args.file != "-" and not Path(args.file).is_file():
+        print(f"stef replay: {args.file}: no such file", file=sys.stderr)
+        return Exit.FAILURE
+    if args.concurrency is not None and args.concurrency < 1:
+        print("stef replay: --concurrency must be at least 1", file=sys.stderr)
+        return Exit.USAGE
+    try:
+        settings = settings_of(
+            args,
+            {"concurrency": args.concurrency, "metrics_port": "off", "follow": False},
+            cache=args.cache,
+        )
+        results = _sink(args.output)
+        dead = _sink(args.dead_letters)
+    except (StefError, OSError) as exc:
+        return report_error("stef replay", exc)
+    total = _count_lines(args.file) if _show_progress(args) else None
+    tally = _Tally(args.file, _Progress(total, _show_progress(args)), gates)
+    try:
+        service = Service(
+            settings,
+            source=FileSource(args.file),
+            results=results,
+            dead_letters=dead,
+            observer=tally,
+        )
+    except (StefError, OSError) as exc:
+        for sink in (results, dead):
+            sink.close()
+        return report_error("stef replay", exc)
+    service.install_signal_handlers()
+    try:
+        status = service.run()
+    except StefError as exc:
+        return report_error("stef replay", exc)
+    tally.progress.close()
+    print(tally.summary.table())
+    if status != Exit.OK:
+        print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
+        return status
+    if tally.tripped:
+        print(f"stef replay: --fail-on: {', '.join(sorted(tally.tripped))}", file=sys.stderr)
+        return Exit.GATE
+    return Exit.OK
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() and not args.no_progress
+
+
+def _sink(path: str | None) -> Sink:
+    if not path:
+        return DiscardSink()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"")  # a replay replaces its outputs
+    return JsonlSink(path)
+
+
+def _count_lines(path: str) -> int | None:
+    if path == "-":
+        return None
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())

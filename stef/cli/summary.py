@@ -1,0 +1,42 @@
+"""``stef summary``: the summary table of a results JSONL file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stef.exits import Exit
+from stef.models import Result
+from stef.summary import Summary
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("summary", help="summary table of a results JSONL file")
+    s.add_argument("file")
+    s.add_argument("--dead-letters", help="dead-letter JSONL, to count invalid input")
+    s.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = Summary()
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    summary.add(Result.model_validate_json(line))
+                except ValueError as exc:
+                    first = str(exc).splitlines()[0]
+                    print(f"{args.file}:{n}: not a result: {first}", file=sys.stderr)
+                    return Exit.FAILURE
+        summary.invalid_known = bool(args.dead_letters)
+        if args.dead_letters:
+            with open(args.dead_letters, encoding="utf-8") as f:
+                summary.invalid = sum(1 for line in f if line.strip())
+    except (OSError, UnicodeDecodeError) as exc:
+        where = getattr(exc, "filename", None) or args.file
+        print(f"stef summary: {where}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return Exit.FAILURE
+    print(summary.table())
+    return Exit.OK

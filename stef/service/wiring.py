@@ -1,0 +1,78 @@
+"""The one builder of what a command runs on, from the settings: the judge backend, the record path,
+sources and sinks. ``stef run``, ``replay``, ``judge`` and ``calibrate`` all build through here, so
+they read the same settings (config file, ``STEF_*``, flags) the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stef.io import Sink, Source
+from stef.io.discard import DiscardSink
+from stef.io.jsonl import FileSource, JsonlSink
+from stef.io.kafka import KafkaSink, KafkaSource
+from stef.io.urls import Endpoint
+from stef.judges.base import Judge
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.judges.llm import build_llm_judge
+from stef.judges.ratelimit import RateLimitedJudge
+from stef.metrics import Metrics
+from stef.pipeline import Pipeline
+from stef.rules import RuleSet
+from stef.settings import Settings
+
+
+def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
+    """The judge backend: the LLM judge when an endpoint is configured, else the heuristic one;
+    behind the per-replica rate limits when any is set."""
+    backend: Judge
+    if settings.llm.configured:
+        backend = build_llm_judge(settings.llm, metrics)
+    else:
+        backend = HeuristicJudge()
+    if settings.llm_requests_per_s or settings.llm_tokens_per_min:
+        backend = RateLimitedJudge(
+            backend,
+            requests_per_s=settings.llm_requests_per_s,
+            tokens_per_min=settings.llm_tokens_per_min,
+        )
+    return backend
+
+
+def build_pipeline(
+    settings: Settings,
+    rules: RuleSet | Callable[[], RuleSet],
+    backend: Judge,
+    metrics: Metrics | None = None,
+) -> Pipeline:
+    """The record path with the settings' field mapping, limits and dead-letter cap."""
+    return Pipeline(
+        rules,
+        backend,
+        mapping=settings.mapping,
+        limits=settings.limits,
+        metrics=metrics,
+        dead_letter_max_bytes=settings.dead_letter_max_bytes,
+    )
+
+
+def open_source(endpoint: Endpoint, settings: Settings) -> Source:
+    """The source of a parsed ``--source`` URL."""
+    if endpoint.kind == "kafka":
+        return KafkaSource(
+            list(endpoint.bootstrap),
+            endpoint.topic or "",
+            endpoint.group or settings.group,
+            revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
+            consumer_options=settings.kafka_consumer,
+        )
+    path = endpoint.path if endpoint.kind == "file" else "-"
+    return FileSource(path or "-", follow=settings.follow)
+
+
+def open_sink(endpoint: Endpoint | None, settings: Settings) -> Sink:
+    """The sink of a parsed ``--results`` or ``--dead-letters`` URL; None keeps nothing."""
+    if endpoint is None:
+        return DiscardSink()
+    if endpoint.kind == "kafka":
+        return KafkaSink(list(endpoint.bootstrap), endpoint.topic or "", settings.kafka_producer)
+    return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")

@@ -1,0 +1,256 @@
+"""No record, reply or file stops a command: the attack corpus through ``stef run`` (followed file
+and the real Kafka broker), ``stef replay`` and ``stef judge``. Records in = results + dead letters,
+every dead letter names its reason, the process keeps going (or exits with its documented code)."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from stef.cli import main
+from stef.exits import Exit
+from stef.io.deadletter import DEFAULT_MAX_BYTES
+from stef.io.jsonl import FileSource, JsonlSink
+from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.models import JudgeInfo
+from stef.service.loop import Service
+from stef.settings import load_settings
+from tests.attack_corpus import corpus
+from tests.brokers import Broker
+from tests.service.conftest import ROOT, ServiceProcess, kafka_config, read_jsonl
+
+REASONS = {
+    "not_utf8",
+    "not_json",
+    "not_object",
+    "missing_field",
+    "wrong_type",
+    "too_large",
+    "limits_exceeded",
+    "unknown_dialect",
+    "internal_error",
+}
+
+
+def _write_corpus(path: Path) -> list[tuple[str, bytes]]:
+    # One record per line: a payload holding a raw newline would be two lines of a log file.
+    entries = [(k, p) for k, p in corpus() if b"\n" not in p]
+    path.write_bytes(b"".join(p + b"\n" for _, p in entries))
+    return entries
+
+
+def _check_accounting(n: int, results: list[dict[str, Any]], letters: list[dict[str, Any]]) -> None:
+    assert len(results) + len(letters) == n
+    assert all(letter["reason"] in REASONS for letter in letters), {
+        letter["reason"] for letter in letters
+    }
+    assert all(letter["error"] for letter in letters)
+    assert {r["outcome"] for r in results} <= {"evaluated", "judge_error", "skipped_sampling"}
+
+
+def test_the_corpus_has_at_least_sixty_kinds() -> None:
+    assert len(corpus()) >= 60
+
+
+def test_replay_accounts_for_every_hostile_line(tmp_path: Path) -> None:
+    log = tmp_path / "attack.jsonl"
+    entries = _write_corpus(log)
+    out, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
+    argv = ["replay", str(log), "-o", str(out), "--dead-letters", str(dead)]
+    argv += ["--rules", str(ROOT / "rules"), "--no-progress"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "stef.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    _check_accounting(len(entries), read_jsonl(out), read_jsonl(dead))
+
+
+def test_replay_fail_on_gates_a_ci_job(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        json.dumps({"question": "How many orders?", "sql": "SELECT COUNT(*) FROM o"})
+        + "\nnot json\n"
+    )
+    assert main(["replay", str(log), "--no-progress"]) == Exit.OK
+    assert main(["replay", str(log), "--no-progress", "--fail-on", "invalid"]) == Exit.GATE
+    assert main(["replay", str(log), "--no-progress", "--fail-on", "judge_error"]) == Exit.OK
+    assert main(["replay", str(log), "--no-progress", "--fail-on", "bogus"]) == Exit.USAGE
+
+
+def test_replay_and_summary_of_a_missing_file_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(tmp_path / "missing.jsonl")]) == Exit.FAILURE
+    assert main(["summary", str(tmp_path / "missing.jsonl")]) == Exit.FAILURE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("missing.jsonl" in line for line in err)
+
+
+def test_replay_to_an_unwritable_output_fails_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"question": "q?", "sql": "SELECT 1"}) + "\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["replay", str(log), "-o", str(blocker / "out.jsonl")]) == Exit.FAILURE
+    assert "stef replay:" in capsys.readouterr().err
+
+
+def test_judge_never_raises_on_any_hostile_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    codes = {}
+    for kind, payload in corpus():
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload)))
+        codes[kind] = main(["judge", "--rules", str(ROOT / "rules")])
+    assert set(codes.values()) <= {Exit.OK, Exit.FAILURE, Exit.JUDGE_ERROR}, codes
+    assert codes["missing_sql"] == Exit.FAILURE
+
+
+def test_judge_rejects_an_unknown_dialect_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["judge", "-q", "How many?", "-s", "SELECT 1", "--dialect", "klingon"])
+    assert rc == Exit.USAGE
+    assert "klingon" in capsys.readouterr().err
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_run_on_a_followed_file_accounts_for_every_hostile_line(
+    tmp_path: Path, service_factory: Any
+) -> None:
+    log = tmp_path / "attack.jsonl"
+    entries = _write_corpus(log)
+    out, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
+    proc: ServiceProcess = service_factory(
+        "--source", f"file:{log}", "--follow", "--results", f"file:{out}",
+        "--dead-letters", f"file:{dead}", "--rules", str(ROOT / "rules"), "--concurrency", "1",
+    )  # fmt: skip
+    proc.wait_ready()
+    proc.wait_for(
+        lambda: len(read_jsonl(out)) + len(read_jsonl(dead)) >= len(entries),
+        timeout_s=240,
+        what="every line judged or dead-lettered",
+    )
+    assert proc.get("/healthz")[0] == 200
+    # Label values come from configuration only: no raw 10,000-character agent or app.
+    _, text = proc.get("/metrics")
+    labels = [
+        v
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        for v in s.labels.values()
+    ]
+    assert max(len(v) for v in labels) <= 64
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    _check_accounting(len(entries), read_jsonl(out), read_jsonl(dead))
+
+
+class _DyingJudge(HeuristicJudge):
+    """Kills the worker thread that calls it (an error no guard may swallow silently)."""
+
+    class Death(BaseException):
+        pass
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        raise self.Death("worker killed")
+
+    @property
+    def info(self) -> JudgeInfo:
+        return JudgeInfo(backend="heuristic")
+
+
+def test_a_dead_worker_fails_healthz_and_the_run(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"question": "How many?", "sql": "SELECT 1"}) + "\n")
+    settings = load_settings(
+        overrides={
+            "source": f"file:{log}",
+            "metrics_port": "0",
+            "concurrency": 1,
+            "record_timeout_s": 3,
+        },
+        env={},
+    )
+    service = Service(
+        settings,
+        backend=_DyingJudge(),
+        source=FileSource(str(log)),
+        results=JsonlSink(str(tmp_path / "r.jsonl")),
+        dead_letters=JsonlSink(str(tmp_path / "d.jsonl")),
+    )
+    seen: list[tuple[int, str]] = []
+
+    def probe() -> None:
+        while service.server is None:
+            threading.Event().wait(0.05)
+        port = service.server.port
+        for _ in range(100):
+            status, body = _get(port, "/healthz")
+            if status != 200:
+                seen.append((status, body))
+                return
+            threading.Event().wait(0.05)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    assert service.run() == Exit.FAILURE  # a record never finished at the end of the file
+    prober.join(10)
+    assert seen and seen[0][0] == 503 and "worker died" in seen[0][1]
+
+
+@pytest.mark.integration
+def test_kafka_hostile_messages_never_stop_the_partition(
+    kafka_broker: Broker, service_factory: Any
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    source = kafka_broker.create_topic(f"in-{tag}", 1)
+    results = kafka_broker.create_topic(f"results-{tag}", 1)
+    dead = kafka_broker.create_topic(f"dead-{tag}", 1)
+    payloads = [p for _, p in corpus()]
+    payloads.append(bytes(range(256)) * 3200)  # 800 KB of binary: its dead letter is capped
+    payloads.append(json.dumps({"id": "last", "question": "How many?", "sql": "SELECT 1"}).encode())
+    kafka_broker.produce(source, payloads)
+    proc: ServiceProcess = service_factory(
+        "--source", kafka_broker.url(source, f"g-{tag}"), "--results", kafka_broker.url(results),
+        "--dead-letters", kafka_broker.url(dead), "--rules", str(ROOT / "rules"),
+        config=kafka_config(kafka_consumer={"session_timeout_ms": 3000,
+                                            "heartbeat_interval_ms": 500,
+                                            "auto_offset_reset": "earliest"}),
+    )  # fmt: skip
+    proc.wait_ready()
+    res = kafka_broker.consume_all(results, expect=1, timeout_s=5)
+    letters = kafka_broker.consume_all(dead, expect=len(payloads) - len(res), timeout_s=240)
+    res = kafka_broker.consume_all(results, expect=len(payloads) - len(letters), timeout_s=60)
+    assert proc.alive()
+    assert proc.get("/healthz")[0] == 200
+    assert len(res) + len(letters) >= len(payloads)  # at least once: duplicates, never losses
+    assert "last" in {m.key.decode() for m in res}
+    decoded = [json.loads(m.value) for m in letters]
+    assert all(len(m.value) <= DEFAULT_MAX_BYTES for m in letters)
+    capped = [d for d in decoded if d.get("payload_truncated")]
+    assert capped and capped[0]["payload_bytes"] == 256 * 3200 and capped[0]["payload_sha256"]
+    assert {d["reason"] for d in decoded} <= REASONS
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
