@@ -1,0 +1,87 @@
+"""``stef run`` keeps judging through rules edits it cannot read; other apps' edits still apply.
+
+These edits used to raise past the reload (IsADirectoryError, RecursionError, ValueError) and
+stop the service with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.service.conftest import ServiceProcess, read_jsonl, valid_record
+
+pytestmark = pytest.mark.integration
+
+
+def _append(path: Path, *records: dict[str, object]) -> None:
+    with path.open("ab") as f:
+        for rec in records:
+            f.write(json.dumps(rec).encode() + b"\n")
+
+
+def test_unreadable_edits_keep_the_service_and_the_app_rules(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "default.yaml").write_text("limit_min: 100\n")
+    (rules / "sales.yaml").write_text("dialect: snowflake\nsampling_rate: 1.0\n")
+    (rules / "support.yaml").write_text("dialect: postgres\nsampling_rate: 1.0\n")
+    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
+    log.touch()
+    proc = service_factory(
+        "--source",
+        f"file:{log}",
+        "--follow",
+        "--results",
+        f"file:{results}",
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
+        "--rules",
+        str(rules),
+        config={"rules_check_interval_s": 0.2},
+    )
+    proc.wait_ready()
+
+    def outcomes(first: int, last: int) -> dict[str, str]:
+        by_id = {r["id"]: r for r in read_jsonl(results)}
+        ids = [f"r-{i:06d}" for i in range(first, last)]
+        if not all(i in by_id for i in ids):
+            return {}
+        return {by_id[i]["app"]: by_id[i]["outcome"] for i in ids}
+
+    _append(log, valid_record(0, app="sales"), valid_record(1, app="support"))
+    proc.wait_for(lambda: bool(outcomes(0, 2)), timeout_s=30, what="the first records")
+    assert outcomes(0, 2) == {"sales": "evaluated", "support": "evaluated"}
+
+    # support stops sampling; sales becomes 10,000 nested lists; a directory appears as x.yaml.
+    (rules / "support.yaml").write_text("dialect: postgres\nsampling_rate: 0.0\n")
+    (rules / "sales.yaml").write_bytes(b"dialect: snowflake\nnotes: " + b"[" * 10_000)
+    (rules / "x.yaml").mkdir()
+
+    def rejected_all() -> bool:
+        return any(
+            len(e["problems"]) == 2 and "x.yaml" in e["problems"][1]
+            for e in proc.events("rules_reload_rejected")
+        )
+
+    proc.wait_for(rejected_all, timeout_s=30, what="the reload that sees every edit")
+    assert proc.total("stef_rules_reload_total", outcome="error") >= 1
+    _append(log, valid_record(2, app="sales"), valid_record(3, app="support"))
+    proc.wait_for(lambda: bool(outcomes(2, 4)), timeout_s=30, what="records after the edits")
+    # sales keeps its last good rules (sampled in); support's edit applied (sampled out).
+    assert outcomes(2, 4) == {"sales": "evaluated", "support": "skipped_sampling"}
+    last = proc.events("rules_reload_rejected")[-1]
+    assert last["problems"] == [
+        f"{rules / 'sales.yaml'}:2: nested deeper than 32",
+        f"{rules / 'x.yaml'}: is a directory, not a rules file",
+    ]
+    assert last["kept_last_good"] == ["sales"]
+    assert proc.alive()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
