@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup services run test lint bench clean
+.PHONY: setup services run test lint wheel-check bench clean
 
 setup: $(STAMP)
 
@@ -22,13 +22,19 @@ run: setup
 
 lint: setup
 	$(BIN)/ruff check stef tests scripts bench
+	$(BIN)/ruff format --check stef tests scripts bench
 	$(BIN)/mypy
+
+# The wheel installs into a fresh virtualenv and judges with the LLM backend (templates inside).
+wheel-check: setup
+	bash scripts/check-wheel.sh $(PY)
 
 test: services lint
 	bash scripts/run-tests.sh
+	bash scripts/check-wheel.sh $(PY)
 
 bench: services
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

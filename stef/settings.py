@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from stef.errors import ConfigError
 from stef.io.urls import Endpoint, parse_endpoint
 from stef.judges.llm.config import LlmConfig
-from stef.stages.validate import FieldMapping, Limits
+from stef.stages.validate import FIELDS, FieldMapping, Limits
 
 
 class Settings(BaseModel):
@@ -120,8 +120,6 @@ class Settings(BaseModel):
     @classmethod
     def _mapping(cls, value: dict[str, str]) -> dict[str, str]:
         FieldMapping(fields=value)
-        from stef.stages.validate import FIELDS
-
         unknown = set(value) - set(FIELDS)
         if unknown:
             raise ValueError(f"unknown STEF field(s) {sorted(unknown)}; known: {list(FIELDS)}")
