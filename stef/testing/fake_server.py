@@ -15,6 +15,8 @@ request it receives, and answers each one from a script, then from a default::
             Reply({"verdict": "Correct"}),        # JSON that violates the reply schema
             Reply(my_dict, prompt_tokens=900),    # a valid reply with set usage
             Raw(200, b"{oops"),                   # an HTTP body that is not JSON at all
+            Reply(refusal="I cannot help"),       # content null, message.refusal set
+            Raw(200, completion_body([])),        # a chat completion with empty choices
         )
         ...                                       # point the judge at server.base_url
         server.requests                           # [Received(...)], in arrival order
@@ -42,9 +44,11 @@ down open connections and joins every handler thread.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
+import signal
 import socket
 import threading
 import time
@@ -61,12 +65,16 @@ from stef.prompts import data_blocks
 
 @dataclass(frozen=True)
 class Reply:
-    """A 200 chat completion. ``content``: text as is, a dict as JSON, None for the default."""
+    """A 200 chat completion. ``content``: text as is, a dict as JSON, None for the default.
+
+    With ``refusal`` set, the message is a refusal: content null, ``refusal`` that text.
+    """
 
     content: str | dict[str, Any] | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str = "stop"
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,26 @@ class Received:
     def response_format_type(self) -> str | None:
         rf = self.body.get("response_format")
         return rf.get("type") if isinstance(rf, dict) else None
+
+
+def completion_body(choices: Any, *, without: tuple[str, ...] = (), **fields: Any) -> bytes:
+    """A chat-completion body for :class:`Raw`, with ``choices`` sent verbatim (any JSON value).
+
+    ``fields`` add or replace top-level keys; ``without`` drops keys (``("choices",)`` for a body
+    with no choices at all).
+    """
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fake-raw",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "fake-model",
+        "choices": choices,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 0, "total_tokens": 10},
+    }
+    body.update(fields)
+    for key in without:
+        body.pop(key, None)
+    return json.dumps(body).encode()
 
 
 # -------------------------------------------------------------------------------- default reply
@@ -407,9 +435,20 @@ class FakeLlmServer:
         return self.default(received)
 
     def _completion(self, step: Reply, received: Received) -> dict[str, Any]:
-        reply = step if step.content is not None else self._default_reply(received)
+        reply = (
+            step
+            if step.content is not None or step.refusal is not None
+            else self._default_reply(received)
+        )
         content = reply.content
-        text = content if isinstance(content, str) else json.dumps(content)
+        text: str | None
+        if reply.refusal is not None:
+            text = None
+        else:
+            text = content if isinstance(content, str) else json.dumps(content)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if reply.refusal is not None:
+            message["refusal"] = reply.refusal
         prompt_text = "".join(str(m.get("content", "")) for m in received.messages)
         prompt_tokens = (
             reply.prompt_tokens if reply.prompt_tokens is not None else estimate_tokens(prompt_text)
@@ -417,7 +456,7 @@ class FakeLlmServer:
         completion_tokens = (
             reply.completion_tokens
             if reply.completion_tokens is not None
-            else estimate_tokens(text)
+            else estimate_tokens(text if text is not None else reply.refusal or "")
         )
         with self._lock:
             self._seq += 1
@@ -430,7 +469,7 @@ class FakeLlmServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
+                    "message": message,
                     "finish_reason": reply.finish_reason,
                     "logprobs": None,
                 }
@@ -451,9 +490,6 @@ class FakeLlmServer:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until SIGINT or SIGTERM; print the base URL first."""
-    import argparse
-    import signal
-
     parser = argparse.ArgumentParser(prog="python -m stef.testing.fake_server")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-s", type=float, default=0.0)
@@ -479,6 +515,7 @@ __all__ = [
     "Received",
     "Reply",
     "Step",
+    "completion_body",
     "estimate_tokens",
     "judge_like",
 ]

@@ -12,15 +12,28 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from stef.judges.base import JudgeRequest
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
 from stef.metrics import Metrics
 from stef.models import InputRecord
 from stef.pipeline import Pipeline
-from stef.rules import RuleSet, load_rules
+from stef.rules import AppRules, RuleSet, load_rules
+from stef.stages.normalize import normalize
+from stef.stages.sqlspec import sqlspec
+from stef.stages.validate import validate
 from stef.testing.fake_server import FakeLlmServer
 
 API_KEY = "sk-test-5f1c2a9e-not-a-real-key"
+
+# The typical record as it arrives on the wire, for ``validate`` and the pipeline.
+RECORD: dict[str, Any] = {
+    "id": "shape-1",
+    "app": "sales",
+    "question": "What was the total spend in the APAC region for 2023?",
+    "enriched_question": "Sum of spend where region is APAC and year is 2023",
+    "sql": "SELECT SUM(spend) AS total_spend FROM sales WHERE region = 'APAC' AND year = 2023",
+}
 
 
 @pytest.fixture
@@ -111,3 +124,19 @@ def pipeline_for(rules: RuleSet) -> Callable[[LlmJudge], Pipeline]:
         return Pipeline(rules, judge)
 
     return make
+
+
+def request_for(record: dict[str, Any]) -> JudgeRequest:
+    """The judge request of a raw record under default app rules (what the pipeline builds)."""
+    rec = validate(record)
+    rules = AppRules()
+    spec = sqlspec(rec.sql, None)
+    norm = normalize(rec, spec, rules)
+    return JudgeRequest(
+        record=rec,
+        sql_spec=spec,
+        normalizations=norm.normalizations,
+        notes=norm.notes,
+        flags=norm.flags,
+        rules=rules,
+    )

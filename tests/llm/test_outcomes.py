@@ -385,10 +385,13 @@ def test_reply_error_keeps_the_raw_text(server: FakeLlmServer, judge: LlmJudge) 
 def test_http_body_that_is_not_json_is_a_transport_error(
     server: FakeLlmServer, judge: LlmJudge, pipeline_for: PipelineFor
 ) -> None:
-    server.script(Raw(200, b"<html>gateway</html>", content_type="text/html"))
+    # A gateway's error page is retried like a 5xx (max_retries=3: four calls), then given up.
+    server.script(*[Raw(200, b"<html>gateway</html>", content_type="text/html")] * 4)
     result = pipeline_for(judge).judge_record(make_record())
     assert result.outcome == "judge_error"
     assert result.score is None
+    assert result.error is not None and result.error.startswith("bad_response:")
+    assert result.usage.attempts == 4
 
 
 def test_code_fenced_json_object_is_accepted(

@@ -4,21 +4,27 @@ bounded retries and the ``json_schema`` -> ``json_object`` fallback.
 The ``openai`` client's own retries are off (``max_retries=0``): retries here are counted, bounded
 by count and by total time, logged and measured, and they honour ``Retry-After`` as a lower bound.
 Errors of the ``openai`` package are translated into :class:`~stef.errors.LlmTransportError` where
-they enter our code.
+they enter our code. The body of a 200 is read raw and validated here against a lenient model of
+the chat-completion envelope, so a body that is not one (HTML from a gateway, a JSON array, no
+``choices``) is a retried ``bad_response``, never an exception of another kind. Any text of the
+endpoint goes through :func:`redact` before it reaches an exception or a log.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import random
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 import structlog
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stef.errors import ConfigError, LlmTransportError
 from stef.judges.llm.config import LlmConfig
@@ -35,13 +41,63 @@ _REJECT_HINTS = ("response_format", "json_schema", "schema", "grammar", "guided"
 
 Messages = list[dict[str, str]]
 
+# Endpoint text in an exception or a log is cut to this many characters, after redaction.
+DETAIL_LIMIT = 300
+# Redaction scans at most this much of a body (a gateway may answer megabytes of HTML).
+_SCAN_LIMIT = 20_000
+_REDACTED = "[REDACTED]"
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_TYPES[type(None)] = "null"
+# Credentials an endpoint may echo back: header values (JSON-quoted or not), bearer tokens,
+# OpenAI-style keys, key query parameters. Over-redacting an error message costs nothing.
+_SECRET_PATTERNS = (
+    # A known scheme and its one token; any other value up to the end of the header value.
+    re.compile(
+        r"""((?:proxy-)?authorization["']?\s*[:=]\s*["']?)"""
+        r"""(?:(?:bearer|basic|token|digest|negotiate|apikey|key)\s+[^\s"',;}]+|[^"'\r\n,;}]+)""",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"""((?:x-)?(?:api|access|secret)[-_]?key["']?\s*[:=]\s*["']?)[^\s"',;&}]+""",
+        re.IGNORECASE,
+    ),
+    re.compile(r"""([?&](?:api[-_]?)?key=)[^\s"'&#]+""", re.IGNORECASE),
+    re.compile(r"(\bBearer\s+)[^\s\"',;}]+", re.IGNORECASE),
+    re.compile(r"()\bsk-[A-Za-z0-9_\-]{6,}"),
+)
+
+
+def redact(text: object, secrets: Iterable[str] = (), *, limit: int | None = DETAIL_LIMIT) -> str:
+    """Endpoint text made safe for an exception detail or a log line.
+
+    Removes every value in ``secrets`` (the configured API key) wherever it appears, then
+    ``Authorization`` / ``api-key`` / ``x-api-key`` values, bearer tokens and ``sk-...`` keys;
+    folds whitespace runs (HTML bodies) to one space; cuts the result to ``limit`` characters.
+
+    Args:
+        text: anything; ``str()`` of it is redacted.
+        secrets: literal values to remove (empty ones are ignored).
+        limit: maximum length of the result (None: no cap).
+    """
+    out = str(text)[:_SCAN_LIMIT]
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        out = out.replace(secret, _REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        out = pattern.sub(lambda m: m.group(1) + _REDACTED, out)
+    out = " ".join(out.split())
+    if limit is not None and len(out) > limit:
+        out = out[: max(0, limit - 1)] + "\u2026"
+    return out
+
 
 @dataclass(frozen=True)
 class Completion:
     """The text of one successful call and what the calls behind it cost.
 
     Attributes:
-        text: the message content (None when the model sent none, e.g. a refusal).
+        text: the message content (None when the model sent none: no choice, a null message,
+            null content, a refusal).
+        refusal: the model's refusal, redacted and capped, when it sent one.
         finish_reason: as the server reported it.
         mode: the response_format mode that produced it.
         prompt_tokens, completion_tokens: summed over every call that got a reply.
@@ -49,11 +105,47 @@ class Completion:
     """
 
     text: str | None
+    refusal: str | None
     finish_reason: str | None
     mode: str
     prompt_tokens: int
     completion_tokens: int
     attempts: int
+
+
+class _Lenient(BaseModel):
+    # Only the fields read here are modelled; servers differ in everything else.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class _Message(_Lenient):
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _Choice(_Lenient):
+    message: _Message | None = None
+    finish_reason: str | None = None
+
+
+class _Usage(_Lenient):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Envelope(_Lenient):
+    """The parts of a chat-completion body the judge reads."""
+
+    choices: list[_Choice]
+    usage: _Usage | None = None
+
+
+class _BadBody(Exception):
+    """A 200 whose body is not a chat completion; ``detail`` is already redacted."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
 
 
 def retry_after_s(headers: Any) -> float | None:
@@ -106,6 +198,7 @@ class ChatClient:
             timeout=config.timeout_s,
             max_retries=0,
         )
+        self._secrets: tuple[str, ...] = (key,) if key else ()
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._lock = threading.Lock()
         # The structured-output mode this endpoint accepts; "auto" until the first answer.
@@ -122,7 +215,13 @@ class ChatClient:
         return "json_schema" if mode == "auto" else mode
 
     def close(self) -> None:
+        """Close the connection pool. Idempotent."""
         self._client.close()
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values :func:`redact` removes from endpoint text: the configured API key."""
+        return self._secrets
 
     def complete(self, build: Callable[[str], Messages]) -> Completion:
         """One chat completion.
@@ -131,8 +230,14 @@ class ChatClient:
             build: the messages for a response_format mode (the ``json_object`` mode puts the
                 schema in the prompt).
 
+        Returns:
+            The completion; its ``text`` is None when the model sent no content (no choice, a
+            null message, a refusal): judging that is the caller's business.
+
         Raises:
-            LlmTransportError: every attempt failed, or the endpoint refused the request.
+            LlmTransportError: every attempt failed (``timeout``, ``connection_error``,
+                ``rate_limited``, ``http_<status>``, ``bad_response`` for a 200 whose body is not
+                a chat completion), or the endpoint refused the request.
         """
         started = time.monotonic()
         attempts = retries = 0
@@ -145,11 +250,13 @@ class ChatClient:
             try:
                 with self._slots:
                     t0 = time.monotonic()
-                    result = self._create(build(mode), mode)
+                    raw = self._create(build(mode), mode)
+                envelope = _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
             except openai.APIStatusError as exc:
                 elapsed = time.monotonic() - t0
                 status = exc.status_code
-                if self._rejects_schema(exc, mode) and not fell_back:
+                message = _message(exc, self._secrets)
+                if self._rejects_schema(status, message, mode) and not fell_back:
                     # Not a retry: the same request in the mode the server may support.
                     self._observe("retry", elapsed)
                     log.warning(
@@ -157,20 +264,23 @@ class ChatClient:
                         status=status,
                         model=self.model,
                         fallback="json_object",
+                        message=message,
                     )
                     mode, fell_back = "json_object", True
                     continue
                 retryable = status in _RETRY_STATUSES or status >= 500
                 wait = retry_after_s(exc.response.headers) if retryable else None
                 reason = "rate_limited" if status == 429 else f"http_{status}"
-                detail = f"HTTP {status} from the LLM endpoint: {_message(exc)}"
+                detail = f"HTTP {status} from the LLM endpoint: {message}"
+                # No cause chained: the openai exception's text embeds the raw body, which
+                # may echo the credentials; the status and the redacted message are kept.
                 if not retryable:
                     self._observe("error", elapsed)
                     raise LlmTransportError(
                         reason, detail, attempts=attempts, status_code=status
-                    ) from exc
+                    ) from None
                 self._backoff_or_raise(
-                    exc, reason, detail, retries, attempts, started, elapsed, wait, status
+                    None, reason, detail, retries, attempts, started, elapsed, wait, status
                 )
                 retries += 1
                 continue
@@ -182,38 +292,46 @@ class ChatClient:
                 continue
             except openai.APIConnectionError as exc:
                 elapsed = time.monotonic() - t0
-                detail = f"cannot reach the LLM endpoint: {exc.__cause__ or exc}"
+                cause = redact(exc.__cause__ or exc, self._secrets)
+                detail = f"cannot reach the LLM endpoint: {cause}"
                 self._backoff_or_raise(
                     exc, "connection_error", detail, retries, attempts, started, elapsed
                 )
                 retries += 1
                 continue
+            except _BadBody as exc:
+                # A gateway's error page or a proxy's error object on a 200: often transient.
+                elapsed = time.monotonic() - t0
+                self._backoff_or_raise(
+                    None, "bad_response", exc.detail, retries, attempts, started, elapsed
+                )
+                retries += 1
+                continue
             except openai.OpenAIError as exc:
-                # A 200 whose body is not a chat completion, and anything else the client raises.
+                # Anything else the client raises; its text may carry the body, so no chain.
                 elapsed = time.monotonic() - t0
                 self._observe("error", elapsed)
                 raise LlmTransportError(
                     "bad_response",
-                    f"unusable answer from the LLM endpoint: {exc}",
+                    "unusable answer from the LLM endpoint: "
+                    f"{type(exc).__name__}: {redact(exc, self._secrets)}",
                     attempts=attempts,
-                ) from exc
+                ) from None
             elapsed = time.monotonic() - t0
-            usage = getattr(result, "usage", None)
-            p = int(getattr(usage, "prompt_tokens", 0) or 0)
-            c = int(getattr(usage, "completion_tokens", 0) or 0)
+            usage = envelope.usage
+            p = max(0, (usage.prompt_tokens if usage else None) or 0)
+            c = max(0, (usage.completion_tokens if usage else None) or 0)
             prompt_tokens += p
             completion_tokens += c
             self._observe("ok", elapsed, p, c)
             self._settle_mode(mode)
-            choices = getattr(result, "choices", None) or []
-            if not choices:
-                raise LlmTransportError(
-                    "bad_response", "the LLM endpoint answered without choices", attempts=attempts
-                )
-            message = choices[0].message
+            choice = envelope.choices[0] if envelope.choices else None
+            message_ = choice.message if choice is not None else None
+            refusal = message_.refusal if message_ is not None else None
             return Completion(
-                text=message.content,
-                finish_reason=choices[0].finish_reason,
+                text=message_.content if message_ is not None else None,
+                refusal=redact(refusal, self._secrets) if refusal else None,
+                finish_reason=choice.finish_reason if choice is not None else None,
                 mode=mode,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
@@ -231,19 +349,21 @@ class ChatClient:
         }
         if self.config.max_tokens is not None:
             kwargs["max_tokens"] = self.config.max_tokens
-        return self._client.chat.completions.create(**kwargs)
+        # The raw response: the body is validated by _parse_body, not by the openai models,
+        # whose parser lets a non-JSON body escape as a JSONDecodeError.
+        return self._client.chat.completions.with_raw_response.create(**kwargs)
 
-    def _rejects_schema(self, exc: openai.APIStatusError, mode: str) -> bool:
+    def _rejects_schema(self, status: int, message: str, mode: str) -> bool:
         """The endpoint refused the structured-output request itself (not the call in general)."""
         if mode != "json_schema" or self.config.response_format != "auto":
             return False
-        if exc.status_code in _REJECT_STATUSES:
+        if status in _REJECT_STATUSES:
             return True
-        if exc.status_code < 500:
+        if status < 500:
             return False
         # Some servers answer 500 to a schema they cannot compile. Until json_schema has worked
         # once on this endpoint, a 5xx is taken as that; afterwards only with a hint in the body.
-        text = _message(exc).lower()
+        text = message.lower()
         return self.mode == "auto" or any(h in text for h in _REJECT_HINTS)
 
     def _settle_mode(self, mode: str) -> None:
@@ -255,7 +375,7 @@ class ChatClient:
 
     def _backoff_or_raise(
         self,
-        exc: Exception,
+        cause: BaseException | None,
         reason: str,
         detail: str,
         retries: int,
@@ -282,7 +402,7 @@ class ChatClient:
                 f"{detail} (gave up after {attempts} attempts, {budget})",
                 attempts=attempts,
                 status_code=status,
-            ) from exc
+            ) from cause
         self._observe("retry", elapsed)
         log.info(
             "llm_retry",
@@ -306,12 +426,53 @@ class ChatClient:
             )
 
 
-def _message(exc: openai.APIStatusError) -> str:
+def _message(exc: openai.APIStatusError, secrets: Iterable[str]) -> str:
+    """The error message of a non-2xx answer, redacted and capped."""
     body = exc.body
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])[:300]
+            return redact(err["message"], secrets)
         if isinstance(err, str):
-            return err[:300]
-    return str(exc.message)[:300]
+            return redact(err, secrets)
+    if isinstance(body, str):
+        return redact(body, secrets)
+    return redact(exc.message, secrets)
+
+
+def _parse_body(content: bytes, content_type: str | None, secrets: Iterable[str]) -> _Envelope:
+    """The chat-completion envelope of a 200 body.
+
+    Raises:
+        _BadBody: not JSON, not an object, or no ``choices`` list of choice objects. The detail
+            names what was wrong and quotes the body (or its ``error.message``), redacted.
+    """
+    text = content[:_SCAN_LIMIT].decode("utf-8", "replace")
+    kind = content_type.split(";")[0].strip() if content_type else "no content type"
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        raise _BadBody(
+            f"the LLM endpoint answered 200 with a body that is not JSON ({kind}): "
+            f"{redact(text, secrets) or '<empty>'}"
+        ) from None
+    if not isinstance(data, dict):
+        kind = _JSON_TYPES.get(type(data), "value")
+        raise _BadBody(
+            f"the LLM endpoint answered 200 with a JSON {kind}, not a chat completion: "
+            f"{redact(text, secrets)}"
+        )
+    try:
+        return _Envelope.model_validate(data)
+    except ValidationError as exc:
+        err = data.get("error")
+        said = err.get("message") if isinstance(err, dict) else err
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)[:3]
+        )
+        quoted = f"error: {said}" if said else problems
+        raise _BadBody(
+            "the LLM endpoint answered 200 with a body that is not a chat completion: "
+            + redact(quoted, secrets)
+        ) from None

@@ -3,12 +3,18 @@
 Renders the prompt from ``prompts/*.j2``, asks the endpoint through :class:`ChatClient`, validates
 the reply against the request (re-asking once with the validation errors), and caches the result.
 The deterministic stages (SQL spec, normalization, alignment, score) stay outside.
+
+:meth:`LlmJudge.judge` raises nothing but :class:`~stef.errors.JudgeError`: whatever the endpoint
+answers becomes a reply or a reason, and a bug of ours becomes reason ``internal``, so one
+record's failure is that record's ``judge_error`` result and never aborts a replay.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +24,7 @@ import structlog
 from stef.errors import JudgeError, LlmReplyError
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.llm.cache import JudgeCache, cache_key
-from stef.judges.llm.client import ChatClient, Completion, Messages
+from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.reply import ReplyInvalid, parse_reply, reply_schema, to_output
 from stef.metrics import Metrics
@@ -28,6 +34,14 @@ from stef.prompts import Prompts
 log = structlog.get_logger(__name__)
 
 BACKEND = "llm"
+
+# The detail of a reply that failed twice, by reason.
+_FAILED = {
+    "empty_reply": "the LLM sent no content",
+    "invalid_json": "the LLM reply was not valid JSON",
+    "invalid_reply": "the LLM reply failed validation",
+    "truncated": "the LLM reply was cut off at the token limit (raise STEF_LLM_MAX_TOKENS)",
+}
 
 # The app-rule keys the model needs; tiers, thresholds and sampling never reach the prompt.
 _PROMPT_RULE_KEYS = {
@@ -115,6 +129,7 @@ class LlmJudge:
         self._info = JudgeInfo(
             backend=BACKEND, model=config.model, prompt_version=self.prompts.version
         )
+        self._closed = threading.Event()
 
     @property
     def info(self) -> JudgeInfo:
@@ -130,7 +145,11 @@ class LlmJudge:
         return self._cache
 
     def close(self) -> None:
-        """Close the HTTP connection pool and the cache file."""
+        """Close the HTTP connection pool and the cache file. Idempotent; later calls of
+        :meth:`judge` raise ``JudgeError("closed")``."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
         self._client.close()
         self._cache.close()
 
@@ -154,9 +173,36 @@ class LlmJudge:
         """Judge one record.
 
         Raises:
-            LlmTransportError: the endpoint kept failing past the retry budget.
-            LlmReplyError: the reply did not validate, even after one re-ask.
+            LlmTransportError: the endpoint kept failing past the retry budget (``timeout``,
+                ``connection_error``, ``rate_limited``, ``http_<status>``, ``bad_response``).
+            LlmReplyError: the model refused (``refused``), or its reply was still empty
+                (``empty_reply``), cut off (``truncated``), not JSON (``invalid_json``) or not
+                valid (``invalid_reply``) after one re-ask.
+            JudgeError: ``closed`` after :meth:`close`; ``internal`` for any other exception,
+                translated here so that nothing else leaves a backend.
         """
+        if self._closed.is_set():
+            raise JudgeError("closed", "the LLM judge is closed", attempts=0)
+        calls: list[Completion] = []
+        try:
+            return self._judge(request, calls)
+        except JudgeError:
+            raise
+        except Exception as exc:
+            attempts = sum(c.attempts for c in calls)
+            summary = f"{type(exc).__name__}: {redact(exc, self._client.secrets)}"
+            frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            where = f"{Path(frame.filename).name}:{frame.lineno}" if frame else "unknown"
+            log.error(
+                "llm_judge_internal_error",
+                model=self.config.model,
+                error=summary,
+                where=where,
+                attempts=attempts,
+            )
+            raise JudgeError("internal", summary, attempts=attempts) from exc
+
+    def _judge(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
         started = time.perf_counter()
         model = self.config.model or ""
         context = prompt_context(request)
@@ -182,12 +228,17 @@ class LlmJudge:
 
             return messages
 
-        calls: list[Completion] = []
         first = self._call(build([]), calls)
         try:
-            output = _validated(first, request)
+            output = self._validated(first, request, calls)
         except ReplyInvalid as exc:
-            log.info("llm_reply_invalid", model=model, errors=exc.errors[:5], reask=True)
+            log.info(
+                "llm_reply_invalid",
+                model=model,
+                reason=exc.reason,
+                errors=exc.errors[:5],
+                reask=True,
+            )
             reask = self.prompts.render("reask.j2", errors=exc.errors)
             extra: Messages = [
                 {"role": "assistant", "content": first.text or ""},
@@ -195,14 +246,21 @@ class LlmJudge:
             ]
             second = self._call(build(extra), calls)
             try:
-                output = _validated(second, request)
+                output = self._validated(second, request, calls)
             except ReplyInvalid as exc2:
-                log.warning("llm_reply_invalid", model=model, errors=exc2.errors[:5], reask=False)
+                log.warning(
+                    "llm_reply_invalid",
+                    model=model,
+                    reason=exc2.reason,
+                    errors=exc2.errors[:5],
+                    reask=False,
+                )
                 raise LlmReplyError(
-                    "invalid_reply",
-                    "the LLM reply failed validation twice: " + "; ".join(exc2.errors[:5]),
+                    exc2.reason,
+                    f"{_FAILED.get(exc2.reason, 'the LLM reply was unusable')}, after one re-ask: "
+                    + redact("; ".join(exc2.errors[:5]), self._client.secrets),
                     attempts=sum(c.attempts for c in calls),
-                    raw=second.text or "",
+                    raw=redact(second.text or "", self._client.secrets, limit=None),
                 ) from exc2
         self._cache.put(key, output)
         prompt_tokens = sum(c.prompt_tokens for c in calls)
@@ -219,6 +277,34 @@ class LlmJudge:
             ),
         )
 
+    def _validated(
+        self, completion: Completion, request: JudgeRequest, calls: list[Completion]
+    ) -> JudgeOutput:
+        """The output of one completion.
+
+        Raises:
+            LlmReplyError: the model refused; asking again would only cost another refusal.
+            ReplyInvalid: worth a re-ask.
+        """
+        if completion.refusal or completion.finish_reason == "content_filter":
+            said = completion.refusal or "the endpoint's content filter stopped the reply"
+            log.warning("llm_reply_refused", model=self.config.model, refusal=said)
+            raise LlmReplyError(
+                "refused",
+                f"the model refused to judge: {said}",
+                attempts=sum(c.attempts for c in calls),
+                raw=redact(completion.text or "", self._client.secrets, limit=None),
+            )
+        try:
+            return to_output(parse_reply(completion.text), request)
+        except ReplyInvalid as exc:
+            if completion.finish_reason == "length":
+                raise ReplyInvalid(
+                    ["the reply was cut off at the token limit; answer more briefly", *exc.errors],
+                    "truncated",
+                ) from exc
+            raise
+
     def _call(self, build: Callable[[str], Messages], calls: list[Completion]) -> Completion:
         try:
             completion = self._client.complete(build)
@@ -228,17 +314,6 @@ class LlmJudge:
             raise
         calls.append(completion)
         return completion
-
-
-def _validated(completion: Completion, request: JudgeRequest) -> JudgeOutput:
-    try:
-        return to_output(parse_reply(completion.text), request)
-    except ReplyInvalid as exc:
-        if completion.finish_reason == "length":
-            raise ReplyInvalid(
-                ["the reply was cut off at the token limit; answer more briefly", *exc.errors]
-            ) from exc
-        raise
 
 
 def _ms(started: float) -> float:

@@ -136,10 +136,17 @@ def response_format(mode: str) -> dict[str, Any]:
 
 
 class ReplyInvalid(ValueError):
-    """A reply that cannot be used; ``errors`` go back to the model in the re-ask."""
+    """A reply that cannot be used; ``errors`` go back to the model in the re-ask.
 
-    def __init__(self, errors: list[str]) -> None:
+    Attributes:
+        errors: what is wrong, one sentence each.
+        reason: the machine reason if the re-ask fails too: ``empty_reply``, ``invalid_json``,
+            ``invalid_reply`` (JSON that violates the schema or the request), ``truncated``.
+    """
+
+    def __init__(self, errors: list[str], reason: str = "invalid_reply") -> None:
         self.errors = errors
+        self.reason = reason
         super().__init__("; ".join(errors))
 
 
@@ -157,14 +164,16 @@ def parse_reply(text: str | None) -> LlmReply:
     """Parse and validate the reply text.
 
     Raises:
-        ReplyInvalid: not JSON, or JSON that violates the schema.
+        ReplyInvalid: empty (``empty_reply``), not JSON (``invalid_json``), or JSON that
+            violates the schema (``invalid_reply``).
     """
     if text is None or not text.strip():
-        raise ReplyInvalid(["the reply is empty"])
+        raise ReplyInvalid(["the reply is empty"], "empty_reply")
     try:
         data = json.loads(_strip_fence(text))
-    except json.JSONDecodeError as exc:
-        raise ReplyInvalid([f"the reply is not valid JSON: {exc}"]) from exc
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers JSONDecodeError and the out-of-range numbers json refuses.
+        raise ReplyInvalid([f"the reply is not valid JSON: {exc}"], "invalid_json") from exc
     try:
         return LlmReply.model_validate(data)
     except ValidationError as exc:
