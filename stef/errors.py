@@ -69,9 +69,13 @@ class SqlParseError(StefError):
 class JudgeError(StefError):
     """A judge backend could not decide; the record's outcome becomes ``judge_error``.
 
+    Backends raise nothing else: an unexpected exception inside one becomes reason ``internal``.
+
     Attributes:
         reason: short machine-readable reason (``timeout``, ``rate_limited``,
-            ``invalid_reply`` ...).
+            ``invalid_reply`` ...; ``internal`` for a bug, ``closed`` after ``close()``).
+        detail: a human-readable explanation; any text of the endpoint in it is redacted
+            (credentials removed) and capped.
         attempts: how many calls were made.
     """
 
@@ -83,7 +87,11 @@ class JudgeError(StefError):
 
 
 class LlmTransportError(JudgeError):
-    """The LLM endpoint kept failing (timeouts, connection errors, 429, 5xx) past the retry budget.
+    """The LLM endpoint kept failing past the retry budget, or refused the request.
+
+    Reasons: ``timeout``, ``connection_error``, ``rate_limited``, ``http_<status>``,
+    ``bad_response`` (a 200 whose body is not a chat completion: HTML, a JSON array, no
+    ``choices``).
 
     Attributes:
         status_code: the last HTTP status, when there was one.
@@ -97,10 +105,14 @@ class LlmTransportError(JudgeError):
 
 
 class LlmReplyError(JudgeError):
-    """The LLM reply did not validate, even after one re-ask.
+    """The model's reply cannot be used, even after one re-ask.
+
+    Reasons: ``refused`` (a refusal or a content filter; not re-asked), ``empty_reply``,
+    ``truncated`` (``finish_reason: length``), ``invalid_json``, ``invalid_reply`` (JSON that
+    violates the schema or the request).
 
     Attributes:
-        raw: the last raw reply text (for debugging; never logged at info).
+        raw: the last raw reply text, redacted (for debugging; never logged at info).
     """
 
     def __init__(self, reason: str, detail: str, *, attempts: int = 1, raw: str = "") -> None:
