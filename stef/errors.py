@@ -6,8 +6,10 @@ StefError
 ├── InvalidInput             a record cannot be judged; becomes a dead letter
 ├── SqlParseError            sqlglot could not parse S (the record is still judged)
 ├── JudgeError               a judge backend could not decide; outcome judge_error
-│   ├── LlmTransportError    timeouts, connection errors, 429/5xx after retries
-│   └── LlmReplyError        the reply failed validation after the re-ask
+│   │                        (also ``internal``: any other exception inside a backend)
+│   ├── LlmTransportError    timeouts, connection errors, 429/5xx, bodies that are not a
+│   │                        chat completion (``bad_response``), after retries
+│   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
 ├── TemplateError            a prompt template failed to compile or render
 └── SinkError                a sink could not acknowledge a write
 """
