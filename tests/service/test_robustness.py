@@ -27,8 +27,9 @@ from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import JudgeInfo
 from stef.service.loop import Service
 from stef.settings import load_settings
+from stef.testing.fake_server import FakeLlmServer, Raw, completion_body
 from tests.attack_corpus import corpus
-from tests.brokers import Broker
+from tests.brokers import Broker, tansu_broker
 from tests.service.conftest import ROOT, ServiceProcess, kafka_config, read_jsonl
 
 REASONS = {
@@ -254,3 +255,109 @@ def test_kafka_hostile_messages_never_stop_the_partition(
     assert {d["reason"] for d in decoded} <= REASONS
     proc.signal(signal.SIGTERM)
     assert proc.wait(60) == 0
+
+
+def _follow(
+    tmp_path: Path, service_factory: Any, log: Path, *extra: str, **kw: Any
+) -> tuple[ServiceProcess, Path, Path]:
+    out, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
+    proc: ServiceProcess = service_factory(
+        "--source", f"file:{log}", "--follow", "--results", f"file:{out}",
+        "--dead-letters", f"file:{dead}", *extra, **kw,
+    )  # fmt: skip
+    proc.wait_ready()
+    return proc, out, dead
+
+
+@pytest.mark.integration
+def test_llm_reply_faults_under_run_are_judge_errors_not_dead_letters(
+    tmp_path: Path, service_factory: Any
+) -> None:
+    faults = [
+        Raw(200, completion_body([{"index": 0, "message": None, "finish_reason": "stop"}])),
+        Raw(200, b"<html>bad gateway</html>", content_type="text/html"),
+        Raw(200, completion_body([])),
+        Raw(200, b"[1, 2, 3]"),
+    ]
+    n = 8
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "question": f"Orders in {2000 + i}?",
+                        "sql": f"SELECT * FROM o WHERE year = {2000 + i}"}) + "\n"
+            for i in range(n)
+        )
+    )  # fmt: skip
+    with FakeLlmServer(default=lambda received: faults[0]) as fake:
+        # Every call gets a fault: the four shapes in turn, then null messages.
+        fake.script(*(faults * 10))
+        proc, out, dead = _follow(
+            tmp_path,
+            service_factory,
+            log,
+            "--concurrency", "2",
+            config={"llm": {"base_url": fake.base_url, "model": "fake", "max_retries": 1,
+                            "backoff_base_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 2}},
+            env={"STEF_LLM_API_KEY": "sk-test-key-0123456789"},
+        )  # fmt: skip
+        proc.wait_for(lambda: len(read_jsonl(out)) >= n, timeout_s=120, what="a result per record")
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    results = read_jsonl(out)
+    assert read_jsonl(dead) == []
+    assert {r["outcome"] for r in results} == {"judge_error"}
+    assert all(r["score"] is None and r["error"] for r in results)
+    assert "sk-test-key-0123456789" not in proc.log_text()
+
+
+def test_a_broken_rules_edit_keeps_the_last_good_rules_per_app(
+    tmp_path: Path, service_factory: Any
+) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "sales.yaml").write_text("limit_min: 1000\n")
+    (rules / "support.yaml").write_text("limit_min: 1000\n")
+    log = tmp_path / "log.jsonl"
+    log.write_text("")
+    proc, out, _ = _follow(
+        tmp_path, service_factory, log, "--rules", str(rules),
+        config={"rules_check_interval_s": 0.2},
+    )  # fmt: skip
+    # One team breaks its file (not UTF-8); the other turns its sampling off.
+    (rules / "support.yaml").write_bytes(b"limit_min: \xff\xfe\n")
+    (rules / "sales.yaml").write_text("limit_min: 1000\nsampling_rate: 0.0\n")
+    proc.wait_for(
+        lambda: proc.total("stef_rules_reload_total", outcome="error") >= 1,
+        timeout_s=30,
+        what="the broken edit counted",
+    )
+    with log.open("a") as f:
+        for app in ("sales", "support"):
+            f.write(json.dumps({"id": app, "app": app, "question": "How many orders?",
+                                "sql": "SELECT COUNT(*) FROM orders"}) + "\n")  # fmt: skip
+    proc.wait_for(lambda: len(read_jsonl(out)) >= 2, timeout_s=30, what="both records judged")
+    assert proc.alive() and proc.get("/healthz")[0] == 200
+    outcomes = {r["id"]: r["outcome"] for r in read_jsonl(out)}
+    assert outcomes == {"sales": "skipped_sampling", "support": "evaluated"}
+    problems = [e for e in proc.events("rules_reload_rejected")]
+    assert problems and "support.yaml" in json.dumps(problems)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+
+@pytest.mark.integration
+def test_readyz_fails_while_the_broker_is_unreachable(service_factory: Any) -> None:
+    with tansu_broker() as broker:
+        topic = broker.create_topic(f"in-{uuid.uuid4().hex[:8]}", 1)
+        proc: ServiceProcess = service_factory(
+            "--source", broker.url(topic, f"g-{uuid.uuid4().hex[:8]}"), "--results", "-",
+            config=kafka_config(),
+        )  # fmt: skip
+        proc.wait_ready()
+        assert proc.get("/readyz")[0] == 200
+        broker.stop()
+        proc.wait_for(lambda: proc.get("/readyz")[0] == 503, timeout_s=30, what="/readyz 503")
+        assert "bootstrap" in proc.get("/readyz")[1]
+        assert proc.get("/healthz")[0] == 200  # alive, waiting for the broker: not restarted
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
