@@ -3,9 +3,9 @@
 Reads the question with :mod:`stef.judges.heuristic.question` (literal values; aggregation,
 grouping, ordering and top-k words), checks the enrichment with
 :mod:`stef.judges.heuristic.enrichment`, matches the values against the deterministic SQL spec
-through the app's column mappings, and weighs what it found into a verdict. It never looks at how
-the SQL is formatted (keyword case, whitespace, quoting style): only at the parsed structure and
-the values of literals.
+through the app's column mappings, runs the checks of :mod:`stef.judges.heuristic.checks`, and
+weighs their findings into a verdict. It never looks at how the SQL is formatted (keyword case,
+whitespace, quoting style): only at the parsed structure and the values of literals.
 """
 
 from __future__ import annotations
