@@ -1,1 +1,1 @@
-"""stef/sql"""
+"""SQL helpers of the spec stage: canonical forms, predicates, query scopes, statement safety."""
