@@ -293,11 +293,11 @@ class Service:
 
     def _on_rules_reload(self, outcome: str) -> None:
         self.metrics.observe_rules_reload(outcome)
-        if outcome == "success":
-            apps = self.watcher.rules.known_apps
-            self.metrics.known_apps = set(apps)
-            for app in apps:
-                self.metrics.prime_app(app)
+        # Even a reload with errors applies the good files: new apps get their labels now.
+        apps = self.watcher.rules.known_apps
+        self.metrics.known_apps = set(apps)
+        for app in apps:
+            self.metrics.prime_app(app)
 
     # ---------------------------------------------------------------------------- workers
 
