@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from stef.models import Result
+from stef.stats import quantile
+from stef.text_table import render_table
 
 TIERS = ("excellent", "good", "marginal", "poor")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 @dataclass
@@ -100,7 +92,8 @@ class Summary:
         for (app, agent), g in [*items, (("TOTAL", ""), self.total())]:
             n = g.evaluated or 1
             mean = g.mean
-            p90 = percentile(g.scores, 90)
+            # Nearest rank: the P90 is a score some record got.
+            p90 = quantile(g.scores, 0.9, "nearest_rank") if g.scores else None
             rows.append(
                 [
                     app,
@@ -114,23 +107,7 @@ class Summary:
                     str(g.judge_errors),
                 ]
             )
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        lines = [
-            "  ".join(
-                h.ljust(w) if i < 2 else h.rjust(w)
-                for i, (h, w) in enumerate(zip(head, widths, strict=True))
-            )
-        ]
-        lines.append("  ".join("-" * w for w in widths))
-        for r in rows:
-            if r[0] == "TOTAL":
-                lines.append("  ".join("-" * w for w in widths))
-            lines.append(
-                "  ".join(
-                    c.ljust(w) if i < 2 else c.rjust(w)
-                    for i, (c, w) in enumerate(zip(r, widths, strict=True))
-                )
-            )
+        lines = [render_table(head, rows, left=2, rule_before={len(rows) - 1})]
         backend = ", ".join(sorted(self.backends)) or "-"
         invalid = self.invalid if self.invalid_known else "not counted (pass --dead-letters)"
         lines.append(

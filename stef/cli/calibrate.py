@@ -8,17 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-from stef.calibrate.core import (
-    DEFAULT_THRESHOLD,
-    MIN_RESAMPLES,
-    best_threshold,
-    judge_all,
-    read_labels,
-    render,
-    report,
-    without_sampling,
-)
+from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, best_threshold
+from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import histogram_png
+from stef.calibrate.report import render, report
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import StefError
 from stef.exits import Exit

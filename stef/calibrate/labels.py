@@ -1,0 +1,150 @@
+"""The labelled records of calibration: read from the labels file and judged through the one
+record path, like production traffic (every record judged: sampling is switched off)."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlglot.errors import SqlglotError
+
+from stef.calibrate.agreement import Item
+from stef.models import Result
+from stef.pipeline import Pipeline
+from stef.rules import RuleSet
+from stef.stages.validate import FIELDS
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One line of the labels file: the judge's input (never ``gold_sql``) and the annotations."""
+
+    line: int
+    payload: dict[str, Any]
+    label: bool
+    source: str | None
+    error_types: tuple[str, ...]
+
+
+def read_labels(path: Path, limit: int | None = None) -> list[Labelled]:
+    """Parse the labels file.
+
+    Raises:
+        ValueError: a line that is not a JSON object with a boolean ``label`` (with its number).
+    """
+    out: list[Labelled] = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            if limit is not None and len(out) >= limit:
+                break
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
+            if not isinstance(obj, dict) or not isinstance(obj.get("label"), bool):
+                raise ValueError(f"{path}:{n}: not a JSON object with a boolean 'label'")
+            types = obj.get("error_types") or []
+            if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+                raise ValueError(f"{path}:{n}: 'error_types' must be a list of strings")
+            source = obj.get("source")
+            out.append(
+                Labelled(
+                    line=n,
+                    # Only the judge's own input fields: gold_sql, label and the annotations
+                    # never reach the judge.
+                    payload={k: v for k, v in obj.items() if k in FIELDS},
+                    label=obj["label"],
+                    source=source if isinstance(source, str) else None,
+                    error_types=tuple(dict.fromkeys(types)),
+                )
+            )
+    return out
+
+
+def without_sampling(rules: RuleSet) -> RuleSet:
+    """The same rules judging every record: calibration must not lose items to sampling."""
+    return RuleSet(
+        rules.default.model_copy(update={"sampling_rate": 1.0}),
+        {app: r.model_copy(update={"sampling_rate": 1.0}) for app, r in rules.apps.items()},
+        source=rules.source,
+        single_file=rules.single_file,
+    )
+
+
+def reformat_sql(sql: str, dialect: str | None) -> str:
+    """Re-print ``sql`` through sqlglot (upper-case keywords, one line); unchanged if unparsable.
+
+    Agreement on re-formatted SQL shows whether the judge leans on formatting (the dev set's
+    lower-case ``select`` is mostly wrong SQL from one generator).
+    """
+    try:
+        statements = sqlglot.transpile(sql, read=dialect, write=dialect, pretty=False)
+    except (SqlglotError, RecursionError, ValueError):
+        return sql
+    text = "; ".join(s for s in statements if s.strip())
+    return text or sql
+
+
+def judge_all(
+    pipeline: Pipeline,
+    records: Sequence[Labelled],
+    *,
+    concurrency: int = 8,
+    reformat: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Item]:
+    """Judge every record, at most ``concurrency`` in flight, results in input order."""
+    results: list[Result | None] = []
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        window: deque[Future[Result | None]] = deque()
+        for rec in records:
+            if len(window) >= concurrency * 2:
+                results.append(window.popleft().result())
+                if on_progress:
+                    on_progress(len(results))
+            window.append(pool.submit(_judge_one, pipeline, rec, reformat))
+        while window:
+            results.append(window.popleft().result())
+            if on_progress:
+                on_progress(len(results))
+    return [_item(rec, res) for rec, res in zip(records, results, strict=True)]
+
+
+def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Result | None:
+    payload = rec.payload
+    if reformat and isinstance(payload.get("sql"), str):
+        app = payload.get("app")
+        dialect = (
+            payload.get("dialect")
+            or pipeline.rules.for_app(app if isinstance(app, str) else None).dialect
+        )
+        payload = {**payload, "sql": reformat_sql(payload["sql"], dialect)}
+    raw = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    # The one record path; a dead letter (invalid input) has no score: a judge error.
+    return pipeline.process(raw, {"file": "labels", "line": rec.line}).result
+
+
+def _item(rec: Labelled, result: Result | None) -> Item:
+    app = rec.payload.get("app")
+    if result is None or result.outcome != "evaluated" or result.score is None:
+        score, verdict = None, None
+    else:
+        score = result.score
+        verdict = str(result.components.verdict) if result.components else None
+    return Item(
+        label=rec.label,
+        score=score,
+        source=rec.source,
+        app=app if isinstance(app, str) else None,
+        complexity=result.complexity if result is not None else None,
+        error_types=rec.error_types,
+        verdict=verdict,
+    )

@@ -1,0 +1,58 @@
+"""``stef calibrate``: the JSON keys, the readable report, usage errors and the shared dev set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stef.cli import main
+from tests.calibrate.conftest import KEYS, labels_file
+from tests.conftest import ROOT, SHARED_DATA
+
+
+def test_cli_json_has_exactly_the_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    plot = tmp_path / "hist.png"
+    assert main(["calibrate", str(labels_file(tmp_path)), "--json", "--plot", str(plot)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == KEYS
+    assert out["n"] == 4 and out["judge_errors"] == 1  # the invalid record (question: 7)
+    assert set(out["confusion"]) == {"tp", "fp", "tn", "fn"}
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_cli_table_names_the_positive_class_and_best_threshold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["calibrate", str(labels_file(tmp_path)), "--pass-threshold", "60"]) == 0
+    text = capsys.readouterr().out
+    assert "positive class: correct" in text
+    assert "pass threshold: score >= 60" in text
+    assert "kappa-maximising threshold" in text
+    for dim in ("by source", "by app", "by error type", "by verdict"):
+        assert dim in text
+
+
+def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = labels_file(tmp_path)
+    assert main(["calibrate", str(path), "--resamples", "100"]) == 2
+    assert main(["calibrate", str(tmp_path / "missing.jsonl")]) == 1
+    capsys.readouterr()
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "judge-dev.jsonl").exists(), reason="no shared dev set")
+def test_dev_set_first_records(capsys: pytest.CaptureFixture[str]) -> None:
+    dev = SHARED_DATA / "judge-dev.jsonl"
+    rules = str(ROOT / "examples" / "rules-judge-dev")
+    assert main(["calibrate", str(dev), "--rules", rules, "--limit", "60", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n"] == 60
+    c = out["confusion"]
+    assert c["tp"] + c["fp"] + c["tn"] + c["fn"] == 60
