@@ -1,16 +1,20 @@
 """Prometheus metrics: the names and labels of SPEC §4 are a contract (dashboards, alerts).
 
 Label values come from configuration, never raw from input: an app that is not configured is
-``unknown``; agents beyond ``max_agents`` distinct values are ``other``.
+``unknown``; an agent not in ``known_agents`` is ``other``. Without that configuration the first
+distinct values seen are used (``max_agents`` agents, ``max_apps`` apps), and only when they look
+like labels (short, printable, ``[A-Za-z0-9._@:/-]``): a record cannot put a 10,000-character or
+multi-line value into every scrape.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from stef.models import Result
+from stef.models import ISSUE_LABELS, Result
 
 SCORE_BUCKETS = (50.0, 75.0, 90.0, 100.0)
 CONFIDENCE_BUCKETS = (0.5, 0.65, 0.85, 1.0)
@@ -20,6 +24,14 @@ LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 # "internal_error": a record that made a stage raise; it went to the dead letters like invalid
 # input (reason internal_error), and the command went on.
 RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid", "internal_error")
+
+# What a label value taken from input, not from configuration, must look like to be used as is.
+_SANE_LABEL = re.compile(r"[A-Za-z0-9._@:/-]{1,64}")
+
+
+def sane_label(value: str) -> bool:
+    """Short, printable, no spaces or quotes: fit for a label value nobody configured."""
+    return _SANE_LABEL.fullmatch(value) is not None
 
 
 class Metrics:
@@ -32,8 +44,11 @@ class Metrics:
         known_apps: list[str] | None = None,
         known_agents: list[str] | None = None,
         max_agents: int = 20,
+        max_apps: int = 20,
     ) -> None:
         self.known_apps: set[str] | None = set(known_apps) if known_apps is not None else None
+        self._apps: set[str] = set()
+        self._max_apps = max_apps
         self._agents: set[str] = set(known_agents or [])
         self._agents_fixed = known_agents is not None
         self._max_agents = max_agents
@@ -108,20 +123,29 @@ class Metrics:
     # ---------------------------------------------------------------------------- label bounding
 
     def app_label(self, app: str | None) -> str:
+        """The app's label: configured apps as they are, any other ``unknown``."""
         if app is None:
             return "default"
-        if self.known_apps is None or app in self.known_apps:
+        if self.known_apps is not None:
+            return app if app in self.known_apps else "unknown"
+        with self._lock:
+            if app in self._apps:
+                return app
+            if len(self._apps) >= self._max_apps or not sane_label(app):
+                return "unknown"
+            self._apps.add(app)
             return app
-        return "unknown"
 
     def agent_label(self, agent: str | None, version: str | None) -> str:
+        """``agent@version``: when in ``known_agents``, or (none configured) among the first
+        ``max_agents`` label-like values seen; any other agent is ``other``."""
         if agent is None:
             return "unknown"
         value = f"{agent}@{version}" if version else agent
         with self._lock:
             if value in self._agents:
                 return value
-            if self._agents_fixed or len(self._agents) >= self._max_agents:
+            if self._agents_fixed or len(self._agents) >= self._max_agents or not sane_label(value):
                 return "other"
             self._agents.add(value)
             return value
@@ -155,7 +179,9 @@ class Metrics:
         if result.enrichment is not None:
             self.enrichment.labels(app=app, status=result.enrichment.status.value).inc()
         for issue in result.issues:
-            self.issues.labels(app=app, issue=issue).inc()
+            # A Result read back from a file is not checked against the Issue literal.
+            label = issue if issue in ISSUE_LABELS else "other"
+            self.issues.labels(app=app, issue=label).inc()
         if result.safety.mutating or result.safety.multiple_statements:
             self.unsafe.labels(app=app).inc()
 

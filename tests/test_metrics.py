@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
+from stef.models import Result
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
 from stef.stages.validate import validate
@@ -89,3 +91,95 @@ def test_llm_cache_lag_reload() -> None:
     assert g("stef_consumer_lag", {"topic": "t", "partition": "0"}) == 7
     assert g("stef_rules_reload_total", {"outcome": "error"}) == 1
     assert g("stef_rules_reload_total", {"outcome": "success"}) == 0
+
+
+# ----------------------------------------------------------------- label values from input
+
+
+def _result(**fields: str) -> Result:
+    record = {"question": "How many users in 2023?", "sql": "SELECT COUNT(*) FROM u", **fields}
+    return Pipeline(RuleSet(AppRules()), HeuristicJudge()).judge_record(validate(record))
+
+
+def _label_values(registry: CollectorRegistry, name: str) -> set[str]:
+    return {
+        sample.labels[name]
+        for family in registry.collect()
+        for sample in family.samples
+        if name in sample.labels
+    }
+
+
+def test_long_agent_values_without_known_agents_are_other() -> None:
+    """20 records of agent "G" * 10000 and nothing configured: one series, labelled other."""
+    registry = CollectorRegistry()
+    m = Metrics(registry)
+    result = _result(agent="G" * 10_000)
+    for _ in range(20):
+        m.observe_result(result)
+    assert _label_values(registry, "agent") == {"other"}
+    assert registry.get_sample_value("stef_score_count", {"app": "default", "agent": "other"}) == 20
+    longest = max(
+        len(value)
+        for family in registry.collect()
+        for sample in family.samples
+        for value in sample.labels.values()
+    )
+    assert longest <= 64
+
+
+@pytest.mark.parametrize(
+    "agent",
+    ["two words", "line\nbreak", 'quo"te', "agent{x}", "ünïcode", "\u200b", "a" * 65],
+    ids=["space", "newline", "quote", "braces", "non-ascii", "zero-width", "65-chars"],
+)
+def test_agent_values_that_do_not_look_like_labels_are_other(agent: str) -> None:
+    m = Metrics(CollectorRegistry())
+    assert m.agent_label(agent, None) == "other"
+
+
+def test_label_like_agents_are_kept_up_to_max_agents() -> None:
+    m = Metrics(CollectorRegistry(), max_agents=2)
+    assert m.agent_label("sql-agent", "2.1") == "sql-agent@2.1"
+    assert m.agent_label("team/bot:v1", None) == "team/bot:v1"
+    assert m.agent_label("third", None) == "other"
+    assert m.agent_label("sql-agent", "2.1") == "sql-agent@2.1"
+    assert m.agent_label(None, "1") == "unknown"
+
+
+def test_configured_agents_only() -> None:
+    m = Metrics(CollectorRegistry(), known_agents=["sql-agent@2.0", "a b"])
+    assert m.agent_label("sql-agent", "2.0") == "sql-agent@2.0"
+    assert m.agent_label("a b", None) == "a b"  # configured values are trusted as they are
+    assert m.agent_label("sql-agent", "2.1") == "other"
+    assert m.agent_label("G" * 10_000, None) == "other"
+
+
+def test_unconfigured_apps_are_bounded_like_agents() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry, max_apps=1)
+    m.observe_result(_result(app="A" * 10_000))
+    m.observe_result(_result(app="sales"))
+    m.observe_result(_result(app="support"))
+    m.observe_invalid("x\ny")
+    g = registry.get_sample_value
+    assert g("stef_records_total", {"app": "sales", "outcome": "evaluated"}) == 1
+    assert g("stef_records_total", {"app": "unknown", "outcome": "evaluated"}) == 2
+    assert g("stef_records_total", {"app": "unknown", "outcome": "invalid"}) == 1
+    assert _label_values(registry, "app") == {"sales", "unknown"}
+
+
+def test_configured_apps_stay_exact() -> None:
+    m = Metrics(CollectorRegistry(), known_apps=["sales", "two words"])
+    assert m.app_label("two words") == "two words"
+    assert m.app_label("support") == "unknown"
+    assert m.app_label(None) == "default"
+
+
+def test_issue_labels_outside_the_contract_are_other() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry)
+    result = _result(app="sales").model_copy(update={"issues": ["x" * 5000, "logic_error"]})
+    m.observe_result(result)
+    assert _label_values(registry, "issue") == {"other", "logic_error"}
+    assert registry.get_sample_value("stef_issues_total", {"app": "sales", "issue": "other"}) == 1
