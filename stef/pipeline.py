@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +26,16 @@ from stef.models import (
     Components,
     InputRecord,
     JudgeInfo,
+    JudgeOutput,
     Result,
     Safety,
+    SqlSpec,
     Usage,
 )
-from stef.rules import RuleSet
+from stef.rules import AppRules, RuleSet
 from stef.stages.align import align
 from stef.stages.complexity import complexity
-from stef.stages.normalize import normalize
+from stef.stages.normalize import Normalized, normalize
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
@@ -174,18 +176,9 @@ class Pipeline:
         ruleset = self.rules
         rules = ruleset.for_app(record.app)
         info = self.backend.info.model_copy(update={"rules_version": ruleset.version})
-        base = {
-            "id": record.id,
-            "app": record.app,
-            "agent": record.agent,
-            "agent_version": record.agent_version,
-            "timestamp": record.timestamp,
-            "metadata": record.metadata,
-            "judge": info,
-        }
+        base = _labels(record, info)
         if not sampled_in(record.id, rules.sampling_rate):
             return Result(outcome="skipped_sampling", **base)
-
         spec = sqlspec(record.sql, record.dialect or rules.dialect)
         norm = normalize(record, spec, rules)
         request = JudgeRequest(
@@ -196,7 +189,6 @@ class Pipeline:
             flags=norm.flags,
             rules=rules,
         )
-        safety = Safety(mutating=spec.mutating, multiple_statements=spec.multiple_statements)
         try:
             reply = self.backend.judge(request)
         except JudgeError as exc:
@@ -206,68 +198,92 @@ class Pipeline:
                 sql_spec=spec,
                 normalizations=norm.normalizations,
                 flags=norm.flags,
-                safety=safety,
+                safety=_safety(spec),
                 complexity=complexity(spec),
-                usage=Usage(
-                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                    attempts=exc.attempts,
-                ),
+                usage=Usage(latency_ms=_ms_since(started), attempts=exc.attempts),
                 **base,
             )
-        out = reply.output
-        alignment, status, leniency = align(out, spec, norm, rules)
-        scored = score(status, out.verdict, leniency, out.confidence, spec, rules)
-        issues = list(dict.fromkeys(out.issues))
-        if scored.unsafe and "unsafe_sql" not in issues:
-            issues.append("unsafe_sql")
-        if not spec.parsed and "unparsed_sql" not in issues:
-            issues.append("unparsed_sql")
-        if len(issues) > 1 and "none" in issues:
-            issues.remove("none")
-        if not issues:
-            issues = ["none"]
         usage = reply.usage
         if not usage.latency_ms:
-            usage = usage.model_copy(
-                update={"latency_ms": round((time.perf_counter() - started) * 1000, 3)}
-            )
-        return Result(
-            outcome="evaluated",
-            score=scored.score,
-            tier=scored.tier,
-            components=Components(
-                filter_status=status,
-                filter_score=scored.filter_score,
-                verdict=scored.verdict,
-                verdict_score=scored.verdict_score,
-                leniency=leniency,
-                confidence=out.confidence,
-                confidence_multiplier=scored.multiplier,
-            ),
-            enrichment=out.enrichment,
-            question_spec=out.question_spec,
-            sql_spec=spec,
-            alignment=alignment,
-            normalizations=norm.normalizations,
-            flags=norm.flags,
-            issues=issues,
-            safety=safety,
-            complexity=complexity(spec),
-            rationale=out.rationale
-            if not scored.unsafe
-            else _unsafe_rationale(spec, out.rationale),
-            usage=usage,
-            **base,
-        )
+            usage = usage.model_copy(update={"latency_ms": _ms_since(started)})
+        return _evaluated(reply.output, spec, norm, rules, usage, base)
 
 
-def _unsafe_rationale(spec: object, rationale: str) -> str:
+def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:
+    """The fields every result of ``record`` carries, whatever its outcome."""
+    return {
+        "id": record.id,
+        "app": record.app,
+        "agent": record.agent,
+        "agent_version": record.agent_version,
+        "timestamp": record.timestamp,
+        "metadata": record.metadata,
+        "judge": info,
+    }
+
+
+def _evaluated(
+    out: JudgeOutput,
+    spec: SqlSpec,
+    norm: Normalized,
+    rules: AppRules,
+    usage: Usage,
+    base: dict[str, Any],
+) -> Result:
+    """Alignment and score of a judge's answer: the result of an evaluated record."""
+    alignment, status, leniency = align(out, spec, norm, rules)
+    scored = score(status, out.verdict, leniency, out.confidence, spec, rules)
+    return Result(
+        outcome="evaluated",
+        score=scored.score,
+        tier=scored.tier,
+        components=Components(
+            filter_status=status,
+            filter_score=scored.filter_score,
+            verdict=scored.verdict,
+            verdict_score=scored.verdict_score,
+            leniency=leniency,
+            confidence=out.confidence,
+            confidence_multiplier=scored.multiplier,
+        ),
+        enrichment=out.enrichment,
+        question_spec=out.question_spec,
+        sql_spec=spec,
+        alignment=alignment,
+        normalizations=norm.normalizations,
+        flags=norm.flags,
+        issues=_issues(out.issues, unsafe=scored.unsafe, parsed=spec.parsed),
+        safety=_safety(spec),
+        complexity=complexity(spec),
+        rationale=_unsafe_rationale(out.rationale) if scored.unsafe else out.rationale,
+        usage=usage,
+        **base,
+    )
+
+
+def _issues(labels: Sequence[str], *, unsafe: bool, parsed: bool) -> list[str]:
+    """The judge's issue labels plus the ones STEF decides itself; ``none`` only alone."""
+    issues = list(dict.fromkeys(labels))
+    if unsafe and "unsafe_sql" not in issues:
+        issues.append("unsafe_sql")
+    if not parsed and "unparsed_sql" not in issues:
+        issues.append("unparsed_sql")
+    if len(issues) > 1 and "none" in issues:
+        issues.remove("none")
+    return issues or ["none"]
+
+
+def _safety(spec: SqlSpec) -> Safety:
+    return Safety(mutating=spec.mutating, multiple_statements=spec.multiple_statements)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _unsafe_rationale(rationale: str) -> str:
     prefix = (
         "Unsafe SQL: the statement mutates data or stacks several statements; "
         "verdict forced to Incorrect."
     )
     return f"{prefix} {rationale}".strip()
-
-
-def make_info(backend: str, model: str | None, prompt_version: str | None) -> JudgeInfo:
-    return JudgeInfo(backend=backend, model=model, prompt_version=prompt_version)
