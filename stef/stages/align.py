@@ -6,6 +6,8 @@ stage decides what is extra, benign or ignored under the app rules, and the filt
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
 from stef.rules import AppRules, fold_key
 from stef.sql.predicates import norm_ident
@@ -41,32 +43,65 @@ def align(
     out: JudgeOutput, spec: SqlSpec, norm: Normalized, rules: AppRules
 ) -> tuple[Alignment, FilterStatus, int]:
     """Filter status, leniency δ and the alignment lists of one judged record."""
+    question = _question_side(out, spec)
+    extras, benign, ignored = _sql_side(spec, question.used, rules)
+    status = _status(len(out.question_spec.filters), question.n_matched, bool(extras))
+    leniency = int(status is FilterStatus.FULLY_APPLIED_WITH_EXTRAS and len(benign) == len(extras))
+    alignment = Alignment(
+        matched=question.matched,
+        missing=question.missing,
+        mismatched=question.mismatched,
+        extras=extras,
+        benign_extras=benign,
+        ignored=ignored,
+        projections_match=_projections_match(out, spec, rules),
+        aggregations_match=_aggregations_match(out, spec),
+        group_by_match=_group_by_match(out, spec, norm, rules),
+    )
+    return alignment, status, leniency
+
+
+@dataclass
+class _QuestionSide:
+    """How each question filter fared, and which SQL predicates the matches used."""
+
+    matched: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+    used: set[int] = field(default_factory=set)
+    n_matched: int = 0
+
+
+def _question_side(out: JudgeOutput, spec: SqlSpec) -> _QuestionSide:
     by_id = {p.id: p for p in spec.filters}
-    used: set[int] = set()
-    matched: list[str] = []
-    missing: list[str] = []
-    mismatched: list[str] = []
-    n_matched = 0
+    side = _QuestionSide()
     seen_filters: set[int] = set()
     for m in out.filter_matches:
         if m.filter in seen_filters or m.filter >= len(out.question_spec.filters):
             continue
         seen_filters.add(m.filter)
-        used.update(m.predicates)
+        side.used.update(m.predicates)
         label = _describe_filter(out, m.filter)
         preds = [by_id[i].text for i in m.predicates if i in by_id]
+        shown = f"{label} -> {'; '.join(preds)}" if preds else label
         if m.status == "matched":
-            n_matched += 1
-            matched.append(f"{label} -> {'; '.join(preds)}" if preds else label)
+            side.n_matched += 1
+            side.matched.append(shown)
         elif m.status == "mismatched":
-            mismatched.append(f"{label} -> {'; '.join(preds)}" if preds else label)
+            side.mismatched.append(shown)
         else:
-            missing.append(label)
+            side.missing.append(label)
     # Question filters the judge did not mention at all count as missing.
     for i in range(len(out.question_spec.filters)):
         if i not in seen_filters:
-            missing.append(_describe_filter(out, i))
+            side.missing.append(_describe_filter(out, i))
+    return side
 
+
+def _sql_side(
+    spec: SqlSpec, used: set[int], rules: AppRules
+) -> tuple[list[str], list[str], list[str]]:
+    """SQL predicates no question filter used: (extras, the benign ones among them, ignored)."""
     extras: list[str] = []
     benign: list[str] = []
     ignored: list[str] = []
@@ -82,28 +117,15 @@ def align(
         extras.append(p.text)
         if is_benign(p, rules, spec.dialect):
             benign.append(p.text)
+    return extras, benign, ignored
 
-    n_filters = len(out.question_spec.filters)
+
+def _status(n_filters: int, n_matched: int, has_extras: bool) -> FilterStatus:
     if n_filters == 0 or n_matched == n_filters:
-        status = FilterStatus.FULLY_APPLIED_WITH_EXTRAS if extras else FilterStatus.FULLY_APPLIED
-    elif n_matched == 0:
-        status = FilterStatus.NOT_APPLIED
-    else:
-        status = FilterStatus.PARTIALLY_APPLIED
-    leniency = int(status is FilterStatus.FULLY_APPLIED_WITH_EXTRAS and len(benign) == len(extras))
-
-    alignment = Alignment(
-        matched=matched,
-        missing=missing,
-        mismatched=mismatched,
-        extras=extras,
-        benign_extras=benign,
-        ignored=ignored,
-        projections_match=_projections_match(out, spec, rules),
-        aggregations_match=_aggregations_match(out, spec),
-        group_by_match=_group_by_match(out, spec, norm, rules),
-    )
-    return alignment, status, leniency
+        return FilterStatus.FULLY_APPLIED_WITH_EXTRAS if has_extras else FilterStatus.FULLY_APPLIED
+    if n_matched == 0:
+        return FilterStatus.NOT_APPLIED
+    return FilterStatus.PARTIALLY_APPLIED
 
 
 def _term_in(term: str, texts: list[str], mapping: dict[str, str]) -> bool:
