@@ -10,6 +10,8 @@ StefError
 │   ├── LlmTransportError    timeouts, connection errors, 429/5xx, bodies that are not a
 │   │                        chat completion (``bad_response``), after retries
 │   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
+├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
+│                            once and then raises LlmReplyError (never leaves the judge)
 ├── TemplateError            a prompt template failed to compile or render
 └── SinkError                a sink could not acknowledge a write
 """
@@ -120,6 +122,24 @@ class LlmReplyError(JudgeError):
     def __init__(self, reason: str, detail: str, *, attempts: int = 1, raw: str = "") -> None:
         super().__init__(reason, detail, attempts=attempts)
         self.raw = raw
+
+
+class ReplyInvalid(StefError):
+    """One LLM reply that cannot be used; ``errors`` go back to the model in the re-ask.
+
+    Control flow inside the LLM judge, not an outcome: the judge re-asks once and, if the second
+    reply is unusable too, raises :class:`LlmReplyError` with this ``reason``.
+
+    Attributes:
+        errors: what is wrong, one sentence each.
+        reason: the machine reason if the re-ask fails too: ``empty_reply``, ``invalid_json``,
+            ``invalid_reply`` (JSON that violates the schema or the request), ``truncated``.
+    """
+
+    def __init__(self, errors: list[str], reason: str = "invalid_reply") -> None:
+        self.errors = errors
+        self.reason = reason
+        super().__init__("; ".join(errors))
 
 
 class TemplateError(StefError):

@@ -21,12 +21,12 @@ from typing import Any
 
 import structlog
 
-from stef.errors import JudgeError, LlmReplyError
+from stef.errors import JudgeError, LlmReplyError, ReplyInvalid
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.llm.cache import JudgeCache, cache_key
 from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
-from stef.judges.llm.reply import ReplyInvalid, parse_reply, reply_schema, to_output
+from stef.judges.llm.reply import parse_reply, reply_schema, to_output
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput, SqlSpec, Usage
 from stef.prompts import Prompts

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stef.errors import ReplyInvalid
 from stef.judges.base import JudgeRequest
 from stef.models import (
     Aggregation,
@@ -133,21 +134,6 @@ def response_format(mode: str) -> dict[str, Any]:
             "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": reply_schema()},
         }
     return {"type": "json_object"}
-
-
-class ReplyInvalid(ValueError):
-    """A reply that cannot be used; ``errors`` go back to the model in the re-ask.
-
-    Attributes:
-        errors: what is wrong, one sentence each.
-        reason: the machine reason if the re-ask fails too: ``empty_reply``, ``invalid_json``,
-            ``invalid_reply`` (JSON that violates the schema or the request), ``truncated``.
-    """
-
-    def __init__(self, errors: list[str], reason: str = "invalid_reply") -> None:
-        self.errors = errors
-        self.reason = reason
-        super().__init__("; ".join(errors))
 
 
 def _strip_fence(text: str) -> str:
