@@ -132,7 +132,8 @@ class ServiceProcess:
     def get(self, path: str) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.metrics_port}{path}"
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
+            # Generous: on two loaded cores a scrape of a busy service once took over 2 s.
+            with urllib.request.urlopen(url, timeout=10) as resp:
                 return resp.status, resp.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
@@ -175,14 +176,19 @@ class ServiceProcess:
         self, predicate: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition"
     ) -> None:
         deadline = time.monotonic() + timeout_s
+        last_error: OSError | None = None
         while time.monotonic() < deadline:
-            if predicate():
-                return
+            try:
+                if predicate():
+                    return
+            except OSError as exc:  # a scrape refused or timed out (busy or starting): not yet
+                last_error = exc
             if not self.alive():
                 tail = self.log_text()[-3000:]
                 raise AssertionError(f"stef run exited waiting for {what}:\n{tail}")
             time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}:\n{self.log_text()[-3000:]}")
+        why = "" if last_error is None else f" (last error: {last_error!r})"
+        raise AssertionError(f"timed out waiting for {what}{why}:\n{self.log_text()[-3000:]}")
 
     def signal(self, signum: int) -> None:
         if self.alive():
