@@ -1,4 +1,5 @@
-"""The run loop in-process: poison records, sink failures, the in-flight bound, settings."""
+"""The run loop in-process: poison records, sink failures, the in-flight bound (the settings
+themselves: tests/test_settings.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from prometheus_client import CollectorRegistry
 
-from stef.errors import ConfigError
 from stef.io import AckCallback, Envelope
 from stef.io.jsonl import FileSource
 from stef.judges.base import JudgeReply, JudgeRequest
@@ -158,41 +157,3 @@ def test_in_flight_work_stays_within_the_bound(tmp_path: Path) -> None:
     assert source.peak <= 5
     assert judge.peak <= 3
     assert sorted(source.done) == list(range(1, 61))
-
-
-def test_settings_precedence_file_env_flags(tmp_path: Path) -> None:
-    cfg = tmp_path / "stef.yaml"
-    cfg.write_text(
-        "source: file:a.jsonl\nconcurrency: 2\nfield_mapping: {question: user_query}\n"
-        "llm: {model: from-file, timeout_s: 5}\n"
-    )
-    s = load_settings(
-        cfg,
-        overrides={"concurrency": 7},
-        env={"STEF_SOURCE": "file:b.jsonl", "STEF_CONCURRENCY": "3", "STEF_LLM_MODEL": "env"},
-    )
-    assert (s.source, s.concurrency) == ("file:b.jsonl", 7)
-    assert s.mapping.source_of("question") == "user_query"
-    assert (s.llm.model, s.llm.timeout_s) == ("env", 5)
-    assert s.inflight_bound == 28
-
-
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        ({"source": "http://x/y"}, "source"),
-        ({"results": "kafka://k:1/t?group=g"}, "group"),
-        ({"concurrency": 0}, "concurrency"),
-        ({"field_mapping": {"qestion": "q"}}, "qestion"),
-        ({"bogus": 1}, "bogus"),
-    ],
-)
-def test_invalid_settings_fail_at_start(overrides: dict[str, object], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_settings(overrides=overrides, env={})
-
-
-def test_api_key_is_never_in_the_settings_repr() -> None:
-    s = load_settings(env={"STEF_LLM_API_KEY": "sk-secret-value", "STEF_LLM_MODEL": "m"})
-    assert "sk-secret-value" not in repr(s)
-    assert "sk-secret-value" not in s.model_dump_json()

@@ -1,0 +1,133 @@
+"""Process settings: file < env < flags, invalid values fail at start naming the setting, the API
+key never shows, structured env values are YAML, unknown keys are rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stef.errors import ConfigError
+from stef.settings import load_settings
+from stef.stages.validate import Limits
+
+
+def test_settings_precedence_file_env_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "stef.yaml"
+    cfg.write_text(
+        "source: file:a.jsonl\nconcurrency: 2\nfield_mapping: {question: user_query}\n"
+        "llm: {model: from-file, timeout_s: 5}\n"
+    )
+    s = load_settings(
+        cfg,
+        overrides={"concurrency": 7},
+        env={"STEF_SOURCE": "file:b.jsonl", "STEF_CONCURRENCY": "3", "STEF_LLM_MODEL": "env"},
+    )
+    assert (s.source, s.concurrency) == ("file:b.jsonl", 7)
+    assert s.mapping.source_of("question") == "user_query"
+    assert (s.llm.model, s.llm.timeout_s) == ("env", 5)
+    assert s.inflight_bound == 28
+
+
+def test_a_flag_not_given_leaves_the_env_value(tmp_path: Path) -> None:
+    cfg = tmp_path / "stef.yaml"
+    cfg.write_text("concurrency: 2\nmetrics_port: 9000\n")
+    # The CLI passes every flag; the ones not given are None and override nothing.
+    s = load_settings(cfg, overrides={"concurrency": None}, env={"STEF_CONCURRENCY": "3"})
+    assert (s.concurrency, s.metrics_port) == (3, 9000)
+    assert load_settings(env={}).concurrency == 8  # no file, no env, no flag: the default
+
+
+def test_the_config_file_may_come_from_stef_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "stef.yaml"
+    cfg.write_text("concurrency: 5\n")
+    assert load_settings(env={"STEF_CONFIG": str(cfg)}).concurrency == 5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"source": "http://x/y"}, "source"),
+        ({"results": "kafka://k:1/t?group=g"}, "group"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"field_mapping": {"qestion": "q"}}, "qestion"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_invalid_settings_fail_at_start(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(overrides=overrides, env={})
+
+
+def test_api_key_is_never_in_the_settings_repr() -> None:
+    s = load_settings(env={"STEF_LLM_API_KEY": "sk-secret-value", "STEF_LLM_MODEL": "m"})
+    assert "sk-secret-value" not in repr(s)
+    assert "sk-secret-value" not in s.model_dump_json()
+
+
+def test_api_key_is_not_in_the_error_of_another_setting() -> None:
+    env = {"STEF_LLM_API_KEY": "sk-secret-value", "STEF_LLM_MODEL": "m", "STEF_CONCURRENCY": "0"}
+    with pytest.raises(ConfigError, match="concurrency") as info:
+        load_settings(env=env)
+    assert "sk-secret-value" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{max_sql_chars: 1000, max_question_chars: 50}",  # flow style
+        '{"max_sql_chars": 1000, "max_question_chars": 50}',  # JSON is YAML too
+        "max_sql_chars: 1000\nmax_question_chars: 50\n",  # block style
+    ],
+)
+def test_stef_limits_is_yaml(text: str) -> None:
+    limits = load_settings(env={"STEF_LIMITS": text}).limits
+    assert (limits.max_sql_chars, limits.max_question_chars) == (1000, 50)
+    # The limits not named keep their defaults.
+    assert limits.max_json_depth == Limits().max_json_depth
+    assert limits.max_record_bytes == Limits().max_record_bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{max_sql_chars: [1", "STEF_LIMITS is not valid YAML"),
+        ("{max_sq_chars: 10}", "limits.max_sq_chars"),  # a misspelt limit
+        ("{max_sql_chars: 0}", "limits.max_sql_chars"),
+        ("- 1000", "limits"),
+    ],
+)
+def test_bad_stef_limits_fail_naming_it(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(env={"STEF_LIMITS": text})
+
+
+def test_dead_letter_max_bytes_has_a_minimum() -> None:
+    s = load_settings(overrides={"dead_letter_max_bytes": 1024}, env={})
+    assert s.dead_letter_max_bytes == 1024
+    with pytest.raises(ConfigError, match="dead_letter_max_bytes"):
+        load_settings(overrides={"dead_letter_max_bytes": 1023}, env={})
+    with pytest.raises(ConfigError, match="dead_letter_max_bytes"):
+        load_settings(env={"STEF_DEAD_LETTER_MAX_BYTES": "1000"})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("bogus_key: 1\n", "bogus_key"),
+        ("limits: {max_sql_chars: 10, max_sql_charz: 5}\n", "max_sql_charz"),
+        ("llm: {model: m, temprature: 0}\n", "temprature"),
+        ("- source\n- results\n", "top level must be a mapping"),
+        ("llm: [a]\n", "'llm' must be a mapping"),
+    ],
+)
+def test_unknown_keys_in_the_file_are_rejected(tmp_path: Path, text: str, message: str) -> None:
+    cfg = tmp_path / "stef.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(cfg, env={})
+
+
+def test_an_unreadable_config_file_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
+        load_settings(tmp_path / "missing.yaml", env={})
