@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -142,6 +144,54 @@ def test_lru_evicts_the_least_recently_used(
 )
 def test_normalize_sql_folds_layout_only(sql: str, normalized: str) -> None:
     assert normalize_sql(sql) == normalized
+
+
+# Texts normalize_sql gave before its string-literal pattern came from stef.sql.canonical:
+# a stored cache key hashes this text, so any change here orphans every SQLite cache file.
+@pytest.mark.parametrize(
+    ("sql", "normalized"),
+    [
+        ("SELECT 'a\n  b'  FROM t", "SELECT 'a\n  b' FROM t"),
+        ("SELECT 'abc   FROM t", "SELECT 'abc FROM t"),
+        ("SELECT /* a   b\n c */  1", "SELECT /* a   b\n c */ 1"),
+        ("SELECT `a  b`, [c  d]  FROM t", "SELECT `a  b`, [c  d] FROM t"),
+        ("SELECT ''''  ,  'x'", "SELECT '''' , 'x'"),
+        ("SELECT 1 -- x  y", "SELECT 1 -- x  y"),
+        ("SELECT 1 ;  ;\n", "SELECT 1 ;"),
+        (
+            "SELECT \"it's   x\"  FROM t WHERE y = 'a  b'",
+            "SELECT \"it's   x\" FROM t WHERE y = 'a  b'",
+        ),
+        ("SELECT 'a\\'  b'  FROM t", "SELECT 'a\\' b' FROM t"),
+        ("SELECT a,\r\n\tb FROM t", "SELECT a, b FROM t"),
+        ("SELECT\u00a0a  FROM t", "SELECT a FROM t"),
+        ("WHERE x = ''  AND y = 'b;  c';", "WHERE x = '' AND y = 'b;  c'"),
+        (
+            "SELECT '--  not a comment'  FROM t -- it''s  a comment\n  WHERE 1",
+            "SELECT '--  not a comment' FROM t -- it''s  a comment\n WHERE 1",
+        ),
+    ],
+)
+def test_normalize_sql_is_unchanged_for_stored_keys(sql: str, normalized: str) -> None:
+    assert normalize_sql(sql) == normalized
+
+
+def test_normalize_sql_matches_its_former_pattern_on_random_text() -> None:
+    # The tokenizer before it reused SQL_STRING, frozen here as the reference.
+    former = re.compile(
+        r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|--[^\n]*\n?|/\*.*?\*/|\s+""",
+        re.S,
+    )
+
+    def fold(m: re.Match[str]) -> str:
+        return " " if m.group(0).isspace() else m.group(0)
+
+    pieces = ["'", "''", '"', "`", "[", "]", "-", "--", "/*", "*/", " ", "  ", "\n", "\t"]
+    pieces += [";", "a", "x = ", "\\"]
+    rng = random.Random(20261123)
+    for _ in range(3000):
+        sql = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        assert normalize_sql(sql) == former.sub(fold, sql).strip().rstrip(";").strip(), sql
 
 
 def test_an_unreadable_sqlite_entry_is_a_miss(

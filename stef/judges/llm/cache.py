@@ -22,14 +22,16 @@ from pydantic import ValidationError
 
 from stef.judges.base import JudgeRequest
 from stef.models import JudgeOutput
+from stef.sql.canonical import SQL_STRING
+
+log = structlog.get_logger(__name__)
 
 # SQL string literals, quoted identifiers and comments are kept verbatim; only whitespace between
 # tokens is folded, so two SQL texts share a key only when they differ in layout alone. A line
-# comment keeps its newline: folding it would comment out the rest of the statement.
-log = structlog.get_logger(__name__)
-
+# comment keeps its newline: folding it would comment out the rest of the statement. Only group 0
+# is read, so the capturing group of SQL_STRING changes nothing (nor the key of a stored entry).
 _SQL_TOKENS = re.compile(
-    r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|--[^\n]*\n?|/\*.*?\*/|\s+""",
+    SQL_STRING.pattern + r"""|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|--[^\n]*\n?|/\*.*?\*/|\s+""",
     re.S,
 )
 
