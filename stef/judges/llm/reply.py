@@ -177,60 +177,12 @@ def to_output(reply: LlmReply, request: JudgeRequest) -> JudgeOutput:
     Raises:
         ReplyInvalid: filter indexes out of range or repeated, predicate ids that do not exist.
     """
-    n_filters = len(reply.question_spec.filters)
-    known = {p.id for p in request.sql_spec.filters}
-    errors: list[str] = []
-    seen: set[int] = set()
-    for i, m in enumerate(reply.filter_matches):
-        where = f"filter_matches.{i}"
-        if not 0 <= m.filter < n_filters:
-            errors.append(
-                f"{where}.filter: {m.filter} is not an index of question_spec.filters "
-                f"(0 to {n_filters - 1})"
-                if n_filters
-                else f"{where}: question_spec.filters is empty, so filter_matches must be empty"
-            )
-        elif m.filter in seen:
-            errors.append(f"{where}.filter: question filter {m.filter} is listed twice")
-        seen.add(m.filter)
-        unknown = [p for p in m.predicates if p not in known]
-        if unknown:
-            valid = sorted(known) if known else "none"
-            errors.append(f"{where}.predicates: unknown predicate ids {unknown} (valid: {valid})")
-        if m.status == "missing" and m.predicates:
-            errors.append(f"{where}: a missing filter lists no predicates")
-    absent = [i for i in range(n_filters) if i not in seen]
-    if absent:
-        errors.append(f"filter_matches: no entry for question filters {absent}")
+    errors = _match_errors(reply, request)
     if errors:
         raise ReplyInvalid(errors)
-
-    qs = reply.question_spec
-    enrichment = (
-        Enrichment(
-            status=EnrichmentStatus(reply.enrichment.status),
-            dropped=list(reply.enrichment.dropped),
-            added=list(reply.enrichment.added),
-        )
-        if request.record.enriched_question is not None
-        # No Qe logged: the contract says "missing", whatever the model answered.
-        else Enrichment(status=EnrichmentStatus.MISSING)
-    )
+    enrichment = _enrichment(reply.enrichment, request)
     return JudgeOutput(
-        question_spec=QuestionSpec(
-            outputs=list(qs.outputs),
-            aggregations=[
-                Aggregation(func=a.func.upper(), column=a.column, distinct=a.distinct)
-                for a in qs.aggregations
-            ],
-            filters=[
-                QuestionFilter(lhs=f.lhs, op=f.op, rhs=f.rhs, text=f.text, kind="llm")
-                for f in qs.filters
-            ],
-            group_by=list(qs.group_by),
-            ordering_requested=qs.ordering_requested,
-            top_k=qs.top_k,
-        ),
+        question_spec=_question_spec(reply.question_spec),
         filter_matches=[
             FilterMatch(filter=m.filter, status=m.status, predicates=list(m.predicates))
             for m in sorted(reply.filter_matches, key=lambda m: m.filter)
@@ -240,4 +192,72 @@ def to_output(reply: LlmReply, request: JudgeRequest) -> JudgeOutput:
         confidence=reply.confidence,
         issues=list(reply.issues) or ["none"],
         rationale=reply.rationale,
+    )
+
+
+def _match_errors(reply: LlmReply, request: JudgeRequest) -> list[str]:
+    """What is wrong with ``filter_matches``, one sentence each (empty when nothing is).
+
+    Every question filter needs exactly one entry, and every predicate id must be one the
+    request numbered.
+    """
+    n_filters = len(reply.question_spec.filters)
+    known = {p.id for p in request.sql_spec.filters}
+    errors: list[str] = []
+    seen: set[int] = set()
+    for i, m in enumerate(reply.filter_matches):
+        errors += _one_match_errors(f"filter_matches.{i}", m, n_filters, known, seen)
+        seen.add(m.filter)
+    absent = [i for i in range(n_filters) if i not in seen]
+    if absent:
+        errors.append(f"filter_matches: no entry for question filters {absent}")
+    return errors
+
+
+def _one_match_errors(
+    where: str, m: WireFilterMatch, n_filters: int, known: set[int], seen: set[int]
+) -> list[str]:
+    """The problems of one ``filter_matches`` entry; ``seen`` holds the filters listed before."""
+    errors: list[str] = []
+    if not 0 <= m.filter < n_filters:
+        errors.append(
+            f"{where}.filter: {m.filter} is not an index of question_spec.filters "
+            f"(0 to {n_filters - 1})"
+            if n_filters
+            else f"{where}: question_spec.filters is empty, so filter_matches must be empty"
+        )
+    elif m.filter in seen:
+        errors.append(f"{where}.filter: question filter {m.filter} is listed twice")
+    unknown = [p for p in m.predicates if p not in known]
+    if unknown:
+        valid = sorted(known) if known else "none"
+        errors.append(f"{where}.predicates: unknown predicate ids {unknown} (valid: {valid})")
+    if m.status == "missing" and m.predicates:
+        errors.append(f"{where}: a missing filter lists no predicates")
+    return errors
+
+
+def _enrichment(wire: WireEnrichment, request: JudgeRequest) -> Enrichment:
+    if request.record.enriched_question is None:
+        # No Qe logged: the contract says "missing", whatever the model answered.
+        return Enrichment(status=EnrichmentStatus.MISSING)
+    return Enrichment(
+        status=EnrichmentStatus(wire.status), dropped=list(wire.dropped), added=list(wire.added)
+    )
+
+
+def _question_spec(qs: WireQuestionSpec) -> QuestionSpec:
+    return QuestionSpec(
+        outputs=list(qs.outputs),
+        aggregations=[
+            Aggregation(func=a.func.upper(), column=a.column, distinct=a.distinct)
+            for a in qs.aggregations
+        ],
+        filters=[
+            QuestionFilter(lhs=f.lhs, op=f.op, rhs=f.rhs, text=f.text, kind="llm")
+            for f in qs.filters
+        ],
+        group_by=list(qs.group_by),
+        ordering_requested=qs.ordering_requested,
+        top_k=qs.top_k,
     )
