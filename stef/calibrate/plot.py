@@ -11,6 +11,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from pathlib import Path
+
+from stef.calibrate.agreement import Item
 
 Color = tuple[int, int, int]
 
@@ -173,3 +176,18 @@ def histogram_png(
         c.rect(x, 36, x + 11, 47, color)
         x = c.text(x + 18, 38, name) + 20
     return c.png()
+
+
+def write_histogram(
+    path: Path, items: Sequence[Item], threshold: float, best: float | None = None
+) -> None:
+    """The score histograms of correct and wrong items as a PNG at ``path`` (folders created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        histogram_png(
+            [i.score for i in items if i.label and i.score is not None],
+            [i.score for i in items if not i.label and i.score is not None],
+            threshold,
+            best=best,
+        )
+    )

@@ -6,11 +6,12 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, best_threshold
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
-from stef.calibrate.plot import histogram_png
+from stef.calibrate.plot import write_histogram
 from stef.calibrate.report import render, report
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import StefError
@@ -67,13 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         print(f"stef calibrate: {args.file} has no labelled records", file=sys.stderr)
         return Exit.FAILURE
-    total = len(records)
-    show = sys.stderr.isatty() and not args.no_progress
-
-    def progress(done: int) -> None:
-        if show and (done == total or done % 25 == 0):
-            print(f"\rjudged {done}/{total}", end="\n" if done == total else "", file=sys.stderr)
-
+    progress = _progress(len(records), sys.stderr.isatty() and not args.no_progress)
     with contextlib.ExitStack() as stack:
         try:
             backend = build_backend(settings)
@@ -90,15 +85,7 @@ def run(args: argparse.Namespace) -> int:
     rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
     best = best_threshold(items, args.pass_threshold)
     if args.plot:
-        args.plot.parent.mkdir(parents=True, exist_ok=True)
-        args.plot.write_bytes(
-            histogram_png(
-                [i.score for i in items if i.label and i.score is not None],
-                [i.score for i in items if not i.label and i.score is not None],
-                args.pass_threshold,
-                best=best.value if best else None,
-            )
-        )
+        write_histogram(args.plot, items, args.pass_threshold, best.value if best else None)
     if args.json:
         print(json.dumps(rep, ensure_ascii=False))
         return Exit.OK
@@ -115,3 +102,11 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"\nplot: {args.plot}")
     return Exit.OK
+
+
+def _progress(total: int, show: bool) -> Callable[[int], None]:
+    def progress(done: int) -> None:
+        if show and (done == total or done % 25 == 0):
+            print(f"\rjudged {done}/{total}", end="\n" if done == total else "", file=sys.stderr)
+
+    return progress
