@@ -204,77 +204,114 @@ class LlmJudge:
 
     def _judge(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
         started = time.perf_counter()
-        model = self.config.model or ""
         context = prompt_context(request)
+        key = self._key(request, context)
+        cached = self._cached(key)
+        if cached is not None:
+            return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
+        user = self.prompts.render("user.j2", **context)
+        output = self._ask(user, request, calls)
+        self._cache.put(key, output)
+        return JudgeReply(output=output, usage=self._usage(calls, started))
+
+    def _key(self, request: JudgeRequest, context: dict[str, Any]) -> str:
+        """The cache key: the request and the analysis shown to the model, not its raw text."""
         analysis = {k: v for k, v in context.items() if k not in _RAW_FIELDS}
-        key = cache_key(
+        return cache_key(
             request,
             prompt_version=self._info.prompt_version or "",
-            model=model,
+            model=self.config.model or "",
             analysis=analysis,
         )
+
+    def _cached(self, key: str) -> JudgeOutput | None:
+        """The cached output, the lookup counted as a hit or a miss."""
         cached = self._cache.get(key)
         if self._metrics is not None:
             self._metrics.observe_cache(cached is not None)
-        if cached is not None:
-            return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
+        return cached
 
-        user = self.prompts.render("user.j2", **context)
+    def _conversation(self, user: str, extra: Messages) -> Callable[[str], Messages]:
+        """The messages for a response_format mode: the system prompt depends on the mode."""
 
-        def build(extra: Messages) -> Callable[[str], Messages]:
-            def messages(mode: str) -> Messages:
-                system = {"role": "system", "content": self._system[mode]}
-                return [system, {"role": "user", "content": user}, *extra]
+        def messages(mode: str) -> Messages:
+            system = {"role": "system", "content": self._system[mode]}
+            return [system, {"role": "user", "content": user}, *extra]
 
-            return messages
+        return messages
 
-        first = self._call(build([]), calls)
+    def _ask(self, user: str, request: JudgeRequest, calls: list[Completion]) -> JudgeOutput:
+        """The validated output of the model, re-asking once if the first reply is unusable."""
+        first = self._call(self._conversation(user, []), calls)
         try:
-            output = self._validated(first, request, calls)
+            return self._validated(first, request, calls)
         except ReplyInvalid as exc:
-            log.info(
+            # The re-ask runs inside the handler: its errors chain to the first reply's problem.
+            return self._reask(user, first, exc, request, calls)
+
+    def _reask(
+        self,
+        user: str,
+        first: Completion,
+        invalid: ReplyInvalid,
+        request: JudgeRequest,
+        calls: list[Completion],
+    ) -> JudgeOutput:
+        """The second and last try: the first reply and what is wrong with it go back.
+
+        Raises:
+            LlmReplyError: the second reply is unusable too.
+        """
+        model = self.config.model or ""
+        log.info(
+            "llm_reply_invalid",
+            model=model,
+            reason=invalid.reason,
+            errors=invalid.errors[:5],
+            reask=True,
+        )
+        reask = self.prompts.render("reask.j2", errors=invalid.errors)
+        extra: Messages = [
+            {"role": "assistant", "content": first.text or ""},
+            {"role": "user", "content": reask},
+        ]
+        second = self._call(self._conversation(user, extra), calls)
+        try:
+            return self._validated(second, request, calls)
+        except ReplyInvalid as exc:
+            log.warning(
                 "llm_reply_invalid",
                 model=model,
                 reason=exc.reason,
                 errors=exc.errors[:5],
-                reask=True,
+                reask=False,
             )
-            reask = self.prompts.render("reask.j2", errors=exc.errors)
-            extra: Messages = [
-                {"role": "assistant", "content": first.text or ""},
-                {"role": "user", "content": reask},
-            ]
-            second = self._call(build(extra), calls)
-            try:
-                output = self._validated(second, request, calls)
-            except ReplyInvalid as exc2:
-                log.warning(
-                    "llm_reply_invalid",
-                    model=model,
-                    reason=exc2.reason,
-                    errors=exc2.errors[:5],
-                    reask=False,
-                )
-                raise LlmReplyError(
-                    exc2.reason,
-                    f"{_FAILED.get(exc2.reason, 'the LLM reply was unusable')}, after one re-ask: "
-                    + redact("; ".join(exc2.errors[:5]), self._client.secrets),
-                    attempts=sum(c.attempts for c in calls),
-                    raw=redact(second.text or "", self._client.secrets, limit=None),
-                ) from exc2
-        self._cache.put(key, output)
+            raise self._failed(exc, second, calls) from exc
+
+    def _failed(
+        self, invalid: ReplyInvalid, last: Completion, calls: list[Completion]
+    ) -> LlmReplyError:
+        """The error of a reply still unusable after the re-ask; endpoint text redacted."""
+        secrets = self._client.secrets
+        return LlmReplyError(
+            invalid.reason,
+            f"{_FAILED.get(invalid.reason, 'the LLM reply was unusable')}, after one re-ask: "
+            + redact("; ".join(invalid.errors[:5]), secrets),
+            attempts=sum(c.attempts for c in calls),
+            raw=redact(last.text or "", secrets, limit=None),
+        )
+
+    def _usage(self, calls: list[Completion], started: float) -> Usage:
+        """What the calls of one judged record cost, in tokens, money, time and attempts."""
         prompt_tokens = sum(c.prompt_tokens for c in calls)
         completion_tokens = sum(c.completion_tokens for c in calls)
-        return JudgeReply(
-            output=output,
-            usage=Usage(
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                latency_ms=_ms(started),
-                cache_hit=False,
-                cost_usd=self.config.cost(model, prompt_tokens, completion_tokens),
-                attempts=sum(c.attempts for c in calls),
-            ),
+        return Usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=_ms(started),
+            cache_hit=False,
+            cost_usd=self.config.cost(self.config.model or "", prompt_tokens, completion_tokens),
+            attempts=sum(c.attempts for c in calls),
         )
 
     def _validated(
