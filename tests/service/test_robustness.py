@@ -41,6 +41,7 @@ REASONS = {
     "too_large",
     "limits_exceeded",
     "unknown_dialect",
+    "unreadable",
     "internal_error",
 }
 
