@@ -2,7 +2,8 @@
 
 StefError
 ├── ConfigError              settings or config file invalid (fails at start)
-├── RulesError               a rules file is invalid; carries file:line problems
+│   ├── RulesError           a rules file is invalid; carries file:line problems
+│   └── TemplateError        a prompt template failed to compile or render
 ├── InvalidInput             a record cannot be judged; becomes a dead letter
 ├── SqlParseError            sqlglot could not parse S (the record is still judged)
 ├── JudgeError               a judge backend could not decide; outcome judge_error
@@ -12,7 +13,6 @@ StefError
 │   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
 ├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
 │                            once and then raises LlmReplyError (never leaves the judge)
-├── TemplateError            a prompt template failed to compile or render
 └── SinkError                a sink could not acknowledge a write
 """
 
@@ -44,7 +44,7 @@ class RuleProblem:
         return f"{where}:{loc} {self.message}"
 
 
-class RulesError(StefError):
+class RulesError(ConfigError):
     """A rules file (or directory) is invalid."""
 
     def __init__(self, problems: list[RuleProblem]) -> None:
@@ -142,7 +142,7 @@ class ReplyInvalid(StefError):
         super().__init__("; ".join(errors))
 
 
-class TemplateError(StefError):
+class TemplateError(ConfigError):
     """A prompt template failed to compile at start or to render."""
 
 
