@@ -53,7 +53,12 @@ class Metrics:
         self._agents_fixed = known_agents is not None
         self._max_agents = max_agents
         self._lock = threading.Lock()
-        r = registry
+        self._register_quality(registry)
+        self._register_llm(registry)
+        self._register_service(registry)
+
+    def _register_quality(self, r: CollectorRegistry) -> None:
+        """What the judge found: outcomes, scores, tiers, issues, safety."""
         self.records = Counter(
             "stef_records_total", "Records received, by outcome", ["app", "outcome"], registry=r
         )
@@ -89,6 +94,9 @@ class Metrics:
             ["app"],
             registry=r,
         )
+
+    def _register_llm(self, r: CollectorRegistry) -> None:
+        """What the LLM judge costs: latency, tokens, money, cache."""
         self.llm_duration = Histogram(
             "stef_llm_request_duration_seconds",
             "LLM request latency",
@@ -107,6 +115,9 @@ class Metrics:
         )
         self.cache_hits = Counter("stef_cache_hits_total", "Judge cache hits", registry=r)
         self.cache_misses = Counter("stef_cache_misses_total", "Judge cache misses", registry=r)
+
+    def _register_service(self, r: CollectorRegistry) -> None:
+        """How the service runs: in-flight work, consumer lag, rules reloads."""
         self.inflight = Gauge("stef_inflight", "Records being judged now", registry=r)
         self.consumer_lag = Gauge(
             "stef_consumer_lag",
