@@ -313,7 +313,30 @@ def _validate(
     if not isinstance(obj, dict):
         raise InvalidInput("not_object", f"record is a JSON {type(obj).__name__}, not an object")
     _check_tree(obj, limits)
+    values = _fields(obj, mapping)
+    for name in REQUIRED:
+        if is_blank(values.get(name) or ""):
+            raise InvalidInput(
+                "missing_field",
+                f"required field {name!r} (from {mapping.source_of(name)!r}) is missing or "
+                "empty (nothing but whitespace, zero-width or control characters)",
+            )
+    _check_lengths(values, limits)
+    for name in _STRINGS:
+        if name in values and name not in REQUIRED and is_blank(values[name]):
+            del values[name]
+    _check_limits(values, limits)
+    if "dialect" in values:
+        values["dialect"] = _check_dialect(values["dialect"])
+    if "id" not in values:
+        values["id"] = record_id(
+            values.get("app"), values["question"], values.get("enriched_question"), values["sql"]
+        )
+    return InputRecord(**values)
 
+
+def _fields(obj: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]:
+    """STEF's fields, found through the mapping and type-checked (numbers as ids become text)."""
     values: dict[str, Any] = {}
     for name in FIELDS:
         value = _lookup(obj, mapping.source_of(name))
@@ -335,39 +358,15 @@ def _validate(
                 f"not {type(value).__name__}",
             )
         values[name] = value
-    for name in REQUIRED:
-        if is_blank(values.get(name) or ""):
-            raise InvalidInput(
-                "missing_field",
-                f"required field {name!r} (from {mapping.source_of(name)!r}) is missing or "
-                "empty (nothing but whitespace, zero-width or control characters)",
-            )
-    if len(values["question"]) > limits.max_question_chars:
-        raise InvalidInput(
-            "too_large",
-            f"question is {len(values['question'])} characters; "
-            f"the limit is {limits.max_question_chars}",
-        )
-    enriched = values.get("enriched_question") or ""
-    if len(enriched) > limits.max_enriched_question_chars:
-        raise InvalidInput(
-            "too_large",
-            f"enriched_question is {len(enriched)} characters; "
-            f"the limit is {limits.max_enriched_question_chars}",
-        )
-    if len(values["sql"]) > limits.max_sql_chars:
-        raise InvalidInput(
-            "too_large",
-            f"sql is {len(values['sql'])} characters; the limit is {limits.max_sql_chars}",
-        )
-    for name in _STRINGS:
-        if name in values and name not in REQUIRED and is_blank(values[name]):
-            del values[name]
-    _check_limits(values, limits)
-    if "dialect" in values:
-        values["dialect"] = _check_dialect(values["dialect"])
-    if "id" not in values:
-        values["id"] = record_id(
-            values.get("app"), values["question"], values.get("enriched_question"), values["sql"]
-        )
-    return InputRecord(**values)
+    return values
+
+
+def _check_lengths(values: dict[str, Any], limits: Limits) -> None:
+    for name, limit in (
+        ("question", limits.max_question_chars),
+        ("enriched_question", limits.max_enriched_question_chars),
+        ("sql", limits.max_sql_chars),
+    ):
+        size = len(values.get(name) or "")
+        if size > limit:
+            raise InvalidInput("too_large", f"{name} is {size} characters; the limit is {limit}")
