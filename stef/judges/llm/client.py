@@ -148,6 +148,31 @@ class _BadBody(Exception):
         super().__init__(detail)
 
 
+@dataclass
+class _Call:
+    """The state of one :meth:`ChatClient.complete` across its attempts (mutable, one thread).
+
+    Attributes:
+        started: when the first attempt began (the retry budget counts from here).
+        mode: the response_format mode of the next attempt.
+        attempts: HTTP calls made so far.
+        retries: backoffs slept so far (the json_object fallback is not one).
+        fell_back: the fallback to ``json_object`` was taken (it is taken once).
+        t0: when the current attempt began, reset once it holds a concurrency slot.
+    """
+
+    started: float
+    mode: str
+    attempts: int = 0
+    retries: int = 0
+    fell_back: bool = False
+    t0: float = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds the current attempt has taken."""
+        return time.monotonic() - self.t0
+
+
 def retry_after_s(headers: Any) -> float | None:
     """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if any."""
     if headers is None:
@@ -239,106 +264,99 @@ class ChatClient:
                 ``rate_limited``, ``http_<status>``, ``bad_response`` for a 200 whose body is not
                 a chat completion), or the endpoint refused the request.
         """
-        started = time.monotonic()
-        attempts = retries = 0
-        prompt_tokens = completion_tokens = 0
-        mode = self._current_mode()
-        fell_back = False
+        call = _Call(started=time.monotonic(), mode=self._current_mode())
         while True:
-            attempts += 1
-            t0 = time.monotonic()
-            try:
-                with self._slots:
-                    t0 = time.monotonic()
-                    raw = self._create(build(mode), mode)
-                envelope = _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
-            except openai.APIStatusError as exc:
-                elapsed = time.monotonic() - t0
-                status = exc.status_code
-                message = _message(exc, self._secrets)
-                if self._rejects_schema(status, message, mode) and not fell_back:
-                    # Not a retry: the same request in the mode the server may support.
-                    self._observe("retry", elapsed)
-                    log.warning(
-                        "llm_json_schema_rejected",
-                        status=status,
-                        model=self.model,
-                        fallback="json_object",
-                        message=message,
-                    )
-                    mode, fell_back = "json_object", True
-                    continue
-                retryable = status in _RETRY_STATUSES or status >= 500
-                wait = retry_after_s(exc.response.headers) if retryable else None
-                reason = "rate_limited" if status == 429 else f"http_{status}"
-                detail = f"HTTP {status} from the LLM endpoint: {message}"
-                # No cause chained: the openai exception's text embeds the raw body, which
-                # may echo the credentials; the status and the redacted message are kept.
-                if not retryable:
-                    self._observe("error", elapsed)
-                    raise LlmTransportError(
-                        reason, detail, attempts=attempts, status_code=status
-                    ) from None
-                self._backoff_or_raise(
-                    None, reason, detail, retries, attempts, started, elapsed, wait, status
-                )
-                retries += 1
-                continue
-            except openai.APITimeoutError as exc:
-                elapsed = time.monotonic() - t0
-                detail = f"no answer within {self.config.timeout_s} s"
-                self._backoff_or_raise(exc, "timeout", detail, retries, attempts, started, elapsed)
-                retries += 1
-                continue
-            except openai.APIConnectionError as exc:
-                elapsed = time.monotonic() - t0
-                cause = redact(exc.__cause__ or exc, self._secrets)
-                detail = f"cannot reach the LLM endpoint: {cause}"
-                self._backoff_or_raise(
-                    exc, "connection_error", detail, retries, attempts, started, elapsed
-                )
-                retries += 1
-                continue
-            except _BadBody as exc:
-                # A gateway's error page or a proxy's error object on a 200: often transient.
-                elapsed = time.monotonic() - t0
-                self._backoff_or_raise(
-                    None, "bad_response", exc.detail, retries, attempts, started, elapsed
-                )
-                retries += 1
-                continue
-            except openai.OpenAIError as exc:
-                # Anything else the client raises; its text may carry the body, so no chain.
-                elapsed = time.monotonic() - t0
-                self._observe("error", elapsed)
-                raise LlmTransportError(
-                    "bad_response",
-                    "unusable answer from the LLM endpoint: "
-                    f"{type(exc).__name__}: {redact(exc, self._secrets)}",
-                    attempts=attempts,
-                ) from None
-            elapsed = time.monotonic() - t0
-            usage = envelope.usage
-            p = max(0, (usage.prompt_tokens if usage else None) or 0)
-            c = max(0, (usage.completion_tokens if usage else None) or 0)
-            prompt_tokens += p
-            completion_tokens += c
-            self._observe("ok", elapsed, p, c)
-            self._settle_mode(mode)
-            choice = envelope.choices[0] if envelope.choices else None
-            message_ = choice.message if choice is not None else None
-            refusal = message_.refusal if message_ is not None else None
-            return Completion(
-                text=message_.content if message_ is not None else None,
-                refusal=redact(refusal, self._secrets) if refusal else None,
-                finish_reason=choice.finish_reason if choice is not None else None,
-                mode=mode,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                attempts=attempts,
-            )
+            completion = self._attempt(build, call)
+            if completion is not None:
+                return completion
 
     # ------------------------------------------------------------------------------- internals
+
+    def _attempt(self, build: Callable[[str], Messages], call: _Call) -> Completion | None:
+        """One HTTP call: its completion, or None after a backoff or the json_object fallback.
+
+        Raises:
+            LlmTransportError: the failure is final, or the retry budget is spent.
+        """
+        call.attempts += 1
+        call.t0 = time.monotonic()
+        try:
+            envelope = self._send(build, call)
+        except openai.APIStatusError as exc:
+            self._on_status(exc, call, call.elapsed())
+            return None
+        except openai.APITimeoutError as exc:
+            elapsed = call.elapsed()
+            detail = f"no answer within {self.config.timeout_s} s"
+            self._backoff_or_raise(call, exc, "timeout", detail, elapsed)
+            return None
+        except openai.APIConnectionError as exc:
+            elapsed = call.elapsed()
+            detail = f"cannot reach the LLM endpoint: {redact(exc.__cause__ or exc, self._secrets)}"
+            self._backoff_or_raise(call, exc, "connection_error", detail, elapsed)
+            return None
+        except _BadBody as exc:
+            # A gateway's error page or a proxy's error object on a 200: often transient.
+            self._backoff_or_raise(call, None, "bad_response", exc.detail, call.elapsed())
+            return None
+        except openai.OpenAIError as exc:
+            # Anything else the client raises; its text may carry the body, so no chain.
+            self._observe("error", call.elapsed())
+            raise LlmTransportError(
+                "bad_response",
+                "unusable answer from the LLM endpoint: "
+                f"{type(exc).__name__}: {redact(exc, self._secrets)}",
+                attempts=call.attempts,
+            ) from None
+        elapsed = call.elapsed()
+        completion = _completion(envelope, call.mode, call.attempts, self._secrets)
+        self._observe("ok", elapsed, completion.prompt_tokens, completion.completion_tokens)
+        self._settle_mode(call.mode)
+        return completion
+
+    def _send(self, build: Callable[[str], Messages], call: _Call) -> _Envelope:
+        """Send the request in ``call.mode`` and read the envelope of its 200.
+
+        ``call.t0`` is reset once a concurrency slot is free: the wait for one is not the call's
+        time.
+        """
+        with self._slots:
+            call.t0 = time.monotonic()
+            raw = self._create(build(call.mode), call.mode)
+        return _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
+
+    def _on_status(self, exc: openai.APIStatusError, call: _Call, elapsed: float) -> None:
+        """A non-2xx answer: fall back to json_object, back off, or raise.
+
+        Raises:
+            LlmTransportError: the status is not worth a retry, or the retry budget is spent.
+        """
+        status = exc.status_code
+        message = _message(exc, self._secrets)
+        if self._rejects_schema(status, message, call.mode) and not call.fell_back:
+            # Not a retry: the same request in the mode the server may support.
+            self._observe("retry", elapsed)
+            log.warning(
+                "llm_json_schema_rejected",
+                status=status,
+                model=self.model,
+                fallback="json_object",
+                message=message,
+            )
+            call.mode, call.fell_back = "json_object", True
+            return
+        retryable = status in _RETRY_STATUSES or status >= 500
+        wait = retry_after_s(exc.response.headers) if retryable else None
+        reason = "rate_limited" if status == 429 else f"http_{status}"
+        detail = f"HTTP {status} from the LLM endpoint: {message}"
+        # No cause chained: the openai exception's text embeds the raw body, which
+        # may echo the credentials; the status and the redacted message are kept.
+        if not retryable:
+            self._observe("error", elapsed)
+            raise LlmTransportError(
+                reason, detail, attempts=call.attempts, status_code=status
+            ) from None
+        self._backoff_or_raise(call, None, reason, detail, elapsed, wait, status)
 
     def _create(self, messages: Messages, mode: str) -> Any:
         kwargs: dict[str, Any] = {
@@ -375,32 +393,30 @@ class ChatClient:
 
     def _backoff_or_raise(
         self,
+        call: _Call,
         cause: BaseException | None,
         reason: str,
         detail: str,
-        retries: int,
-        attempts: int,
-        started: float,
         elapsed: float,
         retry_after: float | None = None,
         status: int | None = None,
     ) -> None:
-        """Sleep before the next attempt, or raise when the retry budget is spent."""
+        """Sleep before the next attempt and count the retry, or raise when the budget is spent."""
         cfg = self.config
-        backoff = random.uniform(0, min(cfg.backoff_max_s, cfg.backoff_base_s * 2**retries))
+        backoff = random.uniform(0, min(cfg.backoff_max_s, cfg.backoff_base_s * 2**call.retries))
         wait = max(backoff, retry_after or 0.0)
-        spent = time.monotonic() - started
-        if retries >= cfg.max_retries or spent + wait > cfg.max_total_retry_s:
+        spent = time.monotonic() - call.started
+        if call.retries >= cfg.max_retries or spent + wait > cfg.max_total_retry_s:
             self._observe("error", elapsed)
             budget = (
-                f"{retries} retries"
-                if retries >= cfg.max_retries
+                f"{call.retries} retries"
+                if call.retries >= cfg.max_retries
                 else f"retry budget of {cfg.max_total_retry_s} s"
             )
             raise LlmTransportError(
                 reason,
-                f"{detail} (gave up after {attempts} attempts, {budget})",
-                attempts=attempts,
+                f"{detail} (gave up after {call.attempts} attempts, {budget})",
+                attempts=call.attempts,
                 status_code=status,
             ) from cause
         self._observe("retry", elapsed)
@@ -408,11 +424,12 @@ class ChatClient:
             "llm_retry",
             model=self.model,
             reason=reason,
-            attempt=attempts,
+            attempt=call.attempts,
             wait_s=round(wait, 3),
             retry_after_s=retry_after,
         )
         self._sleep(wait)
+        call.retries += 1
 
     def _observe(self, outcome: str, seconds: float, p: int = 0, c: int = 0) -> None:
         if self._metrics is not None:
@@ -476,3 +493,22 @@ def _parse_body(content: bytes, content_type: str | None, secrets: Iterable[str]
             "the LLM endpoint answered 200 with a body that is not a chat completion: "
             + redact(quoted, secrets)
         ) from None
+
+
+def _completion(
+    envelope: _Envelope, mode: str, attempts: int, secrets: Iterable[str]
+) -> Completion:
+    """The completion of a valid envelope: first choice's text, refusal (redacted) and usage."""
+    usage = envelope.usage
+    choice = envelope.choices[0] if envelope.choices else None
+    message = choice.message if choice is not None else None
+    refusal = message.refusal if message is not None else None
+    return Completion(
+        text=message.content if message is not None else None,
+        refusal=redact(refusal, secrets) if refusal else None,
+        finish_reason=choice.finish_reason if choice is not None else None,
+        mode=mode,
+        prompt_tokens=max(0, (usage.prompt_tokens if usage else None) or 0),
+        completion_tokens=max(0, (usage.completion_tokens if usage else None) or 0),
+        attempts=attempts,
+    )
