@@ -362,3 +362,23 @@ def test_readyz_fails_while_the_broker_is_unreachable(service_factory: Any) -> N
         assert proc.get("/healthz")[0] == 200  # alive, waiting for the broker: not restarted
         proc.signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+def test_a_full_disk_stops_the_service_with_nothing_acknowledged(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        "".join(json.dumps({"question": f"q{i}?", "sql": "SELECT 1"}) + "\n" for i in range(5))
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "stef.cli", "run", "--source", f"file:{log}",
+         "--results", "file:/dev/full", "--dead-letters", f"file:{tmp_path / 'dead.jsonl'}",
+         "--metrics-port", "off"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == Exit.FAILURE
+    assert "No space left on device" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    rc = main(["replay", str(log), "-o", "/dev/full", "--no-progress"])
+    assert rc == Exit.FAILURE
