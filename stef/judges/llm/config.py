@@ -19,6 +19,23 @@ from stef.errors import ConfigError
 ResponseFormatMode = Literal["auto", "json_schema", "json_object"]
 
 
+# The environment variable of each field, for from_env and for its error messages.
+_ENV_VARS = {
+    "base_url": "STEF_LLM_BASE_URL",
+    "api_key": "STEF_LLM_API_KEY",
+    "model": "STEF_LLM_MODEL",
+    "timeout_s": "STEF_LLM_TIMEOUT_S",
+    "max_retries": "STEF_LLM_MAX_RETRIES",
+    "max_total_retry_s": "STEF_LLM_MAX_TOTAL_RETRY_S",
+    "max_concurrency": "STEF_LLM_MAX_CONCURRENCY",
+    "max_tokens": "STEF_LLM_MAX_TOKENS",
+    "response_format": "STEF_LLM_RESPONSE_FORMAT",
+    "cache_path": "STEF_LLM_CACHE",
+    "cache_size": "STEF_LLM_CACHE_SIZE",
+    "prices": "STEF_LLM_PRICES",
+}
+
+
 class ModelPrice(BaseModel):
     """US dollars per one million tokens."""
 
@@ -96,22 +113,8 @@ class LlmConfig(BaseModel):
             ConfigError: a value does not validate (the message names the variable, not the key).
         """
         source = os.environ if env is None else env
-        names = {
-            "base_url": "STEF_LLM_BASE_URL",
-            "api_key": "STEF_LLM_API_KEY",
-            "model": "STEF_LLM_MODEL",
-            "timeout_s": "STEF_LLM_TIMEOUT_S",
-            "max_retries": "STEF_LLM_MAX_RETRIES",
-            "max_total_retry_s": "STEF_LLM_MAX_TOTAL_RETRY_S",
-            "max_concurrency": "STEF_LLM_MAX_CONCURRENCY",
-            "max_tokens": "STEF_LLM_MAX_TOKENS",
-            "response_format": "STEF_LLM_RESPONSE_FORMAT",
-            "cache_path": "STEF_LLM_CACHE",
-            "cache_size": "STEF_LLM_CACHE_SIZE",
-            "prices": "STEF_LLM_PRICES",
-        }
         data: dict[str, object] = {}
-        for field, var in names.items():
+        for field, var in _ENV_VARS.items():
             value = source.get(var, "").strip()
             if not value:
                 continue
@@ -126,6 +129,6 @@ class LlmConfig(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{names.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()
+                f"{_ENV_VARS.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()
             )
             raise ConfigError(f"invalid LLM settings: {problems}") from exc
