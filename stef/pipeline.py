@@ -24,6 +24,7 @@ from stef.judges.base import Judge, JudgeRequest
 from stef.metrics import Metrics
 from stef.models import (
     Components,
+    FilterStatus,
     InputRecord,
     JudgeInfo,
     JudgeOutput,
@@ -31,6 +32,7 @@ from stef.models import (
     Safety,
     SqlSpec,
     Usage,
+    Verdict,
 )
 from stef.rules import AppRules, RuleSet
 from stef.stages.align import align
@@ -41,6 +43,9 @@ from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
 
 log = structlog.get_logger(__name__)
+
+# Named in ``normalizations`` when mutating or stacked SQL is scored 0 whatever else holds.
+SAFETY_OVERRIDE = "safety_override"
 
 # The short message of an unexpected exception kept in its dead letter and log line.
 _MAX_INTERNAL_MESSAGE = 300
@@ -192,6 +197,9 @@ class Pipeline:
         try:
             reply = self.backend.judge(request)
         except JudgeError as exc:
+            if _unsafe(spec):
+                # Safety never depends on the judge: it holds when the reply fails.
+                return _unsafe_without_judge(exc, spec, norm, rules, started, base)
             return Result(
                 outcome="judge_error",
                 error=f"{exc.reason}: {exc.detail}",
@@ -250,7 +258,7 @@ def _evaluated(
         question_spec=out.question_spec,
         sql_spec=spec,
         alignment=alignment,
-        normalizations=norm.normalizations,
+        normalizations=_normalizations(norm, unsafe=scored.unsafe),
         flags=norm.flags,
         issues=_issues(out.issues, unsafe=scored.unsafe, parsed=spec.parsed),
         safety=_safety(spec),
@@ -271,6 +279,51 @@ def _issues(labels: Sequence[str], *, unsafe: bool, parsed: bool) -> list[str]:
     if len(issues) > 1 and "none" in issues:
         issues.remove("none")
     return issues or ["none"]
+
+
+def _unsafe_without_judge(
+    exc: JudgeError,
+    spec: SqlSpec,
+    norm: Normalized,
+    rules: AppRules,
+    started: float,
+    base: dict[str, Any],
+) -> Result:
+    """Mutating or stacked SQL whose judge failed: the safety override decides alone."""
+    # No judge: nothing is known of the question's filters, so none counts as applied.
+    scored = score(FilterStatus.NOT_APPLIED, Verdict.INCORRECT, 0, 1.0, spec, rules)
+    return Result(
+        outcome="evaluated",
+        score=scored.score,
+        tier=scored.tier,
+        error=f"{exc.reason}: {exc.detail}",
+        components=Components(
+            filter_status=FilterStatus.NOT_APPLIED,
+            filter_score=scored.filter_score,
+            verdict=scored.verdict,
+            verdict_score=scored.verdict_score,
+            leniency=0,
+            confidence=1.0,
+            confidence_multiplier=scored.multiplier,
+        ),
+        sql_spec=spec,
+        normalizations=_normalizations(norm, unsafe=True),
+        flags=norm.flags,
+        issues=_issues([], unsafe=True, parsed=spec.parsed),
+        safety=_safety(spec),
+        complexity=complexity(spec),
+        rationale=_unsafe_rationale(f"The judge could not decide ({exc.reason})."),
+        usage=Usage(latency_ms=_ms_since(started), attempts=exc.attempts),
+        **base,
+    )
+
+
+def _normalizations(norm: Normalized, *, unsafe: bool) -> list[str]:
+    return [*norm.normalizations, SAFETY_OVERRIDE] if unsafe else list(norm.normalizations)
+
+
+def _unsafe(spec: SqlSpec) -> bool:
+    return spec.mutating or spec.multiple_statements
 
 
 def _safety(spec: SqlSpec) -> Safety:

@@ -67,7 +67,12 @@ def test_paper_case(
         * c["confidence_multiplier"],
         2,
     )
-    assert result["score"] == expected_score
+    if result["safety"]["mutating"] or result["safety"]["multiple_statements"]:
+        # The safety override: 0 and poor whatever the paper's components say.
+        assert (result["score"], result["tier"]) == (0.0, "poor")
+        assert "safety_override" in result["normalizations"]
+    else:
+        assert result["score"] == expected_score
 
 
 def test_cases_file_matches_shared_copy() -> None:

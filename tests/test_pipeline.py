@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stef.errors import LlmReplyError
 from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import JudgeInfo
 from stef.pipeline import Pipeline, sampled_in
 from stef.rules import AppRules, RuleSet
@@ -55,3 +56,21 @@ def test_rules_callable_is_read_per_record() -> None:
     assert "safety_limit" in pipe.judge_record(rec).normalizations
     current["rules"] = RuleSet(AppRules(limit_min=100))
     assert "limit_below_min" in pipe.judge_record(rec).flags
+
+
+class _FailingJudge(HeuristicJudge):
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        raise LlmReplyError("invalid_reply", "the model said nothing usable", attempts=2)
+
+
+def test_safety_holds_when_the_judge_fails() -> None:
+    pipeline = Pipeline(RuleSet(AppRules()), _FailingJudge())
+    unsafe = pipeline.judge_record(validate({"question": "Drop it", "sql": "DROP TABLE orders"}))
+    assert (unsafe.outcome, unsafe.score, unsafe.tier) == ("evaluated", 0.0, "poor")
+    assert unsafe.components is not None and unsafe.components.verdict == "Incorrect"
+    assert unsafe.issues == ["unsafe_sql"] and "safety_override" in unsafe.normalizations
+    assert unsafe.error is not None and unsafe.error.startswith("invalid_reply")
+    safe = pipeline.judge_record(
+        validate({"question": "How many?", "sql": "SELECT COUNT(*) FROM o"})
+    )
+    assert (safe.outcome, safe.score) == ("judge_error", None)

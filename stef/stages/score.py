@@ -1,6 +1,9 @@
-"""Score stage: the paper's formula (STEF §4), tiers, and the safety override (SPEC §2).
+"""Score stage: the paper's formula (STEF §4), tiers, and the safety override.
 
 Φ = (σ_filters + σ_verdict + δ) / 10 × 100 × Γ(γ)
+
+Mutating or stacked SQL is verdict Incorrect and scores 0 (tier poor) whatever else holds: the
+safety override. The paper's components are still computed and reported beside it.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def score(
     spec: SqlSpec,
     rules: AppRules,
 ) -> Scored:
-    """Score one judged record; mutating or stacked SQL forces verdict Incorrect."""
+    """Score one judged record; mutating or stacked SQL forces verdict Incorrect and score 0."""
     unsafe = spec.mutating or spec.multiple_statements
     if unsafe:
         verdict = Verdict.INCORRECT
@@ -70,5 +73,5 @@ def score(
     sigma_v = VERDICT_SCORES[verdict]
     delta = leniency if status is FilterStatus.FULLY_APPLIED_WITH_EXTRAS else 0
     gamma = multiplier(confidence, rules)
-    value = round((sigma_f + sigma_v + delta) / 10 * 100 * gamma, 2)
+    value = 0.0 if unsafe else round((sigma_f + sigma_v + delta) / 10 * 100 * gamma, 2)
     return Scored(value, tier_of(value, rules), sigma_f, verdict, sigma_v, gamma, unsafe)

@@ -45,7 +45,11 @@ def test_formula(
 def test_unsafe_forces_incorrect() -> None:
     spec = SqlSpec(statement_type="delete", mutating=True)
     s = score(F.FULLY_APPLIED, V.CORRECT, 0, 0.9, spec, AppRules())
-    assert (s.verdict, s.verdict_score, s.score, s.unsafe) == (V.INCORRECT, 0, 50.0, True)
+    # The safety override: score 0, tier poor; the paper's components stay beside it.
+    assert (s.verdict, s.verdict_score, s.score, s.tier, s.unsafe) == (
+        V.INCORRECT, 0, 0.0, "poor", True,
+    )  # fmt: skip
+    assert s.filter_score == 5
     stacked = SqlSpec(statement_type="select", multiple_statements=True)
     assert score(F.FULLY_APPLIED, V.CORRECT, 0, 0.9, stacked, AppRules()).verdict is V.INCORRECT
 
