@@ -64,7 +64,7 @@ class Summary:
         agent = result.agent or "-"
         if result.agent_version:
             agent = f"{agent}@{result.agent_version}"
-        self.groups[(result.app or "-", agent)].add(result)
+        self.groups[(_shown(result.app or "-"), _shown(agent))].add(result)
         self.backends.add(result.judge.backend)
 
     def extend(self, results: Iterable[Result]) -> Summary:
@@ -115,3 +115,12 @@ class Summary:
             "evaluated records; coverage leaves sampled-out records out"
         )
         return "\n".join(lines)
+
+
+# Apps and agents come from the records: a 10,000-character name must not widen the table.
+_MAX_NAME = 40
+
+
+def _shown(name: str) -> str:
+    name = " ".join(name.split())  # no newline or tab may break a row
+    return name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"

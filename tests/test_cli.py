@@ -146,3 +146,14 @@ def test_summary_rejects_non_results(tmp_path: Path, capsys: pytest.CaptureFixtu
     f.write_text('{"nope": 1}\n')
     assert main(["summary", str(f)]) == 1
     assert ":1: not a result" in capsys.readouterr().err
+
+
+def test_summary_keeps_long_names_to_one_screen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"question": "q?", "sql": "SELECT 1", "agent": "G" * 10_000}) + "\n")
+    assert main(["replay", str(log), "--no-progress"]) == 0
+    table = capsys.readouterr().out
+    assert max(len(line) for line in table.splitlines()) < 300
+    assert "G" * 39 + "…" in table
