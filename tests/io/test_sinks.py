@@ -1,0 +1,157 @@
+"""Sinks at their edges: the discard sink acknowledges at once; a JSONL sink on a full disk
+acknowledges with a :class:`SinkError` and leaves no half-written line in its file."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stef.errors import SinkError
+from stef.io import Sink
+from stef.io.discard import DiscardSink
+from stef.io.jsonl import JsonlSink
+
+Acks = list[BaseException | None]
+
+
+# ---------------------------------------------------------------------------------- discard
+
+
+def test_discard_acknowledges_every_write_before_send_returns() -> None:
+    sink: Sink = DiscardSink()
+    acks: Acks = []
+    for i in range(3):
+        sink.send(b"k", b'{"i": %d}' % i, acks.append)
+        assert acks == [None] * (i + 1)  # acknowledged inside send, not later
+
+
+def test_discard_acknowledges_without_a_key_and_with_any_bytes() -> None:
+    sink = DiscardSink()
+    acks: Acks = []
+    sink.send(None, b"\xff\x00 not json", acks.append)
+    sink.send(None, b"", acks.append)
+    assert acks == [None, None]
+
+
+def test_discard_flush_and_close_hold_nothing() -> None:
+    sink = DiscardSink()
+    acks: Acks = []
+    sink.flush(0.0)
+    sink.close()
+    sink.close()
+    # Nothing was held open, so nothing stops a late write from being acknowledged.
+    sink.send(None, b"{}", acks.append)
+    assert acks == [None]
+
+
+# ------------------------------------------------------------------------------ a full disk
+
+
+def test_jsonl_on_dev_full_acknowledges_with_a_sink_error() -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    sink = JsonlSink("/dev/full")
+    acks: Acks = []
+    try:
+        sink.send(None, b'{"id": "a"}', acks.append)
+        sink.send(None, b'{"id": "b"}', acks.append)
+    finally:
+        # The failed line is still in the writer's buffer, so closing tries (and fails) again.
+        with contextlib.suppress(OSError):
+            sink.close()
+    assert len(acks) == 2
+    for ack in acks:
+        assert isinstance(ack, SinkError)
+        assert ack.rejected is False  # an outage, which stops the service: not one bad message
+        assert "/dev/full" in str(ack) and "No space left" in str(ack)
+
+
+class _PartialThenFull:
+    """A file object whose write puts out the first half of the line, then fails as a full disk
+    does; tell, truncate, flush and close reach the real file."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.full = False
+
+    def write(self, data: bytes) -> int:
+        if not self.full:
+            return int(self._stream.write(data))
+        self._stream.write(data[: len(data) // 2])
+        self._stream.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _lines(path: Path) -> list[Any]:
+    data = path.read_bytes()
+    assert data == b"" or data.endswith(b"\n"), data
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_a_write_cut_by_a_full_disk_leaves_no_half_line(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    sink = JsonlSink(str(out))
+    disk = _PartialThenFull(sink._stream)
+    sink._stream = disk  # type: ignore[assignment]  # the file object, as the sink holds it
+    acks: Acks = []
+    sink.send(None, b'{"id": "a"}', acks.append)
+    disk.full = True
+    sink.send(None, b'{"id": "b", "padding": "' + b"x" * 200 + b'"}', acks.append)
+    assert acks[0] is None and isinstance(acks[1], SinkError)
+    assert _lines(out) == [{"id": "a"}]
+    # Space comes back and the record is redelivered: its line is written whole, once.
+    disk.full = False
+    sink.send(None, b'{"id": "b"}', acks.append)
+    sink.close()
+    assert acks[2] is None
+    assert _lines(out) == [{"id": "a"}, {"id": "b"}]
+
+
+class _FillingFile(io.FileIO):
+    """A real file with room for ``room`` more bytes: a short write, then ENOSPC, as a disk that
+    fills up mid-line behaves under Python's buffered writer."""
+
+    room = 1 << 30
+
+    def write(self, data: Any) -> int:
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written = super().write(bytes(data)[: self.room])
+        assert written is not None
+        self.room -= written
+        return written
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="stef/io/jsonl.py JsonlSink._write: the file is a BufferedWriter; when the disk fills "
+    "mid-line its flush keeps the unwritten tail in the buffer, and truncate(start) flushes first, "
+    "fails again and is suppressed, so the half line stays on disk and the nacked line's tail is "
+    "written later (the record, redelivered, is then written twice)",
+)
+def test_a_buffered_write_cut_by_a_full_disk_leaves_no_half_line(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    sink = JsonlSink(str(out))
+    sink._stream.close()
+    raw = _FillingFile(str(out), "ab")
+    sink._stream = io.BufferedWriter(raw)
+    acks: Acks = []
+    sink.send(None, b'{"id": "a"}', acks.append)
+    raw.room = 5  # the disk fills five bytes into the next line
+    sink.send(None, b'{"id": "b"}', acks.append)
+    assert acks[0] is None and isinstance(acks[1], SinkError)
+    half_line_left = out.read_bytes() != b'{"id": "a"}\n'
+    raw.room = 1 << 30  # space comes back; the nacked record is redelivered
+    sink.send(None, b'{"id": "b"}', acks.append)
+    sink.close()
+    assert not half_line_left
+    assert _lines(out) == [{"id": "a"}, {"id": "b"}]
