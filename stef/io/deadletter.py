@@ -30,7 +30,8 @@ def dead_letter(
     The payload is the original text when it is UTF-8, else base64 with
     ``"payload_encoding": "base64"``, so the original bytes can be recovered. When the letter would
     exceed ``max_bytes``, the payload is cut to a prefix (``"payload_truncated": true``) and the
-    letter carries ``payload_bytes`` and ``payload_sha256`` of the whole original.
+    letter carries ``payload_bytes`` and ``payload_sha256`` of the whole original; if even that
+    is too long, the error is cut too (only a source position longer than the cap could exceed it).
     """
     if len(error) > MAX_ERROR_CHARS:
         error = error[:MAX_ERROR_CHARS] + "…"
@@ -47,7 +48,16 @@ def dead_letter(
         capped["payload_bytes"] = len(payload)
         capped["payload_sha256"] = hashlib.sha256(payload).hexdigest()
         letter = _encode(capped)
-        if len(letter) <= max_bytes or keep == 0:
+        if len(letter) <= max_bytes:
+            return letter
+        if keep == 0:
+            # Even without its payload the letter is too long: its error escapes to more
+            # bytes than the cap (control characters are 6 bytes of JSON each). Cut the error.
+            text = capped["error"]
+            while len(letter) > max_bytes and text:
+                text = text[: len(text) // 2]
+                capped["error"] = text + "…" if text else ""
+                letter = _encode(capped)
             return letter
 
 

@@ -193,7 +193,9 @@ class JsonlSink:
             directory = os.path.dirname(path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
-            self._stream = open(path, "ab")  # noqa: SIM115 (held open for the run)
+            # Unbuffered: a line is with the OS once write returns, and a failed write leaves no
+            # tail in a buffer to reach the disk later.
+            self._stream = open(path, "ab", buffering=0)  # noqa: SIM115 (held open for the run)
 
     def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
         try:
@@ -205,16 +207,21 @@ class JsonlSink:
         on_ack(None)
 
     def _write(self, line: bytes) -> None:
-        start = None if self._stream is sys.stdout.buffer else self._stream.tell()
-        try:
+        if self._stream is sys.stdout.buffer:
             self._stream.write(line)
             self._stream.flush()
+            return
+        start = self._stream.tell()
+        try:
+            view = memoryview(line)
+            while view:
+                written = self._stream.write(view)
+                view = view[written or 0 :]
         except OSError:
             # A full disk may have taken part of the line: cut it off, so the file stays JSONL
             # and the line is written whole when the record is redelivered.
-            if start is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    self._stream.truncate(start)
+            with contextlib.suppress(OSError, ValueError):
+                self._stream.truncate(start)
             raise
 
     def flush(self, timeout_s: float) -> None:

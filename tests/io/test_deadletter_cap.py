@@ -139,12 +139,6 @@ def test_an_error_at_the_limit_is_kept_whole() -> None:
     assert letter["error"] == error
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stef/io/deadletter.py caps the error at MAX_ERROR_CHARS characters, not bytes: 1,000 "
-    "control characters are 6,000 bytes of JSON, over the smallest cap Settings allows "
-    "(dead_letter_max_bytes >= 1024), and only the payload is cut to fit",
-)
 def test_the_smallest_allowed_cap_holds_with_an_escaped_error() -> None:
     raw = dead_letter("internal_error", "\x01" * 5000, POSITION, b"x" * 10_000, max_bytes=1024)
     assert len(raw) <= 1024
