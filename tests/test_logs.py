@@ -1,0 +1,126 @@
+"""Logging: one level name checked at start, JSON lines written to whatever ``sys.stderr`` is
+when a line is logged (tests and tools swap it after configuration)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from stef.logs import LEVELS, configure_logging
+
+
+@pytest.fixture
+def stderr(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """A buffer for ``sys.stderr`` (each test installs it after configuring), with no
+    ``STEF_LOG_LEVEL`` from the environment and no bound context left behind."""
+    monkeypatch.delenv("STEF_LOG_LEVEL", raising=False)
+    buffer = io.StringIO()
+    yield buffer
+    structlog.contextvars.clear_contextvars()
+
+
+def _lines(buffer: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize("level", ["bogus", "verbose", "warn", "10"])
+def test_an_unknown_level_is_a_value_error(level: str) -> None:
+    with pytest.raises(ValueError, match="log level must be one of debug, info"):
+        configure_logging(level)
+
+
+def test_an_unknown_level_from_the_environment_is_a_value_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STEF_LOG_LEVEL", "loud")
+    with pytest.raises(ValueError, match="'loud'"):
+        configure_logging()
+
+
+@pytest.mark.parametrize("level", [*LEVELS, "INFO", "Warning"])
+def test_every_listed_level_is_accepted_in_any_case(
+    level: str, stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging(level)
+    monkeypatch.setattr("sys.stderr", stderr)
+    log = structlog.get_logger()
+    for name in LEVELS:
+        getattr(log, name)(name)
+    written = [line["event"] for line in _lines(stderr)]
+    assert written == list(LEVELS[LEVELS.index(level.lower()) :])
+
+
+def test_lines_go_to_the_stderr_of_the_moment_as_json(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging("info")
+    log = structlog.get_logger("stef.test")
+    monkeypatch.setattr("sys.stderr", stderr)  # swapped after configuration
+    log.info("record_judged", record_id="r-1", score=87.5)
+    later = io.StringIO()
+    monkeypatch.setattr("sys.stderr", later)
+    log.warning("sink_slow", seconds=2)
+    [first] = _lines(stderr)
+    assert first["event"] == "record_judged" and first["level"] == "info"
+    assert (first["record_id"], first["score"]) == ("r-1", 87.5)
+    assert first["timestamp"].endswith("Z")  # ISO 8601, UTC
+    assert [line["event"] for line in _lines(later)] == ["sink_slow"]
+
+
+def test_lines_below_the_level_are_dropped(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging("warning")
+    monkeypatch.setattr("sys.stderr", stderr)
+    log = structlog.get_logger()
+    log.debug("d")
+    log.info("i")
+    log.warning("w")
+    log.error("e")
+    assert [line["event"] for line in _lines(stderr)] == ["w", "e"]
+
+
+def test_the_default_is_warning(stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    configure_logging()
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.get_logger().info("quiet")
+    structlog.get_logger().warning("loud")
+    assert [line["event"] for line in _lines(stderr)] == ["loud"]
+
+
+def test_the_environment_sets_the_level_and_an_argument_overrides_it(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEF_LOG_LEVEL", "error")
+    configure_logging()
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.get_logger().warning("hidden")
+    configure_logging("debug")
+    structlog.get_logger().debug("shown")
+    assert [line["event"] for line in _lines(stderr)] == ["shown"]
+
+
+def test_bound_context_and_exceptions_stay_on_one_line(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging("info")
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.contextvars.bind_contextvars(record_id="r-9")
+    try:
+        1 / 0  # noqa: B018 (the exception to log)
+    except ZeroDivisionError:
+        structlog.get_logger().exception("record_failed")
+    [line] = _lines(stderr)
+    assert line["record_id"] == "r-9" and line["level"] == "error"
+    assert "ZeroDivisionError" in line["exception"]
+
+
+def test_sqlglot_warnings_are_silenced() -> None:
+    configure_logging("debug")
+    assert logging.getLogger("sqlglot").getEffectiveLevel() == logging.ERROR
