@@ -113,6 +113,12 @@ class Metrics:
             ["model"],
             registry=r,
         )
+        self.judge_repairs = Counter(
+            "stef_judge_repairs_total",
+            "Repairs of a judge's answer (dropped ids, ungrounded filters, overruled matches)",
+            ["kind"],
+            registry=r,
+        )
         self.cache_hits = Counter("stef_cache_hits_total", "Judge cache hits", registry=r)
         self.cache_misses = Counter("stef_cache_misses_total", "Judge cache misses", registry=r)
 
@@ -220,6 +226,11 @@ class Metrics:
             self.llm_tokens.labels(model=model, kind="completion").inc(completion_tokens)
         if cost_usd:
             self.llm_cost.labels(model=model).inc(cost_usd)
+
+    def observe_repairs(self, kinds: list[str]) -> None:
+        """Count the repairs of one judged record, by kind (a fixed set chosen by the caller)."""
+        for kind in kinds:
+            self.judge_repairs.labels(kind=kind).inc()
 
     def observe_cache(self, hit: bool) -> None:
         (self.cache_hits if hit else self.cache_misses).inc()

@@ -188,6 +188,10 @@ class FilterMatch(_Frozen):
     filter: int = Field(description="0-based index into question_spec.filters")
     status: Literal["matched", "missing", "mismatched"]
     predicates: list[int] = Field(default_factory=list, description="SQL predicate ids")
+    decided_by: Literal["stef", "judge"] = Field(
+        default="judge",
+        description="stef: matched or overruled by deterministic checks; judge: the backend",
+    )
 
 
 class Enrichment(_Frozen):
@@ -206,6 +210,10 @@ class JudgeOutput(_Frozen):
     confidence: float = Field(ge=0.0, le=1.0)
     issues: list[Issue] = Field(default_factory=list)
     rationale: str = ""
+    repairs: list[str] = Field(
+        default_factory=list,
+        description="what was repaired in the backend's answer, one '<kind>: <detail>' each",
+    )
 
 
 class Usage(_Frozen):
@@ -239,6 +247,10 @@ class Alignment(_Frozen):
     projections_match: bool = True
     aggregations_match: bool = True
     group_by_match: bool = True
+    decided_by: dict[str, Literal["stef", "judge"]] = Field(
+        default_factory=dict,
+        description="per question filter (as listed above): who decided its match",
+    )
 
 
 class Components(_Frozen):
@@ -285,6 +297,10 @@ class Result(_Frozen):
     complexity: Complexity | None = None
     rationale: str = ""
     judge: JudgeInfo
+    repairs: list[str] = Field(
+        default_factory=list,
+        description="what STEF repaired or overruled in the judge's answer ('<kind>: <detail>')",
+    )
     usage: Usage = Field(default_factory=Usage)
     metadata: dict[str, Any] | None = None
 

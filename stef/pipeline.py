@@ -41,6 +41,7 @@ from stef.stages.normalize import Normalized, normalize
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
+from stef.stages.verify import repair_kind, verify
 
 log = structlog.get_logger(__name__)
 
@@ -214,7 +215,22 @@ class Pipeline:
         usage = reply.usage
         if not usage.latency_ms:
             usage = usage.model_copy(update={"latency_ms": _ms_since(started)})
-        return _evaluated(reply.output, spec, norm, rules, usage, base)
+        # The judge's claims are checked whatever the backend; repairs go with the result.
+        output, verified = verify(reply.output, request)
+        repairs = [*output.repairs, *verified]
+        if self.metrics is not None and repairs:
+            self.metrics.observe_repairs([repair_kind(r) for r in repairs])
+        result = _evaluated(output, spec, norm, rules, usage, base)
+        if result.alignment is None:  # never: an evaluated result is aligned
+            return result
+        filters = output.question_spec.filters
+        # Keyed like the alignment lists: the filter's text, else its lhs op rhs (or its rhs).
+        labels = [f.text or (f"{f.lhs} {f.op} {f.rhs}" if f.lhs else f.rhs) for f in filters]
+        decided = {
+            labels[m.filter]: m.decided_by for m in output.filter_matches if m.filter < len(labels)
+        }
+        alignment = result.alignment.model_copy(update={"decided_by": decided})
+        return result.model_copy(update={"alignment": alignment, "repairs": repairs})
 
 
 def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:

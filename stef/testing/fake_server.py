@@ -24,8 +24,10 @@ request it receives, and answers each one from a script, then from a default::
 Steps are consumed one per request, in order, by whichever request comes next. When the script
 is empty the server answers with its default, :func:`judge_like`: it reads the numbered
 predicates from the prompt's ``sql_predicates`` block and marks one question filter per predicate
-as matched, verdict ``Likely Correct``, confidence 0.9 (score 80 through the pipeline when no rule
-fires). ``FakeLlmServer(default=fn)`` replaces it; ``fn(received)`` returns a step.
+STEF did not already match (``stef_matched``) as matched, verdict ``Likely Correct``, confidence
+0.9 (score 80 through the pipeline when STEF matched every predicate and no rule fires; a claim
+whose text is not in the question is dropped by the verify stage).
+``FakeLlmServer(default=fn)`` replaces it; ``fn(received)`` returns a step.
 
 ``FakeLlmServer(reject_json_schema=400)`` answers every request that asks for ``response_format``
 ``json_schema`` with that status (a server without structured-output support), to exercise the
@@ -168,12 +170,23 @@ def estimate_tokens(text: str) -> int:
 def judge_like(
     received: Received, *, verdict: str = "Likely Correct", confidence: float = 0.9
 ) -> Reply:
-    """A valid judge reply built from the prompt: each SQL predicate matches one question filter."""
+    """A valid judge reply built from the prompt: each SQL predicate that STEF did not already
+    match (the ``stef_matched`` block) is claimed as a matched question filter, in the reply
+    shape where each filter carries its own match."""
     blocks = data_blocks(received.text("user"))
     predicates = blocks.get("sql_predicates") or []
+    settled = {i for m in blocks.get("stef_matched") or [] for i in m.get("predicates", [])}
     filters = [
-        {"lhs": None, "op": "=", "rhs": str(p.get("text", "")), "text": str(p.get("text", ""))}
+        {
+            "text": str(p.get("text", "")),
+            "lhs": None,
+            "op": "=",
+            "rhs": str(p.get("text", "")),
+            "status": "matched",
+            "predicates": [p["id"]],
+        }
         for p in predicates
+        if p.get("id") not in settled
     ]
     content = {
         "question_spec": {
@@ -184,10 +197,6 @@ def judge_like(
             "ordering_requested": False,
             "top_k": None,
         },
-        "filter_matches": [
-            {"filter": i, "status": "matched", "predicates": [p["id"]]}
-            for i, p in enumerate(predicates)
-        ],
         "enrichment": {"status": "faithful", "dropped": [], "added": []},
         "issues": ["none"],
         "rationale": "Scripted judge: every SQL predicate matches a question filter.",

@@ -20,7 +20,8 @@ def test_calls_in_flight_never_exceed_max_concurrency(
     judge = judge_factory(srv, max_concurrency=3)
     pipeline = pipeline_for(judge)
     records = [
-        make_record(id=f"r{i}", question=f"Total spend in APAC for {2000 + i}?") for i in range(24)
+        make_record(id=f"r{i}", question=f"Total spend in APAC for 2023, batch {i}?")
+        for i in range(24)
     ]
     with ThreadPoolExecutor(max_workers=12) as pool:
         results = list(pool.map(pipeline.judge_record, records))

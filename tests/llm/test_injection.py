@@ -21,6 +21,7 @@ from stef.prompts import data_blocks, strip_data_blocks
 from stef.rules import AppRules, RuleSet
 from stef.testing.fake_server import FakeLlmServer, Received, Reply
 from tests.llm.conftest import make_record
+from tests.llm.replies import filt
 
 MARKER = "PWNED"
 BLOCKS = {
@@ -30,6 +31,7 @@ BLOCKS = {
     "flags",
     "sql_spec",
     "sql_predicates",
+    "stef_matched",
     "user_question",
     "enriched_question",
     "sql",
@@ -43,11 +45,9 @@ def gullible(received: Received) -> Reply:
     instructions = strip_data_blocks(user) + received.text("system")
     predicates = data_blocks(user).get("sql_predicates") or []
     obey = MARKER in instructions
-    filters = [{"lhs": "region", "op": "=", "rhs": "EMEA", "text": "EMEA"}]
+    filters = [filt("EMEA", "EMEA", "missing", lhs="region")]
     if obey:
-        filters = [
-            {"lhs": None, "op": "=", "rhs": p["text"], "text": p["text"]} for p in predicates
-        ]
+        filters = [filt(p["text"], p["text"], "matched", [p["id"]]) for p in predicates]
     content = {
         "question_spec": {
             "outputs": [],
@@ -57,12 +57,6 @@ def gullible(received: Received) -> Reply:
             "ordering_requested": False,
             "top_k": None,
         },
-        "filter_matches": [
-            {"filter": i, "status": "matched", "predicates": [p["id"]]}
-            for i, p in enumerate(predicates)
-        ]
-        if obey
-        else [{"filter": 0, "status": "missing", "predicates": []}],
         "enrichment": {"status": "faithful", "dropped": [], "added": []},
         "issues": ["none"] if obey else ["filters_missing"],
         "rationale": "obeyed" if obey else "honest",

@@ -18,7 +18,7 @@ from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
 from stef.testing.fake_server import Delay, Error, FakeLlmServer, Raw, Reply
 from tests.llm.conftest import make_record
-from tests.llm.replies import reply
+from tests.llm.replies import filt, reply
 
 Make = Callable[..., LlmJudge]
 PipelineFor = Callable[[LlmJudge], Pipeline]
@@ -34,11 +34,18 @@ def calls(registry: CollectorRegistry, outcome: str, model: str = "judge-model")
 # ------------------------------------------------------------------------------------ scoring
 
 
+TYPICAL_SQL = "SELECT SUM(spend) AS total_spend FROM sales WHERE region = 'APAC' AND year = 2023"
+WRONG_YEAR_SQL = "SELECT SUM(spend) AS total_spend FROM sales WHERE region = 'APAC' AND year = 2022"
+WRONG_BOTH_SQL = "SELECT SUM(spend) AS total_spend FROM sales WHERE region = 'EMEA' AND year = 2022"
+
+
 @pytest.mark.parametrize(
-    ("scripted", "score", "status", "verdict"),
+    ("sql", "scripted", "score", "status", "verdict"),
     [
-        pytest.param(reply(), 100.0, "fully_applied", "Correct", id="correct-all-matched"),
+        # STEF matches APAC and 2023 itself: the model is asked about nothing else.
+        pytest.param(TYPICAL_SQL, reply(), 100.0, "fully_applied", "Correct", id="correct"),
         pytest.param(
+            TYPICAL_SQL,
             reply(verdict="Likely Correct", confidence=0.7),
             64.0,
             "fully_applied",
@@ -46,11 +53,9 @@ def calls(registry: CollectorRegistry, outcome: str, model: str = "judge-model")
             id="likely-correct-medium-confidence",
         ),
         pytest.param(
+            WRONG_YEAR_SQL,
             reply(
-                matches=[
-                    {"filter": 0, "status": "matched", "predicates": [1]},
-                    {"filter": 1, "status": "mismatched", "predicates": [2]},
-                ],
+                filters=[filt("for 2023", "2023", "mismatched", [2], lhs="year")],
                 verdict="Potentially Incorrect",
                 confidence=0.9,
                 issues=["filters_incorrect"],
@@ -61,10 +66,11 @@ def calls(registry: CollectorRegistry, outcome: str, model: str = "judge-model")
             id="partially-applied",
         ),
         pytest.param(
+            WRONG_BOTH_SQL,
             reply(
-                matches=[
-                    {"filter": 0, "status": "missing", "predicates": []},
-                    {"filter": 1, "status": "missing", "predicates": []},
+                filters=[
+                    filt("in the APAC region", "APAC", "missing", lhs="region"),
+                    filt("for 2023", "2023", "missing", lhs="year"),
                 ],
                 verdict="Incorrect",
                 confidence=0.5,
@@ -76,12 +82,8 @@ def calls(registry: CollectorRegistry, outcome: str, model: str = "judge-model")
             id="not-applied-low-confidence",
         ),
         pytest.param(
-            reply(
-                filters=[{"lhs": "region", "op": "=", "rhs": "APAC", "text": "APAC"}],
-                matches=[{"filter": 0, "status": "matched", "predicates": [1]}],
-                verdict="Likely Correct",
-                confidence=0.9,
-            ),
+            TYPICAL_SQL + " AND channel = 'web'",
+            reply(verdict="Likely Correct", confidence=0.9),
             70.0,
             "fully_applied_with_extras",
             "Likely Correct",
@@ -93,13 +95,14 @@ def test_score_follows_the_formula(
     server: FakeLlmServer,
     judge: LlmJudge,
     pipeline_for: PipelineFor,
+    sql: str,
     scripted: dict[str, object],
     score: float,
     status: str,
     verdict: str,
 ) -> None:
     server.script(Reply(scripted, prompt_tokens=1200, completion_tokens=150))
-    result = pipeline_for(judge).judge_record(make_record())
+    result = pipeline_for(judge).judge_record(make_record(sql=sql))
     assert result.outcome == "evaluated"
     assert result.components is not None
     assert result.components.filter_status == FilterStatus(status)
@@ -110,6 +113,7 @@ def test_score_follows_the_formula(
     assert result.usage.attempts == 1
     assert result.usage.latency_ms > 0
     assert result.error is None
+    assert result.repairs == []
 
 
 def test_enrichment_without_qe_is_missing_whatever_the_model_says(
@@ -126,7 +130,7 @@ def test_enrichment_without_qe_is_missing_whatever_the_model_says(
 def test_mutating_sql_is_incorrect_even_when_the_model_says_correct(
     server: FakeLlmServer, judge: LlmJudge, pipeline_for: PipelineFor
 ) -> None:
-    server.script(Reply(reply(filters=[], matches=[])))
+    server.script(Reply(reply()))
     result = pipeline_for(judge).judge_record(make_record(sql="DELETE FROM sales"))
     assert result.components is not None
     assert result.components.verdict == Verdict.INCORRECT
@@ -303,33 +307,7 @@ def test_transport_error_carries_status_and_attempts(
             Reply({**reply(), "confidence": 1.7}), "confidence must be between", id="confidence"
         ),
         pytest.param(
-            Reply(
-                reply(
-                    matches=[
-                        {"filter": 0, "status": "matched", "predicates": [1]},
-                        {"filter": 1, "status": "matched", "predicates": [7]},
-                    ]
-                )
-            ),
-            "unknown predicate ids [7]",
-            id="unknown-predicate",
-        ),
-        pytest.param(
-            Reply(
-                reply(
-                    matches=[
-                        {"filter": 0, "status": "matched", "predicates": [1]},
-                        {"filter": 5, "status": "matched", "predicates": [2]},
-                    ]
-                )
-            ),
-            "5 is not an index of question_spec.filters",
-            id="filter-index-out-of-range",
-        ),
-        pytest.param(
-            Reply(reply(matches=[{"filter": 0, "status": "matched", "predicates": [1]}])),
-            "no entry for question filters [1]",
-            id="filter-not-judged",
+            Reply({**reply(), "verdict": None}), "verdict: Input should be", id="no-verdict"
         ),
         pytest.param(Reply(""), "the reply is empty", id="empty"),
         pytest.param(

@@ -159,10 +159,12 @@ class _Call:
         retries: backoffs slept so far (the json_object fallback is not one).
         fell_back: the fallback to ``json_object`` was taken (it is taken once).
         t0: when the current attempt began, reset once it holds a concurrency slot.
+        schema: the request's JSON schema for ``json_schema`` mode (None: the generic one).
     """
 
     started: float
     mode: str
+    schema: dict[str, Any] | None = None
     attempts: int = 0
     retries: int = 0
     fell_back: bool = False
@@ -248,12 +250,15 @@ class ChatClient:
         """Values :func:`redact` removes from endpoint text: the configured API key."""
         return self._secrets
 
-    def complete(self, build: Callable[[str], Messages]) -> Completion:
+    def complete(
+        self, build: Callable[[str], Messages], schema: dict[str, Any] | None = None
+    ) -> Completion:
         """One chat completion.
 
         Args:
             build: the messages for a response_format mode (the ``json_object`` mode puts the
                 schema in the prompt).
+            schema: the request's reply schema for ``json_schema`` mode (its predicate ids).
 
         Returns:
             The completion; its ``text`` is None when the model sent no content (no choice, a
@@ -264,7 +269,7 @@ class ChatClient:
                 ``rate_limited``, ``http_<status>``, ``bad_response`` for a 200 whose body is not
                 a chat completion), or the endpoint refused the request.
         """
-        call = _Call(started=time.monotonic(), mode=self._current_mode())
+        call = _Call(started=time.monotonic(), mode=self._current_mode(), schema=schema)
         while True:
             completion = self._attempt(build, call)
             if completion is not None:
@@ -322,7 +327,7 @@ class ChatClient:
         """
         with self._slots:
             call.t0 = time.monotonic()
-            raw = self._create(build(call.mode), call.mode)
+            raw = self._create(build(call.mode), call.mode, call.schema)
         return _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
 
     def _on_status(self, exc: openai.APIStatusError, call: _Call, elapsed: float) -> None:
@@ -358,12 +363,12 @@ class ChatClient:
             ) from None
         self._backoff_or_raise(call, None, reason, detail, elapsed, wait, status)
 
-    def _create(self, messages: Messages, mode: str) -> Any:
+    def _create(self, messages: Messages, mode: str, schema: dict[str, Any] | None) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.config.temperature,
-            "response_format": response_format(mode),
+            "response_format": response_format(mode, schema),
         }
         if self.config.max_tokens is not None:
             kwargs["max_tokens"] = self.config.max_tokens

@@ -15,7 +15,8 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.llm.cache import JudgeCache, cache_key
 from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
-from stef.judges.llm.reply import parse_reply, reply_schema, to_output
+from stef.judges.llm.prematch import prematch
+from stef.judges.llm.reply import StefMatch, parse_reply, reply_schema, to_output
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput, SqlSpec, Usage
 from stef.prompts import Prompts
@@ -77,11 +79,20 @@ _PROMPT_SPEC_KEYS = {
 }
 
 
-def prompt_context(request: JudgeRequest) -> dict[str, Any]:
-    """The template variables of one request: plain JSON-able data, nothing else."""
+def prompt_context(request: JudgeRequest, stef: Sequence[StefMatch] = ()) -> dict[str, Any]:
+    """The template variables of one request: plain JSON-able data, nothing else.
+
+    Args:
+        request: the record and its analysis.
+        stef: the question filters STEF matched itself (listed as settled in the prompt).
+    """
     spec: SqlSpec = request.sql_spec
     record = request.record
     return {
+        "stef_matched": [
+            {"text": m.filter.text, "value": m.filter.rhs, "predicates": list(m.predicates)}
+            for m in stef
+        ],
         "rules": request.rules.model_dump(mode="json", include=_PROMPT_RULE_KEYS),
         "normalizations": list(request.normalizations),
         "notes": list(request.notes),
@@ -163,7 +174,7 @@ class LlmJudge:
 
     def messages(self, request: JudgeRequest, mode: str = "json_schema") -> Messages:
         """The system and user messages for one request."""
-        user = self.prompts.render("user.j2", **prompt_context(request))
+        user = self.prompts.render("user.j2", **prompt_context(request, prematch(request)))
         return [
             {"role": "system", "content": self._system[mode]},
             {"role": "user", "content": user},
@@ -204,13 +215,18 @@ class LlmJudge:
 
     def _judge(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
         started = time.perf_counter()
-        context = prompt_context(request)
+        asked = _Asked(
+            request=request,
+            stef=tuple(prematch(request)),
+            schema=reply_schema([p.id for p in request.sql_spec.filters]),
+        )
+        context = prompt_context(request, asked.stef)
         key = self._key(request, context)
         cached = self._cached(key)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
         user = self.prompts.render("user.j2", **context)
-        output = self._ask(user, request, calls)
+        output = self._ask(user, asked, calls)
         self._cache.put(key, output)
         return JudgeReply(output=output, usage=self._usage(calls, started))
 
@@ -240,21 +256,21 @@ class LlmJudge:
 
         return messages
 
-    def _ask(self, user: str, request: JudgeRequest, calls: list[Completion]) -> JudgeOutput:
+    def _ask(self, user: str, asked: _Asked, calls: list[Completion]) -> JudgeOutput:
         """The validated output of the model, re-asking once if the first reply is unusable."""
-        first = self._call(self._conversation(user, []), calls)
+        first = self._call(self._conversation(user, []), asked, calls)
         try:
-            return self._validated(first, request, calls)
+            return self._validated(first, asked, calls)
         except ReplyInvalid as exc:
             # The re-ask runs inside the handler: its errors chain to the first reply's problem.
-            return self._reask(user, first, exc, request, calls)
+            return self._reask(user, first, exc, asked, calls)
 
     def _reask(
         self,
         user: str,
         first: Completion,
         invalid: ReplyInvalid,
-        request: JudgeRequest,
+        asked: _Asked,
         calls: list[Completion],
     ) -> JudgeOutput:
         """The second and last try: the first reply and what is wrong with it go back.
@@ -275,9 +291,9 @@ class LlmJudge:
             {"role": "assistant", "content": first.text or ""},
             {"role": "user", "content": reask},
         ]
-        second = self._call(self._conversation(user, extra), calls)
+        second = self._call(self._conversation(user, extra), asked, calls)
         try:
-            return self._validated(second, request, calls)
+            return self._validated(second, asked, calls)
         except ReplyInvalid as exc:
             log.warning(
                 "llm_reply_invalid",
@@ -315,7 +331,7 @@ class LlmJudge:
         )
 
     def _validated(
-        self, completion: Completion, request: JudgeRequest, calls: list[Completion]
+        self, completion: Completion, asked: _Asked, calls: list[Completion]
     ) -> JudgeOutput:
         """The output of one completion.
 
@@ -333,7 +349,8 @@ class LlmJudge:
                 raw=redact(completion.text or "", self._client.secrets, limit=None),
             )
         try:
-            return to_output(parse_reply(completion.text), request)
+            reply, repairs = parse_reply(completion.text)
+            return to_output(reply, asked.request, asked.stef, repairs)
         except ReplyInvalid as exc:
             if completion.finish_reason == "length":
                 raise ReplyInvalid(
@@ -342,15 +359,26 @@ class LlmJudge:
                 ) from exc
             raise
 
-    def _call(self, build: Callable[[str], Messages], calls: list[Completion]) -> Completion:
+    def _call(
+        self, build: Callable[[str], Messages], asked: _Asked, calls: list[Completion]
+    ) -> Completion:
         try:
-            completion = self._client.complete(build)
+            completion = self._client.complete(build, asked.schema)
         except JudgeError as exc:
             # Count the calls of the first round too, so the result says how many were made.
             exc.attempts += sum(c.attempts for c in calls)
             raise
         calls.append(completion)
         return completion
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """One request as asked: STEF's own matches and the reply schema with its predicate ids."""
+
+    request: JudgeRequest
+    stef: tuple[StefMatch, ...]
+    schema: dict[str, Any]
 
 
 def _ms(started: float) -> float:

@@ -2,14 +2,19 @@
 
 The wire model is separate from :class:`stef.models.JudgeOutput` because strict structured output
 (``response_format`` ``json_schema`` with ``strict: true``) wants every field required, no defaults
-and ``additionalProperties: false`` at every level. Checks that depend on the request (predicate ids
-that exist, one entry per question filter) happen in :func:`to_output`, so a bad reply is a
-validation error that the judge re-asks once.
+and ``additionalProperties: false`` at every level. Each question filter carries its own match, and
+the per-request schema lets predicate ids be only those that exist, so a server that enforces the
+schema cannot send an inconsistent reply. What a server without ``json_schema`` can still get wrong
+(a dangling or repeated id, a match with nothing to stand on, a missing field with a safe default)
+is repaired in :func:`to_output` and :func:`parse_reply` and recorded; only a reply without a
+usable verdict is a validation error, which the judge re-asks once.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -30,6 +35,9 @@ from stef.models import (
 
 SCHEMA_NAME = "stef_judgement"
 
+# The longest rationale asked for (schema ``maxLength``) and kept (json_object mode truncates).
+RATIONALE_MAX = 400
+
 
 class _Wire(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,10 +50,17 @@ class WireAggregation(_Wire):
 
 
 class WireFilter(_Wire):
+    """A question filter and its own match: no parallel list to keep consistent."""
+
+    text: str = Field(description="the words of Qu (or Qe) that state this filter, copied")
     lhs: str | None = Field(description="column or term constrained; null when unknown")
     op: str = Field(description="=, !=, <, <=, >, >=, like, in, between ...")
-    rhs: str = Field(description="the value")
-    text: str = Field(description="the words of the question that state this filter")
+    rhs: str = Field(description="the value as the question states it")
+    status: Literal["matched", "missing", "mismatched"]
+    predicates: list[int] = Field(
+        description="ids of sql_predicates that apply it (matched) or constrain the same thing "
+        "with another value (mismatched); empty when missing"
+    )
 
 
 class WireQuestionSpec(_Wire):
@@ -55,12 +70,6 @@ class WireQuestionSpec(_Wire):
     group_by: list[str]
     ordering_requested: bool
     top_k: int | None
-
-
-class WireFilterMatch(_Wire):
-    filter: int = Field(description="0-based index into question_spec.filters")
-    status: Literal["matched", "missing", "mismatched"]
-    predicates: list[int] = Field(description="ids from the sql_predicates block")
 
 
 class WireEnrichment(_Wire):
@@ -73,10 +82,9 @@ class LlmReply(_Wire):
     """What the model returns. Rationale precedes the verdict so the model reasons first."""
 
     question_spec: WireQuestionSpec
-    filter_matches: list[WireFilterMatch]
     enrichment: WireEnrichment
     issues: list[Issue]
-    rationale: str
+    rationale: str = Field(max_length=RATIONALE_MAX)
     verdict: Verdict
     confidence: float = Field(description="certainty in the verdict, 0 to 1")
 
@@ -89,9 +97,52 @@ class LlmReply(_Wire):
         return v
 
 
-def reply_schema() -> dict[str, Any]:
-    """The JSON schema of :class:`LlmReply`, in the subset strict structured output accepts."""
+@dataclass(frozen=True)
+class StefMatch:
+    """A question filter STEF matched itself before asking (its value is a predicate literal)."""
+
+    filter: QuestionFilter
+    predicates: tuple[int, ...]
+
+
+# Fields a model may leave out, with a default that claims nothing (json_object mode only: a
+# strict schema requires them all). The filter list, the verdict and the confidence have none.
+_SPEC_DEFAULTS: dict[str, Any] = {
+    "outputs": [],
+    "aggregations": [],
+    "group_by": [],
+    "ordering_requested": False,
+    "top_k": None,
+}
+_FILTER_DEFAULTS: dict[str, Any] = {
+    "text": "",
+    "lhs": None,
+    "op": "=",
+    "status": "missing",
+    "predicates": [],
+}
+_TOP_DEFAULTS: dict[str, Any] = {"issues": [], "rationale": ""}
+
+
+def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
+    """The JSON schema of :class:`LlmReply`, in the subset strict structured output accepts.
+
+    Args:
+        predicate_ids: the ids of the request's SQL predicates. Given, a filter's
+            ``predicates`` may only hold those (an ``enum``; ``maxItems: 0`` when there are
+            none), so a server that enforces the schema cannot emit a dangling id.
+    """
     schema: dict[str, Any] = _drop_titles(LlmReply.model_json_schema())
+    if predicate_ids is not None:
+        items: dict[str, Any] = {"type": "integer"}
+        ids = sorted(set(predicate_ids))
+        prop: dict[str, Any] = {"type": "array", "items": items}
+        if ids:
+            items["enum"] = ids
+        else:
+            prop["maxItems"] = 0
+        filt = schema["$defs"]["WireFilter"]["properties"]
+        filt["predicates"] = {**prop, "description": filt["predicates"]["description"]}
     _check_strict(schema, "#")
     return schema
 
@@ -126,12 +177,22 @@ def _check_strict(node: Any, where: str) -> None:
             _check_strict(value, f"{where}/{i}")
 
 
-def response_format(mode: str) -> dict[str, Any]:
-    """The ``response_format`` argument for ``json_schema`` (strict) or ``json_object`` mode."""
+def response_format(mode: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``response_format`` argument for ``json_schema`` (strict) or ``json_object`` mode.
+
+    Args:
+        mode: ``json_schema`` or ``json_object``.
+        schema: the request's schema (:func:`reply_schema` with its predicate ids); default
+            the schema without ids.
+    """
     if mode == "json_schema":
         return {
             "type": "json_schema",
-            "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": reply_schema()},
+            "json_schema": {
+                "name": SCHEMA_NAME,
+                "strict": True,
+                "schema": schema if schema is not None else reply_schema(),
+            },
         }
     return {"type": "json_object"}
 
@@ -146,8 +207,11 @@ def _strip_fence(text: str) -> str:
     return t.strip()
 
 
-def parse_reply(text: str | None) -> LlmReply:
-    """Parse and validate the reply text.
+def parse_reply(text: str | None) -> tuple[LlmReply, list[str]]:
+    """Parse and validate the reply text, filling what a model may leave out.
+
+    Returns:
+        The reply, and one repair string per default filled in or rationale truncated.
 
     Raises:
         ReplyInvalid: empty (``empty_reply``), not JSON (``invalid_json``), or JSON that
@@ -160,8 +224,11 @@ def parse_reply(text: str | None) -> LlmReply:
     except (ValueError, RecursionError) as exc:
         # ValueError covers JSONDecodeError and the out-of-range numbers json refuses.
         raise ReplyInvalid([f"the reply is not valid JSON: {exc}"], "invalid_json") from exc
+    repairs: list[str] = []
+    if isinstance(data, dict):
+        data = _filled(data, repairs)
     try:
-        return LlmReply.model_validate(data)
+        return LlmReply.model_validate(data), repairs
     except ValidationError as exc:
         raise ReplyInvalid(
             [
@@ -171,70 +238,107 @@ def parse_reply(text: str | None) -> LlmReply:
         ) from exc
 
 
-def to_output(reply: LlmReply, request: JudgeRequest) -> JudgeOutput:
-    """Check the reply against the request and convert it to the judge contract.
+def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
+    """A copy of the reply with safe defaults for absent fields and the rationale capped."""
+    out = _with_defaults(data, _TOP_DEFAULTS, "", repairs)
+    spec = out.get("question_spec")
+    if isinstance(spec, dict):
+        spec = _with_defaults(spec, _SPEC_DEFAULTS, "question_spec.", repairs)
+        filters = spec.get("filters")
+        if isinstance(filters, list):
+            spec["filters"] = [
+                _with_defaults(f, _FILTER_DEFAULTS, f"question_spec.filters.{i}.", repairs)
+                if isinstance(f, dict)
+                else f
+                for i, f in enumerate(filters)
+            ]
+        out["question_spec"] = spec
+    rationale = out.get("rationale")
+    if isinstance(rationale, str) and len(rationale) > RATIONALE_MAX:
+        out["rationale"] = rationale[: RATIONALE_MAX - 1] + "\u2026"
+        repairs.append(f"long_rationale: rationale cut from {len(rationale)} characters")
+    return out
 
-    Raises:
-        ReplyInvalid: filter indexes out of range or repeated, predicate ids that do not exist.
+
+def _with_defaults(
+    obj: dict[str, Any], defaults: dict[str, Any], where: str, repairs: list[str]
+) -> dict[str, Any]:
+    out = dict(obj)
+    for key, value in defaults.items():
+        if key not in out:
+            out[key] = value
+            repairs.append(f"missing_field: {where}{key} set to {json.dumps(value)}")
+    return out
+
+
+def to_output(
+    reply: LlmReply,
+    request: JudgeRequest,
+    stef: Sequence[StefMatch] = (),
+    repairs: Sequence[str] = (),
+) -> JudgeOutput:
+    """Convert the reply to the judge contract, repairing what is inconsistent.
+
+    STEF's own matches come first; the model's filters follow, each with its match. A dangling or
+    repeated predicate id is dropped, a ``matched`` filter left without predicates (of a parsed
+    SQL) becomes ``missing``, a ``missing`` one lists none, a filter listed twice (or one STEF
+    already matched) is dropped; every change is a repair string.
     """
-    errors = _match_errors(reply, request)
-    if errors:
-        raise ReplyInvalid(errors)
-    enrichment = _enrichment(reply.enrichment, request)
+    fixes = list(repairs)
+    filters = [m.filter for m in stef]
+    matches = [
+        FilterMatch(filter=i, status="matched", predicates=list(m.predicates), decided_by="stef")
+        for i, m in enumerate(stef)
+    ]
+    seen = {_key(f.text, f.rhs) for f in filters} | {_key("", f.rhs) for f in filters}
+    known = {p.id for p in request.sql_spec.filters}
+    for i, wf in enumerate(reply.question_spec.filters):
+        where = f"filter {i} ({wf.text or wf.rhs!r})"
+        if _key(wf.text, wf.rhs) in seen or _key("", wf.rhs) in seen:
+            fixes.append(f"duplicate: {where} listed again; dropped")
+            continue
+        seen.add(_key(wf.text, wf.rhs))
+        preds, status = _match(wf, where, known, request.sql_spec.parsed, fixes)
+        filters.append(QuestionFilter(lhs=wf.lhs, op=wf.op, rhs=wf.rhs, text=wf.text, kind="llm"))
+        matches.append(FilterMatch(filter=len(filters) - 1, status=status, predicates=preds))
+    qs = _question_spec(reply.question_spec).model_copy(update={"filters": filters})
     return JudgeOutput(
-        question_spec=_question_spec(reply.question_spec),
-        filter_matches=[
-            FilterMatch(filter=m.filter, status=m.status, predicates=list(m.predicates))
-            for m in sorted(reply.filter_matches, key=lambda m: m.filter)
-        ],
-        enrichment=enrichment,
+        question_spec=qs,
+        filter_matches=matches,
+        enrichment=_enrichment(reply.enrichment, request),
         verdict=reply.verdict,
         confidence=reply.confidence,
         issues=list(reply.issues) or ["none"],
         rationale=reply.rationale,
+        repairs=fixes,
     )
 
 
-def _match_errors(reply: LlmReply, request: JudgeRequest) -> list[str]:
-    """What is wrong with ``filter_matches``, one sentence each (empty when nothing is).
-
-    Every question filter needs exactly one entry, and every predicate id must be one the
-    request numbered.
-    """
-    n_filters = len(reply.question_spec.filters)
-    known = {p.id for p in request.sql_spec.filters}
-    errors: list[str] = []
-    seen: set[int] = set()
-    for i, m in enumerate(reply.filter_matches):
-        errors += _one_match_errors(f"filter_matches.{i}", m, n_filters, known, seen)
-        seen.add(m.filter)
-    absent = [i for i in range(n_filters) if i not in seen]
-    if absent:
-        errors.append(f"filter_matches: no entry for question filters {absent}")
-    return errors
+def _key(text: str, rhs: str) -> tuple[str, str]:
+    return (" ".join(text.casefold().split()), " ".join(rhs.casefold().strip("'\"").split()))
 
 
-def _one_match_errors(
-    where: str, m: WireFilterMatch, n_filters: int, known: set[int], seen: set[int]
-) -> list[str]:
-    """The problems of one ``filter_matches`` entry; ``seen`` holds the filters listed before."""
-    errors: list[str] = []
-    if not 0 <= m.filter < n_filters:
-        errors.append(
-            f"{where}.filter: {m.filter} is not an index of question_spec.filters "
-            f"(0 to {n_filters - 1})"
-            if n_filters
-            else f"{where}: question_spec.filters is empty, so filter_matches must be empty"
-        )
-    elif m.filter in seen:
-        errors.append(f"{where}.filter: question filter {m.filter} is listed twice")
-    unknown = [p for p in m.predicates if p not in known]
-    if unknown:
-        valid = sorted(known) if known else "none"
-        errors.append(f"{where}.predicates: unknown predicate ids {unknown} (valid: {valid})")
-    if m.status == "missing" and m.predicates:
-        errors.append(f"{where}: a missing filter lists no predicates")
-    return errors
+def _match(
+    wf: WireFilter, where: str, known: set[int], parsed: bool, fixes: list[str]
+) -> tuple[list[int], Literal["matched", "missing", "mismatched"]]:
+    """One filter's predicate ids and status, repaired."""
+    preds: list[int] = []
+    for p in wf.predicates:
+        if p not in known:
+            fixes.append(f"unknown_predicate: dropped unknown predicate id {p} from {where}")
+        elif p in preds:
+            fixes.append(f"duplicate: predicate id {p} listed twice in {where}")
+        else:
+            preds.append(p)
+    status = wf.status
+    if status == "matched" and not preds and parsed:
+        # No predicate of the parsed SQL applies it: the claim has nothing to stand on.
+        fixes.append(f"match_without_predicates: {where} matched by no predicate; missing")
+        status = "missing"
+    if status == "missing" and preds:
+        fixes.append(f"missing_with_predicates: {where} is missing; its predicate ids dropped")
+        preds = []
+    return preds, status
 
 
 def _enrichment(wire: WireEnrichment, request: JudgeRequest) -> Enrichment:
@@ -247,15 +351,12 @@ def _enrichment(wire: WireEnrichment, request: JudgeRequest) -> Enrichment:
 
 
 def _question_spec(qs: WireQuestionSpec) -> QuestionSpec:
+    """The question spec without its filters (:func:`to_output` builds those with their match)."""
     return QuestionSpec(
         outputs=list(qs.outputs),
         aggregations=[
             Aggregation(func=a.func.upper(), column=a.column, distinct=a.distinct)
             for a in qs.aggregations
-        ],
-        filters=[
-            QuestionFilter(lhs=f.lhs, op=f.op, rhs=f.rhs, text=f.text, kind="llm")
-            for f in qs.filters
         ],
         group_by=list(qs.group_by),
         ordering_requested=qs.ordering_requested,

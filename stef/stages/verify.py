@@ -1,0 +1,261 @@
+"""Verify stage: check what a judge claims about the question's filters against Qu, Qe and the SQL.
+
+Runs after every backend, before alignment. A question filter must be grounded in the words of Qu
+or Qe (its value or its text found there, after folding case, whitespace and quotes); an ungrounded
+one is dropped. A ``matched`` claim whose predicates' literal values contradict the filter's value
+becomes ``mismatched``. A year, date or quoted value of Qu that no filter covers is added with the
+status STEF reads from the SQL. Each change is a repair string ``"<kind>: <detail>"``.
+
+The judge may still be right where this stage cannot tell (a coded value such as ``'F'`` for
+"female", a quarter written as a date range): only comparable values (numbers, years, dates,
+values quoted in the question) are checked, so a deterministic backend that read its filters from
+the question passes unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from stef.judges.base import JudgeRequest
+from stef.judges.heuristic.question import Found, question_literals
+from stef.models import FilterMatch, JudgeOutput, Predicate, QuestionFilter
+from stef.sql.canonical import norm_value
+
+# The kinds of repair, the label values of ``stef_judge_repairs_total{kind}``.
+REPAIR_KINDS = (
+    "missing_field",
+    "long_rationale",
+    "unknown_predicate",
+    "duplicate",
+    "match_without_predicates",
+    "missing_with_predicates",
+    "ungrounded_filter",
+    "contradicted_match",
+    "uncovered_value",
+)
+
+# Question values STEF compares itself: unambiguous in the question and in SQL literals.
+STRONG_KINDS = ("value", "date", "year")
+
+_QUOTES = str.maketrans({c: " " for c in "'\"`\u2018\u2019\u201c\u201d"})
+_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
+_DATE_LIKE = re.compile(r"(?:19|20)\d\d(?:-\d\d){0,2}")
+_QUARTER = re.compile(r"q[1-4]")
+# Operators whose literal values say what the predicate selects.
+_VALUE_OPS = {"=", "!=", "<", "<=", ">", ">=", "like", "in", "between", "or"}
+
+
+def repair_kind(repair: str) -> str:
+    """The metric label of a repair string: its kind, or ``other`` for an unknown prefix."""
+    kind = repair.split(":", 1)[0]
+    return kind if kind in REPAIR_KINDS else "other"
+
+
+# --------------------------------------------------------------------------------- value folding
+
+
+def fold_text(text: str) -> str:
+    """Case-folded text with quotes removed and whitespace collapsed."""
+    return " ".join(text.translate(_QUOTES).casefold().split())
+
+
+def fold_value(value: str) -> str:
+    """A question or predicate value as compared: outer quotes, LIKE wildcards, case and
+    whitespace folded away (an apostrophe inside the value stays)."""
+    v = " ".join(value.casefold().split()).strip("'\"`\u2018\u2019\u201c\u201d%").strip()
+    if _THOUSANDS.fullmatch(v):
+        v = v.replace(",", "")
+    return norm_value(v)
+
+
+def _numbers(text: str) -> set[str]:
+    out = set()
+    for m in _NUMBER.finditer(text):
+        raw = m.group(0)
+        out.add(norm_value(raw.replace(",", "") if _THOUSANDS.fullmatch(raw) else raw))
+    return out
+
+
+def stated_in(value: str, texts: Iterable[str]) -> bool:
+    """Whether a folded value is stated in one of the folded texts (numbers and years as tokens,
+    other values as whole words)."""
+    if not value:
+        return False
+    if _is_number(value):
+        return any(value in _numbers(t) for t in texts)
+    pattern = re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
+    return any(pattern.search(t) for t in texts)
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return value not in ("nan", "inf", "-inf", "infinity")
+
+
+def _comparable(value: str) -> bool:
+    return _is_number(value) or bool(_DATE_LIKE.fullmatch(value))
+
+
+def agrees(value: str, pred: Predicate) -> bool | None:
+    """Whether a predicate's literal values agree with a folded question value.
+
+    None when they cannot be compared (no literal, an expression, a quarter).
+    """
+    values = [v for v in pred.values if v]
+    if not values or pred.op not in _VALUE_OPS or _QUARTER.fullmatch(value):
+        return None
+    if pred.op == "between" and len(values) == 2 and all(_is_number(v) for v in values):
+        low, high = sorted(float(v) for v in values)
+        if _is_number(value) and low <= float(value) <= high:
+            return True
+    for v in values:
+        if v == value:
+            return True
+        # A year or date against a finer or coarser one: 2023 ~ '2023-05-01' ~ 202305.
+        dated = (_DATE_LIKE.match(value) or _DATE_LIKE.match(v)) and min(len(v), len(value)) >= 4
+        if dated and (v.startswith(value) or value.startswith(v)):
+            return True
+        # A name inside a longer one (LIKE '%China%', 'Acme' ~ 'Acme Corp').
+        named = not _comparable(value) and len(value) >= 3 and len(v) >= 3
+        if named and (value in v or v in value):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------- the stage
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """What the question says: folded Qu and Qe, and the strong literals of Qu."""
+
+    texts: tuple[str, ...]
+    quoted: frozenset[str]
+    literals: tuple[Found, ...]
+
+
+def _sources(request: JudgeRequest) -> _Sources:
+    record = request.record
+    raw = [record.question, *([record.enriched_question] if record.enriched_question else [])]
+    quoted = {
+        fold_value(f.value) for text in raw for f in question_literals(text) if f.kind == "value"
+    }
+    literals = tuple(f for f in question_literals(record.question) if f.kind in STRONG_KINDS)
+    return _Sources(tuple(fold_text(t) for t in raw), frozenset(quoted), literals)
+
+
+def _claimed_values(f: QuestionFilter, src: _Sources) -> list[str]:
+    """The values a filter stands for: the literals of its text when the text is the question's
+    own words, else its ``rhs``."""
+    rhs = fold_value(f.rhs)
+    if stated_in(rhs, src.texts):
+        return [rhs]
+    text = fold_text(f.text)
+    if text and any(text in t for t in src.texts):
+        # The value is not the user's but the words are: hold the words' own values.
+        found = [fold_value(x.value) for x in question_literals(f.text) if x.kind in STRONG_KINDS]
+        if found:
+            return found
+    return [rhs] if rhs else []
+
+
+def _grounded(f: QuestionFilter, src: _Sources) -> bool:
+    text = fold_text(f.text.removesuffix(" (enrichment)"))
+    if text and any(text in t for t in src.texts):
+        return True
+    rhs = fold_value(f.rhs)
+    return stated_in(rhs, src.texts)
+
+
+def _checkable(value: str, src: _Sources) -> bool:
+    """Values STEF may hold against the SQL: numbers, years, dates and quoted values."""
+    return _comparable(value) or value in src.quoted
+
+
+def _contradicted(values: Sequence[str], m: FilterMatch, spec_preds: dict[int, Predicate]) -> bool:
+    """A matched claim none of whose predicates agrees with the filter's comparable values."""
+    verdicts = [agrees(v, spec_preds[i]) for v in values for i in m.predicates if i in spec_preds]
+    known = [a for a in verdicts if a is not None]
+    return bool(known) and not any(known)
+
+
+def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, list[str]]:
+    """Check the judge's filters and matches; return the verified output and the repairs made.
+
+    Args:
+        output: what the backend answered (not modified).
+        request: the record, its SQL spec and rules.
+
+    Returns:
+        The output with ungrounded filters dropped, contradicted matches made ``mismatched``
+        and uncovered question values added, and one repair string per change.
+    """
+    src = _sources(request)
+    preds = {p.id: p for p in request.sql_spec.filters}
+    by_filter = {m.filter: m for m in output.filter_matches}
+    filters: list[QuestionFilter] = []
+    matches: list[FilterMatch] = []
+    repairs: list[str] = []
+    for i, f in enumerate(output.question_spec.filters):
+        m = by_filter.get(i, FilterMatch(filter=i, status="missing"))
+        if m.decided_by == "judge" and not _grounded(f, src):
+            repairs.append(f"ungrounded_filter: {_label(f)!r} is not in the question; dropped")
+            continue
+        values = [v for v in _claimed_values(f, src) if _checkable(v, src)]
+        if m.status == "matched" and _contradicted(values, m, preds):
+            shown = "; ".join(preds[p].text for p in m.predicates if p in preds)
+            repairs.append(
+                f"contradicted_match: {_label(f)!r} -> {shown} compares another value; mismatched"
+            )
+            m = m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
+        filters.append(f)
+        matches.append(m.model_copy(update={"filter": len(filters) - 1}))
+    for found in src.literals:
+        if _covered(fold_value(found.value), filters, src):
+            continue
+        match = _stef_match(fold_value(found.value), request.sql_spec.filters, len(filters))
+        filters.append(QuestionFilter(op=found.op, rhs=found.value, text=found.text, kind="stef"))
+        matches.append(match)
+        repairs.append(f"uncovered_value: {found.text!r} was not judged; {match.status} by STEF")
+    if not repairs:
+        return output, []
+    qs = output.question_spec.model_copy(update={"filters": filters})
+    return output.model_copy(update={"question_spec": qs, "filter_matches": matches}), repairs
+
+
+def _label(f: QuestionFilter) -> str:
+    return f.text or f"{f.lhs or ''} {f.op} {f.rhs}".strip()
+
+
+def _covered(value: str, filters: Sequence[QuestionFilter], src: _Sources) -> bool:
+    for f in filters:
+        if value in _claimed_values(f, src) or fold_value(f.rhs) == value:
+            return True
+        if stated_in(value, [fold_text(f.text), fold_text(f.rhs)]):
+            return True
+    return False
+
+
+def _stef_match(value: str, preds: Sequence[Predicate], index: int) -> FilterMatch:
+    """STEF's own reading of a question value: matched by an agreeing predicate, mismatched by
+    predicates of the same kind with other values, else missing."""
+    hits = [p.id for p in preds if agrees(value, p)]
+    if hits:
+        return FilterMatch(filter=index, status="matched", predicates=hits, decided_by="stef")
+    if _DATE_LIKE.fullmatch(value):
+        same = [
+            p.id
+            for p in preds
+            if agrees(value, p) is False and all(_DATE_LIKE.match(v) for v in p.values)
+        ]
+        if same:
+            return FilterMatch(
+                filter=index, status="mismatched", predicates=same, decided_by="stef"
+            )
+    return FilterMatch(filter=index, status="missing", decided_by="stef")
