@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
 from stef.rules import AppRules
-from stef.sql.predicates import norm_ident, norm_value
+from stef.sql.canonical import SQL_STRING, norm_ident, norm_value
 from stef.stages.normalize import question_cues
 
 # ------------------------------------------------------------------------------ question words
@@ -79,7 +79,6 @@ _GROUPING = re.compile(
     r"(\w+)",
     re.I,
 )
-SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
 
 
 @dataclass(frozen=True)
@@ -95,10 +94,6 @@ def _clean_entity(phrase: str) -> str:
     return phrase.strip(" .,;:!?'\"")
 
 
-def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
-    return any(span[0] < e and s < span[1] for s, e in taken)
-
-
 def question_literals(text: str) -> list[Found]:
     """Filter values named in a question: quoted strings, dates, quarters, years, numbers,
     capitalized entities. Top-k counts ("top 10") are not filters."""
@@ -108,16 +103,23 @@ def question_literals(text: str) -> list[Found]:
 @lru_cache(maxsize=4096)
 def _question_literals(text: str) -> tuple[Found, ...]:
     found: list[Found] = []
-    taken: list[tuple[int, int]] = []
+    # One byte per character of the text, set where a value (or a top-k count) was taken: a span
+    # is tested against its own characters, not against every span taken before it (quadratic
+    # in the number of values). Every span is a non-empty part of the text.
+    taken = bytearray(len(text))
+
+    def take(span: tuple[int, int]) -> None:
+        start, end = span
+        taken[start:end] = b"\x01" * (end - start)
 
     def add(f: Found) -> None:
-        if _overlaps(f.span, taken):
+        if taken.find(1, *f.span) != -1:
             return
-        taken.append(f.span)
+        take(f.span)
         found.append(f)
 
     for m in _TOP_K_NUMBER.finditer(text):
-        taken.append(m.span())
+        take(m.span())
     for m in _QUOTED.finditer(text):
         raw = next(g for g in m.groups() if g is not None)
         add(Found(norm_value(raw), raw, "value", span=m.span()))
