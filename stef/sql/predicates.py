@@ -17,9 +17,8 @@ from sqlglot.errors import SqlglotError
 
 from stef.sql.canonical import canon, is_literal, literal_value, values_in
 
-# Re-exported: stef.judges.heuristic.question and stef.stages.align import these from here.
+# Re-exported: stef.stages.align still imports it from here.
 from stef.sql.canonical import norm_ident as norm_ident
-from stef.sql.canonical import norm_value as norm_value
 
 Clause = Literal["where", "having", "qualify", "join"]
 _COMPARISONS: dict[type[exp.Expr], str] = {
@@ -90,34 +89,45 @@ def _unparen(node: exp.Expr) -> exp.Expr:
 
 
 def conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
-    """AND-split a condition, pushing NOT inward (De Morgan) so every part is atomic or an OR."""
-    node = _unparen(node)
-    if isinstance(node, exp.Not):
-        inner = _unparen(node.this)
-        if isinstance(inner, exp.Not):
-            yield from conjuncts(inner.this)
-            return
-        if isinstance(inner, exp.Or):
-            for d in _disjuncts(inner):
-                yield from conjuncts(exp.Not(this=d.copy()))
-            return
-        if isinstance(inner, exp.And):
-            yield exp.or_(*(exp.Not(this=c.copy()) for c in conjuncts(inner)), copy=False)
-            return
-    if isinstance(node, exp.And):
-        yield from conjuncts(node.left)
-        yield from conjuncts(node.right)
-    else:
-        yield node
+    """AND-split a condition, pushing NOT inward (De Morgan) so every part is atomic or an OR.
+
+    Left to right, with an explicit stack: an AND chain of a thousand terms is a tree a thousand
+    levels deep, past Python's recursion limit.
+    """
+    stack = [node]
+    while stack:
+        node = _unparen(stack.pop())
+        if isinstance(node, exp.Not):
+            inner = _unparen(node.this)
+            if isinstance(inner, exp.Not):
+                stack.append(inner.this)
+                continue
+            if isinstance(inner, exp.Or):
+                negated = [exp.Not(this=d.copy()) for d in _disjuncts(inner)]
+                stack.extend(reversed(negated))
+                continue
+            if isinstance(inner, exp.And):
+                # One level deeper per NOT (... AND ...) written in parentheses: bounded by the
+                # nesting that validate allows, not by the length of a chain.
+                yield exp.or_(*(exp.Not(this=c.copy()) for c in conjuncts(inner)), copy=False)
+                continue
+        if isinstance(node, exp.And):
+            stack.append(node.right)
+            stack.append(node.left)
+        else:
+            yield node
 
 
 def _disjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
-    node = _unparen(node)
-    if isinstance(node, exp.Or):
-        yield from _disjuncts(node.left)
-        yield from _disjuncts(node.right)
-    else:
-        yield node
+    """OR-split a condition, left to right (an explicit stack, as in :func:`conjuncts`)."""
+    stack = [node]
+    while stack:
+        node = _unparen(stack.pop())
+        if isinstance(node, exp.Or):
+            stack.append(node.right)
+            stack.append(node.left)
+        else:
+            yield node
 
 
 # ------------------------------------------------------------------------- one predicate kind

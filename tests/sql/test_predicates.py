@@ -188,3 +188,81 @@ def test_text_and_columns_keep_the_written_form() -> None:
 def test_condition_keys_of_rules_predicates(text: str, keys: list[tuple[str, str, str]]) -> None:
     """A rules predicate is a bare condition; anything else (a clause, garbage) gives no key."""
     assert condition_keys(text) == keys
+
+
+# ------------------------------------------------------------------------- long AND / OR chains
+
+
+def _reference_conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    """The recursive AND split that conjuncts replaced, kept as the reference for its order."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Not):
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Not):
+            return _reference_conjuncts(inner.this)
+        if isinstance(inner, exp.Or):
+            return [
+                c
+                for d in _reference_disjuncts(inner)
+                for c in _reference_conjuncts(exp.Not(this=d.copy()))
+            ]
+        if isinstance(inner, exp.And):
+            parts = [exp.Not(this=c.copy()) for c in _reference_conjuncts(inner)]
+            return [exp.or_(*parts, copy=False)]
+    if isinstance(node, exp.And):
+        return _reference_conjuncts(node.left) + _reference_conjuncts(node.right)
+    return [node]
+
+
+def _reference_disjuncts(node: exp.Expr) -> list[exp.Expr]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        return _reference_disjuncts(node.left) + _reference_disjuncts(node.right)
+    return [node]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = 1 AND b = 2 AND c = 3 AND d = 4",
+        "(a = 1 AND (b = 2 AND c = 3)) AND ((d = 4 AND e = 5) AND f = 6)",
+        "NOT (a = 1 OR (b = 2 OR NOT (c = 3 OR d = 4))) AND e = 5",
+        "NOT NOT (a = 1 AND b = 2) AND NOT (c = 3 AND (d = 4 OR e = 5))",
+        "a = 1 OR b = 2 AND (NOT (NOT (c = 3 OR d = 4)) AND f = 6)",
+        "((NOT (a = 1 OR b = 2)) AND (NOT NOT NOT (c = 3 AND d = 4)) AND g IS NULL)",
+    ],
+)
+def test_conjuncts_keep_the_order_of_the_recursive_split(text: str) -> None:
+    node = parse_condition(text)
+    assert node is not None
+    assert [c.sql() for c in conjuncts(node)] == [c.sql() for c in _reference_conjuncts(node)]
+
+
+def test_a_3000_term_and_chain_splits_without_recursion() -> None:
+    """A chain of 3000 ANDs is a tree 3000 levels deep: past Python's recursion limit when the
+    split recursed, which marked valid SQL unparsed."""
+    node = parse_condition(" AND ".join(f"c{i} = {i}" for i in range(3000)))
+    assert node is not None
+    keys = [p.key for c in conjuncts(node) if (p := predicate_of(c)) is not None]
+    assert keys == [(f"c{i}", "=", str(i)) for i in range(3000)]
+
+
+def test_a_negated_3000_term_or_chain_splits_into_3000_negations() -> None:
+    node = parse_condition("NOT (" + " OR ".join(f"c{i} = {i}" for i in range(3000)) + ")")
+    assert node is not None
+    keys = [p.key for c in conjuncts(node) if (p := predicate_of(c)) is not None]
+    assert keys == [(f"c{i}", "!=", str(i)) for i in range(3000)]
+
+
+def test_a_3000_term_or_chain_is_one_predicate_with_every_value() -> None:
+    node = parse_condition(" OR ".join(f"c = {i}" for i in range(3000)))
+    assert node is not None
+    (part,) = conjuncts(node)
+    p = predicate_of(part)
+    assert p is not None
+    assert (p.lhs, p.op) == ("c", "or")
+    assert p.values == tuple(str(i) for i in range(3000))
