@@ -99,8 +99,11 @@ def is_statement(stmt: exp.Expr) -> bool:
 
 # ------------------------------------------------------------------------------ unparsed text
 
-_COMMENTS_AND_STRINGS = re.compile(
-    r"--[^\n]*|/\*.*?\*/|" + SQL_STRING.pattern + r"|\"(?:[^\"]|\"\")*\"|`[^`]*`", re.S
+# What scan_unparsed blanks: line comments, string literals, quoted identifiers, and the opener of
+# a block comment (its end is found by _blank, not by a lazy ``/\*.*?\*/``). No two of them
+# start with the same character, so the order of the alternatives does not matter.
+_BLANKED = re.compile(
+    r"--[^\n]*|(?P<opener>/\*)|" + SQL_STRING.pattern + r"|\"(?:[^\"]|\"\")*\"|`[^`]*`"
 )
 _MUTATING_RE = re.compile(
     r"\b(insert\s+into|update\s+\S+\s+set|delete\s+from|merge\s+into|create\s|drop\s|alter\s|"
@@ -109,8 +112,34 @@ _MUTATING_RE = re.compile(
 )
 
 
+def _blank(sql: str) -> str:
+    """``sql`` with every comment, string literal and quoted identifier replaced by a space.
+
+    A ``/*`` that no ``*/`` closes stays text, and the scan goes on after it. The regex this
+    replaces (a lazy ``/*.*?*/`` among its alternatives) rescanned the rest of the text for each
+    such opener, quadratic on a record of unclosed openers; the position of the last ``*/``
+    tells at once whether an opener can close.
+    """
+    last_closer = sql.rfind("*/")
+    pieces: list[str] = []
+    copied = 0  # sql[:copied] is in pieces
+    at = 0  # where the next search starts
+    while (m := _BLANKED.search(sql, at)) is not None:
+        start, end = m.span()
+        if m.group("opener") is not None:
+            if last_closer < start + 2:  # "/*/" does not close itself
+                at = start + 1
+                continue
+            end = sql.index("*/", start + 2) + 2
+        pieces.append(sql[copied:start])
+        pieces.append(" ")
+        copied = at = end
+    pieces.append(sql[copied:])
+    return "".join(pieces)
+
+
 def scan_unparsed(sql: str) -> tuple[bool, bool]:
     """(mutating, multiple statements) from the bare text, comments and strings blanked."""
-    bare = _COMMENTS_AND_STRINGS.sub(" ", sql)
+    bare = _blank(sql)
     statements = [s for s in bare.split(";") if s.strip()]
     return bool(_MUTATING_RE.search(bare)), len(statements) > 1

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sqlglot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
+from stef.sql.canonical import SQL_STRING
+from stef.sql.safety import _blank, is_mutating, is_statement, scan_unparsed, statement_type
 
 
 @pytest.mark.parametrize(
@@ -52,3 +57,33 @@ def test_scan_unparsed_ignores_comments_and_strings(
     sql: str, mutating: bool, multiple: bool
 ) -> None:
     assert scan_unparsed(sql) == (mutating, multiple)
+
+
+@pytest.mark.parametrize(
+    ("sql", "mutating", "multiple"),
+    [
+        # An unclosed comment stays text, as it always did: what follows it is still read.
+        ("SELEC 1 /* ; DROP TABLE t", True, True),
+        ("SELEC 1 /* a */ x /* ; delete from t", True, True),
+        ("SELEC 1 /* a */ ; /* b */", False, False),
+        ("SELEC '/*' ; x */ drop table t", True, True),
+        ("SELEC 1 /*/ drop table t", True, False),
+    ],
+)
+def test_scan_unparsed_leaves_an_unclosed_comment_as_text(
+    sql: str, mutating: bool, multiple: bool
+) -> None:
+    assert scan_unparsed(sql) == (mutating, multiple)
+
+
+# The single regex _blank replaced: quadratic on unclosed openers, the reference for its output.
+_LAZY_BLOCK_COMMENT = re.compile(
+    r"--[^\n]*|/\*.*?\*/|" + SQL_STRING.pattern + r"|\"(?:[^\"]|\"\")*\"|`[^`]*`", re.S
+)
+_PIECES = ["/*", "*/", "/", "*", "--", "\n", "'", "''", '"', "`", ";", " ", "x", "drop table t"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
+def test_blank_matches_the_lazy_regex(sql: str) -> None:
+    assert _blank(sql) == _LAZY_BLOCK_COMMENT.sub(" ", sql)
