@@ -15,22 +15,17 @@ PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
 _MAX_WRAPPERS = 32
 
 
-def contains(haystack: exp.Expr, needle: exp.Expr) -> bool:
-    """Whether ``needle`` (this very node, not an equal one) is under ``haystack``."""
-    return any(n is needle for n in haystack.walk())
-
-
 def inside_predicate(node: exp.Expr, root: exp.Expr) -> bool:
     """True when ``node`` sits inside a WHERE/HAVING/QUALIFY/ON condition of another query."""
-    parent = node.parent
+    child, parent = node, node.parent
     while parent is not None and parent is not root:
         if isinstance(parent, PREDICATE_CLAUSES):
             return True
-        if isinstance(parent, exp.Join) and node is not parent.this:
-            on = parent.args.get("on")
-            if on is not None and contains(on, node):
-                return True
-        parent = parent.parent
+        # The path up from node enters a join through its ON exactly when node is under the ON:
+        # no walk of the condition needed.
+        if isinstance(parent, exp.Join) and child is parent.args.get("on"):
+            return True
+        child, parent = parent, parent.parent
     return False
 
 
@@ -72,29 +67,43 @@ def main_select(tree: exp.Expr, ctes: dict[str, exp.Expr]) -> exp.Select | None:
     return node if isinstance(node, exp.Select) else None
 
 
-def unused_ctes(stmt: exp.Expr, ctes: dict[str, exp.Expr]) -> list[exp.Expr]:
-    """Bodies of CTEs that nothing reads, directly or through other CTEs."""
-    if not ctes:
-        return []
+def enclosing_bodies(ctes: dict[str, exp.Expr]) -> dict[int, list[int]]:
+    """id of each node under a CTE body -> ids of the bodies it is under (itself included).
 
-    def reads(node: exp.Expr, skip: list[exp.Expr]) -> set[str]:
+    One walk per body: asking of each table whether it lies in each body walked the body again
+    per table (tables x CTE size on a chain of wide CTEs).
+    """
+    bodies_of: dict[int, list[int]] = {}
+    for body in ctes.values():
+        for n in body.walk():
+            bodies_of.setdefault(id(n), []).append(id(body))
+    return bodies_of
+
+
+def unused_ctes(
+    stmt: exp.Expr, ctes: dict[str, exp.Expr], bodies_of: dict[int, list[int]]
+) -> list[exp.Expr]:
+    """Bodies of CTEs that nothing reads, directly or through other CTEs (``bodies_of`` from
+    :func:`enclosing_bodies`)."""
+
+    def reads(node: exp.Expr, skip: set[int]) -> set[str]:
         names = set()
         for t in node.find_all(exp.Table):
             name = norm_ident(t.name)
             # A CTE read only inside a WHERE/HAVING subquery shapes a predicate, not the result.
             if (
                 name in ctes
-                and not any(contains(b, t) for b in skip)
-                and not (inside_predicate(t, stmt))
+                and not any(b in skip for b in bodies_of.get(id(t), ()))
+                and not inside_predicate(t, stmt)
             ):
                 names.add(name)
         return names
 
-    used = reads(stmt, list(ctes.values()))
+    used = reads(stmt, {id(b) for b in ctes.values()})
     frontier = list(used)
     while frontier:
         name = frontier.pop()
-        others = [b for n, b in ctes.items() if n != name]
+        others = {id(b) for n, b in ctes.items() if n != name}
         for nxt in reads(ctes[name], others) - used:
             used.add(nxt)
             frontier.append(nxt)
@@ -105,9 +114,10 @@ def feeding_selects(
     stmt: exp.Expr, selects: list[exp.Select], ctes: dict[str, exp.Expr]
 ) -> list[exp.Select]:
     """The SELECTs whose clauses shape the result: not in a predicate, not in an unused CTE."""
-    unused = unused_ctes(stmt, ctes)
+    bodies_of = enclosing_bodies(ctes)
+    unused = {id(b) for b in unused_ctes(stmt, ctes, bodies_of)} if ctes else set()
     return [
         s
         for s in selects
-        if not inside_predicate(s, stmt) and not any(contains(body, s) for body in unused)
+        if not inside_predicate(s, stmt) and not any(b in unused for b in bodies_of.get(id(s), ()))
     ]

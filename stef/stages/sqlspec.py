@@ -158,15 +158,31 @@ def _aggregation(agg: exp.AggFunc) -> Aggregation:
     return Aggregation(func=func.upper(), column=column, distinct=distinct)
 
 
-def _aggregations(queries: list[exp.Select]) -> list[Aggregation]:
-    """The aggregates each feeding SELECT computes itself (not in a window, not nested)."""
+def _aggregations(stmt: exp.Expr, queries: list[exp.Select]) -> list[Aggregation]:
+    """The aggregates each feeding SELECT computes itself (not in a window, not nested).
+
+    One walk of the statement tells each aggregate its own SELECT: walking each feeding SELECT
+    walked a nested one again at every level above it (nesting x size).
+    """
+    # id(node) -> (the nearest SELECT above it, whether a window is above it), parents first.
+    above: dict[int, tuple[exp.Select | None, bool]] = {}
+    owned: dict[int, list[exp.AggFunc]] = {}
+    for node in stmt.walk():  # breadth first, as find_all: the order of the aggregates is kept
+        parent = node.parent
+        if parent is None or id(parent) not in above:
+            select = node.find_ancestor(exp.Select)
+            windowed = node.find_ancestor(exp.Window) is not None
+        else:
+            select, windowed = above[id(parent)]
+            if isinstance(parent, exp.Select):
+                select = parent
+            windowed = windowed or isinstance(parent, exp.Window)
+        above[id(node)] = (select, windowed)
+        if isinstance(node, exp.AggFunc) and not windowed and select is not None:
+            owned.setdefault(id(select), []).append(node)
     out: dict[tuple[str, str, bool], Aggregation] = {}
     for q in queries:
-        for agg in q.find_all(exp.AggFunc):
-            if agg.find_ancestor(exp.Window) is not None:
-                continue
-            if agg.find_ancestor(exp.Select) is not q:
-                continue
+        for agg in owned.get(id(q), []):
             a = _aggregation(agg)
             out.setdefault((a.func, a.column, a.distinct), a)
     return list(out.values())
@@ -333,7 +349,7 @@ def _query_spec(
     return SqlSpec(
         projections=projections,
         projection_aggregated=aggregated,
-        aggregations=_aggregations(feeding),
+        aggregations=_aggregations(stmt, feeding),
         filters=_numbered(filters.preds),
         group_by=_group_by(main),
         order_by=_order_by(stmt, main),

@@ -193,3 +193,20 @@ def test_comparator_rejects_a_wrong_expectation() -> None:
     assert _compare(spec, {"filters": [{"lhs": "x", "rhs": "2"}, {"lhs": "y"}]})
     assert _compare(spec, {"tables": ["t", "u"]})
     assert _compare(spec, {"parsed": False})
+
+
+def test_a_3000_term_and_chain_is_parsed_with_3000_filters() -> None:
+    """Valid SQL stays parsed however long its AND chain (the split once recursed per term)."""
+    spec = sqlspec("SELECT a FROM t WHERE " + " AND ".join(f"c{i} = {i}" for i in range(3000)))
+    assert spec.parsed and spec.parse_error is None
+    assert [(f.id, f.lhs, f.rhs) for f in spec.filters] == [
+        (i + 1, f"c{i}", str(i)) for i in range(3000)
+    ]
+    assert spec.where_count == 3000
+
+
+def test_a_3000_term_or_chain_is_parsed() -> None:
+    spec = sqlspec("SELECT a FROM t WHERE " + " OR ".join(f"c{i} = {i}" for i in range(3000)))
+    assert spec.parsed and spec.parse_error is None
+    (only,) = spec.filters
+    assert only.op == "or" and len(only.values) == 3000
