@@ -89,8 +89,13 @@ _TOP_K = re.compile(
     + r")\b",
     re.I,
 )
-_SINGULAR_SUPERLATIVE = re.compile(
-    r"\b(?:the|which|what|who)\b[^.?!]*?\b(?:" + _SUPERLATIVES + r"|\w+est)\b", re.I
+_SUPERLATIVE_WORD = re.compile(_SUPERLATIVES + r"|\w+est")
+# The words a singular superlative is read from ("which store had the highest sales?"): sentence
+# ends, the words that open one, superlatives. Scanned once, word by word: one regex with a lazy
+# gap between opener and superlative rescanned the rest of the sentence from every "the".
+_SINGULAR_WORDS = re.compile(
+    r"(?P<end>[.?!])|\b(?P<opener>the|which|what|who)\b|\b(?:" + _SUPERLATIVES + r"|\w+est)\b",
+    re.I,
 )
 
 
@@ -109,25 +114,45 @@ def _to_int(word: str) -> int | None:
     return _NUMBER_WORDS.get(word.casefold())
 
 
+def _singular_superlative(question: str) -> bool:
+    """Whether a superlative follows "the", "which", "what" or "who" in the same sentence."""
+    opened = False
+    for m in _SINGULAR_WORDS.finditer(question):
+        if m.group("end") is not None:
+            opened = False
+        elif m.group("opener") is not None:
+            opened = True
+        elif opened:
+            return True
+    return False
+
+
 def question_cues(question: str) -> QuestionCues:
     """Ordering and top-k requests in a question ("top 10", "highest", "sorted by")."""
     ordering = False
     superlative = False
+    # "latest" / "best" order only when the question says "the latest" or "most latest"
+    # somewhere: one search per word, not one per occurrence.
+    qualified: dict[str, bool] = {}
     for m in _ORDERING_WORDS.finditer(question):
         word = m.group(0).casefold()
         if word in _NOT_SUPERLATIVE_EST:
             continue
-        if word in ("latest", "best") and not re.search(r"\b(the|most)\s+" + word, question, re.I):
-            continue
+        if word in ("latest", "best"):
+            if word not in qualified:
+                found = re.search(r"\b(the|most)\s+" + word, question, re.I)
+                qualified[word] = found is not None
+            if not qualified[word]:
+                continue
         ordering = True
-        if re.fullmatch(_SUPERLATIVES + r"|\w+est", word):
+        if _SUPERLATIVE_WORD.fullmatch(word):
             superlative = True
     top_k = None
     k = _TOP_K.search(question)
     if k is not None:
         top_k = _to_int(k.group(1) or k.group(2))
         ordering = True
-    elif superlative and _SINGULAR_SUPERLATIVE.search(question):
+    elif superlative and _singular_superlative(question):
         top_k = 1
     return QuestionCues(ordering, top_k, superlative)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stef.models import InputRecord
 from stef.rules import AppRules
-from stef.stages.normalize import normalize, question_cues
+from stef.stages.normalize import _SUPERLATIVES, _singular_superlative, normalize, question_cues
 from stef.stages.sqlspec import sqlspec
 
 
@@ -90,3 +94,33 @@ def test_flags() -> None:
 def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None:
     cues = question_cues(question)
     assert (cues.ordering_requested, cues.top_k) == (ordering, top_k)
+
+
+# The regex _singular_superlative replaced (a lazy gap from each opener: quadratic), the reference.
+_LAZY_GAP = re.compile(
+    r"\b(?:the|which|what|who)\b[^.?!]*?\b(?:" + _SUPERLATIVES + r"|\w+est)\b", re.I
+)
+_WORDS = [
+    "the", "The", "WHICH", "what", "who", "whichever", "thest", "highest", "Best", "max", "maxi",
+    "interest", "est", "3est", "the_best", "x", "é", ".", "?", "!", ",", "'", "-", " ", "  ",
+]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=14).map(" ".join))
+def test_singular_superlative_matches_the_lazy_regex(question: str) -> None:
+    assert _singular_superlative(question) is (_LAZY_GAP.search(question) is not None)
+
+
+@pytest.mark.parametrize(
+    ("question", "top_k"),
+    [
+        ("Which store had the highest sales?", 1),
+        ("Which store had the sales? Highest first.", None),
+        ("Highest sales. Which store?", None),
+        ("Who is the best? List the best.", 1),
+        ("List stores with the best sales in the region with the most staff", 1),
+    ],
+)
+def test_singular_superlative_stays_in_its_sentence(question: str, top_k: int | None) -> None:
+    assert question_cues(question).top_k == top_k
