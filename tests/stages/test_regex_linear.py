@@ -1,9 +1,10 @@
-"""The regexes that read untrusted text run in linear time, even on their worst input.
+"""The regexes and tree walks that read untrusted text run in linear time, even on their worst
+input.
 
 A super-linear regex on a 4 KB question or a 50 KB SQL text holds the GIL for seconds. Each case
-times one pattern on an adversarial text of n characters and of 8n: a linear scan costs about 8
-times more, a quadratic one 64 times. The bound (24x) is relative to the same pattern on the
-smaller text, so a slow or busy machine does not make it fail.
+times one pattern (or one stage helper) on an adversarial input of n units and of 8n: a linear scan
+costs about 8 times more, a quadratic one 64 times. The bound (24x) is relative to the same code on
+the smaller input, so a slow or busy machine does not make it fail.
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ import time
 from collections.abc import Callable
 
 import pytest
+import sqlglot
+from sqlglot import exp
 
 from stef.judges.heuristic import question as q
+from stef.sql.canonical import SQL_STRING
+from stef.sql.safety import scan_unparsed
+from stef.sql.scope import cte_bodies, feeding_selects
+from stef.stages import sqlspec as sqlspec_stage
+from stef.stages.normalize import question_cues
 from stef.stages.validate import Limits, is_blank, validate
 
 FACTOR = 8
@@ -80,9 +88,9 @@ CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
     ("grouping: per then spaces", _scan(q._GROUPING), lambda n: "per" + " " * n + "!"),
     ("grouping: repeated openers", _scan(q._GROUPING), _rep("for each ")),
     ("distinct words", _scan(q.DISTINCT_WORDS), _rep("distinc ")),
-    ("sql string: unclosed", _scan(q.SQL_STRING), lambda n: "'" + "a" * n),
-    ("sql string: doubled quotes", _scan(q.SQL_STRING), lambda n: "'" + "''" * (n // 2)),
-    ("sql string: pairs then unclosed", _scan(q.SQL_STRING), _rep("'a''", "'")),
+    ("sql string: unclosed", _scan(SQL_STRING), lambda n: "'" + "a" * n),
+    ("sql string: doubled quotes", _scan(SQL_STRING), lambda n: "'" + "''" * (n // 2)),
+    ("sql string: pairs then unclosed", _scan(SQL_STRING), _rep("'a''", "'")),
     *[
         (f"comparator {i}: words without a number", _search(p), _rep(w))
         for i, (p, w) in enumerate(
@@ -101,6 +109,24 @@ CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
     ],
     # Past the cache: every call must scan.
     ("question literals: superlatives", q._question_literals.__wrapped__, _rep("highest ")),
+    # Each value was tested against every value taken before it.
+    ("question literals: numbers", q._question_literals.__wrapped__, _rep("1 ")),
+    # A lazy gap from each "the" to a superlative later in the sentence.
+    (
+        "question cues: the after a superlative",
+        question_cues,
+        lambda n: "highest. " + _rep("the ")(n),
+    ),
+    # One search of the whole question per "best" / "latest".
+    ("question cues: best", question_cues, _rep("best ")),
+    ("question cues: latest", question_cues, _rep("latest ")),
+    # A lazy block comment retried from each unclosed opener.
+    ("unparsed sql scan: unclosed comment openers", scan_unparsed, _rep("/* ")),
+    (
+        "unparsed sql scan: openers after a comment",
+        scan_unparsed,
+        lambda n: "/* closed */ " + _rep("/* ")(n),
+    ),
     ("blank check: invisible text", is_blank, _rep("\u200b \u2060\x00\ufeff")),
 ]
 
@@ -141,6 +167,73 @@ def test_validate_checks_are_linear(title: str, make: Callable[[int], str]) -> N
 
 def test_the_measure_catches_a_quadratic_pattern() -> None:
     """The same measure on a known quadratic pattern (a lazy block comment over unclosed
-    openers, as stef/stages/sqlspec.py had it) is far past the bound."""
+    openers, as stef/sql/safety.py had it) is far past the bound."""
     quadratic = re.compile(r"/\*.*?\*/", re.S)
     assert growth(_scan(quadratic), _rep("/* "), 1_000) > BOUND
+
+
+# ------------------------------------------------------------------- walks of the parsed SQL
+# Timed on a parsed tree (parsing is sqlglot's cost, not ours), n = CTEs or nesting levels of a
+# fixed width: the walks once repeated per CTE or per level were quadratic in n.
+
+
+def _wide_cte_chain(k: int) -> exp.Expr:
+    """k CTEs, each reading the one before through a join, each with a 10-term WHERE."""
+    where = " AND ".join(f"x{j} = {j}" for j in range(10))
+    ctes = ", ".join(
+        f"c{i} AS (SELECT a FROM c{i - 1} JOIN u ON u.id = c{i - 1}.a WHERE {where})"
+        for i in range(1, k)
+    )
+    return sqlglot.parse_one(f"WITH c0 AS (SELECT a FROM t), {ctes} SELECT a FROM c{k - 1}")
+
+
+def _unused_ctes(k: int) -> exp.Expr:
+    """k CTEs nothing reads, each a join with a 10-term WHERE."""
+    where = " AND ".join(f"x{j} = {j}" for j in range(10))
+    ctes = ", ".join(
+        f"c{i} AS (SELECT t.a FROM t JOIN u ON u.id = t.a WHERE {where})" for i in range(k)
+    )
+    return sqlglot.parse_one(f"WITH {ctes} SELECT a FROM t")
+
+
+def _nested_aggregating_subqueries(d: int) -> exp.Expr:
+    """d nested subqueries, each aggregating and filtering with a 10-term WHERE."""
+    where = " AND ".join(f"x{j} = {j}" for j in range(10))
+    inner = "(SELECT a, SUM(b) AS b FROM " * d + "t" + f") AS x WHERE {where}" * d
+    return sqlglot.parse_one("SELECT a FROM " + inner)
+
+
+def _feeding(stmt: exp.Expr) -> object:
+    return feeding_selects(stmt, list(stmt.find_all(exp.Select)), cte_bodies(stmt))
+
+
+def _aggregations(stmt: exp.Expr) -> object:
+    return sqlspec_stage._aggregations(stmt, list(stmt.find_all(exp.Select)))
+
+
+def tree_growth(
+    run: Callable[[exp.Expr], object], make: Callable[[int], exp.Expr], n: int
+) -> float:
+    """CPU time of ``run`` on ``make(FACTOR * n)`` over its time on ``make(n)``."""
+    small, big = make(n), make(FACTOR * n)
+    reps = 1
+    while _cpu(run, small, reps) < 0.002 and reps < 4096:
+        reps *= 2
+    return _cpu(run, big, reps) / max(_cpu(run, small, reps), 1e-6)
+
+
+TREE_CASES: list[tuple[str, Callable[[exp.Expr], object], Callable[[int], exp.Expr]]] = [
+    # Each table read was looked for in every CTE body by walking the body.
+    ("feeding selects: a chain of wide CTEs", _feeding, _wide_cte_chain),
+    # Each SELECT was looked for in every unused CTE body.
+    ("feeding selects: unused CTEs", _feeding, _unused_ctes),
+    # Each SELECT's aggregates were found by walking it, nested SELECTs included.
+    ("aggregations: nested subqueries", _aggregations, _nested_aggregating_subqueries),
+]
+
+
+@pytest.mark.parametrize(("title", "run", "make"), TREE_CASES, ids=[c[0] for c in TREE_CASES])
+def test_sql_walks_are_linear(
+    title: str, run: Callable[[exp.Expr], object], make: Callable[[int], exp.Expr]
+) -> None:
+    assert tree_growth(run, make, 8) < BOUND, title
