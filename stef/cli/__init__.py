@@ -36,7 +36,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    configure_logging(args.log_level)
+    try:
+        configure_logging(args.log_level)
+    except ValueError as exc:  # STEF_LOG_LEVEL holds a level that does not exist
+        print(f"stef: STEF_LOG_LEVEL: {exc}", file=sys.stderr)
+        return Exit.USAGE
     try:
         return int(args.func(args))
     except BrokenPipeError:
