@@ -108,6 +108,9 @@ def agrees(value: str, pred: Predicate) -> bool | None:
     None when they cannot be compared (no literal, an expression, a quarter).
     """
     values = [v for v in pred.values if v]
+    if _comparable(value):
+        # A number or date is held only against numbers and dates: 'FY23' is another spelling.
+        values = [v for v in values if _comparable(v) or _DATE_LIKE.match(v)]
     if not values or pred.op not in _VALUE_OPS or _QUARTER.fullmatch(value):
         return None
     if pred.op == "between" and len(values) == 2 and all(_is_number(v) for v in values):

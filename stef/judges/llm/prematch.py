@@ -29,7 +29,8 @@ def prematch(request: JudgeRequest) -> list[StefMatch]:
     """The question filters STEF matches itself, each with the predicates that apply it."""
     out: list[StefMatch] = []
     seen: set[str] = set()
-    for found in question_literals(request.record.question):
+    # In the order of the question's words, as the prompt lists them.
+    for found in sorted(question_literals(request.record.question), key=lambda f: f.span):
         if found.kind not in _KINDS:
             continue
         # A capitalized phrase may run a value into the words around it ("Spend APAC"): its

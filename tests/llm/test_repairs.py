@@ -1,0 +1,275 @@
+"""Repair before reject: cross-reference slips are fixed and recorded, not a judge_error; STEF
+matches what it can before asking; the model's claims are verified; usage stays honest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import pytest
+from prometheus_client import CollectorRegistry
+
+from stef.judges.llm.judge import LlmJudge
+from stef.judges.llm.reply import RATIONALE_MAX, reply_schema
+from stef.metrics import Metrics
+from stef.pipeline import Pipeline
+from stef.prompts import data_blocks
+from stef.rules import RuleSet
+from stef.testing.fake_server import FakeLlmServer, Reply
+from tests.llm.conftest import make_record
+from tests.llm.replies import filt, reply
+
+Make = Callable[..., LlmJudge]
+
+ORDERS_2022 = "SELECT COUNT(*) FROM orders WHERE year = 2022"
+
+
+def repairs_of(registry: CollectorRegistry, kind: str) -> float:
+    return registry.get_sample_value("stef_judge_repairs_total", {"kind": kind}) or 0.0
+
+
+@pytest.fixture
+def run(judge_factory: Make, rules: RuleSet, metrics: Metrics) -> Callable[..., Any]:
+    """``run(server, mode="json_schema", **record_fields)``: one record through the pipeline."""
+
+    def go(srv: FakeLlmServer, mode: str = "json_schema", **fields: Any) -> Any:
+        judge = judge_factory(srv, response_format=mode, cache_size=0)
+        return Pipeline(rules, judge, metrics=metrics).judge_record(make_record(**fields))
+
+    return go
+
+
+# -------------------------------------------------------------------- the model's own wrong value
+
+
+def test_the_sqls_wrong_value_listed_as_the_questions_filter_ends_mismatched(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    # A model that copies the SQL's condition as the question's filter and calls it matched.
+    server.script(Reply(reply(filters=[filt("year = 2022", "2022", "matched", [1], lhs="year")])))
+    result = run(
+        server, question="How many orders in 2023?", sql=ORDERS_2022, enriched_question=None
+    )
+    assert result.outcome == "evaluated"
+    assert result.alignment.matched == []
+    assert result.alignment.mismatched == ["2023 -> year = 2022"]
+    assert result.alignment.decided_by == {"2023": "stef"}
+    assert result.components.filter_status == "not_applied"
+    assert [r.split(":")[0] for r in result.repairs] == ["ungrounded_filter", "uncovered_value"]
+    assert repairs_of(registry, "ungrounded_filter") == 1
+    assert repairs_of(registry, "uncovered_value") == 1
+
+
+def test_a_claimed_match_of_2023_to_year_2022_is_mismatched(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    server.script(Reply(reply(filters=[filt("year = 2023", "2023", "matched", [1], lhs="year")])))
+    result = run(
+        server, question="How many orders in 2023?", sql=ORDERS_2022, enriched_question=None
+    )
+    assert result.alignment.matched == []
+    assert result.alignment.mismatched == ["year = 2023 -> year = 2022"]
+    assert result.alignment.decided_by == {"year = 2023": "stef"}
+    assert result.score is not None and result.score < 100
+    assert repairs_of(registry, "contradicted_match") == 1
+
+
+# ------------------------------------------------------------------ deterministic alignment first
+
+
+def test_stef_matches_the_question_values_itself_and_says_so(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    server.script(Reply(reply()))
+    result = run(server)
+    (sent,) = server.chat_requests()
+    settled = data_blocks(sent.text("user"))["stef_matched"]
+    assert settled == [
+        {"text": "APAC", "value": "apac", "predicates": [1]},
+        {"text": "2023", "value": "2023", "predicates": [2]},
+    ]
+    assert result.score == 100.0
+    assert result.alignment.matched == ["APAC -> region = 'APAC'", "2023 -> year = 2023"]
+    assert result.alignment.decided_by == {"APAC": "stef", "2023": "stef"}
+    assert result.repairs == []
+
+
+def test_the_model_decides_what_stef_could_not(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    sql = "SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fiscal_year = 'FY23'"
+    server.script(Reply(reply(filters=[filt("for 2023", "2023", "matched", [2])])))
+    result = run(server, sql=sql)
+    assert result.alignment.decided_by == {"APAC": "stef", "for 2023": "judge"}
+    assert result.alignment.matched == [
+        "APAC -> region = 'APAC'",
+        "for 2023 -> fiscal_year = 'FY23'",
+    ]
+
+
+def test_a_filter_stef_already_matched_is_not_counted_twice(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    server.script(Reply(reply(filters=[filt("APAC", "APAC", "matched", [1])])))
+    result = run(server)
+    assert result.alignment.matched == ["APAC -> region = 'APAC'", "2023 -> year = 2023"]
+    assert [r.split(":")[0] for r in result.repairs] == ["duplicate"]
+
+
+# ------------------------------------------------------------------------------ repair, not reject
+
+
+@pytest.mark.parametrize(
+    ("sql", "filters", "kinds", "status"),
+    [
+        pytest.param(
+            "SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
+            [filt("for 2023", "2023", "matched", [2, 7])],
+            ["unknown_predicate"],
+            "fully_applied",
+            id="dangling-id",
+        ),
+        pytest.param(
+            # The SQL has no predicate; the model invented id 0 (seen with a real model).
+            "SELECT SUM(spend) FROM sales",
+            [
+                filt("in the APAC region", "APAC", "matched", [0]),
+                filt("for 2023", "2023", "matched", [0]),
+            ],
+            ["unknown_predicate", "match_without_predicates"] * 2,
+            "not_applied",
+            id="invented-id-without-predicates",
+        ),
+        pytest.param(
+            "SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
+            [filt("for 2023", "2023", "matched", [2, 2])],
+            ["duplicate"],
+            "fully_applied",
+            id="repeated-id",
+        ),
+        pytest.param(
+            "SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
+            [filt("for 2023", "2023", "missing", [2])],
+            ["missing_with_predicates"],
+            "partially_applied",
+            id="missing-with-ids",
+        ),
+        pytest.param(
+            "SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
+            [filt("for 2023", "2023", "matched", [2]), filt("for 2023", "2023", "matched", [2])],
+            ["duplicate"],
+            "fully_applied",
+            id="filter-listed-twice",
+        ),
+    ],
+)
+def test_inconsistent_replies_are_repaired_in_json_object_mode(
+    server: FakeLlmServer,
+    run: Callable[..., Any],
+    registry: CollectorRegistry,
+    sql: str,
+    filters: list[dict[str, Any]],
+    kinds: list[str],
+    status: str,
+) -> None:
+    server.script(Reply(reply(filters=filters)))
+    result = run(server, mode="json_object", sql=sql)
+    assert result.outcome == "evaluated"
+    assert result.components.filter_status == status
+    got = [r.split(":")[0] for r in result.repairs if not r.startswith("uncovered_value")]
+    assert got == kinds
+    assert len(server.chat_requests()) == 1  # repaired, not re-asked
+    for kind in set(kinds):
+        assert repairs_of(registry, kind) == kinds.count(kind)
+
+
+def test_missing_fields_get_safe_defaults_and_are_recorded(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    content = reply(filters=[filt("for 2023", "2023", "matched", [2])])
+    del content["question_spec"]["group_by"]
+    del content["question_spec"]["filters"][0]["lhs"]
+    del content["issues"]
+    server.script(Reply(content))
+    result = run(
+        server,
+        mode="json_object",
+        sql="SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
+    )
+    assert result.outcome == "evaluated"
+    assert result.repairs == [
+        "missing_field: issues set to []",
+        "missing_field: question_spec.group_by set to []",
+        "missing_field: question_spec.filters.0.lhs set to null",
+    ]
+
+
+def test_a_reply_without_a_verdict_is_still_an_error(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    content = reply()
+    del content["verdict"]
+    server.script(Reply(content), Reply(content))
+    result = run(server, mode="json_object")
+    assert result.outcome == "judge_error"
+    assert result.error.startswith("invalid_reply:") and "verdict: Field required" in result.error
+
+
+def test_a_long_rationale_is_cut_in_json_object_mode(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    server.script(Reply(reply(rationale="x" * 1000)))
+    result = run(server, mode="json_object")
+    assert len(result.rationale) == RATIONALE_MAX
+    assert result.repairs == ["long_rationale: rationale cut from 1000 characters"]
+
+
+# ------------------------------------------------------------------------------ the request schema
+
+
+def test_the_schema_limits_predicate_ids_to_the_sqls_own(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    server.script(Reply(reply()))
+    run(server)
+    schema = server.chat_requests()[0].body["response_format"]["json_schema"]["schema"]
+    jsonschema.validate(reply(filters=[filt("for 2023", "2023", "matched", [1, 2])]), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply(filters=[filt("for 2023", "2023", "matched", [7])]), schema)
+
+
+def test_without_predicates_the_schema_allows_no_id() -> None:
+    schema = reply_schema([])
+    prop = schema["$defs"]["WireFilter"]["properties"]["predicates"]
+    assert prop["maxItems"] == 0 and "enum" not in json.dumps(prop)
+    jsonschema.validate(reply(filters=[filt("for 2023", "2023", "missing")]), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply(filters=[filt("for 2023", "2023", "matched", [0])]), schema)
+
+
+def test_the_rationale_is_capped_by_the_schema() -> None:
+    rationale = reply_schema([1])["properties"]["rationale"]
+    assert rationale["maxLength"] == RATIONALE_MAX
+
+
+# ----------------------------------------------------------------------------------- usage
+
+
+def test_tokens_of_failed_calls_are_counted_in_the_metrics(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    server.script(
+        Reply("not json", prompt_tokens=100, completion_tokens=7),
+        Reply("still not json", prompt_tokens=120, completion_tokens=9),
+    )
+    result = run(server)
+    assert result.outcome == "judge_error"
+    tokens = {
+        kind: registry.get_sample_value(
+            "stef_llm_tokens_total", {"model": "judge-model", "kind": kind}
+        )
+        for kind in ("prompt", "completion")
+    }
+    assert tokens == {"prompt": 220.0, "completion": 16.0}

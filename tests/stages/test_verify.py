@@ -1,0 +1,218 @@
+"""The verify stage: ungrounded filters dropped, contradicted matches overruled, rest untouched."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stef.judges.base import JudgeRequest
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.models import (
+    Enrichment,
+    EnrichmentStatus,
+    FilterMatch,
+    InputRecord,
+    JudgeOutput,
+    QuestionFilter,
+    QuestionSpec,
+    Verdict,
+)
+from stef.rules import AppRules
+from stef.stages.normalize import normalize
+from stef.stages.sqlspec import sqlspec
+from stef.stages.verify import REPAIR_KINDS, repair_kind, verify
+from tests.conftest import ROOT
+
+
+def _request(question: str, sql: str, enriched: str | None = None) -> JudgeRequest:
+    record = InputRecord(id="v", question=question, sql=sql, enriched_question=enriched)
+    rules = AppRules()
+    spec = sqlspec(sql, None)
+    norm = normalize(record, spec, rules)
+    return JudgeRequest(
+        record=record,
+        sql_spec=spec,
+        normalizations=norm.normalizations,
+        notes=norm.notes,
+        flags=norm.flags,
+        rules=rules,
+    )
+
+
+def _output(*claims: tuple[str, str, str, list[int]]) -> JudgeOutput:
+    """A judge's answer: one (text, rhs, status, predicate ids) per question filter."""
+    return JudgeOutput(
+        question_spec=QuestionSpec(
+            filters=[QuestionFilter(rhs=rhs, text=text, kind="llm") for text, rhs, _, _ in claims]
+        ),
+        filter_matches=[
+            FilterMatch(filter=i, status=status, predicates=ids)  # type: ignore[arg-type]
+            for i, (_, _, status, ids) in enumerate(claims)
+        ],
+        enrichment=Enrichment(status=EnrichmentStatus.FAITHFUL),
+        verdict=Verdict.CORRECT,
+        confidence=0.9,
+    )
+
+
+def _statuses(out: JudgeOutput) -> dict[str, str]:
+    filters = out.question_spec.filters
+    return {filters[m.filter].text: m.status for m in out.filter_matches}
+
+
+def test_the_sqls_own_wrong_value_listed_as_the_questions_filter_ends_mismatched() -> None:
+    # The circular reply: the model reads the question's filter off the SQL and calls it matched.
+    request = _request("How many orders in 2023?", "SELECT COUNT(*) FROM orders WHERE year = 2022")
+    out, repairs = verify(_output(("year = 2022", "2022", "matched", [1])), request)
+    assert _statuses(out) == {"2023": "mismatched"}
+    (match,) = out.filter_matches
+    assert match.predicates == [1] and match.decided_by == "stef"
+    assert [repair_kind(r) for r in repairs] == ["ungrounded_filter", "uncovered_value"]
+    assert "'year = 2022' is not in the question; dropped" in repairs[0]
+
+
+def test_a_matched_claim_with_another_year_becomes_mismatched() -> None:
+    # The issue's result: "year = 2023 -> year = 2022" recorded as matched.
+    request = _request("How many orders in 2023?", "SELECT COUNT(*) FROM orders WHERE year = 2022")
+    out, repairs = verify(_output(("year = 2023", "2023", "matched", [1])), request)
+    assert _statuses(out) == {"year = 2023": "mismatched"}
+    assert out.filter_matches[0].decided_by == "stef"
+    assert repairs == [
+        "contradicted_match: 'year = 2023' -> year = 2022 compares another value; mismatched"
+    ]
+
+
+def test_question_words_with_a_wrong_value_are_held_to_the_words() -> None:
+    # The text is the user's ("orders in 2023"), the value the SQL's: the words decide.
+    request = _request("How many orders in 2023?", "SELECT COUNT(*) FROM orders WHERE year = 2022")
+    out, _ = verify(_output(("orders in 2023", "2022", "matched", [1])), request)
+    assert _statuses(out) == {"orders in 2023": "mismatched"}
+
+
+@pytest.mark.parametrize(
+    ("question", "sql", "claim"),
+    [
+        pytest.param(
+            "Total spend in the APAC region?",
+            "SELECT SUM(spend) FROM sales WHERE region = 'APAC'",
+            ("in the APAC region", "APAC", "matched", [1]),
+            id="grounded-by-text",
+        ),
+        pytest.param(
+            "Customers in 'China'",
+            "SELECT * FROM customers WHERE country LIKE '%china%'",
+            ("China", "China", "matched", [1]),
+            id="like-wildcards",
+        ),
+        pytest.param(
+            "Products in category 'Books'",
+            "SELECT * FROM products WHERE category IN ('Books', 'Music')",
+            ("category 'Books'", "'Books'", "matched", [1]),
+            id="in-list",
+        ),
+        pytest.param(
+            "Orders in 2023",
+            "SELECT * FROM orders WHERE order_date BETWEEN '2023-01-01' AND '2023-12-31'",
+            ("in 2023", "2023-01-01 to 2023-12-31", "matched", [1]),
+            id="year-as-date-range",
+        ),
+        pytest.param(
+            "How many female patients?",
+            "SELECT COUNT(*) FROM patients WHERE sex = 'F'",
+            ("female", "female", "matched", [1]),
+            id="coded-value-not-checkable",
+        ),
+        pytest.param(
+            "Orders over 1,000 dollars",
+            "SELECT * FROM orders WHERE amount > 1000",
+            ("over 1,000 dollars", "1000", "matched", [1]),
+            id="thousands-separator",
+        ),
+    ],
+)
+def test_grounded_consistent_claims_pass_unchanged(
+    question: str, sql: str, claim: tuple[str, str, str, list[int]]
+) -> None:
+    output = _output(claim)
+    out, repairs = verify(output, _request(question, sql))
+    assert repairs == []
+    assert out is output
+
+
+def test_a_quoted_value_contradicted_by_the_literal_is_mismatched() -> None:
+    request = _request(
+        "Products in category 'Books'", "SELECT * FROM products WHERE category = 'Music'"
+    )
+    out, repairs = verify(_output(("category 'Books'", "Books", "matched", [1])), request)
+    assert _statuses(out) == {"category 'Books'": "mismatched"}
+    assert repair_kind(repairs[0]) == "contradicted_match"
+
+
+def test_a_filter_grounded_only_in_the_enriched_question_stays() -> None:
+    request = _request(
+        "How many big orders?",
+        "SELECT COUNT(*) FROM orders WHERE amount > 500",
+        enriched="Orders with amount over 500",
+    )
+    out, repairs = verify(_output(("amount over 500", "500", "matched", [1])), request)
+    assert repairs == []
+    assert _statuses(out) == {"amount over 500": "matched"}
+
+
+def test_a_year_no_filter_covers_is_added_with_stefs_reading() -> None:
+    request = _request(
+        "Total spend in the APAC region for 2023?",
+        "SELECT SUM(spend) FROM sales WHERE region = 'APAC'",
+    )
+    out, repairs = verify(_output(("in the APAC region", "APAC", "matched", [1])), request)
+    assert _statuses(out) == {"in the APAC region": "matched", "2023": "missing"}
+    assert repairs == ["uncovered_value: '2023' was not judged; missing by STEF"]
+
+
+def test_a_value_inside_a_word_does_not_ground_a_filter() -> None:
+    request = _request("Total carbon output", "SELECT SUM(x) FROM t WHERE c = 'c'")
+    out, repairs = verify(_output(("c = 'c'", "c", "matched", [1])), request)
+    assert out.question_spec.filters == []
+    assert [repair_kind(r) for r in repairs] == ["ungrounded_filter"]
+
+
+def test_repair_kinds_are_a_fixed_set() -> None:
+    assert repair_kind("unknown_predicate: dropped unknown predicate id 7 from filter 1") == (
+        "unknown_predicate"
+    )
+    assert repair_kind("something new: x") == "other"
+    assert len(set(REPAIR_KINDS)) == len(REPAIR_KINDS)
+
+
+PAPER_CASES = [
+    json.loads(line)
+    for line in (ROOT / "tests" / "fixtures" / "paper-cases.jsonl").read_text().splitlines()
+    if line.strip()
+]
+
+
+@pytest.mark.parametrize("case", PAPER_CASES, ids=[c["id"] for c in PAPER_CASES])
+def test_the_heuristic_backend_passes_unchanged_on_the_paper_cases(case: dict[str, Any]) -> None:
+    record = InputRecord(
+        id=case["id"],
+        question=case["question"],
+        sql=case["sql"],
+        enriched_question=case.get("enriched_question"),
+    )
+    app_rules = AppRules.model_validate(case["rules"])
+    spec = sqlspec(record.sql, record.dialect or app_rules.dialect)
+    norm = normalize(record, spec, app_rules)
+    request = JudgeRequest(
+        record=record,
+        sql_spec=spec,
+        normalizations=norm.normalizations,
+        notes=norm.notes,
+        flags=norm.flags,
+        rules=app_rules,
+    )
+    output = HeuristicJudge().judge(request).output
+    verified, repairs = verify(output, request)
+    assert repairs == []
+    assert verified is output
