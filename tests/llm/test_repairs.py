@@ -87,8 +87,8 @@ def test_stef_matches_the_question_values_itself_and_says_so(
     (sent,) = server.chat_requests()
     settled = data_blocks(sent.text("user"))["stef_matched"]
     assert settled == [
-        {"text": "APAC", "value": "apac", "predicates": [1]},
-        {"text": "2023", "value": "2023", "predicates": [2]},
+        {"text": "APAC", "predicates": [1]},
+        {"text": "2023", "predicates": [2]},
     ]
     assert result.score == 100.0
     assert result.alignment.matched == ["APAC -> region = 'APAC'", "2023 -> year = 2023"]

@@ -89,10 +89,7 @@ def prompt_context(request: JudgeRequest, stef: Sequence[StefMatch] = ()) -> dic
     spec: SqlSpec = request.sql_spec
     record = request.record
     return {
-        "stef_matched": [
-            {"text": m.filter.text, "value": m.filter.rhs, "predicates": list(m.predicates)}
-            for m in stef
-        ],
+        "stef_matched": [{"text": m.filter.text, "predicates": list(m.predicates)} for m in stef],
         "rules": request.rules.model_dump(mode="json", include=_PROMPT_RULE_KEYS),
         "normalizations": list(request.normalizations),
         "notes": list(request.notes),
