@@ -89,9 +89,9 @@ class Limits(BaseModel):
     max_enriched_question_chars: int = Field(4_000, ge=1)
     max_sql_chars: int = Field(50_000, ge=1)
     max_json_depth: int = Field(32, ge=2, le=200)
-    max_sql_nesting: int = Field(32, ge=1)
+    max_sql_nesting: int = Field(64, ge=1)
     max_sql_comments: int = Field(64, ge=0)
-    max_sql_ctes: int = Field(32, ge=0)
+    max_sql_ctes: int = Field(64, ge=0)
     max_sql_tokens: int = Field(8_000, ge=1)
     max_digit_run: int = Field(100, ge=1, le=4_000)
 

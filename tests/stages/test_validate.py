@@ -177,10 +177,11 @@ def test_nested_subqueries_count_as_sql_nesting() -> None:
 
 
 def test_stray_closing_parentheses_do_not_hide_nesting() -> None:
-    sql = "SELECT 1 " + ")" * 100 + " " + "(" * 33 + "1" + ")" * 33
+    n = LIMITS.max_sql_nesting + 1
+    sql = "SELECT 1 " + ")" * 100 + " " + "(" * n + "1" + ")" * n
     with pytest.raises(InvalidInput) as info:
         validate({"question": "q", "sql": sql})
-    assert info.value.detail == "sql_nesting: 33 > 32"
+    assert info.value.detail == f"sql_nesting: {n} > {LIMITS.max_sql_nesting}"
 
 
 @pytest.mark.parametrize(
@@ -188,8 +189,8 @@ def test_stray_closing_parentheses_do_not_hide_nesting() -> None:
     [
         ({"sql": "SELECT 1 " + "/*" * 16_000}, "sql_comments: 16000 > 64"),
         ({"sql": "SELECT 1 " + "/* " * 16_000}, "sql_comments: 16000 > 64"),
-        ({"sql": _nested_subqueries(2_000)}, "sql_nesting: 2000 > 32"),
-        ({"sql": _cte_chain(1_000)}, "sql_ctes: 1000 > 32"),
+        ({"sql": _nested_subqueries(2_000)}, f"sql_nesting: 2000 > {LIMITS.max_sql_nesting}"),
+        ({"sql": _cte_chain(1_000)}, f"sql_ctes: 1000 > {LIMITS.max_sql_ctes}"),
         ({"question": "highest " * 500}, "question is 4000 characters; the limit is 2000"),
         ({"sql": "SELECT * FROM t WHERE x IN (" + ",".join(map(str, range(5000))) + ")"}, None),
         ({"id": int("9" * 4300)}, "digit_run: 4300 > 100"),
@@ -218,10 +219,11 @@ def test_the_records_that_cost_seconds_are_rejected(
 
 
 def test_limits_are_configurable() -> None:
-    record = {"question": "q", "sql": _cte_chain(40)}
+    n = LIMITS.max_sql_ctes + 8
+    record = {"question": "q", "sql": _cte_chain(n)}
     with pytest.raises(InvalidInput):
         validate(record)
-    assert validate(record, limits=Limits(max_sql_ctes=40)).sql == record["sql"]
+    assert validate(record, limits=Limits(max_sql_ctes=n)).sql == record["sql"]
 
 
 def test_question_and_enrichment_have_their_own_length_limits() -> None:
