@@ -185,6 +185,16 @@ def test_inconsistent_replies_are_repaired_in_json_object_mode(
         assert repairs_of(registry, kind) == kinds.count(kind)
 
 
+def test_a_value_used_outside_the_predicates_may_be_matched_without_an_id(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    sql = "SELECT SUM(CASE WHEN region = 'APAC' THEN spend END) FROM sales WHERE year = 2023"
+    server.script(Reply(reply(filters=[filt("in the APAC region", "APAC", "matched")])))
+    result = run(server, sql=sql)
+    assert result.repairs == []
+    assert result.alignment.matched == ["2023 -> year = 2023", "in the APAC region"]
+
+
 def test_missing_fields_get_safe_defaults_and_are_recorded(
     server: FakeLlmServer, run: Callable[..., Any]
 ) -> None:

@@ -171,6 +171,14 @@ def test_a_year_no_filter_covers_is_added_with_stefs_reading() -> None:
     assert repairs == ["uncovered_value: '2023' was not judged; missing by STEF"]
 
 
+def test_unparsed_sql_gets_no_stef_reading_of_uncovered_values() -> None:
+    request = _request("Total spend for 2023?", "SELEC spend FROM sales WHERE year = 2022 ((")
+    assert not request.sql_spec.parsed
+    output = _output()
+    out, repairs = verify(output, request)
+    assert (out, repairs) == (output, [])
+
+
 def test_a_value_inside_a_word_does_not_ground_a_filter() -> None:
     request = _request("Total carbon output", "SELECT SUM(x) FROM t WHERE c = 'c'")
     out, repairs = verify(_output(("c = 'c'", "c", "matched", [1])), request)

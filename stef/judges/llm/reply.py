@@ -13,6 +13,7 @@ usable verdict is a validation error, which the judge re-asks once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,8 +33,11 @@ from stef.models import (
     QuestionSpec,
     Verdict,
 )
+from stef.sql.canonical import SQL_STRING, norm_value
 
 SCHEMA_NAME = "stef_judgement"
+
+_SQL_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
 
 # The longest rationale asked for (schema ``maxLength``) and kept (json_object mode truncates).
 RATIONALE_MAX = 400
@@ -292,13 +296,17 @@ def to_output(
     ]
     seen = {_key(f.text, f.rhs) for f in filters} | {_key("", f.rhs) for f in filters}
     known = {p.id for p in request.sql_spec.filters}
+    literals = _sql_literals(request.record.sql)
     for i, wf in enumerate(reply.question_spec.filters):
         where = f"filter {i} ({wf.text or wf.rhs!r})"
         if _key(wf.text, wf.rhs) in seen or _key("", wf.rhs) in seen:
             fixes.append(f"duplicate: {where} listed again; dropped")
             continue
         seen.add(_key(wf.text, wf.rhs))
-        preds, status = _match(wf, where, known, request.sql_spec.parsed, fixes)
+        # A value used outside the predicates (a CASE arm) or in unparsed SQL may be matched
+        # without an id; a match with nothing in the SQL to stand on may not.
+        free = not request.sql_spec.parsed or _fold(wf.rhs) in literals
+        preds, status = _match(wf, where, known, free, fixes)
         filters.append(QuestionFilter(lhs=wf.lhs, op=wf.op, rhs=wf.rhs, text=wf.text, kind="llm"))
         matches.append(FilterMatch(filter=len(filters) - 1, status=status, predicates=preds))
     qs = _question_spec(reply.question_spec).model_copy(update={"filters": filters})
@@ -314,14 +322,24 @@ def to_output(
     )
 
 
+def _fold(value: str) -> str:
+    return norm_value(value.strip().strip("'\"%").strip())
+
+
+def _sql_literals(sql: str) -> set[str]:
+    """The folded string and number literals written anywhere in the SQL."""
+    out = {_fold(m.group(1).replace("''", "'")) for m in SQL_STRING.finditer(sql)}
+    return out | {norm_value(m.group(0)) for m in _SQL_NUMBER.finditer(SQL_STRING.sub(" ", sql))}
+
+
 def _key(text: str, rhs: str) -> tuple[str, str]:
     return (" ".join(text.casefold().split()), " ".join(rhs.casefold().strip("'\"").split()))
 
 
 def _match(
-    wf: WireFilter, where: str, known: set[int], parsed: bool, fixes: list[str]
+    wf: WireFilter, where: str, known: set[int], free: bool, fixes: list[str]
 ) -> tuple[list[int], Literal["matched", "missing", "mismatched"]]:
-    """One filter's predicate ids and status, repaired."""
+    """One filter's predicate ids and status, repaired; ``free``: matched needs no id."""
     preds: list[int] = []
     for p in wf.predicates:
         if p not in known:
@@ -331,8 +349,7 @@ def _match(
         else:
             preds.append(p)
     status = wf.status
-    if status == "matched" and not preds and parsed:
-        # No predicate of the parsed SQL applies it: the claim has nothing to stand on.
+    if status == "matched" and not preds and not free:
         fixes.append(f"match_without_predicates: {where} matched by no predicate; missing")
         status = "missing"
     if status == "missing" and preds:
