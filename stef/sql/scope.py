@@ -6,6 +6,8 @@ reads shapes nothing; ``SELECT * FROM (sub)`` passes the inner SELECT's result t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from stef.sql.canonical import norm_ident
@@ -15,18 +17,53 @@ PREDICATE_CLAUSES = (exp.Where, exp.Having, exp.Qualify)
 _MAX_WRAPPERS = 32
 
 
-def inside_predicate(node: exp.Expr, root: exp.Expr) -> bool:
-    """True when ``node`` sits inside a WHERE/HAVING/QUALIFY/ON condition of another query."""
-    child, parent = node, node.parent
-    while parent is not None and parent is not root:
-        if isinstance(parent, PREDICATE_CLAUSES):
-            return True
-        # The path up from node enters a join through its ON exactly when node is under the ON:
-        # no walk of the condition needed.
-        if isinstance(parent, exp.Join) and child is parent.args.get("on"):
-            return True
-        child, parent = parent, parent.parent
-    return False
+@dataclass(frozen=True)
+class Conditions:
+    """Which nodes of a statement sit inside a condition, by ``id``, read in one walk.
+
+    Asking it of each node by climbing to the root costs the depth of the tree per node:
+    quadratic on a chain of a thousand UNIONs, whose tree is a thousand levels deep.
+
+    Attributes:
+        in_condition: nodes inside a WHERE/HAVING/QUALIFY/ON condition of a query below the root.
+        in_clause: nodes with a WHERE/HAVING/QUALIFY clause above them.
+    """
+
+    in_condition: frozenset[int]
+    in_clause: frozenset[int]
+
+    def inside_predicate(self, node: exp.Expr) -> bool:
+        """True when ``node`` sits inside a WHERE/HAVING/QUALIFY/ON condition of another
+        query (one below the root)."""
+        return id(node) in self.in_condition
+
+    def under_clause(self, node: exp.Expr) -> bool:
+        """True when a WHERE/HAVING/QUALIFY clause is above ``node``."""
+        return id(node) in self.in_clause
+
+
+def conditions(root: exp.Expr) -> Conditions:
+    """The :class:`Conditions` of the tree under ``root``: parents are walked before children,
+    so each node inherits its parent's answer."""
+    in_condition: set[int] = set()
+    in_clause: set[int] = set()
+    if root.find_ancestor(*PREDICATE_CLAUSES) is not None:
+        in_clause.add(id(root))
+    for node in root.walk():
+        parent = node.parent
+        if node is root or parent is None:
+            continue
+        clause = isinstance(parent, PREDICATE_CLAUSES)
+        if clause or id(parent) in in_clause:
+            in_clause.add(id(node))
+        # The root's own clauses do not count: they shape the result, not another query.
+        if parent is not root and (
+            clause
+            or id(parent) in in_condition
+            or (isinstance(parent, exp.Join) and node is parent.args.get("on"))
+        ):
+            in_condition.add(id(node))
+    return Conditions(frozenset(in_condition), frozenset(in_clause))
 
 
 def cte_bodies(stmt: exp.Expr) -> dict[str, exp.Expr]:
@@ -81,10 +118,13 @@ def enclosing_bodies(ctes: dict[str, exp.Expr]) -> dict[int, list[int]]:
 
 
 def unused_ctes(
-    stmt: exp.Expr, ctes: dict[str, exp.Expr], bodies_of: dict[int, list[int]]
+    stmt: exp.Expr,
+    ctes: dict[str, exp.Expr],
+    bodies_of: dict[int, list[int]],
+    conds: Conditions,
 ) -> list[exp.Expr]:
     """Bodies of CTEs that nothing reads, directly or through other CTEs (``bodies_of`` from
-    :func:`enclosing_bodies`)."""
+    :func:`enclosing_bodies`, ``conds`` from :func:`conditions` of ``stmt``)."""
 
     def reads(node: exp.Expr, skip: set[int]) -> set[str]:
         names = set()
@@ -94,7 +134,7 @@ def unused_ctes(
             if (
                 name in ctes
                 and not any(b in skip for b in bodies_of.get(id(t), ()))
-                and not inside_predicate(t, stmt)
+                and not conds.inside_predicate(t)
             ):
                 names.add(name)
         return names
@@ -111,13 +151,14 @@ def unused_ctes(
 
 
 def feeding_selects(
-    stmt: exp.Expr, selects: list[exp.Select], ctes: dict[str, exp.Expr]
+    stmt: exp.Expr, selects: list[exp.Select], ctes: dict[str, exp.Expr], conds: Conditions
 ) -> list[exp.Select]:
-    """The SELECTs whose clauses shape the result: not in a predicate, not in an unused CTE."""
+    """The SELECTs whose clauses shape the result: not in a predicate, not in an unused CTE
+    (``conds`` from :func:`conditions` of ``stmt``)."""
     bodies_of = enclosing_bodies(ctes)
-    unused = {id(b) for b in unused_ctes(stmt, ctes, bodies_of)} if ctes else set()
+    unused = {id(b) for b in unused_ctes(stmt, ctes, bodies_of, conds)} if ctes else set()
     return [
         s
         for s in selects
-        if not inside_predicate(s, stmt) and not any(b in unused for b in bodies_of.get(id(s), ()))
+        if not conds.inside_predicate(s) and not any(b in unused for b in bodies_of.get(id(s), ()))
     ]

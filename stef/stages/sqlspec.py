@@ -18,13 +18,7 @@ from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
 from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
 from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
-from stef.sql.scope import (
-    PREDICATE_CLAUSES,
-    cte_bodies,
-    feeding_selects,
-    inside_predicate,
-    main_select,
-)
+from stef.sql.scope import Conditions, conditions, cte_bodies, feeding_selects, main_select
 
 _PREDICATE_CLAUSE_NAMES: tuple[Clause, ...] = ("where", "having", "qualify")
 
@@ -267,17 +261,17 @@ def _functions(stmt: exp.Expr) -> list[str]:
     )
 
 
-def _has_subquery(stmt: exp.Expr, selects: list[exp.Select]) -> bool:
+def _has_subquery(stmt: exp.Expr, selects: list[exp.Select], conds: Conditions) -> bool:
     return any(
-        isinstance(s.parent, exp.Subquery) or inside_predicate(s, stmt)
+        isinstance(s.parent, exp.Subquery) or conds.inside_predicate(s)
         for s in selects
         if s is not stmt
     ) or any(isinstance(n, exp.Subquery) for n in stmt.find_all(exp.Subquery))
 
 
-def _has_nested_where(stmt: exp.Expr, selects: list[exp.Select]) -> bool:
+def _has_nested_where(selects: list[exp.Select], conds: Conditions) -> bool:
     """A SELECT inside a WHERE / HAVING / QUALIFY condition (BADGER's nested query)."""
-    return any(inside_predicate(s, stmt) and s.find_ancestor(*PREDICATE_CLAUSES) for s in selects)
+    return any(conds.inside_predicate(s) and conds.under_clause(s) for s in selects)
 
 
 # ----------------------------------------------------------------------------------- the stage
@@ -342,7 +336,8 @@ def _query_spec(
     """The spec of a parsed query (or a write statement): its clauses and its structure."""
     ctes = cte_bodies(stmt)
     selects = list(stmt.find_all(exp.Select))
-    feeding = feeding_selects(stmt, selects, ctes)
+    conds = conditions(stmt)
+    feeding = feeding_selects(stmt, selects, ctes, conds)
     filters = _filters(feeding, dialect)
     main = main_select(stmt, ctes)
     projections, aggregated = _projections(main)
@@ -363,8 +358,8 @@ def _query_spec(
         multiple_statements=multiple,
         distinct=main is not None and main.args.get("distinct") is not None,
         has_join=filters.has_join,
-        has_subquery=_has_subquery(stmt, selects),
-        has_nested_where=_has_nested_where(stmt, selects),
+        has_subquery=_has_subquery(stmt, selects, conds),
+        has_nested_where=_has_nested_where(selects, conds),
         has_window=stmt.find(exp.Window) is not None,
         has_set_operation=stmt.find(exp.SetOperation) is not None,
         has_cte=bool(ctes),

@@ -20,7 +20,7 @@ from sqlglot import exp
 from stef.judges.heuristic import question as q
 from stef.sql.canonical import SQL_STRING
 from stef.sql.safety import scan_unparsed
-from stef.sql.scope import cte_bodies, feeding_selects
+from stef.sql.scope import conditions, cte_bodies, feeding_selects
 from stef.stages import sqlspec as sqlspec_stage
 from stef.stages.normalize import question_cues
 from stef.stages.validate import Limits, is_blank, validate
@@ -203,8 +203,30 @@ def _nested_aggregating_subqueries(d: int) -> exp.Expr:
     return sqlglot.parse_one("SELECT a FROM " + inner)
 
 
+def _union_chain(k: int) -> exp.Expr:
+    """k SELECTs joined by UNION ALL: a tree k levels deep."""
+    return sqlglot.parse_one(
+        " UNION ALL ".join(f"SELECT a FROM t{i} WHERE b = {i}" for i in range(k))
+    )
+
+
+def _union_in_where(k: int) -> exp.Expr:
+    """A WHERE ... IN over a chain of k UNIONs: k SELECTs deep inside a condition."""
+    union = " UNION ".join(f"SELECT b FROM u{i} WHERE c = {i}" for i in range(k))
+    return sqlglot.parse_one(f"SELECT a FROM t WHERE b IN ({union})")
+
+
+def _structure(stmt: exp.Expr) -> object:
+    selects = list(stmt.find_all(exp.Select))
+    conds = conditions(stmt)
+    return sqlspec_stage._has_subquery(stmt, selects, conds), sqlspec_stage._has_nested_where(
+        selects, conds
+    )
+
+
 def _feeding(stmt: exp.Expr) -> object:
-    return feeding_selects(stmt, list(stmt.find_all(exp.Select)), cte_bodies(stmt))
+    selects = list(stmt.find_all(exp.Select))
+    return feeding_selects(stmt, selects, cte_bodies(stmt), conditions(stmt))
 
 
 def _aggregations(stmt: exp.Expr) -> object:
@@ -222,18 +244,23 @@ def tree_growth(
     return _cpu(run, big, reps) / max(_cpu(run, small, reps), 1e-6)
 
 
-TREE_CASES: list[tuple[str, Callable[[exp.Expr], object], Callable[[int], exp.Expr]]] = [
+# (title, what runs, parsed tree of size n, n: large enough for a quadratic term to show)
+# (title, what runs, parsed tree of size n, n large enough for a quadratic term to show)
+TREE_CASES: list[tuple[str, Callable[[exp.Expr], object], Callable[[int], exp.Expr], int]] = [
     # Each table read was looked for in every CTE body by walking the body.
-    ("feeding selects: a chain of wide CTEs", _feeding, _wide_cte_chain),
+    ("feeding selects: a chain of wide CTEs", _feeding, _wide_cte_chain, 8),
     # Each SELECT was looked for in every unused CTE body.
-    ("feeding selects: unused CTEs", _feeding, _unused_ctes),
+    ("feeding selects: unused CTEs", _feeding, _unused_ctes, 8),
+    # Each SELECT climbed to the root to learn whether a condition is above it.
+    ("feeding selects: a chain of UNIONs", _feeding, _union_chain, 40),
+    ("subquery flags: UNIONs inside a WHERE", _structure, _union_in_where, 40),
     # Each SELECT's aggregates were found by walking it, nested SELECTs included.
-    ("aggregations: nested subqueries", _aggregations, _nested_aggregating_subqueries),
+    ("aggregations: nested subqueries", _aggregations, _nested_aggregating_subqueries, 4),
 ]
 
 
-@pytest.mark.parametrize(("title", "run", "make"), TREE_CASES, ids=[c[0] for c in TREE_CASES])
+@pytest.mark.parametrize(("title", "run", "make", "n"), TREE_CASES, ids=[c[0] for c in TREE_CASES])
 def test_sql_walks_are_linear(
-    title: str, run: Callable[[exp.Expr], object], make: Callable[[int], exp.Expr]
+    title: str, run: Callable[[exp.Expr], object], make: Callable[[int], exp.Expr], n: int
 ) -> None:
-    assert tree_growth(run, make, 8) < BOUND, title
+    assert tree_growth(run, make, n) < BOUND, title
