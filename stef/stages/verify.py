@@ -26,6 +26,7 @@ from stef.sql.canonical import norm_value
 # The kinds of repair, the label values of ``stef_judge_repairs_total{kind}``.
 REPAIR_KINDS = (
     "missing_field",
+    "unknown_label",
     "long_rationale",
     "unknown_predicate",
     "duplicate",

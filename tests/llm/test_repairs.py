@@ -216,6 +216,17 @@ def test_missing_fields_get_safe_defaults_and_are_recorded(
     ]
 
 
+def test_issue_labels_outside_the_list_are_dropped(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    server.script(Reply(reply(issues=["wrong_filter", "filters_missing"])))
+    result = run(server, mode="json_object")
+    assert result.outcome == "evaluated"
+    assert result.issues == ["filters_missing"]
+    assert result.repairs == ["unknown_label: dropped issue label 'wrong_filter'"]
+    assert repairs_of(registry, "unknown_label") == 1
+
+
 def test_a_reply_without_a_verdict_is_still_an_error(
     server: FakeLlmServer, run: Callable[..., Any]
 ) -> None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from stef.errors import ReplyInvalid
 from stef.judges.base import JudgeRequest
 from stef.models import (
+    ISSUE_LABELS,
     Aggregation,
     Enrichment,
     EnrichmentStatus,
@@ -243,7 +244,8 @@ def parse_reply(text: str | None) -> tuple[LlmReply, list[str]]:
 
 
 def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
-    """A copy of the reply with safe defaults for absent fields and the rationale capped."""
+    """A copy of the reply with safe defaults for absent fields, issue labels outside the fixed
+    list dropped and the rationale capped."""
     out = _with_defaults(data, _TOP_DEFAULTS, "", repairs)
     spec = out.get("question_spec")
     if isinstance(spec, dict):
@@ -257,6 +259,11 @@ def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
                 for i, f in enumerate(filters)
             ]
         out["question_spec"] = spec
+    issues = out.get("issues")
+    if isinstance(issues, list):
+        unknown = [i for i in issues if isinstance(i, str) and i not in ISSUE_LABELS]
+        out["issues"] = [i for i in issues if i not in unknown]
+        repairs += [f"unknown_label: dropped issue label {i!r}" for i in unknown]
     rationale = out.get("rationale")
     if isinstance(rationale, str) and len(rationale) > RATIONALE_MAX:
         out["rationale"] = rationale[: RATIONALE_MAX - 1] + "\u2026"
