@@ -1,8 +1,11 @@
 """The LLM judge backend: one structured chat completion per record (SPEC §2 "Judge").
 
-Renders the prompt from ``prompts/*.j2``, asks the endpoint through :class:`ChatClient`, validates
-the reply against the request (re-asking once with the validation errors), and caches the result.
-The deterministic stages (SQL spec, normalization, alignment, score) stay outside.
+Matches the question values that are SQL predicate literals itself (:func:`prematch`), renders the
+prompt from ``templates/*.j2`` with those listed as settled, asks the endpoint through
+:class:`ChatClient` with a schema whose predicate ids are the request's own, repairs what the
+reply can still get inconsistent (recorded in ``JudgeOutput.repairs``), re-asks once only when no
+usable verdict came back, and caches the result. The deterministic stages (SQL spec,
+normalization, verify, alignment, score) stay outside.
 
 :meth:`LlmJudge.judge` raises nothing but :class:`~stef.errors.JudgeError`: whatever the endpoint
 answers becomes a reply or a reason, and a bug of ours becomes reason ``internal``, so one
