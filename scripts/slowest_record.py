@@ -94,6 +94,11 @@ FAMILIES: dict[str, Callable[[int], Record]] = {
     "unions": lambda n: _sql(
         " UNION ALL ".join(f"SELECT a FROM t{i} WHERE b = {i}" for i in range(n))
     ),
+    "unions_in_where": lambda n: _sql(
+        "SELECT a FROM t WHERE b IN ("
+        + " UNION ".join(f"SELECT b FROM u{i} WHERE c = {i}" for i in range(n))
+        + ")"
+    ),
     "statements": lambda n: _sql("; ".join(f"SELECT a FROM t WHERE b = {i}" for i in range(n))),
     "case_when": lambda n: _sql(
         "SELECT CASE " + " ".join(f"WHEN a = {i} THEN {i}" for i in range(n)) + " END FROM t"
