@@ -352,6 +352,7 @@ def test_readyz_fails_while_the_broker_is_unreachable(service_factory: Any) -> N
         topic = broker.create_topic(f"in-{uuid.uuid4().hex[:8]}", 1)
         proc: ServiceProcess = service_factory(
             "--source", broker.url(topic, f"g-{uuid.uuid4().hex[:8]}"), "--results", "-",
+            "--dead-letters", "-",
             config=kafka_config(),
         )  # fmt: skip
         proc.wait_ready()
