@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
 from stef.rules import AppRules, fold_key
-from stef.sql.predicates import norm_ident
+from stef.sql.canonical import norm_ident
 from stef.stages.normalize import Normalized
 
 
