@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from stef.judges.base import JudgeRequest
 from stef.judges.heuristic.question import Found, question_literals
@@ -72,12 +73,18 @@ def fold_value(value: str) -> str:
     return norm_value(v)
 
 
-def _numbers(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def _numbers(text: str) -> frozenset[str]:
     out = set()
     for m in _NUMBER.finditer(text):
         raw = m.group(0)
         out.add(norm_value(raw.replace(",", "") if _THOUSANDS.fullmatch(raw) else raw))
-    return out
+    return frozenset(out)
+
+
+@lru_cache(maxsize=4096)
+def _word(value: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
 
 
 def stated_in(value: str, texts: Iterable[str]) -> bool:
@@ -87,7 +94,7 @@ def stated_in(value: str, texts: Iterable[str]) -> bool:
         return False
     if _is_number(value):
         return any(value in _numbers(t) for t in texts)
-    pattern = re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
+    pattern = _word(value)
     return any(pattern.search(t) for t in texts)
 
 
@@ -221,11 +228,13 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
         filters.append(f)
         matches.append(m.model_copy(update={"filter": len(filters) - 1}))
     # Unparsed SQL has no predicates to read a value in: what the judge did not list stays unknown.
+    claims = [_Claim.of(f, src) for f in filters]
     for found in src.literals if request.sql_spec.parsed else ():
-        if _covered(fold_value(found.value), filters, src):
+        if any(c.covers(fold_value(found.value)) for c in claims):
             continue
         match = _stef_match(fold_value(found.value), request.sql_spec.filters, len(filters))
         filters.append(QuestionFilter(op=found.op, rhs=found.value, text=found.text, kind="stef"))
+        claims.append(_Claim.of(filters[-1], src))
         matches.append(match)
         repairs.append(f"uncovered_value: {found.text!r} was not judged; {match.status} by STEF")
     if not repairs:
@@ -238,13 +247,21 @@ def _label(f: QuestionFilter) -> str:
     return f.text or f"{f.lhs or ''} {f.op} {f.rhs}".strip()
 
 
-def _covered(value: str, filters: Sequence[QuestionFilter], src: _Sources) -> bool:
-    for f in filters:
-        if value in _claimed_values(f, src) or fold_value(f.rhs) == value:
-            return True
-        if stated_in(value, [fold_text(f.text), fold_text(f.rhs)]):
-            return True
-    return False
+@dataclass(frozen=True)
+class _Claim:
+    """What one filter already covers, worked out once per filter (not once per question value:
+    that was quadratic in the number of values)."""
+
+    values: frozenset[str]
+    texts: tuple[str, str]
+
+    @classmethod
+    def of(cls, f: QuestionFilter, src: _Sources) -> _Claim:
+        values = frozenset([*_claimed_values(f, src), fold_value(f.rhs)])
+        return cls(values, (fold_text(f.text), fold_text(f.rhs)))
+
+    def covers(self, value: str) -> bool:
+        return value in self.values or stated_in(value, self.texts)
 
 
 def _stef_match(value: str, preds: Sequence[Predicate], index: int) -> FilterMatch:
