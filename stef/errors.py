@@ -81,12 +81,23 @@ class JudgeError(StefError):
         detail: a human-readable explanation; any text of the endpoint in it is redacted
             (credentials removed) and capped.
         attempts: how many calls were made.
+        prompt_tokens, completion_tokens: what the failed calls still cost (the record's usage).
     """
 
-    def __init__(self, reason: str, detail: str, *, attempts: int = 1) -> None:
+    def __init__(
+        self,
+        reason: str,
+        detail: str,
+        *,
+        attempts: int = 1,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+    ) -> None:
         self.reason = reason
         self.detail = detail
         self.attempts = attempts
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
         super().__init__(f"{reason}: {detail}")
 
 
@@ -119,8 +130,23 @@ class LlmReplyError(JudgeError):
         raw: the last raw reply text, redacted (for debugging; never logged at info).
     """
 
-    def __init__(self, reason: str, detail: str, *, attempts: int = 1, raw: str = "") -> None:
-        super().__init__(reason, detail, attempts=attempts)
+    def __init__(
+        self,
+        reason: str,
+        detail: str,
+        *,
+        attempts: int = 1,
+        raw: str = "",
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+    ) -> None:
+        super().__init__(
+            reason,
+            detail,
+            attempts=attempts,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
         self.raw = raw
 
 

@@ -209,7 +209,7 @@ class Pipeline:
                 flags=norm.flags,
                 safety=_safety(spec),
                 complexity=complexity(spec),
-                usage=Usage(latency_ms=_ms_since(started), attempts=exc.attempts),
+                usage=_failed_usage(exc, started),
                 **base,
             )
         usage = reply.usage
@@ -329,8 +329,18 @@ def _unsafe_without_judge(
         safety=_safety(spec),
         complexity=complexity(spec),
         rationale=_unsafe_rationale(f"The judge could not decide ({exc.reason})."),
-        usage=Usage(latency_ms=_ms_since(started), attempts=exc.attempts),
+        usage=_failed_usage(exc, started),
         **base,
+    )
+
+
+def _failed_usage(exc: JudgeError, started: float) -> Usage:
+    """A failed judge's calls still cost tokens: they count in the record's usage."""
+    return Usage(
+        prompt_tokens=exc.prompt_tokens,
+        completion_tokens=exc.completion_tokens,
+        latency_ms=_ms_since(started),
+        attempts=exc.attempts,
     )
 
 

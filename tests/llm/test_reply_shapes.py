@@ -320,3 +320,13 @@ def test_fake_server_refusal_wire_shape(server: FakeLlmServer) -> None:
     with urllib.request.urlopen(req, timeout=5) as resp:
         body = json.load(resp)
     assert body["choices"][0]["message"] == {"role": "assistant", "content": None, "refusal": "no"}
+
+
+def test_tokens_of_failed_calls_count_in_the_judge_error_usage(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: Callable[[LlmJudge], Pipeline]
+) -> None:
+    server.script(Reply("this is not JSON"), Reply("still not JSON"))
+    result = pipeline_for(judge).judge_record(validate(RECORD))
+    assert result.outcome == "judge_error"
+    assert result.usage.attempts == REASK_CALLS
+    assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0

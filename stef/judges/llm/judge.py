@@ -315,6 +315,8 @@ class LlmJudge:
             + redact("; ".join(invalid.errors[:5]), secrets),
             attempts=sum(c.attempts for c in calls),
             raw=redact(last.text or "", secrets, limit=None),
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
         )
 
     def _usage(self, calls: list[Completion], started: float) -> Usage:
