@@ -191,7 +191,7 @@ def test_stray_closing_parentheses_do_not_hide_nesting() -> None:
         ({"sql": "SELECT 1 " + "/* " * 16_000}, "sql_comments: 16000 > 64"),
         ({"sql": _nested_subqueries(2_000)}, f"sql_nesting: 2000 > {LIMITS.max_sql_nesting}"),
         ({"sql": _cte_chain(1_000)}, f"sql_ctes: 1000 > {LIMITS.max_sql_ctes}"),
-        ({"question": "highest " * 500}, "question is 4000 characters; the limit is 2000"),
+        ({"question": "highest " * 501}, "question is 4008 characters; the limit is 4000"),
         ({"sql": "SELECT * FROM t WHERE x IN (" + ",".join(map(str, range(5000))) + ")"}, None),
         ({"id": int("9" * 4300)}, "digit_run: 4300 > 100"),
     ],
@@ -227,11 +227,11 @@ def test_limits_are_configurable() -> None:
 
 
 def test_question_and_enrichment_have_their_own_length_limits() -> None:
-    long_enrichment = {"question": "q", "sql": "SELECT 1", "enriched_question": "e " * 1_500}
-    assert validate(long_enrichment).enriched_question == "e " * 1_500
+    long_enrichment = {"question": "q", "sql": "SELECT 1", "enriched_question": "e " * 1_999}
+    assert validate(long_enrichment).enriched_question == "e " * 1_999
     with pytest.raises(InvalidInput) as info:
-        validate({**long_enrichment, "question": "q " * 1_500})
-    assert info.value.reason == "too_large" and "question is 3000" in info.value.detail
+        validate({**long_enrichment, "question": "q " * 2_001})
+    assert info.value.reason == "too_large" and "question is 4002" in info.value.detail
     with pytest.raises(InvalidInput) as info:
         validate({**long_enrichment, "enriched_question": "e " * 2_001})
     assert info.value.detail.startswith("enriched_question is 4002")
