@@ -13,7 +13,12 @@ StefError
 │   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
 ├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
 │                            once and then raises LlmReplyError (never leaves the judge)
-└── SinkError                a sink could not acknowledge a write
+└── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
+                             refused that one message (it is replaced by a minimal dead letter)
+
+Private control-flow errors (the LLM client's ``_BadBody``, retried and then raised as
+LlmTransportError) derive from StefError too and never leave their module. Third-party errors are
+translated where they enter STEF's code (``raise ... from exc``).
 """
 
 from __future__ import annotations

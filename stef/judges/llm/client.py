@@ -26,7 +26,7 @@ import openai
 import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stef.errors import ConfigError, LlmTransportError
+from stef.errors import ConfigError, LlmTransportError, StefError
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.reply import response_format
 from stef.metrics import Metrics
@@ -140,8 +140,9 @@ class _Envelope(_Lenient):
     usage: _Usage | None = None
 
 
-class _BadBody(Exception):
-    """A 200 whose body is not a chat completion; ``detail`` is already redacted."""
+class _BadBody(StefError):
+    """A 200 whose body is not a chat completion; ``detail`` is already redacted. Internal: the
+    client retries it and then raises LlmTransportError ``bad_response``."""
 
     def __init__(self, detail: str) -> None:
         self.detail = detail
