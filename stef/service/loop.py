@@ -36,7 +36,7 @@ from stef.io.deadletter import dead_letter
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.pipeline import Processed
-from stef.rules import RulesWatcher
+from stef.rules.watch import RulesWatcher
 from stef.service.health import HealthServer, HealthState
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
 from stef.settings import Settings

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import stef.rules
+import stef.rules.safe_yaml
 from stef.cli import main
 from stef.errors import RuleProblem, RulesError
 from stef.rules import MAX_RULES_BYTES, load_rules, parse_rules_text
@@ -22,8 +23,8 @@ from stef.rules import MAX_RULES_BYTES, load_rules, parse_rules_text
 @pytest.fixture(params=["libyaml", "pure-python"])
 def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if request.param == "pure-python":
-        monkeypatch.setattr(stef.rules, "_Loader", stef.rules._PyRulesLoader)
-    elif stef.rules._Loader is stef.rules._PyRulesLoader:
+        monkeypatch.setattr(stef.rules.safe_yaml, "_Loader", stef.rules.safe_yaml._PyRulesLoader)
+    elif stef.rules.safe_yaml._Loader is stef.rules.safe_yaml._PyRulesLoader:
         pytest.fail("PyYAML was built without libyaml; the service would reload 10x slower")
     yield request.param
 
@@ -143,14 +144,14 @@ def test_file_vanishing_between_listing_and_reading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     d = rules_dir_with(tmp_path, "sales.yaml", b"limit_min: 7\n")
-    listed = stef.rules._rules_files
+    listed = stef.rules.rules_files
 
     def list_then_delete(directory: Path) -> list[Path]:
         files = listed(directory)
         (directory / "sales.yaml").unlink()  # an editor replacing the file, caught mid-way
         return files
 
-    monkeypatch.setattr(stef.rules, "_rules_files", list_then_delete)
+    monkeypatch.setattr(stef.rules, "rules_files", list_then_delete)
     problem = only_problem(d)
     assert str(problem) == f"{d / 'sales.yaml'}: cannot be read: No such file or directory"
 

@@ -9,7 +9,8 @@ import pytest
 
 from stef.cli import main
 from stef.errors import RulesError
-from stef.rules import AppRules, RulesWatcher, load_rules, rules_schema
+from stef.rules import AppRules, load_rules, rules_schema
+from stef.rules.watch import RulesWatcher
 from tests.conftest import ROOT
 
 

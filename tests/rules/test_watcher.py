@@ -13,8 +13,10 @@ import pytest
 from structlog.testing import capture_logs
 
 import stef.rules
+import stef.rules.watch
 from stef.errors import RulesError
-from stef.rules import RulesScan, RulesWatcher
+from stef.rules import RulesScan
+from stef.rules.watch import RulesWatcher
 
 _clock = itertools.count(1_700_000_000_000_000_000, 1_000_000_000)
 
@@ -175,7 +177,7 @@ def test_check_never_raises(rules_dir: Path, monkeypatch: pytest.MonkeyPatch) ->
     def failing_scan(path: object) -> RulesScan:
         raise MemoryError("a bug, or the host")
 
-    monkeypatch.setattr(stef.rules, "scan_rules", failing_scan)
+    monkeypatch.setattr(stef.rules.watch, "scan_rules", failing_scan)
     write(rules_dir / "sales.yaml", "limit_min: 1\n")
     with capture_logs() as logs:
         assert w.check() == "error"

@@ -4,6 +4,8 @@ A rules *path* is either one YAML file (its rules apply to every record) or a di
 ``default.yaml`` and one ``<app>.yaml`` per app (hidden files, such as editor lock files, are
 skipped). Every problem is reported with its file and, when known, its line: a rules edit is
 written by people while the service runs, so no edit may crash the loader, whatever its bytes.
+
+:mod:`stef.rules.safe_yaml` reads the YAML within caps; :mod:`stef.rules.watch` hot-reloads.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ import hashlib
 import json
 import os
 import stat
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -29,27 +30,13 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.parser import Parser
-from yaml.reader import Reader
-from yaml.resolver import Resolver
-from yaml.scanner import Scanner
 
 from stef.errors import RuleProblem, RulesError
+from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.sql.predicates import condition_keys, parse_condition
 
 log = structlog.get_logger(__name__)
 
-#: A rules file is a few KiB; the cap bounds parse time and memory of a mistaken edit.
-MAX_RULES_BYTES = 1 << 20
-#: The schema needs 3 levels; the cap keeps PyYAML's recursive composer far from the stack limit.
-MAX_DEPTH = 32
-#: Longer integer literals are typos or pastes; parsing them is quadratic (sexagesimal) or hits
-#: Python's int-str conversion limit.
-MAX_INT_CHARS = 64
-#: Values (YAML nodes) in one file: bounds the time of a reload, which runs in the service loop.
-MAX_NODES = 50_000
 #: Past this many problems in one file the rest is noise (a pasted list of 10,000 numbers).
 MAX_PROBLEMS_PER_FILE = 20
 
@@ -191,163 +178,6 @@ class RuleSet:
 # ------------------------------------------------------------------------------------- parsing
 
 
-class _Limits(Composer, SafeConstructor, Resolver):
-    """PyYAML's safe composer and constructor with caps, and values located by line.
-
-    The composer recurses once per nesting level, so 10,000 ``[`` exhaust the stack; the
-    constructors raise bare ``ValueError`` (an integer past the int-str limit, 2024-02-30).
-    """
-
-    def __init__(self, path: str) -> None:
-        Composer.__init__(self)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-        self.path = path
-        self.depth = 0
-        self.nodes = 0
-
-    def problem(self, mark: Any, message: str) -> RulesError:
-        line = mark.line + 1 if mark is not None else None
-        return RulesError([RuleProblem(self.path, line, "", message)])
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        mark = self.peek_event().start_mark  # type: ignore[attr-defined]
-        if self.depth >= MAX_DEPTH:
-            raise self.problem(mark, f"nested deeper than {MAX_DEPTH}")
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise self.problem(mark, f"more than {MAX_NODES} values")
-        self.depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, OverflowError) as exc:
-            raise self.problem(node.start_mark, f"unreadable value: {exc}") from exc
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        if len(node.value) > MAX_INT_CHARS:
-            message = f"integer of {len(node.value)} characters (at most {MAX_INT_CHARS})"
-            raise self.problem(node.start_mark, message)
-        return super().construct_yaml_int(node)
-
-
-# What add_constructor does, spelled out: its stub only accepts PyYAML's own loader classes.
-_Limits.yaml_constructors = {
-    **SafeConstructor.yaml_constructors,
-    "tag:yaml.org,2002:int": _Limits.construct_yaml_int,
-}
-
-
-class _PyRulesLoader(_Limits, Reader, Scanner, Parser):
-    def __init__(self, text: str, path: str) -> None:
-        Reader.__init__(self, text)
-        Scanner.__init__(self)
-        Parser.__init__(self)
-        _Limits.__init__(self, path)
-
-
-try:  # libyaml scans about ten times faster; the composer stays ours (it comes first)
-    from yaml._yaml import CParser
-
-    class _CRulesLoader(_Limits, CParser):
-        def __init__(self, text: str, path: str) -> None:
-            CParser.__init__(self, text)
-            _Limits.__init__(self, path)
-
-    _Loader: type[_PyRulesLoader | _CRulesLoader] = _CRulesLoader
-except ImportError:  # PyYAML built without libyaml
-    _Loader = _PyRulesLoader
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [n for pair in node.value for n in pair]
-    return []
-
-
-def _check_aliases(root: yaml.Node, loader: _Limits) -> None:
-    """Reject aliases that expand past the depth or size caps, or into themselves.
-
-    Aliases share nodes, so a few lines can stand for gigabytes once expanded ("billion
-    laughs"); sizes are summed over the node graph, each node once, without expanding it.
-    """
-    done: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded depth, expanded size)
-    open_: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, finished = stack.pop()
-        key = id(node)
-        if finished:
-            kids = [done[id(c)] for c in _children(node)]
-            depth = 1 + max((d for d, _ in kids), default=0)
-            size = 1 + sum(s for _, s in kids)
-            if isinstance(node, yaml.ScalarNode):
-                size += len(node.value)
-            if depth > MAX_DEPTH:
-                raise loader.problem(node.start_mark, f"aliases nest deeper than {MAX_DEPTH}")
-            if size > MAX_RULES_BYTES:
-                raise loader.problem(node.start_mark, "aliases expand past 1 MiB")
-            open_.discard(key)
-            done[key] = (depth, size)
-        elif key in open_:
-            raise loader.problem(node.start_mark, "an alias refers to a node that contains it")
-        elif key not in done:
-            open_.add(key)
-            stack.append((node, True))
-            stack.extend((c, False) for c in _children(node) if id(c) not in done)
-
-
-def _load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
-    """The composed node (for line numbers) and the data of one YAML document."""
-    bad = Reader.NON_PRINTABLE.search(text)
-    if bad is not None:
-        line = text.count("\n", 0, bad.start()) + 1
-        message = f"control character U+{ord(bad.group()):04X} is not allowed in YAML"
-        raise RulesError([RuleProblem(path, line, "", message)])
-    loader = _Loader(text, path)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, None
-        _check_aliases(node, loader)
-        return node, loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def _yaml_problem(exc: yaml.YAMLError, path: str) -> RuleProblem:
-    mark = getattr(exc, "problem_mark", None)
-    line = mark.line + 1 if mark is not None else None
-    return RuleProblem(path, line, "", f"not valid YAML: {exc}")
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
-    """The 1-based line of the YAML node at pydantic location ``loc``, or of its nearest parent."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-            if nxt is None:
-                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
-                return key.start_mark.line + 1 if key is not None else line
-            node = nxt
-        elif (
-            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
-        ):
-            node = node.value[part]
-        else:
-            return line
-        line = node.start_mark.line + 1
-    return line
-
-
 def _capped(path: str, problems: list[RuleProblem]) -> list[RuleProblem]:
     if len(problems) <= MAX_PROBLEMS_PER_FILE:
         return problems
@@ -377,9 +207,9 @@ def _parse(text: str, path: str, app: str | None) -> AppRules:
     if len(text) > MAX_RULES_BYTES:
         raise RulesError([RuleProblem(path, None, "", "larger than 1 MiB")])
     try:
-        node, data = _load_yaml(text, path)
+        node, data = load_yaml(text, path)
     except yaml.YAMLError as exc:
-        raise RulesError([_yaml_problem(exc, path)]) from exc
+        raise RulesError([yaml_problem(exc, path)]) from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -393,7 +223,7 @@ def _parse(text: str, path: str, app: str | None) -> AppRules:
         problems = [
             RuleProblem(
                 path,
-                _line_of(node, tuple(err["loc"])),
+                line_of(node, tuple(err["loc"])),
                 ".".join(str(p) for p in err["loc"]),
                 err["msg"] if err["type"] != "extra_forbidden" else "unknown key",
             )
@@ -416,7 +246,7 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
             problems.append(
                 RuleProblem(
                     path,
-                    _line_of(node, ("dialect",)),
+                    line_of(node, ("dialect",)),
                     "dialect",
                     f"unknown sqlglot dialect {dialect!r}",
                 )
@@ -428,7 +258,7 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
             problems.append(
                 RuleProblem(
                     path,
-                    _line_of(node, ("benign_filters", i)),
+                    line_of(node, ("benign_filters", i)),
                     f"benign_filters.{i}",
                     f"not a SQL predicate: {text!r}",
                 )
@@ -477,7 +307,7 @@ def _load_file(path: Path, app: str | None) -> AppRules:
     return parse_rules_text(_read_rules_file(path), str(path), app=app)
 
 
-def _rules_files(directory: Path) -> list[Path]:
+def rules_files(directory: Path) -> list[Path]:
     """The ``*.yaml`` / ``*.yml`` entries of a rules directory, hidden ones left out, sorted.
 
     Raises:
@@ -543,7 +373,7 @@ def scan_rules(path: str | Path) -> RulesScan:
         except RulesError as exc:
             return RulesScan(source, single_file=True, broken={"default": exc.problems})
     try:
-        files = _rules_files(p)
+        files = rules_files(p)
     except OSError as exc:
         return RulesScan(source, fatal=[_problem(p, f"cannot be listed: {exc.strerror or exc}")])
     good: dict[str, AppRules] = {}
@@ -584,111 +414,3 @@ def rules_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "STEF app rules"
     return schema
-
-
-# ------------------------------------------------------------------------------------ reloading
-
-
-def merge_scan(current: RuleSet, scan: RulesScan) -> tuple[RuleSet, list[str]]:
-    """The rules after a reload: good files apply, a broken file keeps its app's last good rules.
-
-    An app whose file is gone goes away (its records get the default); a new app whose first
-    file is broken is not known yet. A scan with fatal problems changes nothing.
-
-    Returns:
-        The new rule set and the apps kept at their last good rules (``default`` included).
-    """
-    if scan.fatal or (scan.single_file and scan.broken):
-        return current, sorted({"default", *current.apps})
-    if scan.single_file:
-        return scan.ruleset(), []
-    kept = sorted(app for app in scan.broken if app == "default" or app in current.apps)
-    default = scan.good.get("default")
-    if default is None:
-        default = current.default if "default" in scan.broken else AppRules()
-    apps = {app: rules for app, rules in scan.good.items() if app != "default"}
-    apps |= {app: current.apps[app] for app in kept if app != "default"}
-    ruleset = RuleSet(default.model_copy(update={"app": None}), apps, source=scan.source)
-    return ruleset, kept
-
-
-class RulesWatcher:
-    """Hot reload: re-reads the rules path when a file changes; keeps each app's last good rules.
-
-    At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
-    """
-
-    def __init__(
-        self, path: str | Path | None, on_reload: Callable[[str], object] | None = None
-    ) -> None:
-        self.path = Path(path) if path is not None else None
-        self._lock = threading.Lock()
-        self._rules = load_rules(self.path)
-        self._stamp = self._fingerprint()
-        self._on_reload = on_reload
-
-    @property
-    def rules(self) -> RuleSet:
-        with self._lock:
-            return self._rules
-
-    def _fingerprint(self) -> tuple[tuple[str, int, int, int], ...]:
-        """What changes when a file is edited, replaced, added or removed; never raises."""
-        if self.path is None:
-            return ()
-        try:
-            files = _rules_files(self.path) if self.path.is_dir() else [self.path]
-        except (OSError, ValueError) as exc:
-            return ((f"<unlistable: {exc}>", 0, 0, 0),)
-        out = []
-        for f in files:
-            try:
-                st = f.stat()
-            except OSError:  # a dangling symlink or a file gone since listed: still a change
-                out.append((str(f), -1, -1, -1))
-                continue
-            out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))
-        return tuple(out)
-
-    def check(self) -> str | None:
-        """Reload if anything changed; calls ``on_reload(outcome)`` after each reload.
-
-        Returns:
-            ``"success"``, ``"error"`` (some file had problems: the apps of the good files took
-            their new rules, the others kept their last good ones), or None (no change).
-        """
-        try:
-            outcome = self._reload_if_changed()
-        except Exception:  # last guard: the loop calling us must keep judging
-            log.exception("rules_reload_failed", path=str(self.path))
-            outcome = "error"
-        if outcome is not None and self._on_reload is not None:
-            try:
-                self._on_reload(outcome)
-            except Exception:  # the caller's metrics must not turn a reload into a crash
-                log.exception("rules_reload_callback_failed", outcome=outcome)
-        return outcome
-
-    def _reload_if_changed(self) -> str | None:
-        stamp = self._fingerprint()
-        if stamp == self._stamp or self.path is None:
-            return None
-        self._stamp = stamp
-        scan = scan_rules(self.path)
-        with self._lock:
-            rules, kept = merge_scan(self._rules, scan)
-            if rules.version != self._rules.version:  # same content: keep the object callers hold
-                self._rules = rules
-            rules = self._rules
-        problems = scan.problems
-        if problems:
-            log.error(
-                "rules_reload_rejected",
-                path=str(self.path),
-                problems=[str(p) for p in problems],
-                kept_last_good=kept,
-                rules_version=rules.version,
-            )
-            return "error"
-        log.info("rules_reloaded", path=str(self.path), rules_version=rules.version)
-        return "success"

@@ -1,0 +1,118 @@
+"""Hot reload of the rules: a changed file is read again; each app keeps its last good rules."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from stef.rules import AppRules, RuleSet, RulesScan, load_rules, rules_files, scan_rules
+
+log = structlog.get_logger(__name__)
+
+
+def merge_scan(current: RuleSet, scan: RulesScan) -> tuple[RuleSet, list[str]]:
+    """The rules after a reload: good files apply, a broken file keeps its app's last good rules.
+
+    An app whose file is gone goes away (its records get the default); a new app whose first
+    file is broken is not known yet. A scan with fatal problems changes nothing.
+
+    Returns:
+        The new rule set and the apps kept at their last good rules (``default`` included).
+    """
+    if scan.fatal or (scan.single_file and scan.broken):
+        return current, sorted({"default", *current.apps})
+    if scan.single_file:
+        return scan.ruleset(), []
+    kept = sorted(app for app in scan.broken if app == "default" or app in current.apps)
+    default = scan.good.get("default")
+    if default is None:
+        default = current.default if "default" in scan.broken else AppRules()
+    apps = {app: rules for app, rules in scan.good.items() if app != "default"}
+    apps |= {app: current.apps[app] for app in kept if app != "default"}
+    ruleset = RuleSet(default.model_copy(update={"app": None}), apps, source=scan.source)
+    return ruleset, kept
+
+
+class RulesWatcher:
+    """Hot reload: re-reads the rules path when a file changes; keeps each app's last good rules.
+
+    At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
+    """
+
+    def __init__(
+        self, path: str | Path | None, on_reload: Callable[[str], object] | None = None
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._rules = load_rules(self.path)
+        self._stamp = self._fingerprint()
+        self._on_reload = on_reload
+
+    @property
+    def rules(self) -> RuleSet:
+        with self._lock:
+            return self._rules
+
+    def _fingerprint(self) -> tuple[tuple[str, int, int, int], ...]:
+        """What changes when a file is edited, replaced, added or removed; never raises."""
+        if self.path is None:
+            return ()
+        try:
+            files = rules_files(self.path) if self.path.is_dir() else [self.path]
+        except (OSError, ValueError) as exc:
+            return ((f"<unlistable: {exc}>", 0, 0, 0),)
+        out = []
+        for f in files:
+            try:
+                st = f.stat()
+            except OSError:  # a dangling symlink or a file gone since listed: still a change
+                out.append((str(f), -1, -1, -1))
+                continue
+            out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(out)
+
+    def check(self) -> str | None:
+        """Reload if anything changed; calls ``on_reload(outcome)`` after each reload.
+
+        Returns:
+            ``"success"``, ``"error"`` (some file had problems: the apps of the good files took
+            their new rules, the others kept their last good ones), or None (no change).
+        """
+        try:
+            outcome = self._reload_if_changed()
+        except Exception:  # last guard: the loop calling us must keep judging
+            log.exception("rules_reload_failed", path=str(self.path))
+            outcome = "error"
+        if outcome is not None and self._on_reload is not None:
+            try:
+                self._on_reload(outcome)
+            except Exception:  # the caller's metrics must not turn a reload into a crash
+                log.exception("rules_reload_callback_failed", outcome=outcome)
+        return outcome
+
+    def _reload_if_changed(self) -> str | None:
+        stamp = self._fingerprint()
+        if stamp == self._stamp or self.path is None:
+            return None
+        self._stamp = stamp
+        scan = scan_rules(self.path)
+        with self._lock:
+            rules, kept = merge_scan(self._rules, scan)
+            if rules.version != self._rules.version:  # same content: keep the object callers hold
+                self._rules = rules
+            rules = self._rules
+        problems = scan.problems
+        if problems:
+            log.error(
+                "rules_reload_rejected",
+                path=str(self.path),
+                problems=[str(p) for p in problems],
+                kept_last_good=kept,
+                rules_version=rules.version,
+            )
+            return "error"
+        log.info("rules_reloaded", path=str(self.path), rules_version=rules.version)
+        return "success"
