@@ -6,7 +6,7 @@ question and of the agent's rewrite: a dropped value is major drift, an added on
 
 from __future__ import annotations
 
-from stef.judges.heuristic.question import question_literals
+from stef.judges.heuristic.question import in_words, question_literals
 from stef.models import Enrichment, EnrichmentStatus
 from stef.rules import AppRules
 
@@ -22,13 +22,14 @@ def enrichment(question: str, enriched: str | None, rules: AppRules) -> Enrichme
     q_vals = _value_set(question)
     e_vals = _value_set(enriched)
     e_text = enriched.casefold()
-    dropped = [text for v, text in q_vals.items() if v not in e_vals and v not in e_text]
+    # Whole words: 12 is not kept by 120, nor 'EU' by 'Europe'.
+    dropped = [text for v, text in q_vals.items() if v not in e_vals and not in_words(v, e_text)]
     justified = " ".join([*rules.benign_filters, *rules.notes]).casefold()
     q_text = question.casefold()
     added = [
         text
         for v, text in e_vals.items()
-        if v not in q_vals and v not in q_text and v not in justified
+        if v not in q_vals and not in_words(v, q_text) and not in_words(v, justified)
     ]
     if dropped:
         status = EnrichmentStatus.MAJOR_DRIFT

@@ -15,7 +15,7 @@ import re
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.checks import CHECKS, Evidence, Finding
 from stef.judges.heuristic.enrichment import enrichment
-from stef.judges.heuristic.question import question_literals, question_spec
+from stef.judges.heuristic.question import in_words, question_literals, question_spec
 from stef.models import (
     EnrichmentStatus,
     FilterMatch,
@@ -123,7 +123,8 @@ def _with_enrichment_values(
     q_text = question.casefold()
     filters, kinds = list(qs.filters), list(kinds)
     for f in question_literals(enriched):
-        if f.kind == "entity" or f.value in have or f.value in q_text:
+        # A word test: the enrichment's 'F' is not stated by the "f" of "female".
+        if f.kind == "entity" or f.value in have or in_words(f.value, q_text):
             continue
         have.add(f.value)
         filters.append(

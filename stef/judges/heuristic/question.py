@@ -34,12 +34,18 @@ _MONTHS = (
     "january", "february", "march", "april", "may", "june", "july", "august", "september",
     "october", "november", "december",
 )  # fmt: skip
-_QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
+# A single quote opens a value only where a word does not run into it, and closes one only where no
+# word follows: the apostrophes of "doesn't" or "O'Brien's" are not quotes.
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
 _QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
 _MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?)(?![\w-])")
+# Tried in order: "no more than" and "no less than" before the "more than" / "less than" they end
+# with.
 _COMPARATORS = (
+    (re.compile(r"(at\s+least|no\s+less\s+than|no\s+fewer\s+than|minimum\s+of)\s*$", re.I), ">="),
+    (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
     (
         re.compile(
             r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
@@ -54,11 +60,17 @@ _COMPARATORS = (
         ),
         "<",
     ),
-    (re.compile(r"(at\s+least|no\s+less\s+than|minimum\s+of|or\s+more)\s*$", re.I), ">="),
-    (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
 )
+# Comparison words after the number ("50 or more", "3 or fewer").
+_COMPARATORS_AFTER = (
+    (re.compile(r"^%?\s*(?:\w+\s+)?or\s+(more|greater|higher|above|over|later)\b", re.I), ">="),
+    (re.compile(r"^%?\s*(?:\w+\s+)?or\s+(less|fewer|lower|below|under|earlier)\b", re.I), "<="),
+)
+# A full stop belongs to a name only inside it ("U.S", "St.Louis"): one followed by a space ends
+# the sentence, and the next capital starts another name.
+_NAME_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*"
 _ENTITY = re.compile(
-    r"\b([A-Z][\w'&.-]*(?:\s+(?:(?:of|de|la|del|the|and|&|von|van)\s+)*[A-Z][\w'&.-]*)*)"
+    r"\b(" + _NAME_WORD + r"(?:\s+(?:(?:of|de|la|del|the|and|&|von|van)\s+)*" + _NAME_WORD + r")*)"
 )
 _TOP_K_NUMBER = re.compile(
     r"\b(?:top|first|bottom|last|best|worst)\s+(\d+)\b|\b(\d+)\s+(?:highest|lowest|most|least|"
@@ -79,6 +91,18 @@ _GROUPING = re.compile(
     r"(\w+)",
     re.I,
 )
+
+
+def in_words(value: str, text: str) -> bool:
+    """Whether ``value`` occurs in ``text`` as whole words, not inside a longer word or number.
+
+    ``'f'`` is not in "female", ``12`` is not in "120" nor in "12.5", ``eu`` is not in "europe".
+    Both sides are expected case-folded.
+    """
+    if not value:
+        return False
+    pattern = r"(?<![\w])(?<!\d[.,])" + re.escape(value) + r"(?![\w])(?![.,]\d)"
+    return re.search(pattern, text) is not None
 
 
 @dataclass(frozen=True)
@@ -143,6 +167,12 @@ def _question_literals(text: str) -> tuple[Found, ...]:
             if pattern.search(before):
                 op = cmp
                 break
+        else:
+            after = text[m.end() : m.end() + 30]
+            for pattern, cmp in _COMPARATORS_AFTER:
+                if pattern.search(after):
+                    op = cmp
+                    break
         add(Found(value, m.group(0), kind, op, m.span()))
     for m in _ENTITY.finditer(text):
         phrase = _clean_entity(m.group(1))
