@@ -79,10 +79,16 @@ _NOT_SUPERLATIVE_EST = {
     "bequest",
     "tempest",
 }
+# "last 30 days" and "the first 3 months" are time windows (filters), not top-k requests.
+TIME_UNITS = r"(?:second|minute|hour|day|week|month|quarter|year|decade)s?"
 _TOP_K = re.compile(
-    r"\b(?:top|first|bottom|last|best|worst)\s+"
+    r"\b(?:top|bottom|best|worst)\s+"
     + _NUM
-    + r"\b|\b"
+    + r"\b|\b(?:first|last)\s+"
+    + _NUM
+    + r"\b(?!\s+"
+    + TIME_UNITS
+    + r"\b)|\b"
     + _NUM
     + r"\s+(?:"
     + _SUPERLATIVES
@@ -150,7 +156,7 @@ def question_cues(question: str) -> QuestionCues:
     top_k = None
     k = _TOP_K.search(question)
     if k is not None:
-        top_k = _to_int(k.group(1) or k.group(2))
+        top_k = _to_int(k.group(1) or k.group(2) or k.group(3))
         ordering = True
     elif superlative and _singular_superlative(question):
         top_k = 1

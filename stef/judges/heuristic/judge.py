@@ -55,9 +55,29 @@ def _quarter_match(q: QuestionFilter, p: Predicate) -> bool:
     return False
 
 
+# Date arithmetic relative to now, in the dialects STEF reads.
+_RELATIVE_DATE = re.compile(
+    r"\b(now|current_date|current_timestamp|getdate|sysdate|today|interval|dateadd|date_add|"
+    r"date_sub|datediff|julianday|add_months|date_trunc)\b|'now'",
+    re.I,
+)
+_DATE_VALUE = re.compile(r"(19|20)\d\d-\d\d")
+
+
+def _window_match(q: QuestionFilter, p: Predicate) -> bool:
+    """ "the last 30 days": a predicate with date arithmetic, the count 30, or a date range."""
+    text = p.text.casefold()
+    count = q.rhs.split()[0]
+    if _RELATIVE_DATE.search(text) or (count != "1" and in_words(count, text)):
+        return True
+    return p.op in (">", ">=", "<", "<=", "between") and any(_DATE_VALUE.match(v) for v in p.values)
+
+
 def _value_match(q: QuestionFilter, kind: str, p: Predicate) -> bool:
     if kind == "quarter":
         return _quarter_match(q, p)
+    if kind == "window":
+        return _window_match(q, p)
     for v in p.values:
         if not v:
             continue

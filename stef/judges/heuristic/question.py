@@ -14,7 +14,7 @@ from functools import lru_cache
 from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
 from stef.rules import AppRules
 from stef.sql.canonical import SQL_STRING, norm_ident, norm_value
-from stef.stages.normalize import question_cues
+from stef.stages.normalize import TIME_UNITS, question_cues
 
 # ------------------------------------------------------------------------------ question words
 
@@ -72,8 +72,21 @@ _NAME_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*"
 _ENTITY = re.compile(
     r"\b(" + _NAME_WORD + r"(?:\s+(?:(?:of|de|la|del|the|and|&|von|van)\s+)*" + _NAME_WORD + r")*)"
 )
+_SMALL_NUMBERS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}  # fmt: skip
+# A time window relative to now ("in the last 30 days", "past three months", "the previous
+# quarter"): a filter on a date, never a top-k count.
+_TIME_WINDOW = re.compile(
+    r"\b(?:last|past|previous|prior|preceding|recent|first)\s+"
+    r"(?:(\d+|" + "|".join(_SMALL_NUMBERS) + r")\s+)?(" + TIME_UNITS + r")\b",
+    re.I,
+)
 _TOP_K_NUMBER = re.compile(
-    r"\b(?:top|first|bottom|last|best|worst)\s+(\d+)\b|\b(\d+)\s+(?:highest|lowest|most|least|"
+    r"\b(?:top|bottom|best|worst)\s+(\d+)\b|\b(?:first|last)\s+(\d+)\b(?!\s+"
+    + TIME_UNITS
+    + r"\b)|\b(\d+)\s+(?:highest|lowest|most|least|"
     r"largest|smallest|biggest|best|worst|top)\b",
     re.I,
 )
@@ -142,6 +155,12 @@ def _question_literals(text: str) -> tuple[Found, ...]:
         take(f.span)
         found.append(f)
 
+    for m in _TIME_WINDOW.finditer(text):
+        number, unit = m.group(1), m.group(2).casefold().removesuffix("s")
+        if number is None and m.group(0).casefold().startswith("first"):
+            continue  # "the first day" is an ordinal, not a window
+        count = _SMALL_NUMBERS.get((number or "1").casefold(), number or "1")
+        add(Found(f"{count} {unit}", m.group(0), "window", ">=", m.span()))
     for m in _TOP_K_NUMBER.finditer(text):
         take(m.span())
     for m in _QUOTED.finditer(text):

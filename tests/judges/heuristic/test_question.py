@@ -312,3 +312,23 @@ def test_no_mappings_no_column() -> None:
 def test_a_name_does_not_run_across_a_full_stop() -> None:
     values = [f.value for f in question_literals("Revenue of Acme. Customers in Berlin")]
     assert not any(". " in v for v in values), values
+
+
+@pytest.mark.parametrize(
+    ("question", "value", "text"),
+    [
+        pytest.param("Orders in the last 30 days", "30 day", "last 30 days", id="last-n-days"),
+        pytest.param("Signups in the past three months", "3 month", "past three months", id="word"),
+        pytest.param("Revenue in the previous quarter", "1 quarter", "previous quarter", id="one"),
+        pytest.param("Sales during the first 6 weeks", "6 week", "first 6 weeks", id="first-n"),
+    ],
+)
+def test_time_windows_are_filters_not_top_k(question: str, value: str, text: str) -> None:
+    """A window relative to now is a date filter; its count is neither a number nor a top-k."""
+    assert _literals(question) == [("window", value, text, ">=")]
+    spec, kinds = _spec(question)
+    assert (spec.top_k, spec.ordering_requested, kinds) == (None, False, ["window"])
+
+
+def test_the_first_day_is_not_a_window() -> None:
+    assert _literals("Orders on the first day") == []
