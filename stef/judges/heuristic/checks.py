@@ -275,7 +275,7 @@ def enrichment_aggregates(ev: Evidence) -> Iterator[Finding]:
 
 
 _ASKS_SUM = re.compile(
-    r"total|sum|how (many|much)|number|percent|ratio|average|amount|much|proportion|overall|"
+    r"total|sum|how (many|much)|number|percent|ratio|share|average|amount|much|proportion|overall|"
     r"combined|altogether|in all|spen[dt]|cost|rate",
     re.I,
 )
@@ -286,6 +286,8 @@ def unasked_aggregates(ev: Evidence) -> Iterator[Finding]:
     """SUM/AVG in the SQL although neither Qu nor Qe asks for a total or an average."""
     if not ev.spec.parsed:
         return
+    if ev.qs.group_by and ev.spec.group_by:
+        return  # "revenue by region": a total or an average per group is what was asked
     text = f"{ev.question} {ev.enriched or ''}"
     for func, asks in (("SUM", _ASKS_SUM), ("AVG", _ASKS_AVG)):
         if func in ev.funcs and not asks.search(text):

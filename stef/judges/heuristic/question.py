@@ -99,6 +99,11 @@ _AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bminimum\b|\bmin\b", re.I), "MIN"),
 )
 DISTINCT_WORDS = re.compile(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
+_BY_GROUP = re.compile(
+    r"(?<!sorted )(?<!ordered )(?<!ranked )(?<!sort )(?<!order )(?<!rank )"
+    r"\bby\s+(?:the\s+|their\s+|its\s+)?(\w+)",
+    re.I,
+)
 _GROUPING = re.compile(
     r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
     r"(\w+)",
@@ -223,6 +228,24 @@ def _mapping_lhs(text: str, f: Found, rules: AppRules) -> str | None:
     return None
 
 
+def _by_groups(question: str, spec: SqlSpec) -> list[str]:
+    """ "revenue by region": a grouping when the SQL groups by that word's column.
+
+    "by" also introduces sort keys and agents ("sorted by name", "made by Acme"), so the word
+    only counts when a GROUP BY term of the SQL names it.
+    """
+    terms = " ".join(spec.group_by).casefold()
+    if not terms:
+        return []
+    out = []
+    for m in _BY_GROUP.finditer(question):
+        word = m.group(1).casefold()
+        stem = word[:-1] if word.endswith("s") and len(word) > 3 else word
+        if len(stem) >= 2 and re.search(r"\b\w*" + re.escape(stem), terms):
+            out.append(word)
+    return out
+
+
 def question_spec(
     question: str, spec: SqlSpec, sql: str, rules: AppRules
 ) -> tuple[QuestionSpec, list[str]]:
@@ -254,6 +277,7 @@ def question_spec(
             for a in aggregations
         ]
     group_by = [m.group(1).casefold() for m in _GROUPING.finditer(question)]
+    group_by += [g for g in _by_groups(question, spec) if g not in group_by]
     return (
         QuestionSpec(
             outputs=[],

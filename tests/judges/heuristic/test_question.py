@@ -332,3 +332,40 @@ def test_time_windows_are_filters_not_top_k(question: str, value: str, text: str
 
 def test_the_first_day_is_not_a_window() -> None:
     assert _literals("Orders on the first day") == []
+
+
+@pytest.mark.parametrize(
+    ("question", "sql", "group_by"),
+    [
+        pytest.param(
+            "Revenue by region",
+            "SELECT region, SUM(x) FROM s GROUP BY region",
+            ["region"],
+            id="by-grouped-column",
+        ),
+        pytest.param(
+            "Orders by customers",
+            "SELECT c.customer_id, COUNT(*) FROM o GROUP BY c.customer_id",
+            ["customers"],
+            id="by-plural-inside-a-column",
+        ),
+        pytest.param("Revenue by region", "SELECT SUM(x) FROM s", [], id="by-without-group-by"),
+        pytest.param(
+            "Products sorted by name",
+            "SELECT name, COUNT(*) FROM p GROUP BY name",
+            [],
+            id="sorted-by",
+        ),
+        pytest.param(
+            "Books written by Tolkien",
+            "SELECT title, COUNT(*) FROM b GROUP BY title",
+            [],
+            id="by-an-agent",
+        ),
+    ],
+)
+def test_by_a_grouped_column_is_a_grouping(question: str, sql: str, group_by: list[str]) -> None:
+    """ "by X" asks for a grouping only when the SQL groups by X's column: "by" also names sort
+    keys and agents."""
+    spec, _ = _spec(question, sql)
+    assert spec.group_by == group_by
