@@ -109,6 +109,7 @@ def stef_run_until_drained(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
     env["STEF_KAFKA_CONSUMER"] = json.dumps(FAST_GROUP)
+    env["STEF_AUTO_OFFSET_RESET"] = "earliest"  # the records are produced before it joins
     cmd = [
         str(ROOT / ".venv" / "bin" / "stef"), "run",
         "--source", f"kafka://{bootstrap}/{source}?group=bench-{time.time()}",

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,6 +46,14 @@ class Settings(BaseModel):
     Attributes:
         source: ``kafka://HOST:PORT/TOPIC?group=G``, ``file:PATH`` or ``-`` (stdin).
         follow: keep reading a ``file:`` source as it grows (survives rotation).
+        file_checkpoint: where a followed ``file:`` source keeps its read position (the byte
+            offset past the last acknowledged line and the file's identity), so a restart
+            resumes there instead of re-judging the log. Default: beside the results, as the
+            hidden file ``.<name>.stef-checkpoint`` in the results file's directory; when
+            results go to stdout or Kafka there is no results file, and it sits beside the
+            source log instead (the log's volume is the one that outlives a container restart
+            in a sidecar pod). ``off``: no checkpoint (every start reads the file from its
+            beginning). Unused without ``follow``.
         results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH`` or ``-`` (stdout).
         dead_letters: where invalid and poison records go (same forms as ``results``).
         rules: rules file or directory; None: the built-in defaults.
@@ -62,6 +71,18 @@ class Settings(BaseModel):
         group: the consumer group when the source URL names none.
         kafka_consumer: extra ``KafkaConsumer`` settings (session timeout, client id, TLS ...).
         kafka_producer: extra ``KafkaProducer`` settings for Kafka sinks.
+        auto_offset_reset: where a consumer group without a committed offset starts:
+            ``latest`` (Kafka's own default: only records that arrive after it joins; a new
+            group does not replay the topic through the LLM) or ``earliest`` (the whole
+            retained topic).
+        start_from: a timestamp with its timezone (``2026-11-01T00:00:00Z``): a partition
+            without a committed offset starts at the first record at or after it (the
+            broker's time index); partitions with a committed offset keep it.
+        kafka_compression: the codec of results and dead letters written to Kafka:
+            ``lz4`` (default: the least CPU per byte of the four, understood by every broker
+            since 0.10 and every client), ``zstd`` (smaller, more CPU; needs brokers 2.1+),
+            ``gzip``, ``snappy`` or ``none``. A ``compression_type`` in ``kafka_producer``
+            takes precedence. Consuming handles all four whatever this says.
         field_mapping: STEF field -> path in the agent's log record (dotted for nesting).
         limits: record size limits beyond which a record is invalid input.
         dead_letter_max_bytes: the largest dead letter written; a longer payload is cut to a
@@ -94,6 +115,10 @@ class Settings(BaseModel):
     group: str = "stef"
     kafka_consumer: dict[str, Any] = Field(default_factory=dict)
     kafka_producer: dict[str, Any] = Field(default_factory=dict)
+    file_checkpoint: str | None = None
+    auto_offset_reset: Literal["latest", "earliest"] = "latest"
+    start_from: datetime | None = None
+    kafka_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
     field_mapping: dict[str, str] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
     dead_letter_max_bytes: int = Field(512 * 1024, ge=1024)
@@ -132,6 +157,13 @@ class Settings(BaseModel):
             return None
         return value
 
+    @field_validator("start_from")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise ValueError("start_from needs a timezone, e.g. 2026-11-01T00:00:00Z")
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, value: str) -> str:
@@ -154,6 +186,21 @@ class Settings(BaseModel):
     @property
     def mapping(self) -> FieldMapping:
         return FieldMapping(fields=self.field_mapping)
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        """The file source checkpoint in use: None without ``follow``, for a source that is
+        not a file, or when ``file_checkpoint`` is ``off``."""
+        source = self.source_endpoint
+        if not self.follow or source.kind != "file" or not source.path:
+            return None
+        if self.file_checkpoint is not None:
+            off = self.file_checkpoint.strip().lower() in ("off", "none", "-", "")
+            return None if off else self.file_checkpoint
+        results = self.results_endpoint
+        beside = results.path if results.kind == "file" and results.path else source.path
+        directory, name = os.path.split(beside)
+        return os.path.join(directory, f".{name}.stef-checkpoint")
 
     @property
     def inflight_bound(self) -> int:
@@ -179,6 +226,10 @@ _ENV_KEYS = (
     "group",
     "kafka_consumer",
     "kafka_producer",
+    "file_checkpoint",
+    "auto_offset_reset",
+    "start_from",
+    "kafka_compression",
     "field_mapping",
     "limits",
     "known_agents",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -43,6 +44,10 @@ class KafkaSource:
         group: the consumer group; replicas in one group split the partitions.
         revoke_timeout_s: how long in-flight work of revoked partitions may take to finish.
         consumer_options: further ``KafkaConsumer`` settings (session timeout, client id ...).
+        auto_offset_reset: where a partition without a committed offset starts (``latest``,
+            Kafka's default, or ``earliest``).
+        start_from: when set, a partition without a committed offset starts at the first
+            record at or after this time instead (the end when there is none yet).
     """
 
     def __init__(
@@ -53,12 +58,16 @@ class KafkaSource:
         *,
         revoke_timeout_s: float = 10.0,
         consumer_options: dict[str, Any] | None = None,
+        auto_offset_reset: str = "latest",
+        start_from: datetime | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.group = group
         self.revoke_timeout_s = revoke_timeout_s
         self._options = dict(consumer_options or {})
+        self.auto_offset_reset = auto_offset_reset
+        self.start_from = start_from
         self._consumer: KafkaConsumer | None = None
         self._trackers: dict[TopicPartition, OffsetTracker] = {}
         self._lock = threading.Lock()
@@ -87,7 +96,7 @@ class KafkaSource:
 
     def start(self) -> None:
         options: dict[str, Any] = {
-            "auto_offset_reset": "earliest",
+            "auto_offset_reset": self.auto_offset_reset,
             "session_timeout_ms": 10_000,
             "heartbeat_interval_ms": 3_000,
             "max_poll_interval_ms": 300_000,
@@ -245,9 +254,28 @@ class KafkaSource:
         with self._lock:
             for tp in assigned:
                 self._trackers[tp] = OffsetTracker()
+        if self.start_from is not None and self._consumer is not None:
+            self._seek_to_start(self._consumer, assigned, self.start_from)
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)
         log.info("partitions_assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    def _seek_to_start(
+        self, consumer: KafkaConsumer, assigned: list[TopicPartition], when: datetime
+    ) -> None:
+        """Seek the partitions that have no committed offset to the first record at or after
+        ``when``; those with one keep it (a restart of the group does not rewind)."""
+        fresh = [tp for tp in assigned if consumer.committed(tp) is None]
+        if not fresh:
+            return
+        millis = int(when.timestamp() * 1000)
+        found = consumer.offsets_for_times(dict.fromkeys(fresh, millis))
+        ends = consumer.end_offsets([tp for tp in fresh if found.get(tp) is None])
+        for tp in fresh:
+            hit = found.get(tp)
+            offset = hit.offset if hit is not None else ends.get(tp, 0)
+            consumer.seek(tp, offset)
+            log.info("partition_start_from", partition=tp.partition, offset=offset, at=str(when))
 
     def _require(self) -> KafkaConsumer:
         if self._consumer is None:
@@ -279,13 +307,26 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped bas
 
 class KafkaSink:
     """Records to one topic, keyed (results by record id). Acknowledged when the broker has them
-    (``acks=all``); the producer's own retries are bounded by its delivery timeout."""
+    (``acks=all``); the producer's own retries are bounded by its delivery timeout.
+
+    Args:
+        bootstrap: ``host:port`` bootstrap servers.
+        topic: the topic written.
+        producer_options: further ``KafkaProducer`` settings (they win over ``compression``).
+        compression: ``lz4``, ``zstd``, ``gzip``, ``snappy`` or ``none``.
+    """
 
     def __init__(
-        self, bootstrap: list[str], topic: str, producer_options: dict[str, Any] | None = None
+        self,
+        bootstrap: list[str],
+        topic: str,
+        producer_options: dict[str, Any] | None = None,
+        *,
+        compression: str = "lz4",
     ) -> None:
         self.topic = topic
         options: dict[str, Any] = {
+            "compression_type": None if compression == "none" else compression,
             "acks": "all",
             "linger_ms": 5,
             "retries": 5,

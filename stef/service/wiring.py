@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stef.io import Sink, Source
+from stef.io.checkpoint import Checkpoint
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
@@ -64,9 +65,17 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
             endpoint.group or settings.group,
             revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
             consumer_options=settings.kafka_consumer,
+            auto_offset_reset=settings.auto_offset_reset,
+            start_from=settings.start_from,
         )
     path = endpoint.path if endpoint.kind == "file" else "-"
-    return FileSource(path or "-", follow=settings.follow)
+    # The checkpoint belongs to the configured source, not to another file opened here.
+    where = settings.checkpoint_path if endpoint == settings.source_endpoint else None
+    return FileSource(
+        path or "-",
+        follow=settings.follow,
+        checkpoint=Checkpoint(where) if where is not None else None,
+    )
 
 
 def open_sink(endpoint: Endpoint | None, settings: Settings) -> Sink:
@@ -74,5 +83,10 @@ def open_sink(endpoint: Endpoint | None, settings: Settings) -> Sink:
     if endpoint is None:
         return DiscardSink()
     if endpoint.kind == "kafka":
-        return KafkaSink(list(endpoint.bootstrap), endpoint.topic or "", settings.kafka_producer)
+        return KafkaSink(
+            list(endpoint.bootstrap),
+            endpoint.topic or "",
+            settings.kafka_producer,
+            compression=settings.kafka_compression,
+        )
     return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")

@@ -249,8 +249,14 @@ def service_factory(tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
 
 
 def kafka_config(**extra: Any) -> dict[str, Any]:
-    """Service settings for the Tansu broker: its JoinGroup delay is session_timeout / 2."""
-    return {"kafka_consumer": dict(FAST_GROUP), "commit_interval_s": 0.2, **extra}
+    """Service settings for the Tansu broker: its JoinGroup delay is session_timeout / 2. These
+    tests produce before the service joins, so a new group starts at the earliest offset."""
+    return {
+        "kafka_consumer": dict(FAST_GROUP),
+        "commit_interval_s": 0.2,
+        "auto_offset_reset": "earliest",
+        **extra,
+    }
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,158 @@
+"""The read position of a followed file source, kept across restarts (the file's "commit").
+
+A small JSON state file holds the identity of the file being read (device, inode, and the
+sha256 of its first bytes) and the byte offset just past the last line whose result or dead
+letter a sink acknowledged. It is replaced atomically (write a temporary file, fsync, rename,
+fsync the directory), so a crash leaves either the old position or the new one, never a torn
+file: a restart redelivers at most what was in flight, and never skips a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from stef.errors import ConfigError
+
+# How much of a file's start identifies it: enough to tell two logs apart even when the
+# filesystem hands a deleted file's inode to a new one.
+HEAD_BYTES = 4096
+
+_VERSION = 1
+
+
+class FileIdentity(BaseModel):
+    """Which file a position belongs to.
+
+    Attributes:
+        dev: the device of the file.
+        ino: its inode.
+        head_len: how many of its first bytes ``head_sha256`` covers (fewer than
+            :data:`HEAD_BYTES` while the file was shorter).
+        head_sha256: hex sha256 of those bytes.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dev: int
+    ino: int
+    head_len: int
+    head_sha256: str
+
+    @classmethod
+    def of(cls, dev: int, ino: int, head: bytes) -> FileIdentity:
+        return cls(dev=dev, ino=ino, head_len=len(head), head_sha256=_sha(head))
+
+    def matches(self, path: str | os.PathLike[str]) -> bool:
+        """True when ``path`` is this file: same device and inode, same first bytes."""
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if (st.st_dev, st.st_ino) != (self.dev, self.ino):
+                    return False
+                return _sha(f.read(self.head_len)) == self.head_sha256
+        except OSError:
+            return False
+
+
+class FilePosition(BaseModel):
+    """What the checkpoint file holds.
+
+    Attributes:
+        version: the format version.
+        source: the path of the followed source (a checkpoint of another source is refused).
+        file: the identity of the file the position is in (after a rename rotation, the old
+            file, until a line of the new one is acknowledged).
+        offset: the byte offset just past the last acknowledged line.
+        line: that line's number in its file (positions of later lines continue from it).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int = _VERSION
+    source: str
+    file: FileIdentity
+    offset: int
+    line: int
+
+
+class Checkpoint:
+    """The state file at ``path``: :meth:`load` at start, :meth:`save` after acknowledgements."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self, source: str) -> FilePosition | None:
+        """The saved position of ``source``, None when there is none yet.
+
+        Raises:
+            ConfigError: the file is unreadable, not a checkpoint, or belongs to another source
+                (starting over would re-judge a whole log; that is the operator's call).
+        """
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ConfigError(f"checkpoint {self.path}: {exc.strerror or exc}") from exc
+        try:
+            position = FilePosition.model_validate(json.loads(text))
+        except (ValueError, ValidationError) as exc:
+            raise ConfigError(f"checkpoint {self.path}: not a file source checkpoint") from exc
+        if position.source != source:
+            raise ConfigError(
+                f"checkpoint {self.path} belongs to source file:{position.source}, "
+                f"not file:{source}; remove it or set file_checkpoint to another path"
+            )
+        return position
+
+    def save(self, position: FilePosition) -> None:
+        """Replace the state file atomically (and durably: fsync before and after the rename)."""
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".{self.path.name}.tmp"
+        data = position.model_dump_json().encode() + b"\n"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        # The rename itself must reach the disk, or a power cut may bring the old file back.
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+
+def find_rotated(path: str, identity: FileIdentity) -> str | None:
+    """The file ``identity`` names, renamed away from ``path`` while the service was down: a
+    sibling in the same directory (``app.log.1``, ``app.log-20261123`` ...), else None."""
+    directory = os.path.dirname(path) or "."
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            if entry.inode() != identity.ino or not entry.is_file(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        if identity.matches(entry.path):
+            return entry.path
+    return None
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,187 @@
+"""The followed file source's checkpoint: resume past acknowledged lines, survive rotation by
+rename and by copytruncate (while running and while stopped), refuse another source's state."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from stef.errors import ConfigError
+from stef.io import Envelope
+from stef.io.checkpoint import Checkpoint
+from stef.io.jsonl import FileSource
+
+
+def _source(log: Path, state: Path) -> FileSource:
+    s = FileSource(str(log), follow=True, poll_interval_s=0.01, checkpoint=Checkpoint(state))
+    s.start()
+    return s
+
+
+def _poll(s: FileSource, timeout_s: float = 0.3) -> list[Envelope]:
+    return s.poll(100, timeout_s)
+
+
+def _ack(envelopes: list[Envelope]) -> list[bytes]:
+    for e in envelopes:
+        e.on_done()
+    return [e.payload for e in envelopes]
+
+
+def _write(path: Path, *lines: bytes, mode: str = "ab") -> None:
+    with path.open(mode) as f:
+        for line in lines:
+            f.write(line + b"\n")
+
+
+def test_restart_resumes_past_the_acknowledged_lines(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1", b"a2", b"a3")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1", b"a2", b"a3"]
+    s.close()
+    saved = json.loads(state.read_text())
+    assert saved["offset"] == 9 and saved["line"] == 3
+    st = os.stat(log)
+    assert (saved["file"]["dev"], saved["file"]["ino"]) == (st.st_dev, st.st_ino)
+
+    _write(log, b"a4")
+    s = _source(log, state)
+    got = _poll(s)
+    assert [(e.payload, e.position["line"]) for e in got] == [(b"a4", 4)]
+    s.close()
+
+
+def test_only_a_contiguous_run_of_acknowledged_lines_is_saved(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1", b"a2", b"a3")
+    s = _source(log, state)
+    first, _second, third = _poll(s)
+    first.on_done()
+    third.on_done()  # the second is still in flight: it holds the position back
+    s.close()
+    s = _source(log, state)
+    assert [e.payload for e in _poll(s)] == [b"a2", b"a3"]  # at-least-once: a3 again
+    s.close()
+
+
+def test_nothing_acknowledged_writes_no_checkpoint(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    s = _source(log, state)
+    assert len(_poll(s)) == 1
+    s.close()
+    assert not state.exists()
+
+
+def test_rename_rotation_while_running_is_followed_and_checkpointed(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1"]
+    _write(log, b"a2")
+    os.rename(log, tmp_path / "app.log.1")
+    _write(log, b"b1", b"b2")
+    assert _ack(_poll(s)) + _ack(_poll(s)) == [b"a2", b"b1", b"b2"]
+    s.close()
+    saved = json.loads(state.read_text())
+    assert saved["file"]["ino"] == os.stat(log).st_ino and saved["line"] == 2
+    _write(log, b"b3")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"b3"]
+    s.close()
+
+
+def test_rename_rotation_while_stopped_drains_the_old_file_first(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1", b"a2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1", b"a2"]
+    s.close()
+    _write(log, b"a3")  # written after the stop, before the rotation
+    os.rename(log, tmp_path / "app.log.1")
+    _write(log, b"b1")
+    s = _source(log, state)
+    got = _poll(s) + _poll(s)
+    assert [(e.payload, e.position["line"]) for e in got] == [(b"a3", 3), (b"b1", 1)]
+    _ack(got)
+    s.close()
+    assert json.loads(state.read_text())["file"]["ino"] == os.stat(log).st_ino
+
+
+def test_copytruncate_while_running_restarts_at_zero(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1", b"a2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1", b"a2"]
+    s.commit()
+    _write(log, b"c1", mode="wb")  # copytruncate: same inode, shorter
+    assert _ack(_poll(s)) == [b"c1"]
+    s.close()
+    saved = json.loads(state.read_text())
+    assert saved["offset"] == 3 and saved["line"] == 1
+    _write(log, b"c2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"c2"]
+    s.close()
+
+
+def test_copytruncate_while_stopped_restarts_at_zero(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"aaaa1", b"aaaa2")
+    s = _source(log, state)
+    _ack(_poll(s))
+    s.close()
+    with log.open("r+b") as f:
+        f.truncate(0)
+    _write(log, b"c1")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"c1"]
+    s.close()
+
+
+def test_a_file_rewritten_in_place_is_a_new_file(tmp_path: Path) -> None:
+    """Same inode, at least as long, other first bytes: not the file the checkpoint names."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    s = _source(log, state)
+    _ack(_poll(s))
+    s.close()
+    with log.open("r+b") as f:
+        f.write(b"x1\nx2\n")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"x1", b"x2"]
+    s.close()
+
+
+def test_a_checkpoint_of_another_source_is_refused(tmp_path: Path) -> None:
+    log, other, state = tmp_path / "app.log", tmp_path / "other.log", tmp_path / "state"
+    _write(log, b"a1")
+    _write(other, b"o1")
+    s = _source(log, state)
+    _ack(_poll(s))
+    s.close()
+    with pytest.raises(ConfigError, match="belongs to source"):
+        _source(other, state)
+    state.write_text("{not json")
+    with pytest.raises(ConfigError, match="not a file source checkpoint"):
+        _source(log, state)
+
+
+def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
+    """Atomic: each save is a new inode renamed over the old one, no temporary file left."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    s = _source(log, state)
+    _ack(_poll(s))
+    s.commit()
+    before = os.stat(state).st_ino
+    _write(log, b"a2")
+    _ack(_poll(s))
+    s.commit()
+    assert os.stat(state).st_ino != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.log", "state"]
+    s.close()
