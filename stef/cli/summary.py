@@ -1,4 +1,4 @@
-"""``stef summary``: the summary table of a results JSONL file."""
+"""``stef summary``: the summary of a results JSONL file, as text, JSON, CSV or Markdown."""
 
 from __future__ import annotations
 
@@ -7,13 +7,19 @@ import sys
 
 from stef.exits import Exit
 from stef.models import Result
-from stef.summary import Summary
+from stef.summary import FORMATS, Summary
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("summary", help="summary table of a results JSONL file")
     s.add_argument("file")
     s.add_argument("--dead-letters", help="dead-letter JSONL, to count invalid input")
+    s.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text: one screen (120 columns); json, csv, markdown: every figure, full names",
+    )
     s.set_defaults(func=run)
 
 
@@ -38,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
         where = getattr(exc, "filename", None) or args.file
         print(f"stef summary: {where}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return Exit.FAILURE
-    print(summary.table())
+    print(summary.render(args.format))
     return Exit.OK

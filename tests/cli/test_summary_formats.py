@@ -1,0 +1,125 @@
+"""``stef summary``: one screen of text, the full figures as JSON, CSV and Markdown, and coverage
+and sampled-out reported apart (deploy/README's definitions)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from stef.cli import main
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def sample_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("summary")
+    results, dead = out / "results.jsonl", out / "dead.jsonl"
+    code = main(
+        [
+            "replay",
+            str(ROOT / "examples" / "agent_log.jsonl"),
+            "--rules",
+            str(ROOT / "rules"),
+            "-o",
+            str(results),
+            "--dead-letters",
+            str(dead),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    return results, dead
+
+
+def _summary(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    capsys.readouterr()
+    assert main(["summary", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_text_fits_120_columns_and_names_the_columns(
+    sample_results: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    results, dead = sample_results
+    text = _summary(capsys, str(results), "--dead-letters", str(dead))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    assert lines[0].split() == [
+        "app",
+        "agent@version",
+        "records",
+        "mean",
+        "p90",
+        "coverage",
+        "sampled",
+        "excel.",
+        "good",
+        "marg.",
+        "poor",
+    ]
+    assert "invalid input lines (dead letters): 16" in text
+
+
+def test_coverage_and_sampled_out_are_apart(
+    sample_results: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    results, _ = sample_results
+    data = json.loads(_summary(capsys, str(results), "--format", "json"))
+    rows = {(g["app"], g["agent"], g["version"]): g for g in data["groups"]}
+    support = rows[("support", "sql-agent", "2.0")]
+    # rules/support samples half its traffic: what was not sampled is not "covered".
+    assert support["skipped_sampling"] > 0
+    assert support["coverage"] == round(support["evaluated"] / support["records"], 4)
+    assert support["sampled_out"] == round(support["skipped_sampling"] / support["records"], 4)
+    assert support["coverage"] < 1.0
+    assert support["coverage"] + support["sampled_out"] == pytest.approx(
+        1.0 - support["judge_errors"] / support["records"], abs=1e-3
+    )
+    assert sum(support["tier_counts"].values()) == support["evaluated"]
+    assert data["invalid"] is None  # no --dead-letters: not counted, not zero
+    assert data["total"]["records"] == sum(g["records"] for g in data["groups"]) == 400
+
+
+def test_csv_and_markdown_carry_every_group(
+    sample_results: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    results, _ = sample_results
+    rows = list(csv.DictReader(io.StringIO(_summary(capsys, str(results), "--format", "csv"))))
+    assert [r["app"] for r in rows][-1] == "TOTAL"
+    assert {(r["app"], r["version"]) for r in rows[:-1]} == {
+        ("sales", "2.0"),
+        ("sales", "2.1"),
+        ("support", "2.0"),
+        ("support", "2.1"),
+    }
+    assert sum(int(r["records"]) for r in rows[:-1]) == int(rows[-1]["records"])
+    md = _summary(capsys, str(results), "--format", "markdown").splitlines()
+    assert md[0].startswith("| app | agent | version | records |")
+    assert sum(1 for line in md if line.startswith("| sales |")) == 2
+
+
+def test_long_app_and_agent_names_still_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    record = {"question": "q?", "sql": "SELECT 1", "app": "A" * 500, "agent": "G" * 500}
+    log.write_text(json.dumps({**record, "agent_version": "V" * 500}) + "\n")
+    out = tmp_path / "r.jsonl"
+    assert main(["replay", str(log), "-o", str(out), "--no-progress"]) == 0
+    text = _summary(capsys, str(out))
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "AAAA" in text and "…" in text
+    full = json.loads(_summary(capsys, str(out), "--format", "json"))
+    # The full formats keep the 40-character cap of every name, never the terminal's.
+    assert full["groups"][0]["agent"] == "G" * 39 + "…"
+
+
+def test_bad_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["summary", "x.jsonl", "--format", "yaml"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
