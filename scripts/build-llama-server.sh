@@ -3,7 +3,7 @@
 # llama-cpp-python, for the real-model tests (tests/llm/test_real_model.py). PyPI has no prebuilt
 # wheel for this platform and no other host is reachable, so the sdist is the source of llama.cpp.
 # Output: build/llama-server/bin/llama-server (build/ is gitignored). Idempotent: when that binary
-# exists and answers --version, nothing is done. About 7 minutes on 2 cores.
+# exists and answers --version, nothing is done. 7-10 minutes on 2 cores (585 s measured, shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

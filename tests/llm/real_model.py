@@ -9,10 +9,12 @@ pass without running them; ``STEF_SKIP_REAL_MODEL=1`` skips them instead.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -51,6 +53,15 @@ def _models_ready(base_url: str) -> bool:
     except (urllib.error.URLError, OSError):
         # Refused while the server binds, 503 while it loads the model: not ready yet.
         return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the test process dies, so a killed test run
+    (CI's time limit, Ctrl-C twice) leaves no server behind. Linux only; elsewhere a no-op."""
+    if sys.platform != "linux":
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -107,7 +118,9 @@ def llama_server(threads: int = 2) -> Iterator[str]:
     with tempfile.TemporaryFile() as log:
         # The log goes to a file, not a pipe: nobody reads a pipe while the tests run, and a
         # full pipe would block the server.
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
         try:
             deadline = time.monotonic() + _READY_TIMEOUT_S
             while not _models_ready(base_url):

@@ -3,14 +3,14 @@ and grammar-constrained decoding (llama-server with SmolLM2-135M-Instruct, see r
 
 The records are the paper cases and labelled records (``../shared/data/judge-dev.jsonl``, or the
 first valid records of ``examples/agent_log.jsonl`` when the shared folder is absent), fed one at
-a time (concurrency 1) through :meth:`Pipeline.process`. On 2 CPU cores a record takes 20-60 s
+a time (concurrency 1) through :meth:`Pipeline.process`. On 2 CPU cores a record takes 40-160 s
 (the model fills the reply up to ``max_tokens``, twice with the re-ask), so by default the test
-runs the first 3 of each; ``STEF_REAL_MODEL_RECORDS=all`` runs all 17 paper cases and 50 labelled
-records (about 45 minutes), ``STEF_REAL_MODEL_RECORDS=N`` the first N of each (at most 17 paper
-cases). A 135M model's verdicts mean
-nothing, so only the plumbing is asserted: every record ends as a result, each result is
-``evaluated`` or ``judge_error``, evaluated ones carry token counts. The ``judge_error`` share and
-its reasons are printed (``pytest -s``) and kept as properties of the test report (JUnit XML).
+runs the first 2 of each; ``STEF_REAL_MODEL_RECORDS=all`` runs all 17 paper cases and 50 labelled
+records (about an hour), ``STEF_REAL_MODEL_RECORDS=N`` the first N of each (at most 17 paper
+cases). A 135M model's verdicts mean nothing, so only the plumbing is asserted: every record ends
+as a result, each result is ``evaluated`` or ``judge_error``, evaluated ones carry token counts.
+The ``judge_error`` share and its reasons are printed (``pytest -s``), kept as properties of the
+test report (JUnit XML) and written to ``build/real-model-report.json``.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ PAPER_CASES = FIXTURES / "paper-cases.jsonl"
 JUDGE_DEV = SHARED_DATA / "judge-dev.jsonl"
 AGENT_LOG = ROOT / "examples" / "agent_log.jsonl"
 RECORDS_ENV = "STEF_REAL_MODEL_RECORDS"
-# Records of each kind by default: 6 records take 2-5 minutes on 2 cores.
-DEFAULT_RECORDS = 3
+# Records of each kind by default: 4 records take 2-4 minutes on 2 cores.
+DEFAULT_RECORDS = 2
 ALL_LABELLED = 50
 # The completion cap per call: the upper end of a typical reply (docs/llm.md). Without it a
 # model that repeats itself inside an array writes until the HTTP timeout, on every call.
@@ -185,6 +185,16 @@ def _report(run: Run, properties: list[tuple[str, object]]) -> None:
     REPORT.write_text(json.dumps(numbers, indent=2) + "\n")
 
 
+def _judged(source: str, position: dict[str, Any], processed: Processed) -> Judged:
+    """The record's line of the run's log (``pytest -s``), as it ends: a run takes minutes."""
+    result = processed.result
+    outcome = result.outcome if result else f"dead_letter {processed.reason}"
+    detail = (result.error or "") if result else (processed.error or "")
+    seconds = result.usage.latency_ms / 1000 if result else 0.0
+    print(f"real-model {source} {position}: {outcome} {seconds:.1f} s {detail[:100]}", flush=True)
+    return Judged(source, position, processed)
+
+
 @pytest.fixture(scope="module")
 def real_server() -> Iterator[str]:
     with llama_server() as base_url:
@@ -203,10 +213,10 @@ def run(real_server: str) -> Iterator[Run]:
     try:
         for payload, position, rules in _paper_cases(paper):
             pipeline = build_pipeline(settings, RuleSet(rules), backend)
-            judged.append(Judged("paper", position, pipeline.process(payload, position)))
+            judged.append(_judged("paper", position, pipeline.process(payload, position)))
         default: Pipeline = build_pipeline(settings, RuleSet(AppRules()), backend)
         for payload, position in _labelled_records(labelled):
-            judged.append(Judged("labelled", position, default.process(payload, position)))
+            judged.append(_judged("labelled", position, default.process(payload, position)))
         yield Run(judged, time.monotonic() - started)
     finally:
         backend.close()
