@@ -1,4 +1,5 @@
-"""Prometheus metrics: the names and labels of SPEC §4 are a contract (dashboards, alerts).
+"""Prometheus metrics: their names, labels and buckets are a contract (dashboards, alerts),
+documented in docs/metrics.md (tests/test_docs.py keeps the two in step).
 
 Label values come from configuration, never raw from input: an app that is not configured is
 ``unknown``; an agent not in ``known_agents`` is ``other``. Without that configuration the first
@@ -11,8 +12,16 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from stef.models import ISSUE_LABELS, Result
 
@@ -24,6 +33,41 @@ LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 # "internal_error": a record that made a stage raise; it went to the dead letters like invalid
 # input (reason internal_error), and the command went on.
 RECORD_OUTCOMES = ("evaluated", "judge_error", "skipped_sampling", "invalid", "internal_error")
+
+# Why a record became a dead letter: the validation reasons (stef.stages.validate), a stage that
+# raised (internal_error), a result or letter the sink refused (sink_rejected).
+DEAD_LETTER_REASONS = (
+    "not_utf8",
+    "not_json",
+    "not_object",
+    "missing_field",
+    "wrong_type",
+    "too_large",
+    "limits_exceeded",
+    "unknown_dialect",
+    "unreadable",
+    "internal_error",
+    "sink_rejected",
+)
+# Why a judge could not decide (JudgeError.reason); an HTTP status other than 429 is http_<code>.
+JUDGE_ERROR_REASONS = (
+    "timeout",
+    "connection_error",
+    "bad_response",
+    "rate_limited",
+    "empty_reply",
+    "invalid_json",
+    "invalid_reply",
+    "truncated",
+    "refused",
+    "internal",
+    "closed",
+)
+_HTTP_REASON = re.compile(r"http_[1-5][0-9][0-9]")
+
+# `_created` series double the scrape (71 of 127 lines on the sample) and no panel or alert reads
+# them. A process-wide switch in prometheus_client, so it is thrown when this module loads.
+disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
 
 # What a label value taken from input, not from configuration, must look like to be used as is.
 _SANE_LABEL = re.compile(r"[A-Za-z0-9._@:/-]{1,64}")
@@ -53,9 +97,17 @@ class Metrics:
         self._agents_fixed = known_agents is not None
         self._max_agents = max_agents
         self._lock = threading.Lock()
+        self._newest: dict[str, float] = {}
         self._register_quality(registry)
         self._register_llm(registry)
         self._register_service(registry)
+        # CPU seconds, resident memory, open files of this process (Linux /proc; elsewhere none).
+        ProcessCollector(registry=registry)
+        # An app without a rules file counts as "unknown": its first unsafe statement must raise
+        # the alert, and increase() needs an earlier sample at zero to see it.
+        self.prime_app("unknown")
+        for reason in DEAD_LETTER_REASONS:
+            self.dead_letters.labels(reason=reason)
 
     def _register_quality(self, r: CollectorRegistry) -> None:
         """What the judge found: outcomes, scores, tiers, issues, safety."""
@@ -91,6 +143,21 @@ class Metrics:
         self.unsafe = Counter(
             "stef_unsafe_sql_total",
             "Records whose SQL mutates or stacks statements",
+            ["app"],
+            registry=r,
+        )
+        self.judge_errors = Counter(
+            "stef_judge_errors_total",
+            "Records whose judge could not decide, by reason",
+            ["app", "reason"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "stef_dead_letters_total", "Dead letters written, by reason", ["reason"], registry=r
+        )
+        self.newest_record = Gauge(
+            "stef_newest_record_timestamp_seconds",
+            "Timestamp (Unix seconds) of the newest record judged, from the record's own field",
             ["app"],
             registry=r,
         )
@@ -168,11 +235,14 @@ class Metrics:
             return value
 
     def prime_app(self, app: str | None) -> None:
-        """Create the zero-valued series of an app so rates and ratios exist before traffic."""
-        a = self.app_label(app)
+        """Create the zero-valued series of an app that alerts read, so rates, ratios and
+        ``increase()`` see the first event: every outcome, unsafe SQL, and the score of the
+        ``other`` agent (any agent beyond ``known_agents``)."""
+        a = "unknown" if app == "unknown" else self.app_label(app)
         for outcome in RECORD_OUTCOMES:
             self.records.labels(app=a, outcome=outcome)
         self.unsafe.labels(app=a)
+        self.score.labels(app=a, agent="other")
 
     # -------------------------------------------------------------------------------- observers
 
@@ -180,6 +250,11 @@ class Metrics:
         """Count one result of the pipeline."""
         app = self.app_label(result.app)
         self.records.labels(app=app, outcome=result.outcome).inc()
+        self._observe_timestamp(app, result.timestamp)
+        if result.outcome == "judge_error" or (result.error and result.outcome == "evaluated"):
+            # An unsafe record whose judge failed is evaluated by the safety override alone; its
+            # judge still failed and counts here.
+            self.judge_errors.labels(app=app, reason=judge_error_reason(result.error)).inc()
         if result.outcome != "evaluated" or result.components is None:
             return
         agent = self.agent_label(result.agent, result.agent_version)
@@ -202,11 +277,30 @@ class Metrics:
         if result.safety.mutating or result.safety.multiple_statements:
             self.unsafe.labels(app=app).inc()
 
-    def observe_invalid(self, app: str | None = None) -> None:
+    def _observe_timestamp(self, app: str, timestamp: str | None) -> None:
+        seconds = record_time(timestamp)
+        if seconds is None:
+            return
+        with self._lock:
+            # Results finish out of order: the gauge only moves forward.
+            if seconds > self._newest.get(app, float("-inf")):
+                self._newest[app] = seconds
+                self.newest_record.labels(app=app).set(seconds)
+
+    def observe_invalid(self, app: str | None = None, reason: str | None = None) -> None:
+        """One invalid record: outcome ``invalid``, and a dead letter of ``reason`` when given."""
         self.records.labels(app=self.app_label(app), outcome="invalid").inc()
+        if reason is not None:
+            self.observe_dead_letter(reason)
 
     def observe_internal_error(self, app: str | None = None) -> None:
+        """A stage raised: outcome ``internal_error`` and a dead letter of that reason."""
         self.records.labels(app=self.app_label(app), outcome="internal_error").inc()
+        self.observe_dead_letter("internal_error")
+
+    def observe_dead_letter(self, reason: str) -> None:
+        """One dead letter written; a reason outside :data:`DEAD_LETTER_REASONS` is ``other``."""
+        self.dead_letters.labels(reason=reason if reason in DEAD_LETTER_REASONS else "other").inc()
 
     def observe_llm_call(
         self,
@@ -240,3 +334,25 @@ class Metrics:
 
     def observe_rules_reload(self, outcome: str) -> None:
         self.rules_reload.labels(outcome=outcome).inc()
+
+
+def judge_error_reason(error: str | None) -> str:
+    """The bounded reason label of a result's ``error`` (``"<reason>: <detail>"``)."""
+    reason = (error or "").split(":", 1)[0].strip()
+    if reason in JUDGE_ERROR_REASONS or _HTTP_REASON.fullmatch(reason):
+        return reason
+    return "other"
+
+
+def record_time(timestamp: str | None) -> float | None:
+    """Unix seconds of a record's ISO 8601 timestamp (``Z`` or an offset; naive means UTC), or
+    None when it is absent or not ISO 8601."""
+    if not timestamp:
+        return None
+    try:
+        when = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from stef.judges.heuristic.judge import HeuristicJudge
-from stef.metrics import Metrics
+from stef.metrics import DEAD_LETTER_REASONS, Metrics, judge_error_reason, record_time
 from stef.models import Result
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
@@ -183,3 +186,79 @@ def test_issue_labels_outside_the_contract_are_other() -> None:
     m.observe_result(result)
     assert _label_values(registry, "issue") == {"other", "logic_error"}
     assert registry.get_sample_value("stef_issues_total", {"app": "sales", "issue": "other"}) == 1
+
+
+# ------------------------------------------------------------ first events, dead letters, process
+
+
+def test_unknown_app_and_other_agent_exist_at_zero_before_any_record() -> None:
+    """increase() needs an earlier sample: the first unsafe statement of an app without rules
+    (label ``unknown``) must move a series that was already scraped at zero."""
+    registry = CollectorRegistry()
+    m = Metrics(registry, known_apps=["sales"])
+    m.prime_app("sales")
+    g = registry.get_sample_value
+    for app in ("sales", "unknown"):
+        assert g("stef_unsafe_sql_total", {"app": app}) == 0
+        for outcome in ("evaluated", "judge_error", "skipped_sampling", "invalid"):
+            assert g("stef_records_total", {"app": app, "outcome": outcome}) == 0
+        assert g("stef_score_count", {"app": app, "agent": "other"}) == 0
+    unsafe = _result(app="hr", sql="DROP TABLE u")
+    m.observe_result(unsafe)
+    assert g("stef_unsafe_sql_total", {"app": "unknown"}) == 1
+
+
+def test_dead_letters_by_reason_primed_and_bounded() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry)
+    g = registry.get_sample_value
+    for reason in DEAD_LETTER_REASONS:
+        assert g("stef_dead_letters_total", {"reason": reason}) == 0
+    m.observe_invalid("sales", "not_json")
+    m.observe_invalid("sales")  # no reason given: the outcome only
+    m.observe_internal_error("sales")
+    m.observe_dead_letter("sink_rejected")
+    m.observe_dead_letter("x" * 500)
+    assert g("stef_dead_letters_total", {"reason": "not_json"}) == 1
+    assert g("stef_dead_letters_total", {"reason": "internal_error"}) == 1
+    assert g("stef_dead_letters_total", {"reason": "sink_rejected"}) == 1
+    assert g("stef_dead_letters_total", {"reason": "other"}) == 1
+    assert g("stef_records_total", {"app": "sales", "outcome": "invalid"}) == 2
+
+
+def test_judge_errors_by_bounded_reason() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry)
+    base = _result(app="sales")
+    for error in ("timeout: 30 s", "http_503: busy", "rate_limited: 429", "weird\nthing: x", None):
+        m.observe_result(base.model_copy(update={"outcome": "judge_error", "error": error}))
+    g = registry.get_sample_value
+    assert g("stef_judge_errors_total", {"app": "sales", "reason": "timeout"}) == 1
+    assert g("stef_judge_errors_total", {"app": "sales", "reason": "http_503"}) == 1
+    assert g("stef_judge_errors_total", {"app": "sales", "reason": "rate_limited"}) == 1
+    assert g("stef_judge_errors_total", {"app": "sales", "reason": "other"}) == 2
+    assert judge_error_reason("http_9999: x") == "other"
+
+
+def test_freshness_gauge_keeps_the_newest_record_time() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry)
+    newer = _result(app="sales", timestamp="2025-06-03T00:08:26Z")
+    older = _result(app="sales", timestamp="2025-06-02T23:00:00+00:00")
+    undated = _result(app="sales")
+    for r in (newer, older, undated):
+        m.observe_result(r)
+    value = registry.get_sample_value("stef_newest_record_timestamp_seconds", {"app": "sales"})
+    assert value == datetime(2025, 6, 3, 0, 8, 26, tzinfo=UTC).timestamp()
+    assert record_time("2025-06-03T00:08:26") == value  # naive: UTC
+    assert record_time("yesterday") is None
+
+
+def test_process_collector_on_and_created_series_off() -> None:
+    registry = CollectorRegistry()
+    Metrics(registry)
+    text = generate_latest(registry).decode()
+    assert "_created" not in text
+    if Path("/proc/self/stat").exists():
+        assert registry.get_sample_value("process_resident_memory_bytes") > 0
+        assert registry.get_sample_value("process_cpu_seconds_total") is not None
