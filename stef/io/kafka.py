@@ -25,6 +25,7 @@ from kafka.consumer.subscription_state import (  # type: ignore[import-untyped]
 from kafka.errors import (  # type: ignore[import-untyped]
     KafkaError,
     MessageSizeTooLargeError,
+    NoOffsetForPartitionError,
 )
 from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
@@ -96,7 +97,10 @@ class KafkaSource:
 
     def start(self) -> None:
         options: dict[str, Any] = {
-            "auto_offset_reset": self.auto_offset_reset,
+            # With start_from, a partition without a committed offset makes poll raise, and
+            # is then positioned by time (kafka-python forbids that lookup in its rebalance
+            # callback, which runs on its IO thread).
+            "auto_offset_reset": "none" if self.start_from is not None else self.auto_offset_reset,
             "session_timeout_ms": 10_000,
             "heartbeat_interval_ms": 3_000,
             "max_poll_interval_ms": 300_000,
@@ -119,7 +123,15 @@ class KafkaSource:
 
     def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
         consumer = self._require()
-        batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max(1, max_records))
+        try:
+            batches = consumer.poll(
+                timeout_ms=int(timeout_s * 1000), max_records=max(1, max_records)
+            )
+        except NoOffsetForPartitionError as exc:
+            if self.start_from is None:
+                raise
+            self._seek_to_start(consumer, sorted(exc.args[0]), self.start_from)
+            return []
         out: list[Envelope] = []
         for tp, messages in batches.items():
             with self._lock:
@@ -254,28 +266,36 @@ class KafkaSource:
         with self._lock:
             for tp in assigned:
                 self._trackers[tp] = OffsetTracker()
-        if self.start_from is not None and self._consumer is not None:
-            self._seek_to_start(self._consumer, assigned, self.start_from)
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)
         log.info("partitions_assigned", partitions=sorted(tp.partition for tp in assigned))
 
     def _seek_to_start(
-        self, consumer: KafkaConsumer, assigned: list[TopicPartition], when: datetime
+        self, consumer: KafkaConsumer, fresh: list[TopicPartition], when: datetime
     ) -> None:
-        """Seek the partitions that have no committed offset to the first record at or after
-        ``when``; those with one keep it (a restart of the group does not rewind)."""
-        fresh = [tp for tp in assigned if consumer.committed(tp) is None]
-        if not fresh:
-            return
+        """Seek partitions without a committed offset to the first record at or after
+        ``when`` (the broker's time index), or to their end when there is none yet."""
         millis = int(when.timestamp() * 1000)
-        found = consumer.offsets_for_times(dict.fromkeys(fresh, millis))
-        ends = consumer.end_offsets([tp for tp in fresh if found.get(tp) is None])
+        try:
+            found = consumer.offsets_for_times(dict.fromkeys(fresh, millis))
+        except KafkaError as exc:
+            raise ConfigError(f"source {self.topic}: cannot look up start_from: {exc}") from exc
         for tp in fresh:
             hit = found.get(tp)
-            offset = hit.offset if hit is not None else ends.get(tp, 0)
-            consumer.seek(tp, offset)
-            log.info("partition_start_from", partition=tp.partition, offset=offset, at=str(when))
+            if hit is not None and hit.timestamp < millis:
+                # Not a record at or after the time: a broker that answers a time past its
+                # last record with an earlier one (Tansu does). The partition starts at its end.
+                hit = None
+            if hit is None:
+                consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, hit.offset)
+            log.info(
+                "partition_start_from",
+                partition=tp.partition,
+                offset=hit.offset if hit is not None else "end",
+                at=when.isoformat(),
+            )
 
     def _require(self) -> KafkaConsumer:
         if self._consumer is None:
