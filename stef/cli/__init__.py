@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from stef import __version__
-from stef.cli import calibrate, judge, replay, rules, run, summary
+from stef.cli import backfill, calibrate, judge, replay, rules, run, summary
 from stef.exits import Exit
 from stef.logs import LEVELS, configure_logging
 
@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (judge, replay, summary, rules, run, calibrate):
+    for command in (judge, replay, summary, rules, run, calibrate, backfill):
         command.add_parser(sub)
     return p
 

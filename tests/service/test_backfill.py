@@ -1,0 +1,122 @@
+"""``stef backfill`` on the real broker: a time range of a topic is judged exactly (nothing before
+it, nothing after it), and the live consumer group's offsets are not touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.brokers import Broker
+from tests.service.conftest import ROOT, read_jsonl, valid_record
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+
+def _produce_singly(broker: Broker, topic: str, ids: range) -> None:
+    """One record per batch: Tansu's end offsets are wrong after a batch of several records."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0, acks="all")
+    try:
+        for i in ids:
+            producer.send(topic, value=json.dumps(valid_record(i)).encode()).get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+
+
+def _instant() -> datetime:
+    time.sleep(1.1)  # record timestamps are in milliseconds: keep the windows apart
+    now = datetime.now(UTC)
+    time.sleep(0.1)
+    return now
+
+
+def _backfill(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    return subprocess.run(
+        [sys.executable, "-m", "stef.cli", "backfill", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_backfill_judges_exactly_the_records_of_the_range(
+    tmp_path: Path, kafka_broker: Broker
+) -> None:
+    topic = kafka_broker.create_topic(f"bf-{uuid.uuid4().hex[:8]}", 3)
+    _produce_singly(kafka_broker, topic, range(0, 6))  # before the range
+    start = _instant()
+    _produce_singly(kafka_broker, topic, range(6, 15))  # in it
+    end = _instant()
+    _produce_singly(kafka_broker, topic, range(15, 20))  # after it
+
+    # A live group that has committed part of the topic: the backfill must not move it.
+    group = f"live-{uuid.uuid4().hex[:8]}"
+    live = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=group)
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    from kafka.structs import OffsetAndMetadata
+
+    live.commit({tp: OffsetAndMetadata(1, "", -1) for tp in tps})
+    results = tmp_path / "results.jsonl"
+    done = _backfill(
+        tmp_path,
+        "--source",
+        kafka_broker.url(topic),
+        "--from",
+        start.isoformat(),
+        "--to",
+        end.isoformat(),
+        "--results",
+        f"file:{results}",
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ids = sorted(r["id"] for r in read_jsonl(results))
+    assert ids == [f"r-{i:06d}" for i in range(6, 15)]
+    assert "9 results, 0 dead letters of 9 records" in done.stderr
+    assert {tp: live.committed(tp) for tp in tps} == dict.fromkeys(tps, 1)
+    live.close()
+
+
+def test_backfill_without_an_end_reads_to_the_end_and_stops(
+    tmp_path: Path, kafka_broker: Broker
+) -> None:
+    topic = kafka_broker.create_topic(f"bf-{uuid.uuid4().hex[:8]}", 2)
+    _produce_singly(kafka_broker, topic, range(0, 3))
+    start = _instant()
+    _produce_singly(kafka_broker, topic, range(3, 7))
+    results = tmp_path / "results.jsonl"
+    done = _backfill(
+        tmp_path,
+        "--source",
+        kafka_broker.url(topic),
+        "--from",
+        start.isoformat(),
+        "--results",
+        f"file:{results}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(r["id"] for r in read_jsonl(results)) == [f"r-{i:06d}" for i in range(3, 7)]
+
+
+def test_backfill_refuses_a_time_without_timezone_or_a_file_source(tmp_path: Path) -> None:
+    naive = _backfill(tmp_path, "--source", "kafka://127.0.0.1:9/t", "--from", "2026-11-01")
+    assert naive.returncode == 2 and "give a timezone" in naive.stderr
+    file = _backfill(tmp_path, "--source", f"file:{tmp_path}/x", "--from", "2026-11-01T00:00Z")
+    assert file.returncode == 2 and "kafka://HOST:PORT/TOPIC" in file.stderr
