@@ -246,15 +246,43 @@ def _by_groups(question: str, spec: SqlSpec) -> list[str]:
     return out
 
 
+def sql_names_text(sql: str) -> str:
+    """The SQL with its string literals cut out, case-folded: where names are looked up."""
+    return SQL_STRING.sub(" ", sql).casefold()
+
+
+def is_quoted_name(f: Found, text: str, sql_names: str) -> bool:
+    """A phrase in backticks that the SQL uses as a name, not as a string.
+
+    Backticks quote identifiers (MySQL, SQLite, BigQuery), and enrichments write columns that
+    way ("refers to `U-PRO` > 0"): read as a value, the column would be a filter no predicate
+    has. Double quotes are left alone: questions quote values with them, and SQLite reads
+    ``"text"`` as a string when no column has that name.
+    """
+    return f.kind == "value" and text[f.span[0]] == "`" and in_words(f.value, sql_names)
+
+
 def question_spec(
-    question: str, spec: SqlSpec, sql: str, rules: AppRules
+    question: str, spec: SqlSpec, sql: str, rules: AppRules, *, backtick_names: bool = False
 ) -> tuple[QuestionSpec, list[str]]:
-    """The question spec Sq read from the words of Qu, and the kind of each filter."""
+    """The question spec Sq read from the words of Qu, and the kind of each filter.
+
+    Args:
+        question: the user's question Qu.
+        spec: the SQL spec (names the SQL uses, its GROUP BY).
+        sql: the SQL text.
+        rules: the app rules (column mappings).
+        backtick_names: skip backtick-quoted phrases the SQL uses as names
+            (:func:`is_quoted_name`); off by default, see
+            :class:`stef.judges.heuristic.judge.HeuristicOptions`.
+    """
     cues = question_cues(question)
     filters: list[QuestionFilter] = []
     kinds: list[str] = []
-    sql_names = SQL_STRING.sub(" ", sql).casefold()
+    sql_names = sql_names_text(sql)
     for f in question_literals(question):
+        if backtick_names and is_quoted_name(f, question, sql_names):
+            continue
         if f.kind == "entity":
             # A capitalized phrase the SQL uses as a name (table, column) is not a value.
             words = [w for w in re.split(r"\W+", f.value) if w]
