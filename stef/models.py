@@ -97,6 +97,11 @@ class SqlSpec(_Frozen):
     parsed: bool = True
     parse_error: str | None = None
     dialect: str | None = None
+    dialect_guessed: bool = Field(
+        default=False,
+        description="neither the record nor the app named a dialect; ``dialect`` is the first "
+        "of a short list that parsed the SQL",
+    )
     mutating: bool = False
     multiple_statements: bool = False
     distinct: bool = False

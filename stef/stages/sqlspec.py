@@ -8,6 +8,7 @@ tables and functions, structure flags.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -277,13 +278,66 @@ def _has_nested_where(selects: list[exp.Select], conds: Conditions) -> bool:
 # ----------------------------------------------------------------------------------- the stage
 
 
-def sqlspec(sql: str, dialect: str | None = None) -> SqlSpec:
-    """Extract the SQL spec of ``sql`` parsed in ``dialect`` (None: sqlglot's generic dialect)."""
+_PARSE_ERRORS = (SqlglotError, ValueError, RecursionError, TypeError, AttributeError, KeyError)
+
+
+def _parse(sql: str, dialect: str | None) -> list[exp.Expr] | str:
+    """The statements of ``sql`` in ``dialect``, or the first line of the parse error."""
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
-    except (SqlglotError, ValueError, RecursionError, TypeError, AttributeError, KeyError) as exc:
-        message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        return _unparsed(sql, dialect, message)
+        return [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except _PARSE_ERRORS as exc:
+        return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+_BACKTICKED_PATH = re.compile(r"`[^`.\s]+\.[^`\s]+`")
+
+
+def guess_candidates(sql: str) -> list[str]:
+    """The dialects to try, in order, when the generic dialect cannot parse SQL of no named
+    dialect.
+
+    Cheap text checks pick the first candidates. Backtick-quoted names are MySQL's (and
+    SQLite's, which MySQL's parser reads alike), unless one pair of backticks quotes a dotted
+    path (```project.dataset.table```), which is BigQuery's way and which MySQL would read as one
+    name. ``[bracketed]`` names are T-SQL's. Postgres then Snowflake close the list: the generic
+    dialect already reads most of their syntax (``::``, ILIKE, QUALIFY), so they rescue little,
+    and Postgres is the more common engine. At most four extra parses, and only for SQL the
+    generic dialect rejected.
+    """
+    candidates = []
+    if "`" in sql:
+        path = _BACKTICKED_PATH.search(sql) is not None
+        candidates += ["bigquery", "mysql"] if path else ["mysql", "bigquery"]
+    if "[" in sql:
+        candidates.append("tsql")
+    candidates += ["postgres", "snowflake"]
+    return candidates[:4]
+
+
+def sqlspec(sql: str, dialect: str | None = None, *, guess: bool = True) -> SqlSpec:
+    """Extract the SQL spec of ``sql`` parsed in ``dialect``.
+
+    Args:
+        sql: the agent's SQL.
+        dialect: the dialect the record or the app names; None for sqlglot's generic dialect.
+        guess: with no dialect named, when the generic dialect cannot parse the SQL, try the
+            dialects of :func:`guess_candidates` and keep the first that parses (reported with
+            ``dialect_guessed``).
+    """
+    statements = _parse(sql, dialect)
+    if isinstance(statements, str) and dialect is None and guess:
+        for candidate in guess_candidates(sql):
+            parsed = _parse(sql, candidate)
+            if not isinstance(parsed, str) and parsed:
+                spec = _spec_of(sql, parsed, candidate)
+                if spec.parsed:
+                    return spec.model_copy(update={"dialect_guessed": True})
+    if isinstance(statements, str):
+        return _unparsed(sql, dialect, statements)
+    return _spec_of(sql, statements, dialect)
+
+
+def _spec_of(sql: str, statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
     if not statements:
         return SqlSpec(parsed=False, parse_error="no SQL statement", dialect=dialect)
     try:

@@ -22,12 +22,15 @@ import pytest
 import yaml
 
 from stef.models import SqlSpec
-from stef.stages.sqlspec import sqlspec
+from stef.stages import sqlspec as sqlspec_module
+from stef.stages.sqlspec import guess_candidates, sqlspec
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sqlspec"
 
 CASE_KEYS = {"title", "sql", "dialect", "expect", "xfail"}
 PLAIN_FIELDS = {
+    "dialect",
+    "dialect_guessed",
     "projections",
     "group_by",
     "limit",
@@ -210,3 +213,64 @@ def test_a_3000_term_or_chain_is_parsed() -> None:
     assert spec.parsed and spec.parse_error is None
     (only,) = spec.filters
     assert only.op == "or" and len(only.values) == 3000
+
+
+# ----------------------------------------------------------------------------- dialect guess
+
+
+@pytest.mark.parametrize(
+    ("sql", "candidates"),
+    [
+        pytest.param(
+            "SELECT `a` FROM `t`", ["mysql", "bigquery", "postgres", "snowflake"], id="bt"
+        ),
+        pytest.param(
+            "SELECT a FROM `p.d.t`", ["bigquery", "mysql", "postgres", "snowflake"], id="path"
+        ),
+        pytest.param("SELECT [a] FROM [t]", ["tsql", "postgres", "snowflake"], id="brackets"),
+        pytest.param(
+            "SELECT `a`, [b] FROM t", ["mysql", "bigquery", "tsql", "postgres"], id="both-capped"
+        ),
+        pytest.param("SELECT a FROM t", ["postgres", "snowflake"], id="no-hint"),
+    ],
+)
+def test_guess_candidates_follow_the_text(sql: str, candidates: list[str]) -> None:
+    assert guess_candidates(sql) == candidates
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch, sql: str, dialect: str | None = None) -> list[Any]:
+    """The dialects sqlspec parsed ``sql`` in, in order."""
+    calls: list[Any] = []
+    real = sqlspec_module.sqlglot.parse
+
+    def counting(text: str, read: Any = None, **kwargs: Any) -> Any:
+        calls.append(read)
+        return real(text, read=read, **kwargs)
+
+    monkeypatch.setattr(sqlspec_module.sqlglot, "parse", counting)
+    sqlspec(sql, dialect)
+    return calls
+
+
+def test_sql_the_generic_dialect_reads_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _parses(monkeypatch, "SELECT a FROM t WHERE b = 1") == [None]
+
+
+def test_the_guess_stops_at_the_first_dialect_that_parses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _parses(monkeypatch, "SELECT `a` FROM `t`") == [None, "mysql"]
+
+
+def test_the_guess_is_bounded_on_text_no_dialect_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _parses(monkeypatch, "SELECT FROM WHERE `x` [y] = = 1")
+    assert calls == [None, "mysql", "bigquery", "tsql", "postgres"]
+
+
+def test_a_named_dialect_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _parses(monkeypatch, "SELECT `a` FROM `t`", "postgres") == ["postgres"]
+
+
+def test_the_guess_can_be_turned_off() -> None:
+    spec = sqlspec("SELECT `a` FROM `t`", guess=False)
+    assert (spec.parsed, spec.dialect, spec.dialect_guessed) == (False, None, False)

@@ -301,7 +301,10 @@ _FLOAT_HINT = re.compile(r"cast\(|real|float|double|decimal|numeric|\d\.\d|::", 
 
 
 def integer_division(ev: Evidence) -> Iterator[Finding]:
-    """A ratio of integer aggregates in a dialect whose ``/`` truncates integers."""
+    """A ratio of integer aggregates in a dialect whose ``/`` truncates integers.
+
+    Weak when the dialect was guessed: the first dialect that parsed need not be the engine's.
+    """
     spec = ev.spec
     if spec.dialect not in _TRUNCATING_DIALECTS:
         return
@@ -309,7 +312,10 @@ def integer_division(ev: Evidence) -> Iterator[Finding]:
         "/" in p and re.search(r"\b(count|sum)\(", p) and not _FLOAT_HINT.search(p)
         for p in spec.projections
     ):
-        yield Finding("logic_error", "integer aggregates divided in a dialect that truncates", True)
+        reason = "integer aggregates divided in a dialect that truncates"
+        if spec.dialect_guessed:
+            reason += f" ({spec.dialect}, guessed)"
+        yield Finding("logic_error", reason, not spec.dialect_guessed)
 
 
 # ---------------------------------------------------------------------------- enrichment, parse
