@@ -197,7 +197,8 @@ class _PredicateIndex:
         if len(rhs) >= 3:
             trigrams = _trigrams(rhs)
             postings = [self.by_trigram.get(t, set()) for t in trigrams]
-            out.update(min(postings, key=lambda ids: len(ids)))  # rhs inside a value
+            _, rarest = min((len(ids), i) for i, ids in enumerate(postings))
+            out.update(postings[rarest])  # rhs inside a value
             for t in trigrams:  # a value inside rhs
                 out.update(self.by_rare_trigram.get(t, ()))
         return out
