@@ -849,6 +849,29 @@ def _insert_invalid(rng: random.Random, lines: list[tuple[str, Truth | None]]) -
         lines.insert(pos, (text, None))
 
 
+def labelled(lines: list[tuple[str, Truth | None]], count: int = 40) -> list[str]:
+    """A small calibration file drawn from the log: half right, half wrong.
+
+    The labels are the generator's own truth, not a judge's opinion: a record is correct
+    (``label: true``) when the generator put no mistake into its SQL, and ``error_types`` names
+    the mistake it put in. Records are taken at an even stride so both apps, both versions and
+    every kind of mistake appear.
+    """
+    good = [(text, t) for text, t in lines if t is not None and t.defect == "none"]
+    bad = [(text, t) for text, t in lines if t is not None and t.defect != "none"]
+    picked = good[:: max(1, len(good) // (count // 2))][: count // 2]
+    picked += bad[:: max(1, len(bad) // (count - count // 2))][: count - count // 2]
+    out = []
+    for text, truth in sorted(picked, key=lambda item: lines.index(item)):
+        record = json.loads(text)
+        record.pop("metadata", None)
+        record["label"] = truth.defect == "none"
+        record["source"] = "sample-generator"
+        record["error_types"] = [] if truth.defect == "none" else [truth.defect]
+        out.append(json.dumps(record, ensure_ascii=False))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
@@ -857,11 +880,22 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=Path(__file__).resolve().parent.parent / "examples/agent_log.jsonl",
     )
+    parser.add_argument(
+        "--labels",
+        type=Path,
+        default=None,
+        help="also write a labelled calibration file drawn from the log "
+        "(examples/judge-sample.jsonl)",
+    )
     args = parser.parse_args(argv)
     lines = generate(args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(text + "\n" for text, _ in lines), encoding="utf-8")
     print(f"wrote {len(lines)} lines to {args.out}")
+    if args.labels is not None:
+        rows = labelled(lines)
+        args.labels.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+        print(f"wrote {len(rows)} labelled records to {args.labels}")
     return 0
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from stef.cli import main
 from stef.rules import load_rules
 from stef.settings import load_settings
 from tests.conftest import ROOT
@@ -17,3 +22,13 @@ def test_example_service_config_is_valid() -> None:
 
 def test_dev_set_rules_are_valid() -> None:
     assert load_rules(ROOT / "examples" / "rules-judge-dev").default.dialect == "sqlite"
+
+
+def test_readme_calibrate_example_runs_on_the_shipped_labels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's `stef calibrate examples/judge-sample.jsonl --rules rules --json`."""
+    labels = ROOT / "examples" / "judge-sample.jsonl"
+    assert main(["calibrate", str(labels), "--rules", str(ROOT / "rules"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 40

@@ -136,3 +136,37 @@ def test_unsafe_statements_are_there() -> None:
     assert any(s.startswith("DELETE ") for s in sqls)
     assert any(s.startswith("UPDATE ") for s in sqls)
     assert sum("; " in s for s in sqls) == 1
+
+
+def test_labelled_sample_is_reproduced_and_drawn_from_the_log(tmp_path: Path) -> None:
+    """examples/judge-sample.jsonl: the generator's truth as labels, records of the log itself."""
+    labels = tmp_path / "labels.jsonl"
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--out",
+            str(tmp_path / "log.jsonl"),
+            "--labels",
+            str(labels),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    shipped = ROOT / "examples" / "judge-sample.jsonl"
+    assert labels.read_bytes() == shipped.read_bytes()
+    rows = [json.loads(line) for line in shipped.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 40
+    assert sum(r["label"] for r in rows) == 20
+    assert all(r["error_types"] == [] for r in rows if r["label"])
+    assert all(len(r["error_types"]) == 1 for r in rows if not r["label"])
+    valid, _ = _read()
+    log = {record.id: record for record in valid}
+    for r in rows:
+        original = log[r["id"]]
+        assert (original.question, original.sql, original.app, original.agent_version) == (
+            r["question"],
+            r["sql"],
+            r["app"],
+            r["agent_version"],
+        )
