@@ -262,6 +262,27 @@ def load_settings(
             (the message names the setting, never a secret's value).
     """
     source = os.environ if env is None else env
+    # A misspelt variable must not be ignored silently, as an unknown config key is not: every
+    # STEF_* name is a setting, STEF_LLM_* (read by LlmConfig), or one of the process-level
+    # variables read elsewhere (the config path, the prompts folder, the real-model test knobs).
+    known = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | {
+        "STEF_CONFIG",
+        "STEF_PROMPTS_DIR",
+        "STEF_LOG_LEVEL",
+        "STEF_SKIP_REAL_MODEL",
+        "STEF_REAL_MODEL_RECORDS",
+    }
+    unknown = sorted(
+        name
+        for name in source
+        if name.startswith("STEF_") and not name.startswith("STEF_LLM_") and name not in known
+    )
+    if unknown:
+        raise ConfigError(
+            f"unknown environment variable{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(unknown)}: not a STEF setting (misspelt?); STEF_<NAME> sets the setting "
+            f"<name>, one of {', '.join(sorted(k for k in _ENV_KEYS))}"
+        )
     data: dict[str, Any] = {}
     config = config or source.get("STEF_CONFIG") or None
     if config is not None:
