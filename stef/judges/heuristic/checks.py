@@ -34,12 +34,16 @@ class Evidence:
         qs: the question spec read from Qu (and the values a faithful Qe spells out).
         matches: for each question filter, the SQL predicates that satisfy it.
         drift: how Qe departs from Qu.
+        operator_mismatch: run :func:`operator_mismatch` (opt-in, see ``HeuristicOptions``).
+        enrichment_distinct: run :func:`enrichment_distinct` (opt-in).
     """
 
     request: JudgeRequest
     qs: QuestionSpec
     matches: list[FilterMatch]
     drift: Enrichment
+    operator_mismatch: bool = False
+    enrichment_distinct: bool = False
 
     @property
     def spec(self) -> SqlSpec:
@@ -332,6 +336,45 @@ def unparsed(ev: Evidence) -> Iterator[Finding]:
         yield Finding("unparsed_sql", reason, False)
 
 
+# ------------------------------------------------------------------------ opt-in signals
+
+_RANGE_OPS = {">", ">=", "<", "<="}
+
+
+def operator_mismatch(ev: Evidence) -> Iterator[Finding]:
+    """A comparison the question words ("more than 3", "at most 5") that the SQL applies to the
+    same value with another operator (``>= 3``, ``< 5``). Opt-in."""
+    if not ev.operator_mismatch:
+        return
+    preds = {p.id: p for p in ev.spec.filters}
+    wrong = []
+    for m in ev.matches:
+        q = ev.qs.filters[m.filter]
+        if m.status != "matched" or q.op not in _RANGE_OPS or not m.predicates:
+            continue
+        ops = {preds[i].op for i in m.predicates if i in preds}
+        if ops and ops <= _RANGE_OPS and q.op not in ops:
+            wrong.append(f"{q.text} ({q.op}; the SQL has {', '.join(sorted(ops))})")
+    if wrong:
+        yield Finding("filters_incorrect", f"wrong operator for {', '.join(wrong)}", True)
+
+
+def enrichment_distinct(ev: Evidence) -> Iterator[Finding]:
+    """Qe asks for distinct values and the SQL keeps duplicates. Opt-in."""
+    spec = ev.spec
+    if (
+        ev.enrichment_distinct
+        and spec.parsed
+        and ev.enriched
+        and DISTINCT_WORDS.search(ev.enriched)
+        and not DISTINCT_WORDS.search(ev.question)
+        and not spec.distinct
+        and not any(a.distinct for a in spec.aggregations)
+        and not spec.group_by
+    ):
+        yield Finding("columns_wrong", "the enrichment asks for distinct values; none", True)
+
+
 CHECKS: tuple[Check, ...] = (
     question_filters,
     structure,
@@ -339,6 +382,8 @@ CHECKS: tuple[Check, ...] = (
     enrichment_aggregates,
     unasked_aggregates,
     integer_division,
+    operator_mismatch,
+    enrichment_distinct,
     enrichment_drift,
     unparsed,
 )

@@ -267,9 +267,20 @@ class HeuristicOptions:
             (``refers to `U-PRO` > 0``) is a column, not a filter value. Dev set, dialect
             sqlite: kappa NL2SQL-Bugs 0.208 -> 0.216, Wretblad 2024 -0.013 -> -0.087 (one record,
             whose misread filter had flagged SQL that is wrong for another reason).
+        operator_mismatch: a question comparison ("more than 3") matched on its value by a
+            predicate with another range operator (``>= 3``) is a wrong filter (strong). Fired
+            on 3 NL2SQL-Bugs records (3 wrong) and 1 of the other sources (0 wrong): kappa
+            NL2SQL-Bugs 0.208 -> 0.209, Pourreza & Rafiei 0.079 -> 0.068.
+        enrichment_distinct: Qe asks for distinct values ("distinct", "different", "unique";
+            Qu does not) and the SQL keeps duplicates (strong). Fired on 13 NL2SQL-Bugs records
+            (11 wrong), never on the other sources: kappa NL2SQL-Bugs 0.208 -> 0.220, the others
+            unchanged. Off because it has not been seen to fire outside one benchmark's
+            evidence texts.
     """
 
     backtick_names: bool = False
+    operator_mismatch: bool = False
+    enrichment_distinct: bool = False
 
 
 def _with_enrichment_values(
@@ -337,7 +348,14 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
             qs, kinds, record.question, record.enriched_question, record.sql, options
         )
     matches = match_filters(qs.filters, kinds, spec, record.sql)
-    return Evidence(request=request, qs=qs, matches=matches, drift=drift)
+    return Evidence(
+        request=request,
+        qs=qs,
+        matches=matches,
+        drift=drift,
+        operator_mismatch=options.operator_mismatch,
+        enrichment_distinct=options.enrichment_distinct,
+    )
 
 
 def _verdict(ev: Evidence, strong: list[Finding], weak: list[Finding]) -> Verdict:

@@ -52,3 +52,43 @@ def test_a_backticked_phrase_the_sql_does_not_name_stays_a_value() -> None:
     )
     out = HeuristicJudge(HeuristicOptions(backtick_names=True)).judge(request).output
     assert [f.rhs for f in out.question_spec.filters] == ["back office"]
+
+
+def _judge(
+    question: str, sql: str, options: HeuristicOptions, enriched: str | None = None
+) -> tuple[str, list[str], str]:
+    record = InputRecord(id="r", question=question, sql=sql, enriched_question=enriched)
+    request = JudgeRequest(
+        record=record,
+        sql_spec=sqlspec(sql, "sqlite"),
+        rules=AppRules(),
+        normalizations=[],
+        notes=[],
+        flags=[],
+    )
+    out = HeuristicJudge(options).judge(request).output
+    return out.verdict.value, list(out.issues), out.rationale
+
+
+def test_operator_mismatch_is_off_by_default() -> None:
+    question, sql = "Customers with more than 3 orders", "SELECT id FROM c WHERE n >= 3"
+    assert _judge(question, sql, HeuristicOptions())[:2] == ("Correct", ["none"])
+    verdict, issues, rationale = _judge(question, sql, HeuristicOptions(operator_mismatch=True))
+    assert (verdict, issues) == ("Potentially Incorrect", ["filters_incorrect"])
+    assert "wrong operator for 3 (>; the SQL has >=)" in rationale
+
+
+def test_operator_mismatch_leaves_the_same_operator_alone() -> None:
+    options = HeuristicOptions(operator_mismatch=True)
+    question, sql = "Customers with at least 3 orders", "SELECT id FROM c WHERE n >= 3"
+    assert _judge(question, sql, options)[:2] == ("Correct", ["none"])
+
+
+def test_enrichment_distinct_is_off_by_default() -> None:
+    question = "Which cities have customers?"
+    enriched = f"{question} list each city once: distinct city"
+    sql = "SELECT city FROM customers"
+    assert _judge(question, sql, HeuristicOptions(), enriched)[:2] == ("Correct", ["none"])
+    on = HeuristicOptions(enrichment_distinct=True)
+    assert _judge(question, sql, on, enriched)[:2] == ("Potentially Incorrect", ["columns_wrong"])
+    assert _judge(question, "SELECT DISTINCT city FROM customers", on, enriched)[0] == "Correct"
