@@ -108,6 +108,7 @@ def _register_optional_sections() -> None:
         ("prompt", "bench.prompt", "run"),
         ("kafka", "bench.kafka", "run"),
         ("memory", "bench.kafka", "run_memory"),
+        ("scaleout", "bench.scaleout", "run"),
     ):
         try:
             mod = __import__(module, fromlist=[function])
