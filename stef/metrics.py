@@ -25,7 +25,9 @@ from prometheus_client import (
 
 from stef.models import ISSUE_LABELS, Result
 
-SCORE_BUCKETS = (50.0, 75.0, 90.0, 100.0)
+# Every 10 points plus the tier edges (50, 75, 90) and 85/95: coarser buckets (the tier edges
+# alone) left histogram_quantile nothing to interpolate, so the dashboard's P90 was a flat line.
+SCORE_BUCKETS = (10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 100.0)
 CONFIDENCE_BUCKETS = (0.5, 0.65, 0.85, 1.0)
 # LLM calls routinely take tens of seconds; the default buckets stop at 10 s.
 LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
@@ -236,13 +238,15 @@ class Metrics:
 
     def prime_app(self, app: str | None) -> None:
         """Create the zero-valued series of an app that alerts read, so rates, ratios and
-        ``increase()`` see the first event: every outcome, unsafe SQL, and the score of the
-        ``other`` agent (any agent beyond ``known_agents``)."""
+        ``increase()`` see the first event: every outcome, unsafe SQL, judge errors by reason,
+        and the score of the ``other`` agent (any agent beyond ``known_agents``)."""
         a = "unknown" if app == "unknown" else self.app_label(app)
         for outcome in RECORD_OUTCOMES:
             self.records.labels(app=a, outcome=outcome)
         self.unsafe.labels(app=a)
         self.score.labels(app=a, agent="other")
+        for reason in JUDGE_ERROR_REASONS:
+            self.judge_errors.labels(app=a, reason=reason)
 
     # -------------------------------------------------------------------------------- observers
 

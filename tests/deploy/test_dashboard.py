@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from tests.deploy.conftest import (
     DASHBOARD_SCHEMA,
+    ROOT,
     Query,
     dashboard_panels,
     dashboard_queries,
@@ -69,12 +71,31 @@ def test_template_variables_app_and_agent() -> None:
 def test_panels_the_issue_asks_for() -> None:
     titles = " | ".join(p["title"].lower() for p in dashboard_panels(load_dashboard()))
     for words in (
-        "score distribution", "mean score", "p90 score", "tier shares", "coverage",
+        "score distribution", "mean score", "p90 and p10 score", "tier shares", "coverage",
         "filter status", "verdicts", "enrichment drift", "top issue labels", "unsafe sql",
         "judge errors", "llm latency", "llm tokens", "llm cost", "cache hit rate",
-        "consumer lag",
+        "consumer lag", "p10", "freshness", "dead letters by reason", "judge errors by reason",
+        "cpu", "resident memory", "open files",
     ):  # fmt: skip
         assert words in titles, words
+
+
+def test_runbook_links_use_the_configurable_base() -> None:
+    dashboard = load_dashboard()
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["runbook_base"]["type"] == "textbox"
+    readme = (ROOT / "deploy" / "README.md").read_text(encoding="utf-8")
+    anchors = {
+        re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^#+ (.+)$", readme, flags=re.MULTILINE)
+    }
+    links = [link for p in dashboard_panels(dashboard) for link in p.get("links", [])]
+    links += dashboard["links"]
+    assert len(links) >= 8
+    for link in links:
+        base, _, anchor = link["url"].partition("/deploy/README.md#")
+        assert base == "${runbook_base}", link
+        assert anchor in anchors, link
 
 
 def test_panels_are_well_formed() -> None:

@@ -50,6 +50,7 @@ LLM_MODEL = "fake-judge"
 # Names the rules read that Prometheus itself makes, not STEF.
 PROMETHEUS_SERIES = {"up"}
 CHUNKS = 4
+RUNBOOK_BASE = "https://runbooks.example.org/stef"
 
 
 @dataclass
@@ -135,7 +136,11 @@ def start_prometheus(
     binary: str, tmp: Path, port: int, targets: list[str]
 ) -> subprocess.Popen[bytes]:
     config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "global": {
+            "scrape_interval": "1s",
+            "evaluation_interval": "1s",
+            "external_labels": {"runbook_base_url": RUNBOOK_BASE},
+        },
         "rule_files": [str(p) for p in RULE_FILES],
         "scrape_configs": [{"job_name": "stef", "static_configs": [{"targets": targets}]}],
     }
@@ -271,6 +276,24 @@ def test_unsafe_sql_in_the_sample_fires_its_alert(live: Live) -> None:
     assert ("StefUnsafeSql", "sales") in firing or ("StefUnsafeSql", "support") in firing, firing
 
 
+def test_runbook_urls_take_the_configured_base(live: Live) -> None:
+    alerts = live.get("/api/v1/alerts")["data"]["alerts"]
+    urls = {a["annotations"]["runbook_url"] for a in alerts}
+    assert f"{RUNBOOK_BASE}/deploy/README.md#stefunsafesql" in urls, urls
+    assert all(u.startswith(RUNBOOK_BASE + "/deploy/README.md#") for u in urls), urls
+
+
+def test_process_and_freshness_series_are_live(live: Live) -> None:
+    """The night-shift panels read real values: CPU moves, RSS is megabytes, the newest record
+    is the sample day, dead letters carry the sample's reasons."""
+    assert all(float(r["value"][1]) > 10e6 for r in live.query("process_resident_memory_bytes"))
+    assert len(live.query('process_cpu_seconds_total{job="stef"} > 0')) == 2
+    newest = live.query("max(stef_newest_record_timestamp_seconds)")
+    assert newest and 1748908800 <= float(newest[0]["value"][1]) < 1748995200  # 2025-06-03 UTC
+    assert live.query('stef_dead_letters_total{reason="not_json"}')
+    assert not [n for n in exported(live) if n.endswith("_created")]
+
+
 def exported(live: Live) -> set[str]:
     names: set[str] = set()
     for url in live.metrics_urls:
@@ -287,6 +310,6 @@ def test_every_metric_name_used_is_exported_by_stef(live: Live) -> None:
     used = set().union(*(metric_names(q.expr) for q in queries))
     raw = used - recorded_names() - PROMETHEUS_SERIES
     assert len(raw) >= 15
-    assert all(n.startswith("stef_") for n in raw), raw
+    assert all(n.startswith(("stef_", "process_")) for n in raw), raw
     missing = sorted(raw - exported(live))
     assert missing == [], f"used in deploy/ but not exported by stef run: {missing}"
