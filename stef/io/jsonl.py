@@ -185,9 +185,15 @@ class FileSource:
         if upto is None:
             return
         file, end, line = self._marks[upto - 1]
-        self.checkpoint.save(
-            FilePosition(source=self.path, file=file.identity(end), offset=end, line=line)
-        )
+        try:
+            self.checkpoint.save(
+                FilePosition(source=self.path, file=file.identity(end), offset=end, line=line)
+            )
+        except OSError as exc:
+            # Like a failed Kafka commit: the next commit retries; a restart before it
+            # redelivers from the last saved position (duplicates, never losses).
+            log.warning("checkpoint_save_failed", path=str(self.checkpoint.path), error=str(exc))
+            return
         for seq in [s for s in self._marks if s < upto]:
             del self._marks[seq]
         self._tracker.mark_committed(upto)

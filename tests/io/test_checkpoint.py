@@ -185,3 +185,16 @@ def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
     assert os.stat(state).st_ino != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.log", "state"]
     s.close()
+
+
+def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
+    log, state_dir = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    s = _source(log, state_dir / "cp")
+    _ack(_poll(s))
+    state_dir.write_text("a file where the checkpoint's directory should be")
+    s.commit()  # cannot create the directory: logged, not raised
+    state_dir.unlink()
+    s.commit()
+    assert json.loads((state_dir / "cp").read_text())["line"] == 1
+    s.close()
