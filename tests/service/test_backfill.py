@@ -110,6 +110,8 @@ def test_backfill_without_an_end_reads_to_the_end_and_stops(
         start.isoformat(),
         "--results",
         f"file:{results}",
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(r["id"] for r in read_jsonl(results)) == [f"r-{i:06d}" for i in range(3, 7)]
