@@ -4,10 +4,14 @@ summary table per app and agent. Results are written in the order they finish.""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
+
+from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no stubs (types-tqdm would)
 
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import StefError
@@ -47,36 +51,73 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 class _Progress:
-    """A one-line progress bar on a terminal; silent otherwise. Messages clear it first."""
+    """A tqdm progress bar on a terminal, nothing otherwise. Messages go above the bar: tqdm clears
+    it, prints the line, and draws it again, so a warning never runs into it."""
 
-    def __init__(self, total: int | None, enabled: bool) -> None:
-        self.total = total
+    def __init__(self, total: int | None, enabled: bool, stream: TextIO | None = None) -> None:
         self.enabled = enabled
-        self.done = 0
-        self.started = time.monotonic()
-        self._last = 0.0
+        self.stream = stream if stream is not None else sys.stderr
+        self._bar = tqdm(
+            total=total,
+            disable=not enabled,
+            file=self.stream,
+            unit="rec",
+            dynamic_ncols=True,
+            mininterval=0.1,
+            leave=True,
+        )
+
+    @property
+    def done(self) -> int:
+        return int(self._bar.n)
 
     def step(self) -> None:
-        self.done += 1
-        now = time.monotonic()
-        if self.enabled and (now - self._last > 0.1 or self.done == self.total):
-            self._last = now
-            rate = self.done / max(now - self.started, 1e-9)
-            if self.total:
-                filled = int(30 * self.done / self.total)
-                bar = "#" * filled + "." * (30 - filled)
-                sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {rate:.0f} rec/s")
-            else:
-                sys.stderr.write(f"\r{self.done} records {rate:.0f} rec/s")
-            sys.stderr.flush()
+        self._bar.update(1)
 
     def message(self, text: str) -> None:
-        sys.stderr.write(("\r\033[K" if self.enabled else "") + text + "\n")
-        self._last = 0.0  # redraw the bar after the message
+        if self.enabled:
+            self._bar.write(text, file=self.stream)
+        else:
+            print(text, file=self.stream)
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
+        self._bar.close()
+
+    @contextlib.contextmanager
+    def above(self) -> Iterator[None]:
+        """While the bar is drawn, whatever else writes to ``sys.stderr`` (the service's log
+        lines) goes above it too, a whole line at a time."""
+        if not self.enabled:
+            yield
+            return
+        with contextlib.redirect_stderr(_AboveBar(self)):
+            yield
+
+
+class _AboveBar:
+    """A stderr stand-in that hands each complete line to :meth:`_Progress.message`."""
+
+    def __init__(self, progress: _Progress) -> None:
+        self.progress = progress
+        self._pending = ""
+        self._lock = threading.Lock()  # workers log from their own threads
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._pending += text
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self.progress.message(line)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._pending:
+                self.progress.message(self._pending)
+                self._pending = ""
+
+    def isatty(self) -> bool:
+        return True
 
 
 class _Tally:
@@ -148,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
         return report_error("stef replay", exc)
     service.install_signal_handlers()
     try:
-        status = service.run()
+        with tally.progress.above():
+            status = service.run()
     except StefError as exc:
         return report_error("stef replay", exc)
     tally.progress.close()
