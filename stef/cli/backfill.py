@@ -18,6 +18,7 @@ from stef.io.urls import parse_endpoint
 from stef.logs import configure_logging
 from stef.pipeline import Processed
 from stef.service.loop import Service
+from stef.service.wiring import open_sink
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="re-judge a time range of a Kafka topic, outside the live group",
         description="Re-judge the records of a Kafka topic whose timestamps fall in [--from, "
         "--to), by manual partition assignment: no consumer group is joined or committed, so "
-        "the live service is not disturbed. Exit status: 0 done, 1 a sink failed or a record "
+        "the live service is not disturbed. Results and dead letters written to Kafka carry the "
+        "header stef-backfill: FROM/TO. Exit status: 0 done, 1 a sink failed or a record "
         "never finished, 2 invalid settings.",
     )
     p.add_argument("--source", required=True, help="kafka://HOST:PORT/TOPIC")
@@ -111,8 +113,14 @@ def run(args: argparse.Namespace) -> int:
         consumer_options=settings.kafka_consumer,
     )
     progress = _Progress(sys.stderr.isatty() and not args.no_progress)
+    # Kafka consumers of the results tell a backfill from the live stream by this header.
+    mark = [("stef-backfill", f"{start.isoformat()}/{end.isoformat() if end else ''}".encode())]
     try:
-        service = Service(settings, source=source, observer=progress)
+        results = open_sink(settings.results_endpoint, settings, headers=mark)
+        dead = open_sink(settings.dead_letters_endpoint, settings, headers=mark)
+        service = Service(
+            settings, source=source, results=results, dead_letters=dead, observer=progress
+        )
         source.start()
     except (StefError, OSError) as exc:
         return report_error("stef backfill", exc)

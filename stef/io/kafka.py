@@ -334,6 +334,7 @@ class KafkaSink:
         topic: the topic written.
         producer_options: further ``KafkaProducer`` settings (they win over ``compression``).
         compression: ``lz4``, ``zstd``, ``gzip``, ``snappy`` or ``none``.
+        headers: Kafka headers put on every message (``stef backfill`` marks its output).
     """
 
     def __init__(
@@ -343,8 +344,10 @@ class KafkaSink:
         producer_options: dict[str, Any] | None = None,
         *,
         compression: str = "lz4",
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         self.topic = topic
+        self.headers = list(headers or [])
         options: dict[str, Any] = {
             "compression_type": None if compression == "none" else compression,
             "acks": "all",
@@ -363,7 +366,9 @@ class KafkaSink:
 
     def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
         try:
-            future = self._producer.send(self.topic, key=key, value=value)
+            future = self._producer.send(
+                self.topic, key=key, value=value, headers=self.headers or None
+            )
         except KafkaError as exc:
             rejected = isinstance(exc, MessageSizeTooLargeError)
             on_ack(SinkError(f"cannot send to {self.topic}: {exc}", rejected=rejected))

@@ -78,8 +78,14 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
     )
 
 
-def open_sink(endpoint: Endpoint | None, settings: Settings) -> Sink:
-    """The sink of a parsed ``--results`` or ``--dead-letters`` URL; None keeps nothing."""
+def open_sink(
+    endpoint: Endpoint | None,
+    settings: Settings,
+    *,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> Sink:
+    """The sink of a parsed ``--results`` or ``--dead-letters`` URL; None keeps nothing.
+    ``headers`` go on every message of a Kafka sink (files have no place for them)."""
     if endpoint is None:
         return DiscardSink()
     if endpoint.kind == "kafka":
@@ -88,5 +94,6 @@ def open_sink(endpoint: Endpoint | None, settings: Settings) -> Sink:
             endpoint.topic or "",
             settings.kafka_producer,
             compression=settings.kafka_compression,
+            headers=headers,
         )
     return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")

@@ -1,5 +1,6 @@
 """``stef backfill`` on the real broker: a time range of a topic is judged exactly (nothing before
-it, nothing after it), and the live consumer group's offsets are not touched."""
+it, nothing after it), the live consumer group's offsets are not touched, and results written to
+Kafka carry a ``stef-backfill`` header."""
 
 from __future__ import annotations
 
@@ -115,6 +116,32 @@ def test_backfill_without_an_end_reads_to_the_end_and_stops(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(r["id"] for r in read_jsonl(results)) == [f"r-{i:06d}" for i in range(3, 7)]
+
+
+def test_backfill_results_in_kafka_carry_the_backfill_header(
+    tmp_path: Path, kafka_broker: Broker
+) -> None:
+    topic = kafka_broker.create_topic(f"bf-{uuid.uuid4().hex[:8]}", 1)
+    start = datetime.now(UTC)
+    time.sleep(0.1)
+    _produce_singly(kafka_broker, topic, range(0, 3))
+    results = kafka_broker.create_topic(f"bf-results-{uuid.uuid4().hex[:8]}", 1)
+    done = _backfill(
+        tmp_path,
+        "--source",
+        kafka_broker.url(topic),
+        "--from",
+        start.isoformat(),
+        "--results",
+        kafka_broker.url(results),
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = kafka_broker.consume_all(results, expect=3)
+    assert sorted(json.loads(m.value)["id"] for m in out) == [f"r-{i:06d}" for i in range(3)]
+    mark = f"{start.isoformat()}/".encode()
+    assert all(dict(m.headers)["stef-backfill"] == mark for m in out)
 
 
 def test_backfill_refuses_a_time_without_timezone_or_a_file_source(tmp_path: Path) -> None:
