@@ -79,6 +79,35 @@ def report(
     return out
 
 
+def header(
+    *,
+    threshold: float,
+    best: Threshold | None,
+    backend: str,
+    resamples: int,
+    seed: int,
+    reformatted: bool,
+) -> dict[str, Any]:
+    """What the readable report's header and threshold line say, as ``--json`` keys: the judge
+    backend, the pass threshold, the κ-maximising threshold (null when none was found), the
+    positive class, how the SQL was read and the bootstrap's resamples and seed."""
+    return {
+        "backend": backend,
+        "pass_threshold": threshold,
+        "best_threshold": None
+        if best is None
+        else {
+            "value": best.value,
+            "kappa": _round(best.kappa),
+            "balanced_accuracy": _round(best.balanced_accuracy),
+        },
+        "positive_class": POSITIVE,
+        "sql": "reformatted" if reformatted else "as_logged",
+        "resamples": resamples,
+        "seed": seed,
+    }
+
+
 def _fmt(x: float | None, pct: bool = True) -> str:
     if x is None:
         return "-"

@@ -12,7 +12,7 @@ from pathlib import Path
 from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, best_threshold
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
-from stef.calibrate.report import render, report
+from stef.calibrate.report import header, render, report
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import StefError
 from stef.exits import Exit
@@ -87,7 +87,16 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         write_histogram(args.plot, items, args.pass_threshold, best.value if best else None)
     if args.json:
-        print(json.dumps(rep, ensure_ascii=False))
+        context = header(
+            threshold=args.pass_threshold,
+            best=best,
+            backend=backend.info.backend,
+            resamples=args.resamples,
+            seed=args.seed,
+            reformatted=args.reformat,
+        )
+        plot = {"plot": str(args.plot) if args.plot else None}
+        print(json.dumps({**context, **plot, **rep}, ensure_ascii=False))
         return Exit.OK
     print(
         render(

@@ -1,0 +1,56 @@
+"""``stef calibrate --json`` carries what the text report shows: backend, pass threshold, the
+kappa-maximising threshold, positive class, how the SQL was read, the bootstrap settings."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from stef.cli import main
+from tests.conftest import ROOT
+
+LABELS = ROOT / "examples" / "judge-sample.jsonl"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    capsys.readouterr()
+    args = ["calibrate", str(LABELS), "--rules", str(ROOT / "rules"), "--no-progress", *extra]
+    assert main(args) == 0
+    return capsys.readouterr().out
+
+
+def test_json_has_every_figure_of_the_text(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _run(capsys, "--pass-threshold", "70", "--resamples", "2500", "--seed", "3")
+    data = json.loads(_run(capsys, "--json", "--pass-threshold", "70", "--resamples", "2500",
+                           "--seed", "3"))  # fmt: skip
+    head = re.search(r"judge: (\S+)\s+pass threshold: score >= (\S+)", text)
+    assert head is not None
+    assert data["backend"] == head.group(1) == "heuristic"
+    assert data["pass_threshold"] == float(head.group(2)) == 70.0
+    best = re.search(
+        r"kappa-maximising threshold: score >= (\S+) \(kappa (\S+), balanced accuracy (\S+)%\)",
+        text,
+    )
+    assert best is not None
+    assert data["best_threshold"]["value"] == float(best.group(1))
+    assert f"{data['best_threshold']['kappa']:.3f}" == best.group(2)
+    assert f"{100 * data['best_threshold']['balanced_accuracy']:.1f}" == best.group(3)
+    assert data["positive_class"] == "correct" and "positive class: correct" in text
+    assert data["sql"] == "as_logged" and "sql: as logged" in text
+    assert (data["resamples"], data["seed"]) == (2500, 3)
+    assert data["plot"] is None
+    assert data["n"] == 40 and set(data["breakdown"]) == {
+        "source",
+        "app",
+        "complexity",
+        "error_type",
+        "verdict",
+    }
+
+
+def test_json_says_the_sql_was_reformatted(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(_run(capsys, "--json", "--reformat", "--limit", "10"))
+    assert data["sql"] == "reformatted"
+    assert data["n"] == 10
