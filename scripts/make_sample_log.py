@@ -3,7 +3,9 @@
 
 The log is synthetic and written for STEF (no benchmark data): two apps -- ``sales`` on Snowflake
 and ``support`` on Postgres -- and two releases of one agent (``sql-agent`` 2.0 and 2.1, rolled out
-as a canary over the day; 2.1 makes fewer mistakes). Most queries are right; the rest carry the
+as a canary over the day; 2.1 makes fewer mistakes overall but drops the year filter of every
+question that names a year: a regression on one kind of question). Most queries are right; the rest
+carry the
 mistakes agents really make (a dropped filter, a year off by one, an unrequested filter, a small
 LIMIT nobody asked for, the wrong aggregate), mixed with the things the judge must *not* punish
 (benign default filters, the tenant filter the app injects, a safety LIMIT, default GROUP BY and
@@ -31,6 +33,9 @@ DAY = datetime(2025, 6, 3, tzinfo=UTC)
 
 # Share of requests answered correctly by each release (before benign decorations).
 P_CORRECT = {"2.0": 0.60, "2.1": 0.78}
+# Releases that regress on one kind of question: 2.1 is better overall but drops the year of every
+# question that names one ("revenue in EMEA in 2024") -- what a canary must catch.
+REGRESSES_ON_YEARS = {"2.1"}
 
 REGIONS = ["EMEA", "APAC", "AMER"]
 COUNTRIES = {"DE": "Germany", "FR": "France", "US": "the US", "JP": "Japan", "BR": "Brazil"}
@@ -747,6 +752,13 @@ def make_record(
             d.order_by = d.wrong_order
         else:
             defect = "none"
+    year = [f.sql for f in d.filters if f.sql.startswith("YEAR(") and f.sql in where]
+    if version in REGRESSES_ON_YEARS and defect == "none" and year:
+        # The release's regression: its new date handling drops the year of every "in <year>"
+        # question (the total over all years comes back). No random draw here, so every other
+        # record of the log is the same as without the regression.
+        where.remove(year[0])
+        defect = "missing_filter"
 
     decorations = []
     if d.with_ is None and rng.random() < 0.45:
