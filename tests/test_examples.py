@@ -32,3 +32,41 @@ def test_readme_calibrate_example_runs_on_the_shipped_labels(
     assert main(["calibrate", str(labels), "--rules", str(ROOT / "rules"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["n"] == 40
+
+
+def test_make_run_script_talks_and_fits_120_columns() -> None:
+    """scripts/run-sample.sh (``make run``): progress lines on stderr while the service judges,
+    then a summary no wider than 120 columns with the sample's regression in it."""
+    import subprocess
+
+    proc = subprocess.run(
+        ["bash", "scripts/run-sample.sh"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("stef run: ")]
+    assert progress[0].startswith("stef run: judging 416 lines")
+    assert progress[-1].startswith("stef run: 416/416 lines done in")
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    rows = {
+        tuple(ln.split()[:2]): ln.split() for ln in lines if ln.startswith(("sales", "support"))
+    }
+    # Release 2.1 drops the year of year questions: its sales mean falls well below 2.0's.
+    assert (
+        float(rows[("sales", "sql-agent@2.1")][3]) < float(rows[("sales", "sql-agent@2.0")][3]) - 15
+    )
+    assert "invalid input lines (dead letters): 16" in proc.stdout
+
+
+def test_setup_for_run_installs_no_test_tools() -> None:
+    """``make run`` installs the runtime only; ``make test`` adds the test extra."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "run: $(RUN_STAMP)" in makefile
+    assert "setup.sh $(PY) $(VENV) run" in makefile and "setup.sh $(PY) $(VENV) test" in makefile
+    script = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    run_branch = script.split("run)", 1)[1].split(";;", 1)[0]
+    assert "pip install" in run_branch and "[test]" not in run_branch
