@@ -134,7 +134,7 @@ class Pipeline:
                 record = validate(payload, self.mapping, self.limits)
             except InvalidInput as exc:
                 if self.metrics is not None:
-                    self.metrics.observe_invalid(self._app_of(payload))
+                    self.metrics.observe_invalid(self._app_of(payload), exc.reason)
                 return self._dead(exc.reason, exc.detail, position, payload, key)
             result = self.judge_record(record)
             value = result.to_json().encode("utf-8")

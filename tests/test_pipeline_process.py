@@ -227,3 +227,13 @@ def test_the_field_mapping_and_limits_are_applied() -> None:
     assert long.reason == "too_large"
     unmapped = pipeline.process(b'{"question": "How many users?", "sql": "SELECT 1"}', FILE)
     assert unmapped.reason == "missing_field"
+
+
+def test_every_dead_letter_is_counted_by_reason() -> None:
+    registry = CollectorRegistry()
+    pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge(), metrics=Metrics(registry))
+    pipeline.process(b"not json", {"file": "f", "line": 1})
+    pipeline.process(b'{"question": "q"}', {"file": "f", "line": 2})
+    count = registry.get_sample_value
+    assert count("stef_dead_letters_total", {"reason": "not_json"}) == 1
+    assert count("stef_dead_letters_total", {"reason": "missing_field"}) == 1

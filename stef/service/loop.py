@@ -393,6 +393,7 @@ class Service:
 
     def _replace_rejected(self, envelope: Envelope, processed: Processed, error: SinkError) -> None:
         log.error("sink_rejected_record", error=str(error), **envelope.position)
+        self.metrics.observe_dead_letter("sink_rejected")
         letter = dead_letter(
             "sink_rejected",
             f"{error}; the {'result' if processed.is_result else 'dead letter'} was refused",

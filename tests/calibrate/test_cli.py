@@ -20,7 +20,10 @@ def test_cli_json_has_exactly_the_keys(
     plot = tmp_path / "hist.png"
     assert main(["calibrate", str(labels_file(tmp_path)), "--json", "--plot", str(plot)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == KEYS
+    assert set(out) == KEYS | {
+        "backend", "pass_threshold", "best_threshold", "positive_class", "sql", "resamples",
+        "seed", "plot",
+    }  # fmt: skip
     assert out["n"] == 4 and out["judge_errors"] == 1  # the invalid record (question: 7)
     assert set(out["confusion"]) == {"tp", "fp", "tn", "fn"}
     assert plot.read_bytes().startswith(b"\x89PNG")
