@@ -95,6 +95,7 @@ class Pipeline:
         limits: size and shape limits beyond which a record is invalid input.
         metrics: where outcomes are counted; None counts nothing.
         dead_letter_max_bytes: the largest dead letter written (the payload is capped to fit).
+        guess_dialect: try other dialects when none is named and the generic one fails.
     """
 
     def __init__(
@@ -106,6 +107,7 @@ class Pipeline:
         limits: Limits | None = None,
         metrics: Metrics | None = None,
         dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+        guess_dialect: bool = True,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -113,6 +115,7 @@ class Pipeline:
         self.limits = limits or Limits()
         self.metrics = metrics
         self.dead_letter_max_bytes = dead_letter_max_bytes
+        self.guess_dialect = guess_dialect
 
     @property
     def rules(self) -> RuleSet:
@@ -185,7 +188,7 @@ class Pipeline:
         base = _labels(record, info)
         if not sampled_in(record.id, rules.sampling_rate):
             return Result(outcome="skipped_sampling", **base)
-        spec = sqlspec(record.sql, record.dialect or rules.dialect)
+        spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=self.guess_dialect)
         norm = normalize(record, spec, rules)
         request = JudgeRequest(
             record=record,

@@ -40,6 +40,16 @@ from stef.judges.llm.config import LlmConfig
 from stef.stages.validate import FIELDS, FieldMapping, Limits
 
 
+class HeuristicSettings(BaseModel):
+    """The heuristic judge's opt-in readings (see ``HeuristicOptions``); all off by default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backtick_names: bool = False
+    operator_mismatch: bool = False
+    enrichment_distinct: bool = False
+
+
 class Settings(BaseModel):
     """Everything ``stef run`` needs, validated at start.
 
@@ -95,6 +105,12 @@ class Settings(BaseModel):
         llm_tokens_per_min: per-replica LLM token rate (prompt + completion).
         log_level: ``debug``, ``info`` (one line per record), ``warning`` ...
         llm: the LLM endpoint; not configured means the heuristic judge.
+        guess_dialect: when neither the record nor its app's rules name a dialect and the
+            generic dialect cannot parse the SQL, try a short list of dialects (the one used is
+            reported in ``sql_spec.dialect``, with ``dialect_guessed``).
+        heuristic: the heuristic judge's opt-in readings and signals, off by default; each
+            was measured against human labels and lowered agreement on some source
+            (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -128,6 +144,8 @@ class Settings(BaseModel):
     llm_tokens_per_min: float | None = Field(None, gt=0)
     log_level: str = "info"
     llm: LlmConfig = Field(default_factory=LlmConfig)
+    guess_dialect: bool = True
+    heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
 
     @field_validator("source")
     @classmethod
@@ -237,8 +255,17 @@ _ENV_KEYS = (
     "llm_requests_per_s",
     "llm_tokens_per_min",
     "log_level",
+    "guess_dialect",
+    "heuristic",
 )
-_STRUCTURED = ("kafka_consumer", "kafka_producer", "field_mapping", "limits", "known_agents")
+_STRUCTURED = (
+    "kafka_consumer",
+    "kafka_producer",
+    "field_mapping",
+    "limits",
+    "known_agents",
+    "heuristic",
+)
 
 
 def _env_value(key: str, text: str) -> Any:

@@ -13,7 +13,7 @@ from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
 from stef.io.urls import Endpoint
 from stef.judges.base import Judge
-from stef.judges.heuristic.judge import HeuristicJudge
+from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
 from stef.judges.llm import build_llm_judge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
@@ -29,7 +29,7 @@ def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
     if settings.llm.configured:
         backend = build_llm_judge(settings.llm, metrics)
     else:
-        backend = HeuristicJudge()
+        backend = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
     if settings.llm_requests_per_s or settings.llm_tokens_per_min:
         backend = RateLimitedJudge(
             backend,
@@ -53,6 +53,7 @@ def build_pipeline(
         limits=settings.limits,
         metrics=metrics,
         dead_letter_max_bytes=settings.dead_letter_max_bytes,
+        guess_dialect=settings.guess_dialect,
     )
 
 

@@ -196,3 +196,16 @@ def test_a_dash_source_reads_stdin_and_never_follows() -> None:
     source = open_source(parse_endpoint("-"), _settings(STEF_FOLLOW="true"))
     assert isinstance(source, FileSource)
     assert (source.path, source.follow) == ("-", False)
+
+
+def test_heuristic_options_and_the_dialect_guess_come_from_the_settings() -> None:
+    settings = load_settings(
+        env={"STEF_HEURISTIC": "{operator_mismatch: true}", "STEF_GUESS_DIALECT": "false"}
+    )
+    backend = build_backend(settings)
+    assert isinstance(backend, HeuristicJudge)
+    assert backend._options.operator_mismatch and not backend._options.backtick_names
+    pipeline = build_pipeline(settings, RuleSet(AppRules()), backend)
+    assert pipeline.guess_dialect is False
+    with pytest.raises(ConfigError, match="heuristic"):
+        load_settings(overrides={"heuristic": {"no_such_signal": True}}, env={})
