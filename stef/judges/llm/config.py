@@ -59,7 +59,8 @@ class LlmConfig(BaseModel):
             ``backoff_max_s``; a server's Retry-After is a lower bound.
         max_concurrency: HTTP calls in flight at once from this process.
         temperature: 0 for repeatable verdicts.
-        max_tokens: completion cap per call (None: the server's default).
+        max_tokens: completion cap per call (None: the server's default). The default 1024 is
+            five times a typical reply and stops a model that loops before the HTTP timeout.
         response_format: ``auto`` tries strict ``json_schema`` and falls back once to
             ``json_object`` when the endpoint rejects it; the other values force one mode.
         prices: per model, dollars per 1M prompt and completion tokens.
@@ -79,7 +80,7 @@ class LlmConfig(BaseModel):
     backoff_max_s: float = Field(30.0, ge=0)
     max_concurrency: int = Field(8, ge=1, le=1024)
     temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(1024, ge=1)
     response_format: ResponseFormatMode = "auto"
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     cache_path: Path | None = None

@@ -137,7 +137,7 @@ def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
             ``predicates`` may only hold those (an ``enum``; ``maxItems: 0`` when there are
             none), so a server that enforces the schema cannot emit a dangling id.
     """
-    schema: dict[str, Any] = _drop_titles(LlmReply.model_json_schema())
+    schema: dict[str, Any] = _bounded(_drop_titles(LlmReply.model_json_schema()))
     if predicate_ids is not None:
         items: dict[str, Any] = {"type": "integer"}
         ids = sorted(set(predicate_ids))
@@ -150,6 +150,42 @@ def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
         filt["predicates"] = {**prop, "description": filt["predicates"]["description"]}
     _check_strict(schema, "#")
     return schema
+
+
+# Bounds on every list and string the model writes. A grammar-enforcing server (llama.cpp) lets a
+# small model repeat one list item until max_tokens; a bound makes the grammar end the list.
+# Generous against real questions (a few filters, outputs and aggregations each).
+_MAX_ITEMS = {
+    "outputs": 12,
+    "aggregations": 8,
+    "filters": 12,
+    "group_by": 8,
+    "dropped": 8,
+    "added": 8,
+    "issues": 6,
+}
+_MAX_TEXT = 200
+
+
+def _bounded(node: Any, name: str = "") -> Any:
+    """The schema with ``maxItems`` on every list and ``maxLength`` on every free string."""
+    if isinstance(node, list):
+        return [_bounded(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {
+        k: (
+            {p: _bounded(v, p) for p, v in val.items()}
+            if k == "properties" and isinstance(val, dict)
+            else _bounded(val)
+        )
+        for k, val in node.items()
+    }
+    if out.get("type") == "array" and name in _MAX_ITEMS:
+        out.setdefault("maxItems", _MAX_ITEMS[name])
+    if out.get("type") == "string" and "enum" not in out:
+        out.setdefault("maxLength", _MAX_TEXT)
+    return out
 
 
 def _drop_titles(node: Any, *, in_properties: bool = False) -> Any:
