@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -35,6 +35,7 @@ from stef.models import (
     Verdict,
 )
 from stef.rules import AppRules, RuleSet
+from stef.sql.safety import is_sql_text
 from stef.stages.align import align
 from stef.stages.complexity import complexity
 from stef.stages.normalize import Normalized, normalize
@@ -47,6 +48,8 @@ log = structlog.get_logger(__name__)
 
 # Named in ``normalizations`` when mutating or stacked SQL is scored 0 whatever else holds.
 SAFETY_OVERRIDE = "safety_override"
+# Named when the "SQL" is not SQL at all (no statement keyword): verdict Incorrect.
+NOT_SQL_OVERRIDE = "not_sql_override"
 
 # The short message of an unexpected exception kept in its dead letter and log line.
 _MAX_INTERNAL_MESSAGE = 300
@@ -223,17 +226,26 @@ class Pipeline:
         repairs = [*output.repairs, *verified]
         if self.metrics is not None and repairs:
             self.metrics.observe_repairs([repair_kind(r) for r in repairs])
+        if not spec.parsed and not is_sql_text(record.sql):
+            # Prose in place of SQL (an apology, the question echoed) answers nothing.
+            output = output.model_copy(update={"verdict": Verdict.INCORRECT})
+            norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
         result = _evaluated(output, spec, norm, rules, usage, base)
-        if result.alignment is None:  # never: an evaluated result is aligned
-            return result
-        filters = output.question_spec.filters
-        # Keyed like the alignment lists: the filter's text, else its lhs op rhs (or its rhs).
-        labels = [f.text or (f"{f.lhs} {f.op} {f.rhs}" if f.lhs else f.rhs) for f in filters]
-        decided = {
-            labels[m.filter]: m.decided_by for m in output.filter_matches if m.filter < len(labels)
-        }
-        alignment = result.alignment.model_copy(update={"decided_by": decided})
-        return result.model_copy(update={"alignment": alignment, "repairs": repairs})
+        return _with_decisions(result, output, repairs)
+
+
+def _with_decisions(result: Result, output: JudgeOutput, repairs: list[str]) -> Result:
+    """The result with the repairs made and who decided each filter (STEF or the judge)."""
+    if result.alignment is None:  # never: an evaluated result is aligned
+        return result
+    filters = output.question_spec.filters
+    # Keyed like the alignment lists: the filter's text, else its lhs op rhs (or its rhs).
+    labels = [f.text or (f"{f.lhs} {f.op} {f.rhs}" if f.lhs else f.rhs) for f in filters]
+    decided = {
+        labels[m.filter]: m.decided_by for m in output.filter_matches if m.filter < len(labels)
+    }
+    alignment = result.alignment.model_copy(update={"decided_by": decided})
+    return result.model_copy(update={"alignment": alignment, "repairs": repairs})
 
 
 def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:

@@ -289,41 +289,11 @@ def load_settings(
             (the message names the setting, never a secret's value).
     """
     source = os.environ if env is None else env
-    # A misspelt variable must not be ignored silently, as an unknown config key is not: every
-    # STEF_* name is a setting, STEF_LLM_* (read by LlmConfig), or one of the process-level
-    # variables read elsewhere (the config path, the prompts folder, the real-model test knobs).
-    known = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | {
-        "STEF_CONFIG",
-        "STEF_PROMPTS_DIR",
-        "STEF_LOG_LEVEL",
-        "STEF_SKIP_REAL_MODEL",
-        "STEF_REAL_MODEL_RECORDS",
-    }
-    unknown = sorted(
-        name
-        for name in source
-        if name.startswith("STEF_") and not name.startswith("STEF_LLM_") and name not in known
-    )
-    if unknown:
-        raise ConfigError(
-            f"unknown environment variable{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(unknown)}: not a STEF setting (misspelt?); STEF_<NAME> sets the setting "
-            f"<name>, one of {', '.join(sorted(k for k in _ENV_KEYS))}"
-        )
+    _check_env_names(source)
     data: dict[str, Any] = {}
     config = config or source.get("STEF_CONFIG") or None
     if config is not None:
-        try:
-            loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"config {config}: {exc.strerror or exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config {config}: not valid YAML: {exc}") from exc
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config {config}: top level must be a mapping of settings")
-        data.update(loaded)
+        data.update(_read_config(config))
     for key in _ENV_KEYS:
         text = source.get(f"STEF_{key.upper()}", "").strip()
         if text:
@@ -343,3 +313,45 @@ def load_settings(
             f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
         )
         raise ConfigError(f"invalid settings: {problems}") from exc
+
+
+# Process-level variables read elsewhere: the config path, the prompts folder, the log level, and
+# the real-model test's knobs (so a developer's shell with them set can still run STEF).
+_OTHER_VARIABLES = {
+    "STEF_CONFIG",
+    "STEF_PROMPTS_DIR",
+    "STEF_LOG_LEVEL",
+    "STEF_SKIP_REAL_MODEL",
+    "STEF_REAL_MODEL_RECORDS",
+}
+
+
+def _check_env_names(source: Mapping[str, str]) -> None:
+    """A misspelt variable must not be ignored silently, as an unknown config key is not: every
+    STEF_* name is a setting, STEF_LLM_* (read by LlmConfig), or a process-level variable."""
+    known = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | _OTHER_VARIABLES
+    unknown = sorted(
+        name
+        for name in source
+        if name.startswith("STEF_") and not name.startswith("STEF_LLM_") and name not in known
+    )
+    if unknown:
+        raise ConfigError(
+            f"unknown environment variable{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(unknown)}: not a STEF setting (misspelt?); STEF_<NAME> sets the setting "
+            f"<name>, one of {', '.join(sorted(_ENV_KEYS))}"
+        )
+
+
+def _read_config(config: str | Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"config {config}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {config}: not valid YAML: {exc}") from exc
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config {config}: top level must be a mapping of settings")
+    return loaded

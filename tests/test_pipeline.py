@@ -74,3 +74,13 @@ def test_safety_holds_when_the_judge_fails() -> None:
         validate({"question": "How many?", "sql": "SELECT COUNT(*) FROM o"})
     )
     assert (safe.outcome, safe.score) == ("judge_error", None)
+
+
+def test_text_that_is_not_sql_is_verdict_incorrect() -> None:
+    pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge())
+    prose = pipeline.judge_record(validate({"question": "How many orders?", "sql": "hello world"}))
+    assert prose.components is not None and prose.components.verdict == "Incorrect"
+    assert "not_sql_override" in prose.normalizations and prose.tier == "poor"
+    # SQL sqlglot cannot parse (a typo, another dialect) is still SQL: judged, not overridden.
+    typo = pipeline.judge_record(validate({"question": "How many?", "sql": "selec * from t"}))
+    assert "not_sql_override" not in typo.normalizations

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, best_threshold
+from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, best_threshold
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
 from stef.calibrate.report import header, render, report
@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
             reformat=args.reformat,
             on_progress=progress,
         )
+    _print_report(args, items, backend.info.backend)
+    return Exit.OK
+
+
+def _print_report(args: argparse.Namespace, items: list[Item], backend: str) -> None:
     rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
     best = best_threshold(items, args.pass_threshold)
     if args.plot:
@@ -90,27 +95,26 @@ def run(args: argparse.Namespace) -> int:
         context = header(
             threshold=args.pass_threshold,
             best=best,
-            backend=backend.info.backend,
+            backend=backend,
             resamples=args.resamples,
             seed=args.seed,
             reformatted=args.reformat,
         )
         plot = {"plot": str(args.plot) if args.plot else None}
         print(json.dumps({**context, **plot, **rep}, ensure_ascii=False))
-        return Exit.OK
+        return
     print(
         render(
             rep,
             threshold=args.pass_threshold,
             best=best,
-            backend=backend.info.backend,
+            backend=backend,
             resamples=args.resamples,
             reformatted=args.reformat,
         )
     )
     if args.plot:
         print(f"\nplot: {args.plot}")
-    return Exit.OK
 
 
 def _progress(total: int, show: bool) -> Callable[[int], None]:

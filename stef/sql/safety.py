@@ -143,3 +143,17 @@ def scan_unparsed(sql: str) -> tuple[bool, bool]:
     bare = _blank(sql)
     statements = [s for s in bare.split(";") if s.strip()]
     return bool(_MUTATING_RE.search(bare)), len(statements) > 1
+
+
+# Words every SQL statement has at least one of; text with none of them is not SQL at all.
+_SQL_WORDS = re.compile(
+    r"\b(select|with|insert|update|delete|merge|create|drop|alter|truncate|grant|revoke|values|"
+    r"show|describe|explain|call|exec|execute|copy|upsert|replace|from|table|pragma|use|set)\b",
+    re.I,
+)
+
+
+def is_sql_text(sql: str) -> bool:
+    """Whether unparsed text is still SQL (a dialect sqlglot lacks, a typo) rather than prose such
+    as an agent's apology: a statement keyword outside comments and strings."""
+    return _SQL_WORDS.search(_blank(sql)) is not None

@@ -178,43 +178,55 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     for m in _QUARTER.finditer(text):
         add(Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
     for m in _NUMBER.finditer(text):
-        raw = (
-            m.group(1).replace(",", "")
-            if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1))
-            else m.group(1)
-        )
-        value = norm_value(raw)
-        kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
-        op = "="
-        before = text[max(0, m.start() - 30) : m.start()]
-        for pattern, cmp in _COMPARATORS:
-            if pattern.search(before):
+        add(_number_found(m, text))
+    for m in _ENTITY.finditer(text):
+        entity = _entity_found(m, text)
+        if entity is not None:
+            add(entity)
+    return tuple(found)
+
+
+def _number_found(m: re.Match[str], text: str) -> Found:
+    """A number of the question, with the comparison its neighbouring words state."""
+    raw = (
+        m.group(1).replace(",", "")
+        if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1))
+        else m.group(1)
+    )
+    value = norm_value(raw)
+    kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
+    op = "="
+    before = text[max(0, m.start() - 30) : m.start()]
+    for pattern, cmp in _COMPARATORS:
+        if pattern.search(before):
+            op = cmp
+            break
+    else:
+        after = text[m.end() : m.end() + 30]
+        for pattern, cmp in _COMPARATORS_AFTER:
+            if pattern.search(after):
                 op = cmp
                 break
-        else:
-            after = text[m.end() : m.end() + 30]
-            for pattern, cmp in _COMPARATORS_AFTER:
-                if pattern.search(after):
-                    op = cmp
-                    break
-        add(Found(value, m.group(0), kind, op, m.span()))
-    for m in _ENTITY.finditer(text):
-        phrase = _clean_entity(m.group(1))
-        words = phrase.split()
-        while words and words[0].casefold() in _QUESTION_STARTERS:
-            words = words[1:]
-        if not words:
-            continue
-        phrase = " ".join(words)
-        folded = phrase.casefold()
-        if folded in _MONTHS or len(phrase) < 2 or folded in _QUESTION_STARTERS:
-            continue
-        start = m.start() + m.group(1).find(words[0])
-        sentence_start = not text[:start].strip() or text[:start].rstrip()[-1] in ".?!:;"
-        if sentence_start and len(words) == 1 and not phrase.isupper():
-            continue  # a capital that only marks the start of a sentence
-        add(Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase))))
-    return tuple(found)
+    return Found(value, m.group(0), kind, op, m.span())
+
+
+def _entity_found(m: re.Match[str], text: str) -> Found | None:
+    """A capitalized name of the question, or None for a capital that is not one."""
+    phrase = _clean_entity(m.group(1))
+    words = phrase.split()
+    while words and words[0].casefold() in _QUESTION_STARTERS:
+        words = words[1:]
+    if not words:
+        return None
+    phrase = " ".join(words)
+    folded = phrase.casefold()
+    if folded in _MONTHS or len(phrase) < 2 or folded in _QUESTION_STARTERS:
+        return None
+    start = m.start() + m.group(1).find(words[0])
+    sentence_start = not text[:start].strip() or text[:start].rstrip()[-1] in ".?!:;"
+    if sentence_start and len(words) == 1 and not phrase.isupper():
+        return None  # a capital that only marks the start of a sentence
+    return Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase)))
 
 
 def _mapping_lhs(text: str, f: Found, rules: AppRules) -> str | None:
