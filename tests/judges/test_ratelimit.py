@@ -21,7 +21,7 @@ from stef.models import (
     Usage,
     Verdict,
 )
-from tests.llm.conftest import request_for
+from tests.judges.llm.conftest import request_for
 
 REQUEST = request_for(
     {"question": "How many customers are there?", "sql": "SELECT COUNT(*) FROM c"}

@@ -19,8 +19,8 @@ from stef.pipeline import Pipeline
 from stef.rules import RuleSet
 from stef.stages.validate import validate
 from stef.testing.fake_server import FakeLlmServer, Raw, Reply, Step, completion_body
-from tests.llm.conftest import RECORD, request_for
-from tests.llm.replies import reply
+from tests.judges.llm.conftest import RECORD, request_for
+from tests.judges.llm.replies import reply
 
 Make = Callable[..., LlmJudge]
 ServerFactory = Callable[..., FakeLlmServer]

@@ -12,8 +12,8 @@ from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.reply import reply_schema
 from stef.pipeline import Pipeline
 from stef.testing.fake_server import Error, FakeLlmServer, Reply
-from tests.llm.conftest import make_record
-from tests.llm.replies import reply
+from tests.judges.llm.conftest import make_record
+from tests.judges.llm.replies import reply
 
 Make = Callable[..., LlmJudge]
 PipelineFor = Callable[[LlmJudge], Pipeline]

@@ -15,8 +15,8 @@ from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
 from stef.testing.fake_server import Error, FakeLlmServer, Reply
-from tests.llm.conftest import make_record
-from tests.llm.replies import reply
+from tests.judges.llm.conftest import make_record
+from tests.judges.llm.replies import reply
 
 Make = Callable[..., LlmJudge]
 PipelineFor = Callable[[LlmJudge], Pipeline]
@@ -216,7 +216,7 @@ def test_a_different_analysis_of_the_same_sql_is_not_a_hit(
     server: FakeLlmServer, judge: LlmJudge
 ) -> None:
     # E.g. after an upgrade of the SQL parser: cached predicate ids must not be reused.
-    from tests.llm.test_outcomes import _request
+    from tests.judges.llm.test_outcomes import _request
 
     request = _request()
     judge.judge(request)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
 from stef.testing.fake_server import FakeLlmServer
-from tests.llm.conftest import make_record
+from tests.judges.llm.conftest import make_record
 
 
 def test_calls_in_flight_never_exceed_max_concurrency(

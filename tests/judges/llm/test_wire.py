@@ -12,8 +12,8 @@ from stef.judges.llm.reply import SCHEMA_NAME, reply_schema
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
 from stef.testing.fake_server import FakeLlmServer, Reply
-from tests.llm.conftest import API_KEY, make_record
-from tests.llm.replies import reply
+from tests.judges.llm.conftest import API_KEY, make_record
+from tests.judges.llm.replies import reply
 
 
 def test_request_carries_model_temperature_and_strict_schema(

@@ -33,7 +33,7 @@ from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
 from stef.stages.validate import validate
 from tests.conftest import FIXTURES, ROOT, SHARED_DATA
-from tests.llm.real_model import ALIAS, llama_server
+from tests.judges.llm.real_model import ALIAS, llama_server
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from stef.rules import AppRules
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "heuristic"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "heuristic"
 
 CASE_KEYS = {"title", "question", "sql", "enriched_question", "dialect", "rules", "expect", "xfail"}
 FIELDS = {"verdict", "confidence", "enrichment", "issues", "filters", "rationale_contains"}

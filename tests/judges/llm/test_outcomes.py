@@ -17,8 +17,8 @@ from stef.prompts import data_blocks
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
 from stef.testing.fake_server import Delay, Error, FakeLlmServer, Raw, Reply
-from tests.llm.conftest import make_record
-from tests.llm.replies import filt, reply
+from tests.judges.llm.conftest import make_record
+from tests.judges.llm.replies import filt, reply
 
 Make = Callable[..., LlmJudge]
 PipelineFor = Callable[[LlmJudge], Pipeline]

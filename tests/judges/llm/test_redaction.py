@@ -18,7 +18,7 @@ from stef.pipeline import Pipeline
 from stef.rules import RuleSet
 from stef.stages.validate import validate
 from stef.testing.fake_server import Error, FakeLlmServer, Raw, Received, Step
-from tests.llm.conftest import API_KEY, RECORD, request_for
+from tests.judges.llm.conftest import API_KEY, RECORD, request_for
 
 Make = Callable[..., LlmJudge]
 ServerFactory = Callable[..., FakeLlmServer]

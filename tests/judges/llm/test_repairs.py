@@ -18,8 +18,8 @@ from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
 from stef.rules import RuleSet
 from stef.testing.fake_server import FakeLlmServer, Reply
-from tests.llm.conftest import make_record
-from tests.llm.replies import filt, reply
+from tests.judges.llm.conftest import make_record
+from tests.judges.llm.replies import filt, reply
 
 Make = Callable[..., LlmJudge]
 

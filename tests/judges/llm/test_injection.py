@@ -20,8 +20,8 @@ from stef.pipeline import Pipeline
 from stef.prompts import data_blocks, strip_data_blocks
 from stef.rules import AppRules, RuleSet
 from stef.testing.fake_server import FakeLlmServer, Received, Reply
-from tests.llm.conftest import make_record
-from tests.llm.replies import filt
+from tests.judges.llm.conftest import make_record
+from tests.judges.llm.replies import filt
 
 MARKER = "PWNED"
 BLOCKS = {
