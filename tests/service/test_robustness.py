@@ -24,6 +24,7 @@ from stef.io.deadletter import DEFAULT_MAX_BYTES
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
+from stef.metrics import DEAD_LETTER_REASONS
 from stef.models import JudgeInfo
 from stef.service.loop import Service
 from stef.settings import load_settings
@@ -32,18 +33,8 @@ from tests.attack_corpus import corpus
 from tests.brokers import Broker, tansu_broker
 from tests.service.conftest import ROOT, ServiceProcess, caught_up, kafka_config, read_jsonl
 
-REASONS = {
-    "not_utf8",
-    "not_json",
-    "not_object",
-    "missing_field",
-    "wrong_type",
-    "too_large",
-    "limits_exceeded",
-    "unknown_dialect",
-    "unreadable",
-    "internal_error",
-}
+# Every reason a record may be dead-lettered for, as the metrics know them.
+REASONS = set(DEAD_LETTER_REASONS)
 
 
 def _write_corpus(path: Path) -> list[tuple[str, bytes]]:
