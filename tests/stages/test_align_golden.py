@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from stef.models import (
     Alignment,
@@ -32,6 +31,7 @@ from stef.rules import AppRules
 from stef.stages.align import align
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
+from tests.golden import load_golden
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "align"
 
@@ -66,29 +66,7 @@ def _check_case(source: str, case: Any) -> None:
             assert all(isinstance(v, str) for v in want), f"{where}: quote every item of {key}"
 
 
-def load_cases() -> list[Any]:
-    """Every case of every fixture file, as pytest params with the titles as ids."""
-    params = []
-    titles: set[str] = set()
-    files = sorted(FIXTURES.glob("*.yaml"))
-    assert files, f"no fixtures in {FIXTURES}"
-    for path in files:
-        cases = yaml.safe_load(path.read_text(encoding="utf-8"))
-        assert isinstance(cases, list), f"{path.name}: a list of cases"
-        for case in cases:
-            _check_case(path.name, case)
-            assert case["title"] not in titles, f"{path.name}: duplicate {case['title']!r}"
-            titles.add(case["title"])
-            marks = (
-                [pytest.mark.xfail(strict=True, reason=" ".join(str(case["xfail"]).split()))]
-                if case.get("xfail")
-                else []
-            )
-            params.append(pytest.param(case, id=case["title"], marks=marks))
-    return params
-
-
-CASES = load_cases()
+CASES = load_golden(FIXTURES, _check_case)
 
 
 def _run(case: dict[str, Any]) -> dict[str, Any]:
