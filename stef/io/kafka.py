@@ -132,6 +132,12 @@ class KafkaSource:
                 raise
             self._seek_to_start(consumer, sorted(exc.args[0]), self.start_from)
             return []
+        except KafkaError as exc:
+            # The broker is gone or restarting: nothing to hand out now, the consumer reconnects
+            # on the next poll, and /readyz says the source is unreachable meanwhile.
+            log.warning("source_poll_failed", error=str(exc)[:300])
+            time.sleep(min(timeout_s, 1.0))
+            return []
         out: list[Envelope] = []
         for tp, messages in batches.items():
             with self._lock:
