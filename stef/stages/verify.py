@@ -29,6 +29,7 @@ REPAIR_KINDS = (
     "missing_field",
     "unknown_label",
     "long_rationale",
+    "confidence_out_of_range",
     "unknown_predicate",
     "duplicate",
     "match_without_predicates",

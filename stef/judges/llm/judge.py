@@ -293,7 +293,7 @@ class LlmJudge:
         ]
         second = self._call(self._conversation(user, extra), asked, calls)
         try:
-            return self._validated(second, asked, calls)
+            return self._validated(second, asked, calls, final=True)
         except ReplyInvalid as exc:
             log.warning(
                 "llm_reply_invalid",
@@ -333,9 +333,9 @@ class LlmJudge:
         )
 
     def _validated(
-        self, completion: Completion, asked: _Asked, calls: list[Completion]
+        self, completion: Completion, asked: _Asked, calls: list[Completion], *, final: bool = False
     ) -> JudgeOutput:
-        """The output of one completion.
+        """The output of one completion (``final``: the re-ask's, the last one asked for).
 
         Raises:
             LlmReplyError: the model refused; asking again would only cost another refusal.
@@ -351,7 +351,7 @@ class LlmJudge:
                 raw=redact(completion.text or "", self._client.secrets, limit=None),
             )
         try:
-            reply, repairs = parse_reply(completion.text)
+            reply, repairs = parse_reply(completion.text, final=final)
             return to_output(reply, asked.request, asked.stef, repairs)
         except ReplyInvalid as exc:
             if completion.finish_reason == "length":

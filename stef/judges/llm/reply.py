@@ -153,18 +153,22 @@ def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
 
 
 # Bounds on every list and string the model writes. A grammar-enforcing server (llama.cpp) lets a
-# small model repeat one list item until max_tokens; a bound makes the grammar end the list.
-# Generous against real questions (a few filters, outputs and aggregations each).
+# small model repeat one list item until the list's bound (SmolLM2-135M does, in every list):
+# with these bounds a reply with every list full and short strings takes about 900 tokens, inside
+# the default ``max_tokens`` (1024); with every string padded to its bound too, about 5,400
+# characters of compact JSON. Real questions fit easily: a few outputs, filters and aggregations.
 _MAX_ITEMS = {
-    "outputs": 12,
-    "aggregations": 8,
-    "filters": 12,
-    "group_by": 8,
-    "dropped": 8,
-    "added": 8,
-    "issues": 6,
+    "outputs": 6,
+    "aggregations": 4,
+    "filters": 6,
+    "group_by": 4,
+    "dropped": 4,
+    "added": 4,
+    "issues": 4,
 }
-_MAX_TEXT = 200
+# Free strings: a column, value or phrase is short; an operator or function name shorter still.
+_MAX_TEXT = 80
+_MAX_TEXT_BY_NAME = {"op": 16, "func": 16}
 
 
 def _bounded(node: Any, name: str = "") -> Any:
@@ -184,7 +188,7 @@ def _bounded(node: Any, name: str = "") -> Any:
     if out.get("type") == "array" and name in _MAX_ITEMS:
         out.setdefault("maxItems", _MAX_ITEMS[name])
     if out.get("type") == "string" and "enum" not in out:
-        out.setdefault("maxLength", _MAX_TEXT)
+        out.setdefault("maxLength", _MAX_TEXT_BY_NAME.get(name, _MAX_TEXT))
     return out
 
 
@@ -248,8 +252,14 @@ def _strip_fence(text: str) -> str:
     return t.strip()
 
 
-def parse_reply(text: str | None) -> tuple[LlmReply, list[str]]:
+def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, list[str]]:
     """Parse and validate the reply text, filling what a model may leave out.
+
+    Args:
+        text: the reply's content.
+        final: the last reply the judge will ask for. A confidence outside 0..1 is then read as 0
+            (certainty unknown: the lowest confidence multiplier) instead of failing a reply whose
+            verdict is usable; earlier replies are re-asked with the error.
 
     Returns:
         The reply, and one repair string per default filled in or rationale truncated.
@@ -268,6 +278,8 @@ def parse_reply(text: str | None) -> tuple[LlmReply, list[str]]:
     repairs: list[str] = []
     if isinstance(data, dict):
         data = _filled(data, repairs)
+        if final:
+            data = _confidence_read(data, repairs)
     try:
         return LlmReply.model_validate(data), repairs
     except ValidationError as exc:
@@ -305,6 +317,21 @@ def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
         out["rationale"] = rationale[: RATIONALE_MAX - 1] + "\u2026"
         repairs.append(f"long_rationale: rationale cut from {len(rationale)} characters")
     return out
+
+
+def _confidence_read(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
+    """The reply with an out-of-range numeric confidence read as 0 (a small model under a grammar
+    that allows any number writes 1e15 as readily as 0.9)."""
+    value = data.get("confidence")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return data
+    if 0.0 <= value <= 1.0:
+        return data
+    repairs.append(
+        f"confidence_out_of_range: confidence {value!r} is outside 0..1; read as 0 (certainty "
+        "unknown, lowest multiplier)"
+    )
+    return {**data, "confidence": 0.0}
 
 
 def _with_defaults(

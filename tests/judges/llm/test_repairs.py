@@ -294,3 +294,36 @@ def test_tokens_of_failed_calls_are_counted_in_the_metrics(
         for kind in ("prompt", "completion")
     }
     assert tokens == {"prompt": 220.0, "completion": 16.0}
+
+
+# ------------------------------------------------------------------------ the confidence
+
+
+def test_an_out_of_range_confidence_is_reasked_then_read_as_zero(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    # A small model under a grammar that allows any number writes 1e15 as readily as 0.9: the
+    # first reply is re-asked with the error; the last one keeps its verdict, with no certainty.
+    server.script(Reply(reply(confidence=1.7)), Reply(reply(confidence=1e15)))
+    result = run(server)
+    assert result.outcome == "evaluated"
+    assert result.components.verdict == "Correct"
+    assert result.components.confidence == 0.0
+    assert result.components.confidence_multiplier == 0.5
+    assert result.score == 50.0
+    assert result.repairs == [
+        "confidence_out_of_range: confidence 1000000000000000.0 is outside 0..1; read as 0 "
+        "(certainty unknown, lowest multiplier)"
+    ]
+    assert repairs_of(registry, "confidence_out_of_range") == 1
+    assert len(server.chat_requests()) == 2
+
+
+def test_a_confidence_that_is_not_a_number_is_still_an_error(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    content = {**reply(), "confidence": "high"}
+    server.script(Reply(content), Reply(content))
+    result = run(server)
+    assert result.outcome == "judge_error"
+    assert result.error.startswith("invalid_reply:") and "confidence" in result.error
