@@ -184,3 +184,17 @@ def test_a_heuristic_run_keeps_its_result_json(rules: RuleSet) -> None:
     out = Pipeline(rules, HeuristicJudge()).process(_payload(id="h"), {"file": "-", "line": 1})
     judge = json.loads(out.value)["judge"]
     assert set(judge) == {"backend", "model", "prompt_version", "rules_version"}
+
+
+def test_both_verdicts_are_compared_after_the_overrides(
+    pipeline: Pipeline, server: FakeLlmServer, registry: CollectorRegistry
+) -> None:
+    # Prose in place of SQL is Incorrect whatever a judge says: the LLM's Correct and the
+    # heuristic's Potentially Incorrect both become Incorrect, so they agree.
+    server.script(Reply(reply(verdict="Correct")))
+    out = pipeline.process(_payload(id="p", sql="hello world"), {"file": "-", "line": 1})
+    assert out.result is not None and out.result.components is not None
+    assert out.result.components.verdict is Verdict.INCORRECT
+    second = out.result.judge.second_opinion
+    assert second is not None and second.verdict is Verdict.INCORRECT and second.agrees
+    assert _count(registry, "stef_judge_disagreement_total") == 0
