@@ -65,6 +65,10 @@ JUDGE_ERROR_REASONS = (
     "internal",
     "closed",
 )
+# How one LLM sample ended: a usable verdict, or a failure after its own retries and re-ask.
+SAMPLE_OUTCOMES = ("answered", "failed")
+# Distinct reported model names kept as labels; the endpoint chooses them, so they are bounded.
+MAX_REPORTED_MODELS = 10
 _HTTP_REASON = re.compile(r"http_[1-5][0-9][0-9]")
 
 # `_created` series double the scrape (71 of 127 lines on the sample) and no panel or alert reads
@@ -100,9 +104,11 @@ class Metrics:
         self._max_agents = max_agents
         self._lock = threading.Lock()
         self._newest: dict[str, float] = {}
+        self._reported: set[str] = set()
         self._register_quality(registry)
         self._register_llm(registry)
         self._register_service(registry)
+        self._register_watch(registry)
         # CPU seconds, resident memory, open files of this process (Linux /proc; elsewhere none).
         ProcessCollector(registry=registry)
         # An app without a rules file counts as "unknown": its first unsafe statement must raise
@@ -206,6 +212,50 @@ class Metrics:
         for outcome in ("success", "error"):
             self.rules_reload.labels(outcome=outcome)
 
+    def _register_watch(self, r: CollectorRegistry) -> None:
+        """Whether the judge itself can be trusted: second opinions, sample votes, model swaps."""
+        self.second_opinions = Counter(
+            "stef_judge_second_opinions_total",
+            "Records the heuristic judged beside the LLM (a second opinion)",
+            ["app"],
+            registry=r,
+        )
+        self.disagreements = Counter(
+            "stef_judge_disagreement_total",
+            "Records where the LLM and the heuristic second opinion disagree on pass/fail",
+            ["app"],
+            registry=r,
+        )
+        self.second_opinion_errors = Counter(
+            "stef_judge_second_opinion_errors_total",
+            "Second opinions that failed (the LLM's result stands without one)",
+            registry=r,
+        )
+        self.split_verdicts = Counter(
+            "stef_judge_split_verdicts_total",
+            "Records whose LLM samples did not all give the same verdict",
+            ["app"],
+            registry=r,
+        )
+        self.samples = Counter(
+            "stef_judge_samples_total",
+            "LLM samples asked (llm.samples per judged record), by outcome",
+            ["model", "outcome"],
+            registry=r,
+        )
+        self.model_changes = Counter(
+            "stef_judge_model_changes_total",
+            "Replies whose reported model differs from the previous reply's",
+            ["configured"],
+            registry=r,
+        )
+        self.reported_model = Gauge(
+            "stef_judge_reported_model",
+            "1 for the model the endpoint named in its latest reply",
+            ["configured", "reported"],
+            registry=r,
+        )
+
     # ---------------------------------------------------------------------------- label bounding
 
     def app_label(self, app: str | None) -> str:
@@ -247,6 +297,27 @@ class Metrics:
         self.score.labels(app=a, agent="other")
         for reason in JUDGE_ERROR_REASONS:
             self.judge_errors.labels(app=a, reason=reason)
+        self.second_opinions.labels(app=a)
+        self.disagreements.labels(app=a)
+        self.split_verdicts.labels(app=a)
+
+    def prime_model(self, model: str) -> None:
+        """Create the zero-valued series of a configured LLM model: samples by outcome and model
+        changes, so the first swap is seen by ``increase()``."""
+        for outcome in SAMPLE_OUTCOMES:
+            self.samples.labels(model=model, outcome=outcome)
+        self.model_changes.labels(configured=model)
+
+    def reported_label(self, reported: str) -> str:
+        """A reported model name as a label: the first ``MAX_REPORTED_MODELS`` label-like names
+        seen, any other ``other`` (the name comes from the endpoint, not from configuration)."""
+        with self._lock:
+            if reported in self._reported:
+                return reported
+            if len(self._reported) >= MAX_REPORTED_MODELS or not sane_label(reported):
+                return "other"
+            self._reported.add(reported)
+            return reported
 
     # -------------------------------------------------------------------------------- observers
 
@@ -261,6 +332,7 @@ class Metrics:
             self.judge_errors.labels(app=app, reason=judge_error_reason(result.error)).inc()
         if result.outcome != "evaluated" or result.components is None:
             return
+        self._observe_judge_watch(app, result)
         agent = self.agent_label(result.agent, result.agent_version)
         if result.score is not None:
             self.score.labels(app=app, agent=agent).observe(result.score)
@@ -280,6 +352,17 @@ class Metrics:
             self.issues.labels(app=app, issue=label).inc()
         if result.safety.mutating or result.safety.multiple_statements:
             self.unsafe.labels(app=app).inc()
+
+    def _observe_judge_watch(self, app: str, result: Result) -> None:
+        """The second opinion and the sample vote of an evaluated result."""
+        second = result.judge.second_opinion
+        if second is not None:
+            self.second_opinions.labels(app=app).inc()
+            if not second.agrees:
+                self.disagreements.labels(app=app).inc()
+        samples = result.judge.samples
+        if samples is not None and samples.split:
+            self.split_verdicts.labels(app=app).inc()
 
     def _observe_timestamp(self, app: str, timestamp: str | None) -> None:
         seconds = record_time(timestamp)
@@ -329,6 +412,27 @@ class Metrics:
         """Count the repairs of one judged record, by kind (a fixed set chosen by the caller)."""
         for kind in kinds:
             self.judge_repairs.labels(kind=kind).inc()
+
+    def observe_samples(self, model: str, answered: int, failed: int) -> None:
+        """The samples of one judged record: how many answered, how many failed."""
+        if answered:
+            self.samples.labels(model=model, outcome="answered").inc(answered)
+        if failed:
+            self.samples.labels(model=model, outcome="failed").inc(failed)
+
+    def observe_reported_model(self, configured: str, previous: str | None, reported: str) -> None:
+        """The model an endpoint reported; ``previous`` is the one it reported before (None on
+        the first reply): a different one counts as a change."""
+        label = self.reported_label(reported)
+        if previous is not None and previous != reported:
+            self.model_changes.labels(configured=configured).inc()
+            old = self.reported_label(previous)
+            if old != label:
+                self.reported_model.labels(configured=configured, reported=old).set(0)
+        self.reported_model.labels(configured=configured, reported=label).set(1)
+
+    def observe_second_opinion_error(self) -> None:
+        self.second_opinion_errors.inc()
 
     def observe_cache(self, hit: bool) -> None:
         (self.cache_hits if hit else self.cache_misses).inc()

@@ -9,7 +9,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 
 class _Frozen(BaseModel):
@@ -152,6 +158,11 @@ class Verdict(StrEnum):
     INCORRECT = "Incorrect"
 
 
+# Pass/fail of a verdict, where two judges are compared (the second opinion): the correct side
+# of the scale passes, the incorrect side fails.
+PASSING_VERDICTS = frozenset({Verdict.CORRECT, Verdict.LIKELY_CORRECT})
+
+
 class FilterStatus(StrEnum):
     FULLY_APPLIED = "fully_applied"
     FULLY_APPLIED_WITH_EXTRAS = "fully_applied_with_extras"
@@ -219,6 +230,47 @@ class JudgeOutput(_Frozen):
         default_factory=list,
         description="what was repaired in the backend's answer, one '<kind>: <detail>' each",
     )
+    samples: SampleVote | None = Field(
+        default=None, description="how the samples voted, when the backend asked several"
+    )
+    reported_model: str | None = Field(
+        default=None, description="the model the endpoint named in its reply (LLM only)"
+    )
+
+
+class SampleVote(_Frozen):
+    """How the samples of one LLM judgment voted (``llm.samples`` > 1).
+
+    Attributes:
+        n: samples asked.
+        answered: samples that came back with a usable verdict (the others failed).
+        agreeing: answered samples whose verdict is the majority verdict.
+        split: the answered samples did not all give the same verdict.
+        verdicts: the verdict of each answered sample, in the order they were asked.
+    """
+
+    n: int = Field(ge=1)
+    answered: int = Field(ge=1)
+    agreeing: int = Field(ge=1)
+    split: bool
+    verdicts: list[Verdict] = Field(default_factory=list)
+
+
+class SecondOpinion(_Frozen):
+    """Another backend's verdict on the same record, kept beside the deciding one's.
+
+    Attributes:
+        backend: the backend that gave it (``heuristic``).
+        verdict: its verdict.
+        confidence: its confidence.
+        agrees: it falls on the same side of pass/fail (Correct or Likely Correct pass) as the
+            verdict of the result.
+    """
+
+    backend: str
+    verdict: Verdict
+    confidence: float = Field(ge=0.0, le=1.0)
+    agrees: bool
 
 
 class Usage(_Frozen):
@@ -231,10 +283,29 @@ class Usage(_Frozen):
 
 
 class JudgeInfo(_Frozen):
+    """The backend that decided, and (per record) what it reported and who else was asked."""
+
     backend: str
     model: str | None = None
     prompt_version: str | None = None
     rules_version: str | None = None
+    reported_model: str | None = None
+    samples: SampleVote | None = None
+    second_opinion: SecondOpinion | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_record_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Absent rather than null when unset: a heuristic run's results stay as they were.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _PER_RECORD_INFO:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
+
+
+# The JudgeInfo fields that only an LLM judgment sets; left out of the JSON when unset.
+_PER_RECORD_INFO = ("reported_model", "samples", "second_opinion")
 
 
 # ------------------------------------------------------------------------------------- result

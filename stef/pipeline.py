@@ -23,6 +23,7 @@ from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
 from stef.metrics import Metrics
 from stef.models import (
+    PASSING_VERDICTS,
     Components,
     FilterStatus,
     InputRecord,
@@ -30,6 +31,7 @@ from stef.models import (
     JudgeOutput,
     Result,
     Safety,
+    SecondOpinion,
     SqlSpec,
     Usage,
     Verdict,
@@ -99,6 +101,9 @@ class Pipeline:
         metrics: where outcomes are counted; None counts nothing.
         dead_letter_max_bytes: the largest dead letter written (the payload is capped to fit).
         guess_dialect: try other dialects when none is named and the generic one fails.
+        second_opinion: a backend that also judges every record ``backend`` evaluated (the
+            heuristic beside the LLM); its verdict goes in ``judge.second_opinion`` and never
+            changes the result. None asks no one else.
     """
 
     def __init__(
@@ -111,9 +116,11 @@ class Pipeline:
         metrics: Metrics | None = None,
         dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
         guess_dialect: bool = True,
+        second_opinion: Judge | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
+        self.second_opinion = second_opinion
         self.mapping = mapping or FieldMapping()
         self.limits = limits or Limits()
         self.metrics = metrics
@@ -230,8 +237,60 @@ class Pipeline:
             # Prose in place of SQL (an apology, the question echoed) answers nothing.
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
-        result = _evaluated(output, spec, norm, rules, usage, base)
-        return _with_decisions(result, output, repairs)
+        result = _with_decisions(
+            _evaluated(output, spec, norm, rules, usage, base), output, repairs
+        )
+        return self._with_judge_details(result, reply.output, request)
+
+    def _with_judge_details(
+        self, result: Result, answer: JudgeOutput, request: JudgeRequest
+    ) -> Result:
+        """The result's ``judge`` with what this judgment reported: the model the endpoint
+        named, the sample vote, and the second opinion."""
+        update: dict[str, Any] = {
+            "reported_model": answer.reported_model,
+            "samples": answer.samples,
+        }
+        if self.second_opinion is not None and result.components is not None:
+            update["second_opinion"] = self._second_opinion(
+                self.second_opinion, request, result.components.verdict
+            )
+        return result.model_copy(update={"judge": result.judge.model_copy(update=update)})
+
+    def _second_opinion(
+        self, backend: Judge, request: JudgeRequest, verdict: Verdict
+    ) -> SecondOpinion | None:
+        """Another backend's verdict on the same request, compared with ``verdict`` (the result's,
+        after the overrides) on pass/fail. Its failure is logged and counted, and the result
+        stands without it."""
+        try:
+            answer = backend.judge(request).output
+            theirs = _overridden(answer.verdict, request)
+            return SecondOpinion(
+                backend=backend.info.backend,
+                verdict=theirs,
+                confidence=answer.confidence,
+                agrees=(theirs in PASSING_VERDICTS) == (verdict in PASSING_VERDICTS),
+            )
+        except Exception as exc:  # a second opinion must never cost the record its result
+            log.warning(
+                "second_opinion_failed",
+                id=request.record.id,
+                error_type=type(exc).__name__,
+                error=str(exc).replace("\n", " ")[:_MAX_INTERNAL_MESSAGE],
+            )
+            if self.metrics is not None:
+                self.metrics.observe_second_opinion_error()
+            return None
+
+
+def _overridden(verdict: Verdict, request: JudgeRequest) -> Verdict:
+    """A second opinion's verdict under the overrides the result's verdict went through: unsafe
+    SQL and text that is not SQL are Incorrect whatever a judge says."""
+    spec = request.sql_spec
+    if _unsafe(spec) or (not spec.parsed and not is_sql_text(request.record.sql)):
+        return Verdict.INCORRECT
+    return verdict
 
 
 def _with_decisions(result: Result, output: JudgeOutput, repairs: list[str]) -> Result:

@@ -45,7 +45,11 @@ def build_pipeline(
     backend: Judge,
     metrics: Metrics | None = None,
 ) -> Pipeline:
-    """The record path with the settings' field mapping, limits and dead-letter cap."""
+    """The record path with the settings' field mapping, limits and dead-letter cap; with the
+    heuristic as a second opinion when another backend decides (``llm.second_opinion``)."""
+    second = None
+    if backend.info.backend != "heuristic" and settings.llm.second_opinion:
+        second = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
     return Pipeline(
         rules,
         backend,
@@ -54,6 +58,7 @@ def build_pipeline(
         metrics=metrics,
         dead_letter_max_bytes=settings.dead_letter_max_bytes,
         guess_dialect=settings.guess_dialect,
+        second_opinion=second,
     )
 
 

@@ -16,6 +16,7 @@ request it receives, and answers each one from a script, then from a default::
             Reply(my_dict, prompt_tokens=900),    # a valid reply with set usage
             Raw(200, b"{oops"),                   # an HTTP body that is not JSON at all
             Reply(refusal="I cannot help"),       # content null, message.refusal set
+            Reply(model="other-model"),           # the default reply, reporting another model
             Raw(200, completion_body([])),        # a chat completion with empty choices
         )
         ...                                       # point the judge at server.base_url
@@ -70,6 +71,8 @@ class Reply:
     """A 200 chat completion. ``content``: text as is, a dict as JSON, None for the default.
 
     With ``refusal`` set, the message is a refusal: content null, ``refusal`` that text.
+    ``model`` is the model the body reports (None: the one the request named), to script an
+    endpoint that swaps models behind the configured name.
     """
 
     content: str | dict[str, Any] | None = None
@@ -77,6 +80,7 @@ class Reply:
     completion_tokens: int | None = None
     finish_reason: str = "stop"
     refusal: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -474,7 +478,7 @@ class FakeLlmServer:
             "id": f"chatcmpl-fake-{seq}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": str(received.body.get("model", "fake-model")),
+            "model": step.model or reply.model or str(received.body.get("model", "fake-model")),
             "choices": [
                 {
                     "index": 0,

@@ -75,7 +75,8 @@ def test_panels_the_issue_asks_for() -> None:
         "filter status", "verdicts", "enrichment drift", "top issue labels", "unsafe sql",
         "judge errors", "llm latency", "llm tokens", "llm cost", "cache hit rate",
         "consumer lag", "p10", "freshness", "dead letters by reason", "judge errors by reason",
-        "cpu", "resident memory", "open files",
+        "cpu", "resident memory", "open files", "judge disagreement share", "split sample votes",
+        "reported model and model changes",
     ):  # fmt: skip
         assert words in titles, words
 

@@ -2,7 +2,9 @@
 
 Two levels: an in-process LRU and, optionally, a SQLite file that survives restarts and can be
 shared by ``stef replay`` runs. Keys hash (prompt version, model, app rules, dialect, Qu, Qe,
-normalized SQL); values are the validated :class:`~stef.models.JudgeOutput` as JSON.
+normalized SQL, and the sample count when above 1); values are the validated
+:class:`~stef.models.JudgeOutput` as JSON (with ``llm.samples`` > 1, the majority's output and
+the vote).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def cache_key(
     prompt_version: str,
     model: str,
     analysis: Any = None,
+    samples: int = 1,
 ) -> str:
     """The key of one request: everything that changes what the model is shown.
 
@@ -62,6 +65,9 @@ def cache_key(
         analysis: the deterministic analysis shown to the model (spec, numbered predicates,
             normalizations, flags). Keyed too, so a cached answer's predicate ids always refer
             to the predicates of the current analysis, even after an upgrade of the SQL parser.
+        samples: how many samples voted for the cached verdict. The entry is the vote's
+            outcome, so one sample's answer is never served as a three-sample majority (nor the
+            other way round); 1 leaves the key as it was before samples existed.
     """
     record = request.record
     payload = json.dumps(
@@ -74,6 +80,7 @@ def cache_key(
             record.enriched_question,
             normalize_sql(record.sql),
             analysis,
+            *([{"samples": samples}] if samples > 1 else []),
         ],
         sort_keys=True,
         ensure_ascii=False,

@@ -102,6 +102,7 @@ class Completion:
         mode: the response_format mode that produced it.
         prompt_tokens, completion_tokens: summed over every call that got a reply.
         attempts: HTTP calls made (retries and the fallback included).
+        reported_model: the ``model`` the endpoint named in its reply, if any.
     """
 
     text: str | None
@@ -111,6 +112,7 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     attempts: int
+    reported_model: str | None = None
 
 
 class _Lenient(BaseModel):
@@ -138,6 +140,9 @@ class _Envelope(_Lenient):
 
     choices: list[_Choice]
     usage: _Usage | None = None
+    # Which model answered, as the endpoint says (a proxy may swap it behind the configured
+    # name). Any JSON value: a server sending a number here still sent a usable completion.
+    model: object = None
 
 
 class _BadBody(StefError):
@@ -501,6 +506,13 @@ def _parse_body(content: bytes, content_type: str | None, secrets: Iterable[str]
         ) from None
 
 
+def _reported_model(value: object, secrets: Iterable[str]) -> str | None:
+    """The reply's ``model`` as text (redacted, capped), None when absent, blank or not a string."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return redact(value, secrets, limit=200)
+
+
 def _completion(
     envelope: _Envelope, mode: str, attempts: int, secrets: Iterable[str]
 ) -> Completion:
@@ -517,4 +529,5 @@ def _completion(
         prompt_tokens=max(0, (usage.prompt_tokens if usage else None) or 0),
         completion_tokens=max(0, (usage.completion_tokens if usage else None) or 0),
         attempts=attempts,
+        reported_model=_reported_model(envelope.model, secrets),
     )

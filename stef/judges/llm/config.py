@@ -33,6 +33,9 @@ _ENV_VARS = {
     "cache_path": "STEF_LLM_CACHE",
     "cache_size": "STEF_LLM_CACHE_SIZE",
     "prices": "STEF_LLM_PRICES",
+    "temperature": "STEF_LLM_TEMPERATURE",
+    "samples": "STEF_LLM_SAMPLES",
+    "second_opinion": "STEF_LLM_SECOND_OPINION",
 }
 
 
@@ -58,7 +61,8 @@ class LlmConfig(BaseModel):
         backoff_base_s: first backoff; doubles per retry, with full jitter, capped at
             ``backoff_max_s``; a server's Retry-After is a lower bound.
         max_concurrency: HTTP calls in flight at once from this process.
-        temperature: 0 for repeatable verdicts.
+        temperature: 0 for repeatable verdicts; above 0 when ``samples`` > 1 (at 0 the samples
+            are the same answer N times).
         max_tokens: completion cap per call (None: the server's default). The default 1024 is
             five times a typical reply and stops a model that loops before the HTTP timeout.
         response_format: ``auto`` tries strict ``json_schema`` and falls back once to
@@ -66,6 +70,10 @@ class LlmConfig(BaseModel):
         prices: per model, dollars per 1M prompt and completion tokens.
         cache_path: optional SQLite file shared across runs.
         cache_size: entries in the in-process LRU cache (0 disables it).
+        samples: how many times the model is asked per record; the majority verdict decides and
+            the share of samples that agree scales the confidence (docs/llm.md, "Samples").
+        second_opinion: the heuristic judge also judges every record the LLM judged; its
+            verdict is kept in the result and disagreements are counted.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -85,6 +93,8 @@ class LlmConfig(BaseModel):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     cache_path: Path | None = None
     cache_size: int = Field(10_000, ge=0)
+    samples: int = Field(1, ge=1, le=15)
+    second_opinion: bool = True
 
     @property
     def configured(self) -> bool:
@@ -108,7 +118,8 @@ class LlmConfig(BaseModel):
         ``STEF_LLM_MAX_RETRIES``, ``STEF_LLM_MAX_TOTAL_RETRY_S``, ``STEF_LLM_MAX_CONCURRENCY``,
         ``STEF_LLM_MAX_TOKENS``, ``STEF_LLM_RESPONSE_FORMAT``, ``STEF_LLM_CACHE`` (SQLite path),
         ``STEF_LLM_CACHE_SIZE``, ``STEF_LLM_PRICES`` (JSON: ``{"model": {"prompt": 0.15,
-        "completion": 0.6}}``). Empty values count as unset.
+        "completion": 0.6}}``), ``STEF_LLM_TEMPERATURE``, ``STEF_LLM_SAMPLES``,
+        ``STEF_LLM_SECOND_OPINION`` (``true``/``false``). Empty values count as unset.
 
         Raises:
             ConfigError: a value does not validate (the message names the variable, not the key).

@@ -30,8 +30,10 @@ from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.llm.cache import JudgeCache, cache_key
 from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.prematch import prematch
 from stef.judges.llm.reply import StefMatch, parse_reply, reply_schema, to_output
+from stef.judges.llm.samples import majority
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput, SqlSpec, Usage
 from stef.prompts import Prompts
@@ -141,6 +143,17 @@ class LlmJudge:
             backend=BACKEND, model=config.model, prompt_version=self.prompts.version
         )
         self._closed = threading.Event()
+        self._watch = ModelWatch(config.model or "", metrics)
+        if metrics is not None:
+            metrics.prime_model(config.model or "")
+        if config.samples > 1 and config.temperature == 0:
+            # Not an error: the vote still runs, but every sample is the same answer.
+            log.warning(
+                "llm_samples_at_temperature_zero",
+                model=config.model,
+                samples=config.samples,
+                hint="set llm.temperature above 0, or the samples cannot disagree",
+            )
 
     @property
     def info(self) -> JudgeInfo:
@@ -154,6 +167,11 @@ class LlmJudge:
     @property
     def cache(self) -> JudgeCache:
         return self._cache
+
+    @property
+    def model_watch(self) -> ModelWatch:
+        """The reported-model watch of this judge's configured model."""
+        return self._watch
 
     def close(self) -> None:
         """Close the HTTP connection pool and the cache file. Idempotent; later calls of
@@ -226,9 +244,62 @@ class LlmJudge:
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
         user = self.prompts.render("user.j2", **context)
-        output = self._ask(user, asked, calls)
+        output, unanswered = self._vote(user, asked, calls)
+        # The vote is cached, never one sample: a hit serves the whole vote it stands for.
         self._cache.put(key, output)
-        return JudgeReply(output=output, usage=self._usage(calls, started))
+        return JudgeReply(output=output, usage=self._usage(calls, started, unanswered))
+
+    def _vote(self, user: str, asked: _Asked, calls: list[Completion]) -> tuple[JudgeOutput, int]:
+        """Ask ``llm.samples`` times, one after the other; the majority of the answered decides.
+
+        Returns:
+            The output (with the vote when more than one sample was asked) and the HTTP attempts
+            of failed samples that ``calls`` does not hold (the calls that raised).
+
+        Raises:
+            JudgeError: no sample answered; the last failure, with every sample's attempts and
+                tokens when more than one was asked.
+        """
+        n = self.config.samples
+        outputs: list[JudgeOutput] = []
+        failures: list[JudgeError] = []
+        unanswered = 0
+        for _ in range(n):
+            mine: list[Completion] = []
+            try:
+                output = self._ask(user, asked, mine)
+                reported = mine[-1].reported_model if mine else None
+                outputs.append(output.model_copy(update={"reported_model": reported}))
+            except JudgeError as exc:
+                failures.append(exc)
+                unanswered += max(0, exc.attempts - sum(c.attempts for c in mine))
+            finally:
+                calls.extend(mine)
+        if self._metrics is not None:
+            self._metrics.observe_samples(self.config.model or "", len(outputs), len(failures))
+        if not outputs:
+            raise self._none_answered(failures, calls, unanswered)
+        if failures:
+            log.info(
+                "llm_samples_failed",
+                model=self.config.model,
+                failed=len(failures),
+                samples=n,
+                reasons=sorted({f.reason for f in failures}),
+            )
+        return (outputs[0] if n == 1 else majority(outputs, n)), unanswered
+
+    @staticmethod
+    def _none_answered(
+        failures: list[JudgeError], calls: list[Completion], unanswered: int
+    ) -> JudgeError:
+        """The error of a judgment whose samples all failed: the last one, costed in full."""
+        last = failures[-1]
+        if len(failures) > 1:
+            last.attempts = sum(c.attempts for c in calls) + unanswered
+            last.prompt_tokens = sum(c.prompt_tokens for c in calls)
+            last.completion_tokens = sum(c.completion_tokens for c in calls)
+        return last
 
     def _key(self, request: JudgeRequest, context: dict[str, Any]) -> str:
         """The cache key: the request and the analysis shown to the model, not its raw text."""
@@ -238,6 +309,7 @@ class LlmJudge:
             prompt_version=self._info.prompt_version or "",
             model=self.config.model or "",
             analysis=analysis,
+            samples=self.config.samples,
         )
 
     def _cached(self, key: str) -> JudgeOutput | None:
@@ -319,8 +391,9 @@ class LlmJudge:
             completion_tokens=sum(c.completion_tokens for c in calls),
         )
 
-    def _usage(self, calls: list[Completion], started: float) -> Usage:
-        """What the calls of one judged record cost, in tokens, money, time and attempts."""
+    def _usage(self, calls: list[Completion], started: float, unanswered: int = 0) -> Usage:
+        """What the calls of one judged record cost, in tokens, money, time and attempts (every
+        sample's, failed ones included: ``unanswered`` attempts got no completion)."""
         prompt_tokens = sum(c.prompt_tokens for c in calls)
         completion_tokens = sum(c.completion_tokens for c in calls)
         return Usage(
@@ -329,7 +402,7 @@ class LlmJudge:
             latency_ms=_ms(started),
             cache_hit=False,
             cost_usd=self.config.cost(self.config.model or "", prompt_tokens, completion_tokens),
-            attempts=sum(c.attempts for c in calls),
+            attempts=sum(c.attempts for c in calls) + unanswered,
         )
 
     def _validated(
@@ -371,6 +444,7 @@ class LlmJudge:
             exc.attempts += sum(c.attempts for c in calls)
             raise
         calls.append(completion)
+        self._watch.observe(completion.reported_model)
         return completion
 
 

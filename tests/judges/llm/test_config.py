@@ -114,3 +114,19 @@ def test_build_reads_nothing_from_openai_variables(monkeypatch: pytest.MonkeyPat
         assert client.api_key != "sk-from-openai-env"
     finally:
         judge.close()
+
+
+def test_samples_temperature_and_second_opinion_from_the_environment() -> None:
+    default = LlmConfig.from_env({})
+    assert (default.samples, default.temperature, default.second_opinion) == (1, 0, True)
+    config = LlmConfig.from_env(
+        {
+            "STEF_LLM_SAMPLES": "3",
+            "STEF_LLM_TEMPERATURE": "0.7",
+            "STEF_LLM_SECOND_OPINION": "false",
+        }
+    )
+    assert (config.samples, config.temperature, config.second_opinion) == (3, 0.7, False)
+    for var, value in (("STEF_LLM_SAMPLES", "0"), ("STEF_LLM_SAMPLES", "16")):
+        with pytest.raises(ConfigError, match=var):
+            LlmConfig.from_env({var: value})
