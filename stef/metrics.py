@@ -70,6 +70,10 @@ SAMPLE_OUTCOMES = ("answered", "failed")
 # Distinct reported model names kept as labels; the endpoint chooses them, so they are bounded.
 MAX_REPORTED_MODELS = 10
 _HTTP_REASON = re.compile(r"http_[1-5][0-9][0-9]")
+# How a canary run ended (stef.service.canary): every sampled record scored; the judge failed on
+# some; the run could not judge at all (the file unreadable, an unexpected error).
+CANARY_OUTCOMES = ("ok", "judge_error", "failed")
+CANARY_MEASURES = ("kappa", "accuracy")
 
 # `_created` series double the scrape (71 of 127 lines on the sample) and no panel or alert reads
 # them. A process-wide switch in prometheus_client, so it is thrown when this module loads.
@@ -109,6 +113,7 @@ class Metrics:
         self._register_llm(registry)
         self._register_service(registry)
         self._register_watch(registry)
+        self._register_canary(registry)
         # CPU seconds, resident memory, open files of this process (Linux /proc; elsewhere none).
         ProcessCollector(registry=registry)
         # An app without a rules file counts as "unknown": its first unsafe statement must raise
@@ -253,6 +258,30 @@ class Metrics:
             "stef_judge_reported_model",
             "1 for the model the endpoint named in its latest reply",
             ["configured", "reported"],
+            registry=r,
+        )
+
+    def _register_canary(self, r: CollectorRegistry) -> None:
+        """Whether the judge still agrees with the labelled canary records."""
+        self.canary_agreement = Gauge(
+            "stef_canary_agreement",
+            "Agreement of the judge with the canary labels at the last measured run",
+            ["backend", "model", "measure"],
+            registry=r,
+        )
+        self.canary_floor = Gauge(
+            "stef_canary_agreement_floor",
+            "The configured floor of canary agreement (the alert threshold)",
+            ["measure"],
+            registry=r,
+        )
+        self.canary_runs = Counter(
+            "stef_canary_runs_total", "Canary runs by outcome", ["outcome"], registry=r
+        )
+        self.canary_last_run = Gauge(
+            "stef_canary_last_run_timestamp_seconds",
+            "Unix time of the last canary run that measured agreement",
+            ["backend", "model"],
             registry=r,
         )
 
@@ -442,6 +471,31 @@ class Metrics:
 
     def observe_rules_reload(self, outcome: str) -> None:
         self.rules_reload.labels(outcome=outcome).inc()
+
+    def prime_canary(self, floors: dict[str, float]) -> None:
+        """A canary is configured: its run counters at zero and its floors, for the alerts."""
+        for outcome in CANARY_OUTCOMES:
+            self.canary_runs.labels(outcome=outcome)
+        for measure, floor in floors.items():
+            self.canary_floor.labels(measure=measure).set(floor)
+
+    def observe_canary_run(
+        self,
+        outcome: str,
+        *,
+        backend: str,
+        model: str,
+        agreement: dict[str, float] | None = None,
+        at: float | None = None,
+    ) -> None:
+        """One canary run; ``agreement`` (measure -> value) when it was measured at time ``at``."""
+        self.canary_runs.labels(outcome=outcome).inc()
+        if agreement is None:
+            return
+        for measure, value in agreement.items():
+            self.canary_agreement.labels(backend=backend, model=model, measure=measure).set(value)
+        if at is not None:
+            self.canary_last_run.labels(backend=backend, model=model).set(at)
 
 
 def judge_error_reason(error: str | None) -> str:

@@ -21,6 +21,10 @@ Example config file::
     llm:
       base_url: http://vllm:8000/v1
       model: qwen2.5-coder-32b
+    canary:                   # labelled records re-judged every interval_s (at most sample_size)
+      path: /etc/stef/canary.jsonl
+      interval_s: 3600
+      sample_size: 20
 """
 
 from __future__ import annotations
@@ -48,6 +52,31 @@ class HeuristicSettings(BaseModel):
     backtick_names: bool = False
     operator_mismatch: bool = False
     enrichment_distinct: bool = False
+
+
+class CanarySettings(BaseModel):
+    """The canary: a labelled file (the ``stef calibrate`` format) re-judged on a schedule.
+
+    Attributes:
+        path: the labelled JSONL file; None: no canary.
+        interval_s: seconds between two runs (the first runs at start).
+        sample_size: records judged per run, at most: the bound on the canary's judge calls per
+            interval (a stratified sample when the file has more).
+        concurrency: records the canary judges at once, beside the live stream's workers.
+        pass_threshold: the judge predicts "correct" at ``score >= pass_threshold``.
+        kappa_floor: the alert fires when Cohen's kappa falls below this.
+        accuracy_floor: the alert fires when accuracy falls below this.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Path | None = None
+    interval_s: float = Field(3600.0, gt=0)
+    sample_size: int = Field(20, ge=2, le=10_000)
+    concurrency: int = Field(1, ge=1, le=64)
+    pass_threshold: float = Field(75.0, ge=0, le=100)
+    kappa_floor: float = Field(0.4, ge=-1, le=1)
+    accuracy_floor: float = Field(0.7, ge=0, le=1)
 
 
 class Settings(BaseModel):
@@ -111,6 +140,8 @@ class Settings(BaseModel):
         heuristic: the heuristic judge's opt-in readings and signals, off by default; each
             was measured against human labels and lowered agreement on some source
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
+        canary: the labelled records re-judged on a schedule to watch the judge itself
+            (:class:`CanarySettings`; off unless ``canary.path`` is set).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -146,6 +177,7 @@ class Settings(BaseModel):
     llm: LlmConfig = Field(default_factory=LlmConfig)
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
+    canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
 
     @field_validator("source")
     @classmethod
@@ -257,6 +289,7 @@ _ENV_KEYS = (
     "log_level",
     "guess_dialect",
     "heuristic",
+    "canary",
 )
 _STRUCTURED = (
     "kafka_consumer",
@@ -265,6 +298,7 @@ _STRUCTURED = (
     "limits",
     "known_agents",
     "heuristic",
+    "canary",
 )
 
 

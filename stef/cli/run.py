@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from stef.cli.common import add_common, report_error, settings_of
@@ -46,6 +47,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--metrics-port", help="port for /metrics (default 9464; 0: any free port; off: none)"
     )
     p.add_argument("--group", help="consumer group when the source URL names none (stef)")
+    p.add_argument(
+        "--canary",
+        type=Path,
+        help="labelled JSONL (the stef calibrate format) re-judged every canary.interval_s "
+        "(at most canary.sample_size records a run)",
+    )
     add_common(p, rules_help="rules file or directory (hot-reloaded)")
     p.set_defaults(func=run)
 
@@ -70,10 +77,13 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_of(args, _overrides(args))
     except StefError as exc:
         return report_error("stef run", exc)
+    if args.canary is not None:
+        canary = settings.canary.model_copy(update={"path": args.canary})
+        settings = settings.model_copy(update={"canary": canary})
     # The service logs at its own level: one line per record at info, its default.
     configure_logging(settings.log_level)
     try:
-        service = Service(settings)
+        service = Service(settings, with_canary=True)
     except (StefError, OSError) as exc:
         return report_error("stef run", exc)
     service.install_signal_handlers()

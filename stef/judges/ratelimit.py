@@ -74,6 +74,13 @@ class RateLimitedJudge:
             TokenBucket(tokens_per_min / 60.0, burst=tokens_per_min) if tokens_per_min else None
         )
 
+    def sharing(self, backend: Judge) -> RateLimitedJudge:
+        """Another backend behind these same buckets: its calls count against the replica's
+        budget too (the canary's own judge, which must not raise the replica's spend)."""
+        twin = RateLimitedJudge(backend)
+        twin._requests, twin._tokens = self._requests, self._tokens
+        return twin
+
     @property
     def info(self) -> JudgeInfo:
         return self.backend.info

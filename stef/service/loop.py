@@ -37,6 +37,7 @@ from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.pipeline import Processed
 from stef.rules.watch import RulesWatcher
+from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
 from stef.settings import Settings
@@ -60,6 +61,8 @@ class Service:
         source, results, dead_letters: pre-built I/O (tests, ``stef replay``); None opens the
             settings' URLs.
         observer: called with each acknowledged record and what it became.
+        with_canary: run the settings' canary, if one is configured (``stef run`` only: a
+            replay or a backfill has no schedule to keep).
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Service:
         results: Sink | None = None,
         dead_letters: Sink | None = None,
         observer: Observer | None = None,
+        with_canary: bool = False,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -90,6 +94,11 @@ class Service:
             backend = build_backend(settings, self.metrics)
             self._resources.callback(backend.close)
         self.pipeline = build_pipeline(settings, lambda: self.watcher.rules, backend, self.metrics)
+        self.canary: Canary | None = None
+        if with_canary:
+            self.canary = build_canary(settings, lambda: self.watcher.rules, backend, self.metrics)
+            if self.canary is not None:
+                self._resources.callback(self.canary.stop)
         self.source = source or open_source(settings.source_endpoint, settings)
         self.results = results or open_sink(settings.results_endpoint, settings)
         self.dead_letters = dead_letters or open_sink(settings.dead_letters_endpoint, settings)
@@ -153,6 +162,8 @@ class Service:
         if s.metrics_port is not None and self.server is None:
             self.server = HealthServer(self.registry, self.health, s.metrics_host, s.metrics_port)
             self.server.start()
+        if self.canary is not None:
+            self.canary.start()
         for n in range(s.concurrency):
             t = threading.Thread(target=self._worker, name=f"stef-worker-{n}", daemon=True)
             t.start()

@@ -39,6 +39,20 @@ def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
     return backend
 
 
+def build_canary_backend(settings: Settings, live: Judge, metrics: Metrics | None = None) -> Judge:
+    """The canary's twin of the live backend: the same endpoint, model and prompts from the same
+    settings, but without the judge cache (a cached answer would hide a changed model for ever)
+    and with its own connection pool; behind the live backend's rate-limit buckets, so the
+    replica's request and token budgets hold. ``metrics`` sees its LLM calls (real spend)."""
+    twin: Judge
+    if settings.llm.configured:
+        uncached = settings.llm.model_copy(update={"cache_size": 0, "cache_path": None})
+        twin = build_llm_judge(uncached, metrics)
+    else:
+        twin = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
+    return live.sharing(twin) if isinstance(live, RateLimitedJudge) else twin
+
+
 def build_pipeline(
     settings: Settings,
     rules: RuleSet | Callable[[], RuleSet],
