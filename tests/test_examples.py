@@ -18,6 +18,8 @@ def test_example_service_config_is_valid() -> None:
     assert settings.llm.model == "qwen2.5-7b-instruct"
     assert settings.llm.configured
     assert settings.known_agents == ["sql-agent@2.0", "sql-agent@2.1"]
+    assert settings.canary.path is not None and (ROOT / settings.canary.path).exists()
+    assert settings.canary.sample_size == 20
 
 
 def test_dev_set_rules_are_valid() -> None:
