@@ -5,7 +5,8 @@ Two STEF processes, as a fleet would run them:
 - the consumer: Kafka source (a Tansu broker on loopback), heuristic judge; it exports the
   consumer lag;
 - the sidecar: a followed JSONL file, the LLM judge against the package's fake OpenAI-compatible
-  server on loopback; it exports the LLM latency, token, cost and cache metrics.
+  server on loopback, and the example canary; it exports the LLM latency, token, cost and cache
+  metrics and the canary's.
 Input arrives in chunks while Prometheus scrapes every second, so rates are not zero. Nothing is
 written into Prometheus but what it scrapes.
 """
@@ -45,6 +46,7 @@ from tests.deploy.conftest import (
 pytestmark = pytest.mark.integration
 
 SAMPLE = ROOT / "examples" / "agent_log.jsonl"
+CANARY = ROOT / "examples" / "canary.jsonl"
 RULES_DIR = ROOT / "rules"
 LLM_MODEL = "fake-judge"
 # Names the rules read that Prometheus itself makes, not STEF.
@@ -110,7 +112,7 @@ def base_env() -> dict[str, str]:
 
 
 def start_stef(
-    tmp: Path, name: str, source: str, port: int, env: dict[str, str]
+    tmp: Path, name: str, source: str, port: int, env: dict[str, str], *extra: str
 ) -> subprocess.Popen[bytes]:
     cmd = [
         str(VENV_BIN / "stef"), "run",
@@ -123,6 +125,7 @@ def start_stef(
         "--concurrency", "4",
         "--drain-timeout", "10",
         "--log-level", "warning",
+        *extra,
     ]  # fmt: skip
     if source.startswith("file:"):
         cmd.append("--follow")
@@ -194,7 +197,10 @@ def live(tmp_path_factory: pytest.TempPathFactory, prometheus_bin: str) -> Itera
             "STEF_LLM_MODEL": LLM_MODEL,
             "STEF_LLM_PRICES": json.dumps({LLM_MODEL: {"prompt": 0.15, "completion": 0.6}}),
         }
-        sidecar = start_stef(tmp, "sidecar", f"file:{followed}", ports["sidecar"], sidecar_env)
+        sidecar = start_stef(
+            tmp, "sidecar", f"file:{followed}", ports["sidecar"], sidecar_env,
+            "--canary", str(CANARY),
+        )  # fmt: skip
         stack.callback(stop, sidecar, "sidecar", codes)
 
         metrics_urls = [f"http://127.0.0.1:{ports[n]}/metrics" for n in ("consumer", "sidecar")]
