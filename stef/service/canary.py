@@ -154,7 +154,6 @@ class Canary:
         self._thread: threading.Thread | None = None
         info = backend.info
         self._labels = {"backend": info.backend, "model": info.model or "none"}
-        load_canary(self.path)  # a bad file fails at start, not at the first run
         metrics.prime_canary({"kappa": config.kappa_floor, "accuracy": config.accuracy_floor})
 
     def start(self) -> None:
@@ -217,7 +216,7 @@ def build_canary(
     config = settings.canary
     if config.path is None:
         return None
-    load_canary(config.path)  # before a backend is built for nothing
+    load_canary(config.path)  # a bad file fails at start, not at the first run
     backend = build_canary_backend(settings, live, metrics)
     # The labels file uses STEF's own field names: no field mapping applies to it.
     plain = settings.model_copy(update={"field_mapping": {}})

@@ -236,6 +236,28 @@ def test_an_unreachable_endpoint_is_a_judge_error_run_that_measures_nothing(
     assert not [s for f in registry.collect() if f.name in names for s in f.samples]
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_the_canary_keeps_to_its_own_concurrency(tmp_path: Path, concurrency: int) -> None:
+    with FakeLlmServer(latency_s=0.05) as server:
+        llm = {"base_url": server.base_url, "model": "fake-judge"}
+        settings = _canary_settings(tmp_path, CANARY, llm=llm)
+        canary = settings.canary.model_copy(update={"concurrency": concurrency})
+        settings = settings.model_copy(update={"canary": canary})
+        metrics = Metrics(CollectorRegistry())
+        rules = load_rules(RULES)
+        live = build_backend(settings, metrics)
+        runner = build_canary(settings, lambda: rules, live, metrics)
+        assert runner is not None
+        try:
+            assert runner.run_once().outcome == "ok"
+        finally:
+            runner.stop()
+            live.close()
+        assert len(server.chat_requests()) >= 20
+        assert server.peak_inflight == concurrency
+
+
 def _kappa(service: ServiceProcess, measure: str = "kappa") -> float | None:
     for (name, labels), value in service.metrics().items():
         if name == "stef_canary_agreement" and ("measure", measure) in labels:
