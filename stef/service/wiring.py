@@ -14,7 +14,7 @@ from stef.io.kafka import KafkaSink, KafkaSource
 from stef.io.urls import Endpoint
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
-from stef.judges.llm import build_llm_judge
+from stef.judges.llm import LlmJudge, build_llm_judge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.pipeline import Pipeline
@@ -43,11 +43,14 @@ def build_canary_backend(settings: Settings, live: Judge, metrics: Metrics | Non
     """The canary's twin of the live backend: the same endpoint, model and prompts from the same
     settings, but without the judge cache (a cached answer would hide a changed model for ever)
     and with its own connection pool; behind the live backend's rate-limit buckets, so the
-    replica's request and token budgets hold. ``metrics`` sees its LLM calls (real spend)."""
+    replica's request and token budgets hold. ``metrics`` sees its LLM calls (real spend); the
+    reported-model watch is the live judge's, so a model swap counts once."""
     twin: Judge
+    inner = live.backend if isinstance(live, RateLimitedJudge) else live
     if settings.llm.configured:
         uncached = settings.llm.model_copy(update={"cache_size": 0, "cache_path": None})
-        twin = build_llm_judge(uncached, metrics)
+        watch = inner.model_watch if isinstance(inner, LlmJudge) else None
+        twin = build_llm_judge(uncached, metrics, model_watch=watch)
     else:
         twin = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
     return live.sharing(twin) if isinstance(live, RateLimitedJudge) else twin

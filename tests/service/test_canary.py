@@ -22,6 +22,7 @@ from stef.cli import main
 from stef.errors import ConfigError
 from stef.exits import Exit
 from stef.judges.heuristic.judge import HeuristicJudge
+from stef.judges.llm import LlmJudge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.prompts import data_blocks
@@ -206,6 +207,24 @@ def test_the_canary_twin_shares_the_rate_limits_and_has_no_cache(tmp_path: Path)
     assert isinstance(twin, RateLimitedJudge) and isinstance(twin.backend, HeuristicJudge)
     assert twin.backend is not live.backend
     assert twin._requests is live._requests and twin._tokens is live._tokens
+
+
+def test_the_llm_twin_has_no_cache_and_shares_the_model_watch(tmp_path: Path) -> None:
+    llm = {"base_url": "http://127.0.0.1:9/v1", "model": "fake-judge", "cache_path": str(
+        tmp_path / "cache.sqlite")}  # fmt: skip
+    settings = _canary_settings(tmp_path, CANARY, llm=llm)
+    live = build_backend(settings)
+    twin = build_canary_backend(settings, live)
+    try:
+        assert isinstance(live, LlmJudge) and isinstance(twin, LlmJudge)
+        assert twin.config.cache_size == 0 and twin.config.cache_path is None
+        assert live.config.cache_path is not None
+        # One watch: a swap the canary's replies reveal is counted once, not once per judge.
+        assert twin.model_watch is live.model_watch
+        assert twin.info == live.info
+    finally:
+        twin.close()
+        live.close()
 
 
 # ----------------------------------------------------------------------- the LLM judge, end to end

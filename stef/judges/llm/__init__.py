@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from stef.errors import ConfigError
 from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.judge import LlmJudge
 from stef.metrics import Metrics
 
 
-def build_llm_judge(config: LlmConfig, metrics: Metrics | None = None) -> LlmJudge:
-    """The LLM judge for ``config``; templates are compiled here, at start.
+def build_llm_judge(
+    config: LlmConfig, metrics: Metrics | None = None, *, model_watch: ModelWatch | None = None
+) -> LlmJudge:
+    """The LLM judge for ``config``; templates are compiled here, at start. ``model_watch``:
+    another judge's reported-model watch to share (see :class:`LlmJudge`).
 
     Raises:
         ConfigError: no model name is configured.
@@ -22,7 +26,7 @@ def build_llm_judge(config: LlmConfig, metrics: Metrics | None = None) -> LlmJud
     """
     if not config.model:
         raise ConfigError("STEF_LLM_MODEL is required when an LLM endpoint is configured")
-    return LlmJudge(config, metrics)
+    return LlmJudge(config, metrics, model_watch=model_watch)
 
 
 __all__ = ["LlmConfig", "LlmJudge", "build_llm_judge"]

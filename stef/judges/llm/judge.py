@@ -115,6 +115,9 @@ class LlmJudge:
         metrics: optional; LLM calls, tokens, cost and cache hits are observed.
         prompts_dir: template folder (default ``prompts/`` or ``$STEF_PROMPTS_DIR``).
         sleep: how to wait between retries.
+        model_watch: the reported-model watch to report to; None makes this judge's own. A
+            second judge of the same endpoint (the canary's) shares the first one's, so a swap
+            is seen once, in the order the replies came.
 
     Raises:
         TemplateError: a template is missing or does not compile (at construction, not per record).
@@ -127,6 +130,7 @@ class LlmJudge:
         *,
         prompts_dir: str | Path | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        model_watch: ModelWatch | None = None,
     ) -> None:
         self.config = config
         self._metrics = metrics
@@ -143,7 +147,7 @@ class LlmJudge:
             backend=BACKEND, model=config.model, prompt_version=self.prompts.version
         )
         self._closed = threading.Event()
-        self._watch = ModelWatch(config.model or "", metrics)
+        self._watch = model_watch or ModelWatch(config.model or "", metrics)
         if metrics is not None:
             metrics.prime_model(config.model or "")
         if config.samples > 1 and config.temperature == 0:
