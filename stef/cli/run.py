@@ -53,6 +53,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="labelled JSONL (the stef calibrate format) re-judged every canary.interval_s "
         "(at most canary.sample_size records a run)",
     )
+    p.add_argument(
+        "--file-checkpoint",
+        metavar="PATH",
+        help="where a followed file: source keeps its read position (default: beside the "
+        "results, or beside the log when results go to stdout or Kafka; off: none)",
+    )
+    p.add_argument(
+        "--auto-offset-reset",
+        choices=("latest", "earliest"),
+        help="where a consumer group without a committed offset starts (latest)",
+    )
+    p.add_argument(
+        "--start-from",
+        metavar="TIME",
+        help="a new group starts at this instant, with timezone (2026-11-01T00:00Z)",
+    )
+    p.add_argument(
+        "--kafka-compression",
+        choices=("lz4", "zstd", "gzip", "snappy", "none"),
+        help="codec of results and dead letters written to Kafka (lz4)",
+    )
     add_common(p, rules_help="rules file or directory (hot-reloaded)")
     p.set_defaults(func=run)
 
@@ -69,6 +90,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "metrics_host": args.metrics_host,
         "metrics_port": args.metrics_port,
         "group": args.group,
+        "file_checkpoint": args.file_checkpoint,
+        "auto_offset_reset": args.auto_offset_reset,
+        "start_from": args.start_from,
+        "kafka_compression": args.kafka_compression,
     }
 
 
