@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from prometheus_client import (
@@ -22,6 +23,8 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from stef.models import ISSUE_LABELS, Result
 
@@ -518,3 +521,49 @@ def record_time(timestamp: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+class BackfillMetrics(Collector):
+    """What ``stef backfill`` exports on its ``/metrics`` (with ``--metrics-port``), in place of
+    the live families.
+
+    A backfill re-judges records the live service has already counted: exported under the live
+    names, its scores and unsafe statements would be summed into the dashboards and fire the
+    live alerts again (``StefUnsafeSql``) for old records. So it exports its own families only:
+    ``stef_backfill_records_total{app,outcome}`` counts exactly what ``stef_records_total``
+    would have (same labels and values, primed zeros included), and
+    ``stef_backfill_range_records`` the size of the range, for progress.
+
+    Args:
+        registry: the registry the backfill serves (not the one ``metrics`` lives on).
+        metrics: the backfill's own, unserved, metrics (the service's record path feeds them).
+    """
+
+    def __init__(self, registry: CollectorRegistry, metrics: Metrics) -> None:
+        self._records = metrics.records
+        self.range_records = Gauge(
+            "stef_backfill_range_records",
+            "Records in the range of the running backfill (known once it is resolved)",
+            registry=registry,
+        )
+        registry.register(self)
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        for metric in self._records.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    labels = [sample.labels["app"], sample.labels["outcome"]]
+                    family.add_metric(labels, sample.value)
+        return [family]
+
+    @staticmethod
+    def _family() -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "stef_backfill_records",
+            "Records a stef backfill judged, by outcome (stef_records_total does not count them)",
+            labels=["app", "outcome"],
+        )

@@ -349,6 +349,19 @@ Tier = Literal["excellent", "good", "marginal", "poor"]
 Complexity = Literal["easy", "medium", "hard", "extra_hard"]
 
 
+class Backfill(_Frozen):
+    """The time range of the ``stef backfill`` run that wrote a result (``--from``, ``--to``;
+    ``to`` None: up to the end of the topic when the backfill started)."""
+
+    # "from" is a Python keyword: the field is from_ in code, "from" in JSON.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_by_name=True, serialize_by_alias=True
+    )
+
+    from_: str = Field(alias="from")
+    to: str | None = None
+
+
 class Result(_Frozen):
     """One result per record (SPEC §3)."""
 
@@ -379,6 +392,10 @@ class Result(_Frozen):
     )
     usage: Usage = Field(default_factory=Usage)
     metadata: dict[str, Any] | None = None
+    backfill: Backfill | None = Field(
+        None, description="set by stef backfill only; absent (not null) from live results"
+    )
 
     def to_json(self) -> str:
-        return self.model_dump_json()
+        # A live result keeps the bytes it had before backfills were marked: no "backfill" key.
+        return self.model_dump_json(exclude={"backfill"} if self.backfill is None else None)

@@ -24,6 +24,7 @@ from stef.judges.base import Judge, JudgeRequest
 from stef.metrics import Metrics
 from stef.models import (
     PASSING_VERDICTS,
+    Backfill,
     Components,
     FilterStatus,
     InputRecord,
@@ -104,6 +105,8 @@ class Pipeline:
         second_opinion: a backend that also judges every record ``backend`` evaluated (the
             heuristic beside the LLM); its verdict goes in ``judge.second_opinion`` and never
             changes the result. None asks no one else.
+        backfill: the range of the ``stef backfill`` run, set on every result it writes;
+            None for every other command.
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class Pipeline:
         dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
         guess_dialect: bool = True,
         second_opinion: Judge | None = None,
+        backfill: Backfill | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -126,6 +130,7 @@ class Pipeline:
         self.metrics = metrics
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.guess_dialect = guess_dialect
+        self.backfill = backfill
 
     @property
     def rules(self) -> RuleSet:
@@ -150,6 +155,8 @@ class Pipeline:
                     self.metrics.observe_invalid(self._app_of(payload), exc.reason)
                 return self._dead(exc.reason, exc.detail, position, payload, key)
             result = self.judge_record(record)
+            if self.backfill is not None:
+                result = result.model_copy(update={"backfill": self.backfill})
             value = result.to_json().encode("utf-8")
             if self.metrics is not None:
                 self.metrics.observe_result(result)

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from stef.metrics import DEAD_LETTER_REASONS, RECORD_OUTCOMES, Metrics
+from stef.metrics import DEAD_LETTER_REASONS, RECORD_OUTCOMES, BackfillMetrics, Metrics
 from stef.models import ISSUE_LABELS, Outcome, Result
 from tests.conftest import ROOT
 
@@ -48,6 +48,12 @@ def _registered() -> dict[str, tuple[str, set[str], tuple[float, ...]]]:
         if family.name.startswith("process_"):
             name = family.name + ("_total" if family.type == "counter" else "")
             out[name] = (family.type, set(), ())
+    # What `stef backfill` serves in place of the live families.
+    served = CollectorRegistry()
+    BackfillMetrics(served, metrics)
+    for family in served.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        out[name] = (family.type, {k for s in family.samples for k in s.labels}, ())
     return out
 
 

@@ -16,6 +16,7 @@ from stef.io.deadletter import original_payload
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
+from stef.models import Backfill, Result
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
 from stef.stages.validate import FieldMapping, Limits
@@ -237,3 +238,18 @@ def test_every_dead_letter_is_counted_by_reason() -> None:
     count = registry.get_sample_value
     assert count("stef_dead_letters_total", {"reason": "not_json"}) == 1
     assert count("stef_dead_letters_total", {"reason": "missing_field"}) == 1
+
+
+def test_a_backfill_marks_its_results_and_live_results_have_no_backfill_key() -> None:
+    live = Pipeline(RULES, HeuristicJudge()).process(_payload(), KAFKA)
+    mark = Backfill(**{"from": "2026-11-01T00:00:00+00:00", "to": None})
+    marked = Pipeline(RULES, HeuristicJudge(), backfill=mark).process(_payload(), KAFKA)
+    assert "backfill" not in json.loads(live.value)  # live bytes: no key, not even null
+    assert b'"backfill"' not in live.value
+    written = json.loads(marked.value)
+    assert written["backfill"] == {"from": "2026-11-01T00:00:00+00:00", "to": None}
+    assert set(written) - {"backfill"} == set(json.loads(live.value))
+    assert Result.model_validate_json(marked.value).backfill == mark  # read back (stef summary)
+    # A dead letter of a backfill is marked by the Kafka header only (its format is its own).
+    letter = Pipeline(RULES, HeuristicJudge(), backfill=mark).process(b"not json", KAFKA)
+    assert letter.reason == "not_json" and "backfill" not in json.loads(letter.value)

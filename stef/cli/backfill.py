@@ -10,15 +10,23 @@ import time
 from datetime import datetime
 from typing import Any
 
+import structlog
+from prometheus_client import CollectorRegistry
+
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import ConfigError, StefError
 from stef.io import Envelope
 from stef.io.kafka_range import KafkaRangeSource
-from stef.io.urls import parse_endpoint
 from stef.logs import configure_logging
+from stef.metrics import BackfillMetrics
+from stef.models import Backfill
 from stef.pipeline import Processed
+from stef.service.health import HealthServer
 from stef.service.loop import Service
 from stef.service.wiring import open_sink
+from stef.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,9 +35,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="re-judge a time range of a Kafka topic, outside the live group",
         description="Re-judge the records of a Kafka topic whose timestamps fall in [--from, "
         "--to), by manual partition assignment: no consumer group is joined or committed, so "
-        "the live service is not disturbed. Results and dead letters written to Kafka carry the "
-        "header stef-backfill: FROM/TO. Exit status: 0 done, 1 a sink failed or a record "
-        "never finished, 2 invalid settings.",
+        'the live service is not disturbed. Every result carries "backfill": {"from", '
+        '"to"}; results and dead letters written to Kafka carry the header stef-backfill: '
+        "FROM/TO; --metrics-port serves stef_backfill_* metrics, never the live ones. Exit "
+        "status: 0 done, 1 a sink failed or a record never finished, 2 invalid settings.",
     )
     p.add_argument("--source", required=True, help="kafka://HOST:PORT/TOPIC")
     p.add_argument(
@@ -42,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--metrics-host", help="interface for /metrics, /healthz, /readyz (127.0.0.1)")
+    p.add_argument(
+        "--metrics-port",
+        default="off",
+        help="serve stef_backfill_* metrics on this port (default off; 0: any free port)",
+    )
     add_common(p)
     p.set_defaults(func=run)
 
@@ -84,45 +99,79 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def run(args: argparse.Namespace) -> int:
+def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | None]:
+    """The settings (the metrics port is the backfill's own flag, never STEF_METRICS_PORT) and
+    the range."""
     overrides: dict[str, Any] = {
         "source": args.source,
         "results": args.results,
         "dead_letters": args.dead_letters,
         "concurrency": args.concurrency,
-        "metrics_port": "off",
+        "metrics_host": args.metrics_host,
+        "metrics_port": args.metrics_port,
         "follow": False,
     }
+    start = _instant(args.start, "--from")
+    end = _instant(args.end, "--to") if args.end else None
+    if end is not None and end <= start:
+        raise ConfigError("--to must be after --from")
+    settings = settings_of(args, overrides)
+    endpoint = settings.source_endpoint
+    if endpoint.kind != "kafka" or not endpoint.topic:
+        raise ConfigError("--source must be kafka://HOST:PORT/TOPIC")
+    return settings, start, end
+
+
+def _service(
+    settings: Settings, source: KafkaRangeSource, mark: Backfill, progress: _Progress
+) -> Service:
+    """The service on the range, with its results marked, serving only the backfill's metrics."""
+    # Kafka consumers of the results tell a backfill from the live stream by this header too.
+    header = [("stef-backfill", f"{mark.from_}/{mark.to or ''}".encode())]
+    results = open_sink(settings.results_endpoint, settings, headers=header)
+    dead = open_sink(settings.dead_letters_endpoint, settings, headers=header)
+    service = Service(
+        settings.model_copy(update={"metrics_port": None}),  # the live families stay unserved
+        source=source,
+        results=results,
+        dead_letters=dead,
+        observer=progress,
+        backfill=mark,
+    )
+    if settings.metrics_port is not None:
+        served = CollectorRegistry()
+        exported = BackfillMetrics(served, service.metrics)
+        exported.range_records.set_function(lambda: source.total)
+        service.server = HealthServer(
+            served, service.health, settings.metrics_host, settings.metrics_port
+        ).start()
+        log.info("backfill_metrics", port=service.server.port)
+    return service
+
+
+def run(args: argparse.Namespace) -> int:
     try:
-        start = _instant(args.start, "--from")
-        end = _instant(args.end, "--to") if args.end else None
-        if end is not None and end <= start:
-            raise ConfigError("--to must be after --from")
-        settings = settings_of(args, overrides)
-        endpoint = parse_endpoint(args.source, what="source")
-        if endpoint.kind != "kafka" or not endpoint.topic:
-            raise ConfigError("--source must be kafka://HOST:PORT/TOPIC")
+        settings, start, end = _settings(args)
     except StefError as exc:
         return report_error("stef backfill", exc)
     configure_logging(settings.log_level)
+    endpoint = settings.source_endpoint
     source = KafkaRangeSource(
         list(endpoint.bootstrap),
-        endpoint.topic,
+        endpoint.topic or "",
         start,
         end,
         consumer_options=settings.kafka_consumer,
     )
     progress = _Progress(sys.stderr.isatty() and not args.no_progress)
-    # Kafka consumers of the results tell a backfill from the live stream by this header.
-    mark = [("stef-backfill", f"{start.isoformat()}/{end.isoformat() if end else ''}".encode())]
+    mark = Backfill(**{"from": start.isoformat(), "to": end.isoformat() if end else None})
+    service = None
     try:
-        results = open_sink(settings.results_endpoint, settings, headers=mark)
-        dead = open_sink(settings.dead_letters_endpoint, settings, headers=mark)
-        service = Service(
-            settings, source=source, results=results, dead_letters=dead, observer=progress
-        )
+        service = _service(settings, source, mark, progress)
         source.start()
     except (StefError, OSError) as exc:
+        if service is not None and service.server is not None:
+            service.server.close()
         return report_error("stef backfill", exc)
     progress.total = source.total
     service.install_signal_handlers()

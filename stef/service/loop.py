@@ -35,6 +35,7 @@ from stef.io import AckCallback, Envelope, Sink, Source
 from stef.io.deadletter import dead_letter
 from stef.judges.base import Judge
 from stef.metrics import Metrics
+from stef.models import Backfill
 from stef.pipeline import Processed
 from stef.rules.watch import RulesWatcher
 from stef.service.canary import Canary, build_canary
@@ -63,6 +64,7 @@ class Service:
         observer: called with each acknowledged record and what it became.
         with_canary: run the settings' canary, if one is configured (``stef run`` only: a
             replay or a backfill has no schedule to keep).
+        backfill: the range of a ``stef backfill`` run, set on every result.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Service:
         dead_letters: Sink | None = None,
         observer: Observer | None = None,
         with_canary: bool = False,
+        backfill: Backfill | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -93,7 +96,9 @@ class Service:
         if backend is None:
             backend = build_backend(settings, self.metrics)
             self._resources.callback(backend.close)
-        self.pipeline = build_pipeline(settings, lambda: self.watcher.rules, backend, self.metrics)
+        self.pipeline = build_pipeline(
+            settings, lambda: self.watcher.rules, backend, self.metrics, backfill=backfill
+        )
         self.canary: Canary | None = None
         if with_canary:
             self.canary = build_canary(settings, lambda: self.watcher.rules, backend, self.metrics)

@@ -17,6 +17,7 @@ from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
 from stef.judges.llm import LlmJudge, build_llm_judge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
+from stef.models import Backfill
 from stef.pipeline import Pipeline
 from stef.rules import RuleSet
 from stef.settings import Settings
@@ -61,9 +62,12 @@ def build_pipeline(
     rules: RuleSet | Callable[[], RuleSet],
     backend: Judge,
     metrics: Metrics | None = None,
+    *,
+    backfill: Backfill | None = None,
 ) -> Pipeline:
     """The record path with the settings' field mapping, limits and dead-letter cap; with the
-    heuristic as a second opinion when another backend decides (``llm.second_opinion``)."""
+    heuristic as a second opinion when another backend decides (``llm.second_opinion``);
+    ``backfill`` marks every result (``stef backfill`` only)."""
     second = None
     if backend.info.backend != "heuristic" and settings.llm.second_opinion:
         second = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
@@ -76,6 +80,7 @@ def build_pipeline(
         dead_letter_max_bytes=settings.dead_letter_max_bytes,
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
+        backfill=backfill,
     )
 
 

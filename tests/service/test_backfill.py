@@ -1,6 +1,7 @@
 """``stef backfill`` on the real broker: a time range of a topic is judged exactly (nothing before
-it, nothing after it), the live consumer group's offsets are not touched, and results written to
-Kafka carry a ``stef-backfill`` header."""
+it, nothing after it), the live consumer group's offsets are not touched, every result carries
+its ``backfill`` range, results written to Kafka carry a ``stef-backfill`` header, and its
+``/metrics`` has the ``stef_backfill_*`` families only, never the live ones."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.brokers import Broker
+from stef.testing.fake_server import FakeLlmServer
+from tests.brokers import Broker, free_port
 from tests.service.conftest import ROOT, read_jsonl, valid_record
 
 with warnings.catch_warnings():
@@ -43,8 +47,13 @@ def _instant() -> datetime:
     return now
 
 
-def _backfill(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    return {**env, **extra}
+
+
+def _backfill(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = _env()
     return subprocess.run(
         [sys.executable, "-m", "stef.cli", "backfill", *args],
         cwd=ROOT,
@@ -90,6 +99,9 @@ def test_backfill_judges_exactly_the_records_of_the_range(
     assert done.returncode == 0, done.stderr[-3000:]
     ids = sorted(r["id"] for r in read_jsonl(results))
     assert ids == [f"r-{i:06d}" for i in range(6, 15)]
+    # Each result says it is a backfill, and of which range (the flags, as given).
+    mark = {"from": start.isoformat(), "to": end.isoformat()}
+    assert all(r["backfill"] == mark for r in read_jsonl(results))
     assert "9 results, 0 dead letters of 9 records" in done.stderr
     assert {tp: live.committed(tp) for tp in tps} == dict.fromkeys(tps, 1)
     live.close()
@@ -142,6 +154,10 @@ def test_backfill_results_in_kafka_carry_the_backfill_header(
     assert sorted(json.loads(m.value)["id"] for m in out) == [f"r-{i:06d}" for i in range(3)]
     mark = f"{start.isoformat()}/".encode()
     assert all(dict(m.headers)["stef-backfill"] == mark for m in out)
+    # No --to: the range ran to the end of the topic at start, "to" is null.
+    assert all(
+        json.loads(m.value)["backfill"] == {"from": start.isoformat(), "to": None} for m in out
+    )
 
 
 def test_backfill_refuses_a_time_without_timezone_or_a_file_source(tmp_path: Path) -> None:
@@ -149,3 +165,65 @@ def test_backfill_refuses_a_time_without_timezone_or_a_file_source(tmp_path: Pat
     assert naive.returncode == 2 and "give a timezone" in naive.stderr
     file = _backfill(tmp_path, "--source", f"file:{tmp_path}/x", "--from", "2026-11-01T00:00Z")
     assert file.returncode == 2 and "kafka://HOST:PORT/TOPIC" in file.stderr
+
+
+def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]] | None:
+    """Every family of the backfill's /metrics: name -> labels -> value; None if it is down."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    return {
+        fam.name: {tuple(sorted(s.labels.items())): s.value for s in fam.samples}
+        for fam in text_string_to_metric_families(text)
+    }
+
+
+def test_backfill_metrics_are_their_own_families_not_the_live_ones(
+    tmp_path: Path, kafka_broker: Broker
+) -> None:
+    """Scraped while it runs (each answer of the fake LLM takes 0.7 s, one at a time): the
+    backfill counts its records under stef_backfill_records_total and exports the size of its
+    range, and none of the live families (a re-judged unsafe record must not fire the live
+    StefUnsafeSql alert, nor be summed into the live dashboards)."""
+    topic = kafka_broker.create_topic(f"bf-{uuid.uuid4().hex[:8]}", 1)
+    start = datetime.now(UTC)
+    time.sleep(0.1)
+    _produce_singly(kafka_broker, topic, range(0, 4))
+    port = free_port()
+    results = tmp_path / "results.jsonl"
+    with FakeLlmServer(latency_s=0.7) as llm:
+        env = _env(STEF_LLM_BASE_URL=llm.base_url, STEF_LLM_MODEL="fake-judge")
+        env["STEF_METRICS_PORT"] = "9"  # the live service's setting: the backfill ignores it
+        cmd = [
+            sys.executable, "-m", "stef.cli", "backfill", "--source", kafka_broker.url(topic),
+            "--from", start.isoformat(), "--results", f"file:{results}",
+            "--dead-letters", f"file:{tmp_path / 'dead.jsonl'}", "--concurrency", "1",
+            "--metrics-port", str(port), "--log-level", "warning",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        scrapes = []
+        try:
+            while proc.poll() is None:
+                got = _scrape(port)
+                if got is not None:
+                    scrapes.append(got)
+                time.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert len(read_jsonl(results)) == 4
+    assert scrapes, "the backfill's /metrics never answered"
+    families = set().union(*scrapes)
+    assert {"stef_backfill_records", "stef_backfill_range_records"} <= families
+    assert not {f for f in families if f.startswith("stef_") and "backfill" not in f}
+    assert all(s["stef_backfill_range_records"][()] == 4 for s in scrapes)
+    # Without rules no app is configured: the records count under app "unknown".
+    counted = [
+        s["stef_backfill_records"].get((("app", "unknown"), ("outcome", "evaluated")), 0.0)
+        for s in scrapes
+    ]
+    assert counted == sorted(counted) and 1 <= counted[-1] <= 4, counted
