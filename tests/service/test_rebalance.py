@@ -1,0 +1,124 @@
+"""A replica joining mid-stream on the real broker: a rebalance with records in flight loses
+nothing, and duplicates stay within the in-flight bound.
+
+Tansu with 4 partitions, the fake LLM endpoint answering in 200 ms, ``stef run`` replicas as
+subprocesses in one consumer group. Replica 1 judges alone; once it has judged some and has
+``MAX_INFLIGHT`` records in flight, replica 2 joins, and the group rebalances (kafka-python's
+eager protocol: replica 1's partitions are all revoked, then split). Two ways a revoked partition
+can leave the old owner:
+
+- ``wait``: its in-flight records get ``min(drain_timeout_s, 10 s)`` to finish, are committed,
+  and the new owner starts after them: no duplicate expected;
+- ``abandon`` (``--drain-timeout 0``): none are waited for, so every record in flight is judged
+  again by the new owner: duplicates, but at most the records in flight at each revocation,
+  ``max_inflight`` (16 here) per replica.
+
+Either way every produced id has a result. The duplicates seen are printed (``-s``)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from stef.testing.fake_server import FakeLlmServer
+from tests.brokers import Broker
+from tests.service.conftest import ServiceProcess, kafka_config, valid_record
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+RECORDS = 240
+CONCURRENCY = 4
+MAX_INFLIGHT = 16  # the in-flight bound per replica (settings: max_inflight)
+LATENCY_S = 0.2
+
+
+def _lags(proc: ServiceProcess) -> dict[str, float]:
+    return {
+        dict(labels)["partition"]: v
+        for (name, labels), v in proc.metrics().items()
+        if name == "stef_consumer_lag"
+    }
+
+
+def _all_done(replicas: list[ServiceProcess]) -> bool:
+    """Together the replicas hold every partition, each caught up, nothing in flight."""
+    lags: dict[str, float] = {}
+    for proc in replicas:
+        if proc.total("stef_inflight") != 0:
+            return False
+        lags.update(_lags(proc))
+    return len(lags) == PARTITIONS and not any(lags.values())
+
+
+@pytest.mark.parametrize(("revoke", "drain_timeout"), [("wait", "10"), ("abandon", "0")])
+def test_a_replica_joining_mid_stream_loses_nothing_and_duplicates_stay_bounded(
+    revoke: str,
+    drain_timeout: str,
+    kafka_broker: Broker,
+    service_factory: Callable[..., ServiceProcess],
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    source = kafka_broker.create_topic(f"rb-in-{tag}", PARTITIONS)
+    results = kafka_broker.create_topic(f"rb-out-{tag}", PARTITIONS)
+    dead = kafka_broker.create_topic(f"rb-dead-{tag}", 1)
+    kafka_broker.produce(source, [json.dumps(valid_record(i)).encode() for i in range(RECORDS)])
+    with FakeLlmServer(latency_s=LATENCY_S) as llm:
+        config = kafka_config(
+            llm={"base_url": llm.base_url, "model": "fake-judge", "cache_size": 0}
+        )
+        args = (
+            "--source", kafka_broker.url(source, f"rb-{tag}"),
+            "--results", kafka_broker.url(results),
+            "--dead-letters", kafka_broker.url(dead),
+            "--concurrency", str(CONCURRENCY),
+            "--max-inflight", str(MAX_INFLIGHT),
+            "--drain-timeout", drain_timeout,
+        )  # fmt: skip
+        first = service_factory(*args, config=config)
+        first.wait_ready()
+        # Judging, with the in-flight bound reached: the rebalance will catch records mid-way.
+        first.wait_for(
+            lambda: (
+                first.total("stef_records_total") >= 20
+                and first.total("stef_inflight") == MAX_INFLIGHT
+            ),
+            timeout_s=60,
+            what="replica 1 judging with records in flight",
+        )
+        inflight_at_join = first.total("stef_inflight")
+        second = service_factory(*args, config=config)
+        second.wait_ready()
+        second.wait_for(
+            lambda: bool(second.events("partitions_assigned")), what="replica 2's partitions"
+        )
+        replicas = [first, second]
+        first.wait_for(lambda: _all_done(replicas), timeout_s=90, what="the topic judged")
+        shares = [p.total("stef_records_total") for p in replicas]
+        for proc in replicas:
+            proc.signal(signal.SIGTERM)
+        assert [p.wait(60) for p in replicas] == [0, 0]
+    ids = Counter(
+        json.loads(m.value)["id"] for m in kafka_broker.consume_all(results, expect=RECORDS)
+    )
+    revocations = first.events("partitions_revoked")
+    abandoned = sum(e["abandoned"] for e in revocations)
+    duplicates = sum(n - 1 for n in ids.values())
+    print(
+        f"\nrebalance ({revoke}): {RECORDS} records, {inflight_at_join:.0f} in flight at the "
+        f"join, {len(revocations)} revocation(s) of replica 1, {abandoned} abandoned, "
+        f"{duplicates} duplicate result(s) (bound {MAX_INFLIGHT} per revocation), "
+        f"judged per replica {shares}"
+    )
+    assert set(ids) == {f"r-{i:06d}" for i in range(RECORDS)}, "records lost"
+    assert all(s > 0 for s in shares), shares  # replica 2 took a share after joining
+    assert revocations, "replica 1 never gave up a partition: no rebalance happened"
+    assert duplicates <= MAX_INFLIGHT * len(revocations)
+    assert duplicates <= abandoned  # only records given up in flight are judged twice
+    if revoke == "wait":
+        assert abandoned == 0 and duplicates == 0
