@@ -396,6 +396,14 @@ class Result(_Frozen):
         None, description="set by stef backfill only; absent (not null) from live results"
     )
 
+    @model_serializer(mode="wrap")
+    def _live_without_backfill(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A live result keeps the bytes it had before backfills were marked: no "backfill" key,
+        # however it is dumped (the results sink, `stef judge`).
+        data: dict[str, Any] = handler(self)
+        if self.backfill is None:
+            data.pop("backfill", None)
+        return data
+
     def to_json(self) -> str:
-        # A live result keeps the bytes it had before backfills were marked: no "backfill" key.
-        return self.model_dump_json(exclude={"backfill"} if self.backfill is None else None)
+        return self.model_dump_json()

@@ -246,6 +246,7 @@ def test_a_backfill_marks_its_results_and_live_results_have_no_backfill_key() ->
     marked = Pipeline(RULES, HeuristicJudge(), backfill=mark).process(_payload(), KAFKA)
     assert "backfill" not in json.loads(live.value)  # live bytes: no key, not even null
     assert b'"backfill"' not in live.value
+    assert live.result is not None and "backfill" not in live.result.model_dump()  # stef judge
     written = json.loads(marked.value)
     assert written["backfill"] == {"from": "2026-11-01T00:00:00+00:00", "to": None}
     assert set(written) - {"backfill"} == set(json.loads(live.value))
