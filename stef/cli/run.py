@@ -53,6 +53,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="labelled JSONL (the stef calibrate format) re-judged every canary.interval_s "
         "(at most canary.sample_size records a run)",
     )
+    _add_position_flags(p)
+    add_common(p, rules_help="rules file or directory (hot-reloaded)")
+    p.set_defaults(func=run)
+
+
+def _add_position_flags(p: argparse.ArgumentParser) -> None:
+    """Where reading starts and resumes, and how outputs to Kafka are compressed."""
     p.add_argument(
         "--file-checkpoint",
         metavar="PATH",
@@ -74,8 +81,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=("lz4", "zstd", "gzip", "snappy", "none"),
         help="codec of results and dead letters written to Kafka (lz4)",
     )
-    add_common(p, rules_help="rules file or directory (hot-reloaded)")
-    p.set_defaults(func=run)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
