@@ -26,7 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stef.models import ISSUE_LABELS, Result
+from stef.models import ISSUE_LABELS, REPAIR_KINDS, Result
 
 # Every 10 points plus the tier edges (50, 75, 90) and 85/95: coarser buckets (the tier edges
 # alone) left histogram_quantile nothing to interpolate, so the dashboard's P90 was a flat line.
@@ -124,6 +124,9 @@ class Metrics:
         self.prime_app("unknown")
         for reason in DEAD_LETTER_REASONS:
             self.dead_letters.labels(reason=reason)
+        # A fixed set: at zero from the start, so rate() sees a backend's first repair.
+        for kind in (*REPAIR_KINDS, "other"):
+            self.judge_repairs.labels(kind=kind)
 
     def _register_quality(self, r: CollectorRegistry) -> None:
         """What the judge found: outcomes, scores, tiers, issues, safety."""

@@ -197,6 +197,21 @@ Issue = Literal[
 ]
 ISSUE_LABELS: tuple[str, ...] = get_args(Issue)
 
+# The kinds of repair, the label values of ``stef_judge_repairs_total{kind}``.
+REPAIR_KINDS = (
+    "missing_field",
+    "unknown_label",
+    "long_rationale",
+    "confidence_out_of_range",
+    "unknown_predicate",
+    "duplicate",
+    "match_without_predicates",
+    "missing_with_predicates",
+    "ungrounded_filter",
+    "contradicted_match",
+    "uncovered_value",
+)
+
 
 class FilterMatch(_Frozen):
     """How one question filter is reflected in the SQL's numbered predicates."""

@@ -21,23 +21,8 @@ from functools import lru_cache
 
 from stef.judges.base import JudgeRequest
 from stef.judges.heuristic.question import Found, question_literals
-from stef.models import FilterMatch, JudgeOutput, Predicate, QuestionFilter
+from stef.models import REPAIR_KINDS, FilterMatch, JudgeOutput, Predicate, QuestionFilter
 from stef.sql.canonical import norm_value
-
-# The kinds of repair, the label values of ``stef_judge_repairs_total{kind}``.
-REPAIR_KINDS = (
-    "missing_field",
-    "unknown_label",
-    "long_rationale",
-    "confidence_out_of_range",
-    "unknown_predicate",
-    "duplicate",
-    "match_without_predicates",
-    "missing_with_predicates",
-    "ungrounded_filter",
-    "contradicted_match",
-    "uncovered_value",
-)
 
 # Question values STEF compares itself: unambiguous in the question and in SQL literals.
 STRONG_KINDS = ("value", "date", "year")

@@ -76,7 +76,7 @@ def test_panels_the_issue_asks_for() -> None:
         "judge errors", "llm latency", "llm tokens", "llm cost", "cache hit rate",
         "consumer lag", "p10", "freshness", "dead letters by reason", "judge errors by reason",
         "cpu", "resident memory", "open files", "judge disagreement share", "split sample votes",
-        "reported model and model changes", "canary agreement",
+        "reported model and model changes", "canary agreement", "judge repairs by kind",
     ):  # fmt: skip
         assert words in titles, words
 
