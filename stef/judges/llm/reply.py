@@ -134,8 +134,9 @@ def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
 
     Args:
         predicate_ids: the ids of the request's SQL predicates. Given, a filter's
-            ``predicates`` may only hold those (an ``enum``; ``maxItems: 0`` when there are
-            none), so a server that enforces the schema cannot emit a dangling id.
+            ``predicates`` may only hold those (an ``enum``), at most as many as there are
+            (``maxItems``; 0 when there are none), so a server that enforces the schema cannot
+            emit a dangling id nor repeat one without end.
     """
     schema: dict[str, Any] = _bounded(_drop_titles(LlmReply.model_json_schema()))
     if predicate_ids is not None:
@@ -144,8 +145,8 @@ def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
         prop: dict[str, Any] = {"type": "array", "items": items}
         if ids:
             items["enum"] = ids
-        else:
-            prop["maxItems"] = 0
+        # Each id at most once: unbounded, a small model repeats one id until max_tokens.
+        prop["maxItems"] = len(ids)
         filt = schema["$defs"]["WireFilter"]["properties"]
         filt["predicates"] = {**prop, "description": filt["predicates"]["description"]}
     _check_strict(schema, "#")

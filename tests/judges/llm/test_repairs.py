@@ -270,6 +270,15 @@ def test_without_predicates_the_schema_allows_no_id() -> None:
         jsonschema.validate(reply(filters=[filt("for 2023", "2023", "matched", [0])]), schema)
 
 
+def test_the_schema_bounds_a_filters_ids_by_the_sqls_count() -> None:
+    # Unbounded, a small model under a grammar repeats one id until max_tokens.
+    schema = reply_schema([1, 2, 3])
+    assert schema["$defs"]["WireFilter"]["properties"]["predicates"]["maxItems"] == 3
+    jsonschema.validate(reply(filters=[filt("for 2023", "2023", "matched", [1, 2, 3])]), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply(filters=[filt("2023", "2023", "matched", [1, 1, 1, 1])]), schema)
+
+
 def test_the_rationale_is_capped_by_the_schema() -> None:
     rationale = reply_schema([1])["properties"]["rationale"]
     assert rationale["maxLength"] == RATIONALE_MAX
