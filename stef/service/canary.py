@@ -27,6 +27,7 @@ half the sample was scored.
 from __future__ import annotations
 
 import random
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,8 @@ from stef.settings import CanarySettings, Settings
 
 log = structlog.get_logger(__name__)
 
+# A canary is a few hundred labelled records; it is read whole at every run.
+CANARY_MAX_BYTES = 64 * 1024 * 1024
 # How long stop() waits for a run in progress; its results are dropped anyway.
 _STOP_WAIT_S = 5.0
 
@@ -82,6 +85,7 @@ def load_canary(path: Path) -> list[Labelled]:
             lacks one of the two label classes (kappa would never be defined).
     """
     try:
+        _check_file(path)
         records = read_labels(path)
     except OSError as exc:
         raise ConfigError(f"canary {path}: {exc.strerror or exc}") from exc
@@ -94,6 +98,23 @@ def load_canary(path: Path) -> list[Labelled]:
             f"(found {len(records)} record(s), labels {sorted(labels)})"
         )
     return records
+
+
+def _check_file(path: Path) -> None:
+    """A regular file of a sane size: a FIFO would block the canary forever, a huge file would
+    be read whole into memory at every run.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"canary {path}: not a regular file")
+    if info.st_size > CANARY_MAX_BYTES:
+        raise ConfigError(
+            f"canary {path}: {info.st_size} bytes, over the {CANARY_MAX_BYTES} a canary may have "
+            "(a sample of labelled records, not a dataset)"
+        )
 
 
 def stratified_sample(records: Sequence[Labelled], size: int, rng: random.Random) -> list[Labelled]:

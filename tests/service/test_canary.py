@@ -6,6 +6,7 @@ stops ``stef run`` at start with exit 2."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import threading
@@ -27,6 +28,7 @@ from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.prompts import data_blocks
 from stef.rules import load_rules
+from stef.service import canary
 from stef.service.canary import build_canary, load_canary, stratified_sample
 from stef.service.wiring import build_backend, build_canary_backend
 from stef.settings import load_settings
@@ -122,6 +124,23 @@ def test_a_bad_canary_file_is_a_config_error(
     if content is not None:
         path.write_text(content, encoding="utf-8")
     with pytest.raises(ConfigError, match=message):
+        load_canary(path)
+
+
+def test_a_fifo_or_a_folder_is_refused_before_it_is_opened(tmp_path: Path) -> None:
+    # Opening a FIFO with no writer would block the canary (and stef run's start) forever.
+    fifo = tmp_path / "canary.jsonl"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_canary(path)
+
+
+def test_an_oversized_canary_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(canary, "CANARY_MAX_BYTES", 100)
+    path = tmp_path / "canary.jsonl"
+    path.write_text('{"question": "q", "sql": "SELECT 1", "label": true}\n' * 3, encoding="utf-8")
+    with pytest.raises(ConfigError, match="over the 100 a canary may have"):
         load_canary(path)
 
 
