@@ -12,6 +12,8 @@ import re
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from stef.sql.dialects import render
+
 # The one pattern of a single-quoted SQL string literal ('' is an escaped quote); group 1 is the
 # body, still escaped.
 SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
@@ -75,7 +77,8 @@ def canon(node: exp.Expr, *, fold_strings: bool = False) -> str:
     '%y') unless ``fold_strings`` (for compared values, which fold like every value)."""
     bare = _unqualified(node)
     try:
-        text = bare.sql(comments=False)
+        # A copy of our own already when qualifiers or quotes went: no second copy.
+        text = render(bare, copy=bare is node)
     except SqlglotError:
         text = str(bare)
     return _fold_outside_strings(" ".join(text.split()), fold_strings=fold_strings)

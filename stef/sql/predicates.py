@@ -19,6 +19,7 @@ from stef.sql.canonical import canon, is_literal, literal_value, values_in
 
 # Re-exported: stef.stages.align still imports it from here.
 from stef.sql.canonical import norm_ident as norm_ident
+from stef.sql.dialects import render
 
 Clause = Literal["where", "having", "qualify", "join"]
 _COMPARISONS: dict[type[exp.Expr], str] = {
@@ -149,7 +150,7 @@ def _columns_of(node: exp.Expr) -> list[str]:
 
 def _text(node: exp.Expr, dialect: str | None) -> str:
     try:
-        return node.sql(dialect=dialect, comments=False)
+        return render(node, dialect)
     except SqlglotError:
         return str(node)
 

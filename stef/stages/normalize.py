@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from stef.models import InputRecord, SqlSpec
 from stef.rules import AppRules
@@ -133,8 +134,12 @@ def _singular_superlative(question: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=1024)
 def question_cues(question: str) -> QuestionCues:
-    """Ordering and top-k requests in a question ("top 10", "highest", "sorted by")."""
+    """Ordering and top-k requests in a question ("top 10", "highest", "sorted by").
+
+    Cached: normalization and the heuristic judge both read the cues of the same question (the
+    cues are a frozen value of the text alone)."""
     ordering = False
     superlative = False
     # "latest" / "best" order only when the question says "the latest" or "most latest"

@@ -17,6 +17,7 @@ from sqlglot.errors import SqlglotError
 
 from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
+from stef.sql.dialects import dialect_of, without_positions
 from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
 from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
 from stef.sql.scope import Conditions, conditions, cte_bodies, feeding_selects, main_select
@@ -284,9 +285,10 @@ _PARSE_ERRORS = (SqlglotError, ValueError, RecursionError, TypeError, AttributeE
 def _parse(sql: str, dialect: str | None) -> list[exp.Expr] | str:
     """The statements of ``sql`` in ``dialect``, or the first line of the parse error."""
     try:
-        return [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        statements = sqlglot.parse(sql, read=dialect_of(dialect))
     except _PARSE_ERRORS as exc:
         return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return [without_positions(s) for s in statements if s is not None]
 
 
 _BACKTICKED_PATH = re.compile(r"`[^`.\s]+\.[^`\s]+`")

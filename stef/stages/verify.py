@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from stef.judges.base import JudgeRequest
-from stef.judges.heuristic.question import Found, question_literals
+from stef.judges.heuristic.question import Found, as_word, question_literals
 from stef.models import REPAIR_KINDS, FilterMatch, JudgeOutput, Predicate, QuestionFilter
 from stef.sql.canonical import norm_value
 
@@ -68,11 +68,6 @@ def _numbers(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-@lru_cache(maxsize=4096)
-def _word(value: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
-
-
 def stated_in(value: str, texts: Iterable[str]) -> bool:
     """Whether a folded value is stated in one of the folded texts (numbers and years as tokens,
     other values as whole words)."""
@@ -80,8 +75,7 @@ def stated_in(value: str, texts: Iterable[str]) -> bool:
         return False
     if _is_number(value):
         return any(value in _numbers(t) for t in texts)
-    pattern = _word(value)
-    return any(pattern.search(t) for t in texts)
+    return any(as_word(value, t) for t in texts)
 
 
 def _is_number(value: str) -> bool:

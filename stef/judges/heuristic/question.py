@@ -117,10 +117,41 @@ def in_words(value: str, text: str) -> bool:
     ``'f'`` is not in "female", ``12`` is not in "120" nor in "12.5", ``eu`` is not in "europe".
     Both sides are expected case-folded.
     """
+    return as_word(value, text, numbers=True)
+
+
+def _word_char(ch: str) -> bool:
+    """Regex ``\\w`` on one character (``str.isalnum`` is the same Unicode test, plus ``_``)."""
+    return ch.isalnum() or ch == "_"
+
+
+def as_word(value: str, text: str, *, numbers: bool = False) -> bool:
+    """Whether ``value`` occurs in ``text`` with no word character on either side; with
+    ``numbers``, not after ``1.`` / ``1,`` nor before ``.5`` / ``,5`` either.
+
+    The test of ``(?<!\\w)(?<!\\d[.,])VALUE(?!\\w)(?![.,]\\d)`` without building and compiling one
+    pattern per value (values are many and mostly seen once: the regex cache kept missing).
+    """
     if not value:
         return False
-    pattern = r"(?<![\w])(?<!\d[.,])" + re.escape(value) + r"(?![\w])(?![.,]\d)"
-    return re.search(pattern, text) is not None
+    size, end_of_text = len(value), len(text)
+    start = text.find(value)
+    while start != -1:
+        end = start + size
+        before = text[start - 1] if start else ""
+        after = text[end] if end < end_of_text else ""
+        if not ((before and _word_char(before)) or (after and _word_char(after))):
+            if not numbers:
+                return True
+            # Not part of a number either: "12" is not in "1.12" nor in "12,5".
+            after_number = before in (".", ",") and start > 1 and text[start - 2].isdecimal()
+            before_number = (
+                after in (".", ",") and end + 1 < end_of_text and text[end + 1].isdecimal()
+            )
+            if not (after_number or before_number):
+                return True
+        start = text.find(value, start + 1)
+    return False
 
 
 @dataclass(frozen=True)
