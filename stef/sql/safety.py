@@ -78,14 +78,22 @@ def statement_type(stmt: exp.Expr) -> str:
     return str(stmt.key)
 
 
-def is_mutating(stmt: exp.Expr) -> bool:
-    """Whether the statement writes data or schema, also through a nested write."""
+def is_mutating(stmt: exp.Expr, *, nested_write: bool | None = None) -> bool:
+    """Whether the statement writes data or schema, also through a nested write.
+
+    Args:
+        stmt: the statement.
+        nested_write: whether a node of ``stmt`` (itself included) is a write, when a walk of
+            the tree already told (:class:`stef.sql.census.Census`); None walks it here.
+    """
     if isinstance(stmt, MUTATING) or (_REVOKE is not None and isinstance(stmt, _REVOKE)):
         return True
     if isinstance(stmt, exp.Command):
         return statement_type(stmt) in MUTATING_KEYWORDS
     # A query can hide a write (Postgres data-modifying CTEs, SELECT ... INTO).
-    return any(isinstance(n, MUTATING) for n in stmt.walk()) or stmt.args.get("into") is not None
+    if nested_write is None:
+        nested_write = any(isinstance(n, MUTATING) for n in stmt.walk())
+    return nested_write or stmt.args.get("into") is not None
 
 
 def is_statement(stmt: exp.Expr) -> bool:

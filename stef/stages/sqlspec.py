@@ -17,10 +17,11 @@ from sqlglot.errors import SqlglotError
 
 from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
+from stef.sql.census import Census
 from stef.sql.dialects import dialect_of, without_positions
 from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
 from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
-from stef.sql.scope import Conditions, conditions, cte_bodies, feeding_selects, main_select
+from stef.sql.scope import Conditions, feeding_selects, main_select
 
 _PREDICATE_CLAUSE_NAMES: tuple[Clause, ...] = ("where", "having", "qualify")
 
@@ -154,31 +155,15 @@ def _aggregation(agg: exp.AggFunc) -> Aggregation:
     return Aggregation(func=func.upper(), column=column, distinct=distinct)
 
 
-def _aggregations(stmt: exp.Expr, queries: list[exp.Select]) -> list[Aggregation]:
+def _aggregations(census: Census, queries: list[exp.Select]) -> list[Aggregation]:
     """The aggregates each feeding SELECT computes itself (not in a window, not nested).
 
-    One walk of the statement tells each aggregate its own SELECT: walking each feeding SELECT
+    The census tells each aggregate its own SELECT in its one walk: walking each feeding SELECT
     walked a nested one again at every level above it (nesting x size).
     """
-    # id(node) -> (the nearest SELECT above it, whether a window is above it), parents first.
-    above: dict[int, tuple[exp.Select | None, bool]] = {}
-    owned: dict[int, list[exp.AggFunc]] = {}
-    for node in stmt.walk():  # breadth first, as find_all: the order of the aggregates is kept
-        parent = node.parent
-        if parent is None or id(parent) not in above:
-            select = node.find_ancestor(exp.Select)
-            windowed = node.find_ancestor(exp.Window) is not None
-        else:
-            select, windowed = above[id(parent)]
-            if isinstance(parent, exp.Select):
-                select = parent
-            windowed = windowed or isinstance(parent, exp.Window)
-        above[id(node)] = (select, windowed)
-        if isinstance(node, exp.AggFunc) and not windowed and select is not None:
-            owned.setdefault(id(select), []).append(node)
     out: dict[tuple[str, str, bool], Aggregation] = {}
     for q in queries:
-        for agg in owned.get(id(q), []):
+        for agg in census.aggregates.get(id(q), []):
             a = _aggregation(agg)
             out.setdefault((a.func, a.column, a.distinct), a)
     return list(out.values())
@@ -241,34 +226,27 @@ def _limit(stmt: exp.Expr, main: exp.Select | None) -> int | None:
 # ------------------------------------------------------------------------ tables, functions
 
 
-def _tables(stmt: exp.Expr, ctes: dict[str, exp.Expr]) -> list[str]:
+def _tables(census: Census, ctes: dict[str, exp.Expr]) -> list[str]:
     """Physical tables read, in order of appearance; CTE names are not tables."""
     return list(
         dict.fromkeys(
-            norm_ident(t.name)
-            for t in stmt.find_all(exp.Table)
-            if t.name and norm_ident(t.name) not in ctes
+            norm_ident(t.name) for t in census.tables if t.name and norm_ident(t.name) not in ctes
         )
     )
 
 
-def _functions(stmt: exp.Expr) -> list[str]:
+def _functions(census: Census) -> list[str]:
     """Names of the functions called, sorted; operators (AND, +) are not functions."""
-    return sorted(
-        {
-            (f.sql_name() if isinstance(f, exp.Func) else type(f).__name__).upper()
-            for f in stmt.find_all(exp.Func)
-            if not isinstance(f, exp.Connector | exp.Binary)
-        }
-    )
+    return sorted({f.sql_name().upper() for f in census.functions})
 
 
-def _has_subquery(stmt: exp.Expr, selects: list[exp.Select], conds: Conditions) -> bool:
-    return any(
+def _has_subquery(stmt: exp.Expr, census: Census) -> bool:
+    conds = census.conditions
+    return census.has_subquery_node or any(
         isinstance(s.parent, exp.Subquery) or conds.inside_predicate(s)
-        for s in selects
+        for s in census.selects
         if s is not stmt
-    ) or any(isinstance(n, exp.Subquery) for n in stmt.find_all(exp.Subquery))
+    )
 
 
 def _has_nested_where(selects: list[exp.Select], conds: Conditions) -> bool:
@@ -372,10 +350,10 @@ def _analyse(statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
     stmt = statements[0]
     if not is_statement(stmt):
         raise _NotAStatement(f"not a SQL statement: {stmt.sql()[:80]!r}")
-    mutating = any(is_mutating(s) for s in statements)
     multiple = len(statements) > 1
     kind = statement_type(stmt)
     if isinstance(stmt, exp.Command):
+        mutating = any(is_mutating(s) for s in statements)
         return SqlSpec(
             parsed=True,
             dialect=dialect,
@@ -383,16 +361,26 @@ def _analyse(statements: list[exp.Expr], dialect: str | None) -> SqlSpec:
             multiple_statements=multiple,
             statement_type=kind,
         )
-    return _query_spec(stmt, dialect, mutating=mutating, multiple=multiple, kind=kind)
+    census = Census.of(stmt)
+    mutating = is_mutating(stmt, nested_write=census.has_write) or any(
+        is_mutating(s) for s in statements[1:]
+    )
+    return _query_spec(stmt, census, dialect, mutating=mutating, multiple=multiple, kind=kind)
 
 
 def _query_spec(
-    stmt: exp.Expr, dialect: str | None, *, mutating: bool, multiple: bool, kind: str
+    stmt: exp.Expr,
+    census: Census,
+    dialect: str | None,
+    *,
+    mutating: bool,
+    multiple: bool,
+    kind: str,
 ) -> SqlSpec:
     """The spec of a parsed query (or a write statement): its clauses and its structure."""
-    ctes = cte_bodies(stmt)
-    selects = list(stmt.find_all(exp.Select))
-    conds = conditions(stmt)
+    ctes = {norm_ident(c.alias): c.this for c in census.ctes}
+    selects = census.selects
+    conds = census.conditions
     feeding = feeding_selects(stmt, selects, ctes, conds)
     filters = _filters(feeding, dialect)
     main = main_select(stmt, ctes)
@@ -400,12 +388,12 @@ def _query_spec(
     return SqlSpec(
         projections=projections,
         projection_aggregated=aggregated,
-        aggregations=_aggregations(stmt, feeding),
+        aggregations=_aggregations(census, feeding),
         filters=_numbered(filters.preds),
         group_by=_group_by(main),
         order_by=_order_by(stmt, main),
         limit=_limit(stmt, main),
-        tables=_tables(stmt, ctes),
+        tables=_tables(census, ctes),
         ctes=list(ctes),
         statement_type=kind,
         parsed=True,
@@ -414,14 +402,14 @@ def _query_spec(
         multiple_statements=multiple,
         distinct=main is not None and main.args.get("distinct") is not None,
         has_join=filters.has_join,
-        has_subquery=_has_subquery(stmt, selects, conds),
+        has_subquery=_has_subquery(stmt, census),
         has_nested_where=_has_nested_where(selects, conds),
-        has_window=stmt.find(exp.Window) is not None,
-        has_set_operation=stmt.find(exp.SetOperation) is not None,
+        has_window=census.has_window,
+        has_set_operation=census.has_set_operation,
         has_cte=bool(ctes),
         select_count=len(selects),
         where_count=filters.where_count,
         having_count=filters.having_count,
-        functions=_functions(stmt),
+        functions=_functions(census),
         negated=any(p.op.startswith("not") or p.op == "!=" for p in filters.preds),
     )

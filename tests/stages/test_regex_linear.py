@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from stef.judges.heuristic import question as q
 from stef.sql.canonical import SQL_STRING
+from stef.sql.census import Census
 from stef.sql.safety import scan_unparsed
 from stef.sql.scope import conditions, cte_bodies, feeding_selects
 from stef.stages import sqlspec as sqlspec_stage
@@ -114,12 +115,12 @@ CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
     # A lazy gap from each "the" to a superlative later in the sentence.
     (
         "question cues: the after a superlative",
-        question_cues,
+        question_cues.__wrapped__,  # past the cache, as the literals
         lambda n: "highest. " + _rep("the ")(n),
     ),
     # One search of the whole question per "best" / "latest".
-    ("question cues: best", question_cues, _rep("best ")),
-    ("question cues: latest", question_cues, _rep("latest ")),
+    ("question cues: best", question_cues.__wrapped__, _rep("best ")),
+    ("question cues: latest", question_cues.__wrapped__, _rep("latest ")),
     # A lazy block comment retried from each unclosed opener.
     ("unparsed sql scan: unclosed comment openers", scan_unparsed, _rep("/* ")),
     (
@@ -217,10 +218,9 @@ def _union_in_where(k: int) -> exp.Expr:
 
 
 def _structure(stmt: exp.Expr) -> object:
-    selects = list(stmt.find_all(exp.Select))
-    conds = conditions(stmt)
-    return sqlspec_stage._has_subquery(stmt, selects, conds), sqlspec_stage._has_nested_where(
-        selects, conds
+    census = Census.of(stmt)  # the one walk the flags read, timed with them
+    return sqlspec_stage._has_subquery(stmt, census), sqlspec_stage._has_nested_where(
+        census.selects, census.conditions
     )
 
 
@@ -230,7 +230,8 @@ def _feeding(stmt: exp.Expr) -> object:
 
 
 def _aggregations(stmt: exp.Expr) -> object:
-    return sqlspec_stage._aggregations(stmt, list(stmt.find_all(exp.Select)))
+    census = Census.of(stmt)
+    return sqlspec_stage._aggregations(census, census.selects)
 
 
 def tree_growth(
