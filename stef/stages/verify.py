@@ -206,7 +206,9 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
             )
             m = m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
         filters.append(f)
-        matches.append(m.model_copy(update={"filter": len(filters) - 1}))
+        if m.filter != len(filters) - 1:  # renumbered after a dropped filter (frozen: shared)
+            m = m.model_copy(update={"filter": len(filters) - 1})
+        matches.append(m)
     # Unparsed SQL has no predicates to read a value in: what the judge did not list stays unknown.
     claims = [_Claim.of(f, src) for f in filters]
     for found in src.literals if request.sql_spec.parsed else ():

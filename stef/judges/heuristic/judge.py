@@ -114,6 +114,10 @@ def _same_kind(q: QuestionFilter, kind: str, p: Predicate) -> bool:
 
 
 _YEAR_PREFIX = re.compile(r"(19|20)\d\d")
+_QUARTER_VALUE = re.compile(r"q[1-4]|[1-4]")
+_WORD = re.compile(r"\w+")
+# The posting of a trigram no predicate has (shared: read, never written).
+_NO_IDS: frozenset[int] = frozenset()
 
 
 def _trigrams(value: str) -> set[str]:
@@ -153,11 +157,11 @@ class _PredicateIndex:
                     self.by_year.setdefault(v[:4], set()).add(p.id)
                 for t in _trigrams(v):
                     self.by_trigram.setdefault(t, set()).add(p.id)
-            if p.values and all(re.match(r"(19|20)\d\d", v) for v in p.values):
+            if p.values and all(_YEAR_PREFIX.match(v) for v in p.values):
                 self.year_only.append(p.id)
             if (
                 p.values
-                and all(re.fullmatch(r"q[1-4]|[1-4]", v) for v in p.values)
+                and all(_QUARTER_VALUE.fullmatch(v) for v in p.values)
                 and "quarter" in p.lhs
             ):
                 self.quarter_only.append(p.id)
@@ -171,7 +175,7 @@ class _PredicateIndex:
         self.relative = [p.id for p in spec.filters if _RELATIVE_DATE.search(p.text)]
         self.by_word: dict[str, set[int]] = {}
         for p in spec.filters:
-            for word in set(re.findall(r"\w+", p.text.casefold())):
+            for word in set(_WORD.findall(p.text.casefold())):
                 self.by_word.setdefault(word, set()).add(p.id)
         # _value_match reads only the filter's value and kind, _same_kind its column and kind:
         # a value the question repeats is looked up once.
@@ -196,7 +200,7 @@ class _PredicateIndex:
                 out.update(self.by_value.get(rhs[:end], ()))
         if len(rhs) >= 3:
             trigrams = _trigrams(rhs)
-            postings = [self.by_trigram.get(t, set()) for t in trigrams]
+            postings = [self.by_trigram.get(t, _NO_IDS) for t in trigrams]
             _, rarest = min((len(ids), i) for i, ids in enumerate(postings))
             out.update(postings[rarest])  # rhs inside a value
             for t in trigrams:  # a value inside rhs
