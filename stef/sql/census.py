@@ -14,6 +14,7 @@ from typing import cast
 
 from sqlglot import exp
 
+from stef.sql.dialects import drop_positions
 from stef.sql.safety import MUTATING
 from stef.sql.scope import PREDICATE_CLAUSES, Conditions
 
@@ -49,7 +50,9 @@ class Census:
 
     @classmethod
     def of(cls, root: exp.Expr) -> Census:
-        """Walk ``root`` once.
+        """Walk ``root`` once; drop the parser's text positions on the way
+        (:func:`stef.sql.dialects.drop_positions`: every later copy of a subtree, one per
+        ``Expression.sql()``, would deep-copy them, and nothing reads them).
 
         Each queued node carries what its ancestors decide for it: its nearest SELECT, whether
         a window is above it, whether it sits inside a condition or under a clause (the rules
@@ -74,6 +77,7 @@ class Census:
         kinds = _KINDS
         while queue:
             node, select, windowed, cond, clause = queue.popleft()
+            drop_positions(node)
             kind = kinds.get(type(node))
             if kind is None:
                 kind = _kind_of(type(node))

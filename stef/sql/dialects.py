@@ -28,19 +28,19 @@ def dialect_of(name: str | None) -> Dialect:
     return Dialect.get_or_raise(name)
 
 
-def without_positions(tree: exp.Expr) -> exp.Expr:
-    """``tree`` with the parser's text positions dropped from its nodes, in place.
+def drop_positions(node: exp.Expr) -> None:
+    """Drop the parser's text positions from one node's metadata, in place.
 
     Nothing else of the metadata goes: the generator reads some keys (``inline``, names).
     """
-    for node in tree.walk():
-        meta = node._meta
-        if meta and not meta.keys() - _POSITIONS:
-            node._meta = None
-        elif meta:
-            for key in _POSITIONS & meta.keys():
-                del meta[key]
-    return tree
+    meta = node._meta
+    if not meta:
+        return
+    if meta.keys() <= _POSITIONS:
+        node._meta = None
+    else:
+        for key in _POSITIONS & meta.keys():
+            del meta[key]
 
 
 def render(node: exp.Expr, dialect: str | None = None, *, copy: bool = True) -> str:

@@ -18,7 +18,7 @@ from sqlglot.errors import SqlglotError
 from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
 from stef.sql.census import Census
-from stef.sql.dialects import dialect_of, without_positions
+from stef.sql.dialects import dialect_of
 from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
 from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
 from stef.sql.scope import Conditions, feeding_selects, main_select
@@ -266,7 +266,7 @@ def _parse(sql: str, dialect: str | None) -> list[exp.Expr] | str:
         statements = sqlglot.parse(sql, read=dialect_of(dialect))
     except _PARSE_ERRORS as exc:
         return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-    return [without_positions(s) for s in statements if s is not None]
+    return [s for s in statements if s is not None]
 
 
 _BACKTICKED_PATH = re.compile(r"`[^`.\s]+\.[^`\s]+`")

@@ -86,3 +86,14 @@ def test_the_census_reads_conditions_below_the_root() -> None:
     assert len(inner) == 1
     assert Census.of(tree).conditions.inside_predicate(inner[0])
     assert Census.of(tree).conditions.under_clause(inner[0])
+
+
+def test_the_census_drops_text_positions_and_keeps_other_metadata() -> None:
+    tree = sqlglot.parse_one("SELECT a, 'x' FROM t WHERE b = 1")
+    assert any(n.meta.get("line") is not None for n in tree.walk())
+    literal = tree.find(exp.Literal)
+    assert literal is not None
+    literal.meta["inline"] = True
+    Census.of(tree)
+    assert not any(set(n.meta) & {"line", "col", "start", "end"} for n in tree.walk())
+    assert literal.meta == {"inline": True}
