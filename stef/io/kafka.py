@@ -331,6 +331,20 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped bas
         self.source.on_assigned(list(assigned))
 
 
+# The sink's producer settings unless ``kafka_producer`` says otherwise. Batching: with hundreds of
+# results in flight, a short linger and large batches send them in a few requests instead of
+# one per result (each request also costs a CRC over the batch: install ``crc32c``, a
+# dependency, or kafka-python computes it in pure Python).
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "compression_type": "lz4",
+    "acks": "all",
+    "linger_ms": 5,
+    "batch_size": 16_384,
+    "retries": 5,
+    "delivery_timeout_ms": 60_000,
+}
+
+
 class KafkaSink:
     """Records to one topic, keyed (results by record id). Acknowledged when the broker has them
     (``acks=all``); the producer's own retries are bounded by its delivery timeout.
@@ -355,11 +369,8 @@ class KafkaSink:
         self.topic = topic
         self.headers = list(headers or [])
         options: dict[str, Any] = {
+            **PRODUCER_DEFAULTS,
             "compression_type": None if compression == "none" else compression,
-            "acks": "all",
-            "linger_ms": 5,
-            "retries": 5,
-            "delivery_timeout_ms": 60_000,
             **(producer_options or {}),
             "bootstrap_servers": bootstrap,
         }
