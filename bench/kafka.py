@@ -1,8 +1,12 @@
 """Bench sections through a real local Kafka-protocol broker (Tansu on 127.0.0.1).
 
-``kafka``: ``stef run`` from a topic to result/dead-letter topics with the heuristic judge, against
-the baseline of a plain kafka-python consume + produce of the same records (no judging, no
-validation) in the same run.
+``kafka``: ``stef run`` (at the production log level, ``info``) from a topic to result/dead-letter
+topics with the heuristic judge, against the baseline of a plain kafka-python consume + produce of
+the same records (no judging, no validation) that writes messages of the results' size with the
+same producer settings and in-flight bounds; the two alternate in two rounds.
+
+``memory_inflight``: peak RSS against the bytes in flight, records of 1 KB to 48 KB of SQL
+(the largest valid by default).
 
 ``memory``: peak RSS (VmHWM) of ``stef run`` while a 100,000-record backlog drains: the backlog
 waits in the topic, fetching pauses at the in-flight bound, so memory must stay flat.
@@ -16,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import warnings
@@ -24,6 +29,11 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+import stef.io.kafka
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.pipeline import Pipeline
+from stef.rules import load_rules
+from stef.settings import Settings
 from tests.brokers import FAST_GROUP, free_port, tansu_broker
 
 with warnings.catch_warnings():
@@ -62,35 +72,91 @@ def rss_mib(pid: int, field: str) -> float:
     return 0.0
 
 
-def _raw_copy(bootstrap: str, source: str, sink: str, n: int) -> float:
-    """Records/s of consume + produce with no judging: the transport's own ceiling."""
+def _producer_options() -> dict[str, Any]:
+    """The producer settings of STEF's Kafka sink, so both sides write alike."""
+    defaults = getattr(stef.io.kafka, "PRODUCER_DEFAULTS", None)
+    if defaults is None:  # before the sink's defaults were named
+        defaults = {"compression_type": "lz4", "acks": "all", "linger_ms": 5, "retries": 5}
+    return dict(defaults)
+
+
+def inflight_bounds(concurrency: int) -> tuple[int, int | None]:
+    """The records and bytes in-flight bounds ``stef run`` gets by default."""
+    settings = Settings(concurrency=concurrency)
+    return settings.inflight_bound, getattr(settings, "inflight_bytes_bound", None)
+
+
+def _raw_copy(
+    bootstrap: str,
+    source: str,
+    sink: str,
+    results: dict[bytes, bytes],
+    bound: tuple[int, int | None],
+) -> float:
+    """Records/s of consume + produce with no judging: the transport's own ceiling. Each record
+    is answered with a message of its result's size (the result STEF writes for it), with the
+    same producer settings and the same in-flight bounds (records, and bytes when STEF has one)
+    as ``stef run``."""
     consumer = KafkaConsumer(
         source,
         bootstrap_servers=bootstrap,
-        group_id=f"raw-{time.time()}",
+        group_id=f"raw-{time.time_ns()}",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         **FAST_GROUP,
     )
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **_producer_options())
+    max_records, max_bytes = bound
+    cv = threading.Condition()
+    inflight = [0, 0]  # records, bytes
+
+    def done(size: int) -> None:
+        with cv:
+            inflight[0] -= 1
+            inflight[1] -= size
+            cv.notify_all()
+
+    def full() -> bool:
+        return inflight[0] >= max_records or (max_bytes is not None and inflight[1] >= max_bytes)
+
+    n = len(results)
     try:
         seen = 0
         started = None
+        next_commit = time.monotonic()
         while seen < n:
-            batch = consumer.poll(timeout_ms=500)
+            batch = consumer.poll(timeout_ms=200, max_records=max_records)
             for msgs in batch.values():
                 if started is None:
                     started = time.perf_counter()
                 for m in msgs:
-                    producer.send(sink, key=m.key, value=m.value)
+                    size = len(m.value)
+                    with cv:
+                        cv.wait_for(lambda: not full())
+                        inflight[0] += 1
+                        inflight[1] += size
+                    future = producer.send(sink, key=m.key, value=results[m.value])
+                    future.add_both(lambda _r, size=size: done(size))
                     seen += 1
-            if batch:
+            if time.monotonic() >= next_commit:
                 consumer.commit()
+                next_commit = time.monotonic() + 0.5
         producer.flush(timeout=60)
         return n / (time.perf_counter() - (started or time.perf_counter()))
     finally:
         producer.close(timeout=5)
         consumer.close()
+
+
+def result_sizes(payloads: list[bytes]) -> dict[bytes, bytes]:
+    """For each payload, a message as long as the result STEF writes for it."""
+    rules = load_rules(ROOT / "rules")
+    pipeline = Pipeline(lambda: rules, HeuristicJudge())
+    out = {}
+    for payload in payloads:
+        processed = pipeline.process(payload, {"line": 0})
+        out[payload] = b"r" * len(processed.value)
+    return out
 
 
 def stef_run_until_drained(
@@ -101,7 +167,8 @@ def stef_run_until_drained(
     n: int,
     concurrency: int,
     *,
-    log_level: str = "warning",
+    log_level: str = "info",
+    extra: list[str] | None = None,
 ) -> dict[str, float]:
     """Run ``stef run`` from ``source`` until ``n`` records are counted and every partition's lag
     is zero; then SIGTERM it. Returns records/s (from its first record), peak and final RSS,
@@ -117,6 +184,7 @@ def stef_run_until_drained(
         "--dead-letters", f"kafka://{bootstrap}/{dead}",
         "--rules", str(ROOT / "rules"),
         "--concurrency", str(concurrency), "--metrics-port", str(port), "--log-level", log_level,
+        *(extra or []),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -157,23 +225,88 @@ def stef_run_until_drained(
 
 
 def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    n = 20_000
+    """``stef run`` and the raw copy over the same records, alternating in two rounds."""
+    n = 10_000
+    concurrency = 8
     payloads = _payloads(corpus, n)
+    results = result_sizes(payloads)
+    bound = inflight_bounds(concurrency)
+    raw_s = e2e_s = 0.0
+    e2e_n = 0.0
+    codes = []
     with tansu_broker() as broker:
         source = broker.create_topic("bench-in", PARTITIONS)
         broker.produce(source, payloads)
-        raw_sink = broker.create_topic("bench-raw-out", PARTITIONS)
-        raw = _raw_copy(broker.bootstrap, source, raw_sink, n)
-        results = broker.create_topic("bench-results", PARTITIONS)
-        dead = broker.create_topic("bench-dead", 1)
-        e2e = stef_run_until_drained(broker.bootstrap, source, results, dead, n, concurrency=8)
+        for round_ in range(2):
+            for side in ("raw", "stef") if round_ == 0 else ("stef", "raw"):
+                if side == "raw":
+                    sink = broker.create_topic(f"bench-raw-out-{round_}", PARTITIONS)
+                    raw_s += n / _raw_copy(broker.bootstrap, source, sink, results, bound)
+                    continue
+                out = broker.create_topic(f"bench-results-{round_}", PARTITIONS)
+                dead = broker.create_topic(f"bench-dead-{round_}", 1)
+                e2e = stef_run_until_drained(broker.bootstrap, source, out, dead, n, concurrency)
+                e2e_s += e2e["seconds"]
+                e2e_n += e2e["per_s"] * e2e["seconds"]
+                codes.append(e2e["exit_code"])
+    raw_rate, e2e_rate = 2 * n / raw_s, e2e_n / e2e_s
     return {
-        "records": n,
+        "records": 2 * n,
         "partitions": PARTITIONS,
-        "kafka_e2e_per_s": round(e2e["per_s"], 1),
-        "kafka_raw_per_s": round(raw, 1),
-        "e2e_vs_raw_ratio": round(e2e["per_s"] / raw, 3),
-        "stef_exit_code": e2e["exit_code"],
+        "concurrency": concurrency,
+        "inflight_bound_records": bound[0],
+        "inflight_bound_bytes": bound[1],
+        "log_level": "info",
+        "result_bytes_mean": round(sum(len(v) for v in results.values()) / n),
+        "kafka_e2e_per_s": round(e2e_rate, 1),
+        "kafka_raw_per_s": round(raw_rate, 1),
+        "e2e_vs_raw_ratio": round(e2e_rate / raw_rate, 3),
+        "stef_exit_codes": codes,
+    }
+
+
+def _padded(corpus: list[dict[str, Any]], n: int, sql_bytes: int) -> list[bytes]:
+    """Records whose SQL carries a string literal that makes it about ``sql_bytes`` long."""
+    out = []
+    for i in range(n):
+        rec = dict(corpus[i % len(corpus)])
+        rec["id"] = f"pad-{sql_bytes}-{i}"
+        pad = max(0, sql_bytes - len(rec["sql"]) - 40)
+        rec["sql"] = f"SELECT note FROM notes WHERE id = {i} AND note <> '{'x' * pad}'"
+        out.append(json.dumps(rec).encode())
+    return out
+
+
+def run_memory_inflight(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS of ``stef run`` against the bytes in flight: records of growing SQL size drain
+    a backlog at the default bounds."""
+    rows = []
+    concurrency = 8
+    with tansu_broker() as broker:
+        for sql_bytes in (1_000, 8_000, 24_000, 48_000):
+            n = 1_500
+            payloads = _padded(corpus, n, sql_bytes)
+            source = broker.create_topic(f"rss-in-{sql_bytes}", PARTITIONS)
+            broker.produce(source, payloads)
+            out = broker.create_topic(f"rss-out-{sql_bytes}", PARTITIONS)
+            dead = broker.create_topic(f"rss-dead-{sql_bytes}", 1)
+            r = stef_run_until_drained(broker.bootstrap, source, out, dead, n, concurrency)
+            record_bytes = sum(map(len, payloads)) / n
+            rows.append(
+                {
+                    "record_kb": round(record_bytes / 1024, 1),
+                    "peak_inflight_records": int(r["peak_inflight"]),
+                    "peak_inflight_mb": round(r["peak_inflight"] * record_bytes / 2**20, 1),
+                    "peak_rss_mb": round(r["peak_rss_mb"], 1),
+                    "records_per_s": round(r["per_s"], 1),
+                }
+            )
+    bound = inflight_bounds(concurrency)
+    return {
+        "concurrency": concurrency,
+        "inflight_bound_records": bound[0],
+        "inflight_bound_bytes": bound[1],
+        "rss_by_inflight_bytes": rows,
     }
 
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -24,20 +25,37 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stef.judges.heuristic.judge import HeuristicJudge  # noqa: E402
-from stef.pipeline import Pipeline  # noqa: E402
+from stef.pipeline import Pipeline, Processed  # noqa: E402
 from stef.rules import load_rules  # noqa: E402
-from stef.stages.validate import validate  # noqa: E402
 
-DEV_SET = ROOT.parent / "shared" / "data" / "judge-dev.jsonl"
+# The dev set lives outside the repository (/work/shared/data); BENCH_CORPUS points elsewhere.
+DEV_SET = Path(
+    os.environ.get("BENCH_CORPUS", str(ROOT.parent / "shared" / "data" / "judge-dev.jsonl"))
+)
 SAMPLE_LOG = ROOT / "examples" / "agent_log.jsonl"
+# Chunks of the two sides of a ratio alternate in one window, so drift hits both alike.
+CHUNK = 25
+# Passes over the corpus, caches emptied before each: every record is judged cold each time.
+PASSES = 3
+
+
+class CorpusMissing(SystemExit):
+    """The dev set is not there: the figures would silently shift to a 400-record corpus."""
 
 
 def load_corpus() -> list[dict[str, Any]]:
-    """The bench corpus: the dev set (when present) plus the valid records of the sample log."""
+    """The bench corpus: the dev set plus the valid records of the sample log.
+
+    Raises:
+        CorpusMissing: the dev set is missing (set BENCH_CORPUS to its path).
+    """
+    if not DEV_SET.exists():
+        raise CorpusMissing(
+            f"bench: the dev corpus {DEV_SET} is missing; figures on another corpus are not "
+            "comparable (set BENCH_CORPUS=/path/to/judge-dev.jsonl)"
+        )
     records: list[dict[str, Any]] = []
     for path, dialect in ((DEV_SET, "sqlite"), (SAMPLE_LOG, None)):
-        if not path.exists():
-            continue
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 obj = json.loads(line)
@@ -54,45 +72,170 @@ def load_corpus() -> list[dict[str, Any]]:
     return records
 
 
-def _rate(fn: Callable[[], int], min_seconds: float = 2.0) -> float:
-    """Items per second of ``fn`` (which returns how many items it processed), best of repeats."""
-    best = 0.0
-    spent = 0.0
-    rounds = 0
-    while spent < min_seconds or rounds < 2:
-        t0 = time.perf_counter()
-        n = fn()
-        dt = time.perf_counter() - t0
-        spent += dt
-        rounds += 1
-        best = max(best, n / dt)
-    return best
+def clear_caches() -> None:
+    """Empty every functools cache of the stef package: each measured record starts cold."""
+    for name, module in list(sys.modules.items()):
+        if name != "stef" and not name.startswith("stef."):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
+
+
+def interleaved(
+    sides: dict[str, Callable[[Any], object]], items: list[Any], chunk: int = CHUNK
+) -> dict[str, list[float]]:
+    """Seconds each side spends on each item, the sides alternating chunk by chunk in one window
+    (the order of the sides flips every chunk)."""
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    order = list(sides)
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        for name in order:
+            fn, out = sides[name], times[name]
+            for item in part:
+                t0 = time.perf_counter()
+                fn(item)
+                out.append(time.perf_counter() - t0)
+        order.reverse()
+    return times
+
+
+def _span(low: float, high: float) -> str:
+    if high == float("inf"):
+        return f"{low:.0f}+"
+    return f"{low:.0f}" if high - 1 == low else f"{low:.0f}-{high - 1:.0f}"
+
+
+def _bucket_table(
+    rows: list[tuple[float, float]], edges: list[float], label: str
+) -> list[dict[str, Any]]:
+    """Median and p95 milliseconds per record for each bucket of ``rows`` (value, seconds)."""
+    table = []
+    bounds = [*edges, float("inf")]
+    low = 0.0
+    for high in bounds:
+        secs = sorted(t for v, t in rows if low <= v < high)
+        if secs:
+            table.append(
+                {
+                    label: _span(low, high),
+                    "records": len(secs),
+                    "median_ms": round(1000 * statistics.median(secs), 2),
+                    "p95_ms": round(1000 * secs[min(len(secs) - 1, int(0.95 * len(secs)))], 2),
+                }
+            )
+        low = high
+    return table
+
+
+def _synthetic(kind: str, n: int) -> dict[str, Any]:
+    """A record whose SQL grows with ``n``: ``n`` AND-ed predicates, a chain of ``n`` CTEs, or
+    ``n`` nested subqueries (the shapes whose cost grows fastest)."""
+    question = "How many orders were shipped to EMEA in 2023 with status open?"
+    if kind == "predicates":
+        where = " AND ".join(f"c{i} = 'v{i}'" for i in range(n))
+        sql = f"SELECT COUNT(*) FROM orders WHERE {where}"
+    elif kind == "cte_chain":
+        ctes = ["t0 AS (SELECT id, region, amount FROM orders WHERE year = 2023)"]
+        ctes += [
+            f"t{i} AS (SELECT id, region, amount FROM t{i - 1} WHERE amount > {i})"
+            for i in range(1, n)
+        ]
+        sql = f"WITH {', '.join(ctes)} SELECT COUNT(*) FROM t{n - 1} WHERE region = 'EMEA'"
+    else:
+        sql = "SELECT id FROM orders WHERE region = 'EMEA'"
+        for i in range(n):
+            sql = f"SELECT id FROM ({sql}) AS s{i} WHERE id > {i}"
+    return {"id": f"scale-{kind}-{n}", "app": "sales", "question": question, "sql": sql}
+
+
+def bench_scale(pipeline: Pipeline) -> list[dict[str, Any]]:
+    """Time per record (best of three, caches emptied before each) of synthetic records."""
+    rows = []
+    for kind, sizes in (
+        ("predicates", (1, 4, 16, 64, 256)),
+        ("cte_chain", (1, 4, 16, 64)),
+        ("nested", (1, 4, 16, 64)),
+    ):
+        for n in sizes:
+            record = _synthetic(kind, n)
+            payload = json.dumps(record).encode()
+            best = float("inf")
+            for _ in range(3):
+                clear_caches()
+                t0 = time.perf_counter()
+                processed = pipeline.process(payload, {"line": 0})
+                best = min(best, time.perf_counter() - t0)
+            result = processed.result
+            rows.append(
+                {
+                    "shape": kind,
+                    "n": n,
+                    "sql_chars": len(record["sql"]),
+                    "predicates": len(result.sql_spec.filters)
+                    if result is not None and result.sql_spec is not None
+                    else "-",
+                    "ms_per_record": round(1000 * best, 2),
+                }
+            )
+    return rows
+
+
+def _cold_pass(
+    parse: Callable[[int], None], stef: Callable[[int], None], items: list[int]
+) -> dict[str, list[float]]:
+    clear_caches()
+    return interleaved({"parse": parse, "stef": stef}, items)
 
 
 def bench_deterministic(corpus: list[dict[str, Any]]) -> dict[str, Any]:
-    """Bare sqlglot parse vs the full pipeline with the heuristic judge, same records."""
+    """sqlglot parse of the same SQL in the same dialect vs the whole record path (bytes in:
+    validation, analysis, the heuristic judge, the result's JSON out), interleaved in chunks;
+    every pass starts with empty caches, so each record is judged cold. Also the time per
+    record (best of the passes) against SQL size and number of predicates."""
     rules = load_rules(ROOT / "rules")
-    pipeline = Pipeline(rules, HeuristicJudge())
-    records = [validate(r) for r in corpus]
+    pipeline = Pipeline(lambda: rules, HeuristicJudge())
+    payloads = [json.dumps(r).encode() for r in corpus]
+    # The dialect the pipeline starts with: the record's, else its app's.
+    dialects = [r.get("dialect") or rules.for_app(r.get("app")).dialect for r in corpus]
+    items = list(range(len(corpus)))
 
-    def parse_only() -> int:
-        for r in records:
-            with contextlib.suppress(sqlglot.errors.SqlglotError, ValueError, RecursionError):
-                sqlglot.parse(r.sql, read=r.dialect)
-        return len(records)
+    def parse(i: int) -> None:
+        with contextlib.suppress(sqlglot.errors.SqlglotError, ValueError, RecursionError):
+            sqlglot.parse(corpus[i]["sql"], read=dialects[i])
 
-    def deterministic() -> int:
-        for r in records:
-            pipeline.judge_record(r)
-        return len(records)
+    outputs: dict[int, Processed] = {}
 
-    parse_rate = _rate(parse_only)
-    det_rate = _rate(deterministic)
+    def stef(i: int) -> None:
+        outputs[i] = pipeline.process(payloads[i], {"line": i})
+
+    for i in items[:5]:  # imports and first-use setup, outside the window
+        parse(i)
+        stef(i)
+    passes = [_cold_pass(parse, stef, items) for _ in range(PASSES)]
+    parse_s = sum(sum(p["parse"]) for p in passes)
+    stef_s = sum(sum(p["stef"]) for p in passes)
+    per_record = [min(ts) for ts in zip(*(p["stef"] for p in passes), strict=True)]
+    scale = []
+    for i, t in zip(items, per_record, strict=True):
+        result = outputs[i].result
+        preds = len(result.sql_spec.filters) if result and result.sql_spec else 0
+        scale.append((len(corpus[i]["sql"]), preds, t))
     return {
-        "records": len(records),
-        "parse_only_per_s": round(parse_rate, 1),
-        "deterministic_per_s": round(det_rate, 1),
-        "deterministic_vs_parse_ratio": round(det_rate / parse_rate, 3),
+        "records": len(items),
+        "passes": PASSES,
+        "parse_only_per_s": round(PASSES * len(items) / parse_s, 1),
+        "deterministic_per_s": round(PASSES * len(items) / stef_s, 1),
+        "deterministic_vs_parse_ratio": round(parse_s / stef_s, 3),
+        "scale_by_sql_chars": _bucket_table(
+            [(c, t) for c, _, t in scale], [200, 500, 1000, 2000, 5000, 10000], "sql_chars"
+        ),
+        "scale_by_predicates": _bucket_table(
+            [(p, t) for _, p, t in scale], [1, 2, 3, 5, 9, 17], "predicates"
+        ),
+        "scale_synthetic": bench_scale(pipeline),
     }
 
 
@@ -108,6 +251,7 @@ def _register_optional_sections() -> None:
         ("prompt", "bench.prompt", "run"),
         ("kafka", "bench.kafka", "run"),
         ("memory", "bench.kafka", "run_memory"),
+        ("memory_inflight", "bench.kafka", "run_memory_inflight"),
         ("scaleout", "bench.scaleout", "run"),
     ):
         try:
@@ -124,16 +268,25 @@ def _markdown(report: dict[str, Any]) -> str:
         "",
         f"Run at {report['run_at']} on {report['machine']} (Python {report['python']}, "
         f"sqlglot {report['sqlglot']}). Corpus: {report['corpus_records']} records "
-        "(judge-dev set plus the sample log). Throughputs are best-of-repeats; every figure "
-        "sits beside a baseline measured in the same run, and the ratio is the number to "
-        "compare across machines.",
+        "(judge-dev set plus the sample log). Every throughput sits beside a baseline measured "
+        "in the same window (the two sides alternate in chunks), and the ratio is the number "
+        "to compare across machines.",
         "",
         "| figure | value |",
         "| --- | --- |",
     ]
+    tables: list[tuple[str, list[dict[str, Any]]]] = []
     for section, figures in report["sections"].items():
         for key, value in figures.items():
-            lines.append(f"| {section}.{key} | {value} |")
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                tables.append((f"{section}.{key}", value))
+            else:
+                lines.append(f"| {section}.{key} | {value} |")
+    for title, rows in tables:
+        columns = list(rows[0])
+        lines += ["", f"## {title}", "", "| " + " | ".join(columns) + " |"]
+        lines.append("| " + " | ".join("---" for _ in columns) + " |")
+        lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
     if report.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"

@@ -99,7 +99,13 @@ class Settings(BaseModel):
         rules_check_interval_s: how often the rules are checked for changes (hot reload).
         concurrency: records judged at once (worker threads).
         max_inflight: records fetched but not yet acknowledged; fetching pauses at this bound.
-            Defaults to four times ``concurrency``.
+            Defaults to ``max(256, 4 * concurrency)``: enough that the workers keep judging
+            while earlier results wait for the broker's acknowledgement.
+        max_inflight_bytes: the same bound on the records' bytes (their raw payloads):
+            fetching pauses once the records in flight add up to this, and a fetch asks for no
+            more records than fit at their recent mean size. Memory grows with the SQL in
+            flight (analysis holds parse trees many times the SQL's size), so this is what
+            bounds memory when records are large. Default 4 MiB.
         drain_timeout_s: on SIGTERM/SIGINT, how long in-flight work may take to finish.
         record_timeout_s: the longest one record may take in a worker (LLM retries included);
             a worker busy for longer fails ``/healthz``, and at the end of a file no record is
@@ -132,7 +138,8 @@ class Settings(BaseModel):
         max_agents: bound on distinct agent labels when ``known_agents`` is None.
         llm_requests_per_s: per-replica judge request rate (token bucket; delays, never drops).
         llm_tokens_per_min: per-replica LLM token rate (prompt + completion).
-        log_level: ``debug``, ``info`` (one line per record), ``warning`` ...
+        log_level: ``debug`` (one line per judged record), ``info`` (starts, stops,
+            rebalances, retries; dead letters), ``warning`` ...
         llm: the LLM endpoint; not configured means the heuristic judge.
         guess_dialect: when neither the record nor its app's rules name a dialect and the
             generic dialect cannot parse the SQL, try a short list of dialects (the one used is
@@ -154,6 +161,7 @@ class Settings(BaseModel):
     rules_check_interval_s: float = Field(2.0, gt=0)
     concurrency: int = Field(8, ge=1, le=1024)
     max_inflight: int | None = Field(None, ge=1)
+    max_inflight_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     drain_timeout_s: float = Field(30.0, ge=0)
     record_timeout_s: float = Field(600.0, gt=0)
     commit_interval_s: float = Field(0.5, gt=0)
@@ -254,7 +262,11 @@ class Settings(BaseModel):
 
     @property
     def inflight_bound(self) -> int:
-        return self.max_inflight or 4 * self.concurrency
+        return self.max_inflight or max(256, 4 * self.concurrency)
+
+    @property
+    def inflight_bytes_bound(self) -> int:
+        return self.max_inflight_bytes
 
 
 # Settings a ``STEF_<NAME>`` variable may set (structured ones take YAML/JSON text).
@@ -267,6 +279,7 @@ _ENV_KEYS = (
     "rules_check_interval_s",
     "concurrency",
     "max_inflight",
+    "max_inflight_bytes",
     "drain_timeout_s",
     "record_timeout_s",
     "dead_letter_max_bytes",

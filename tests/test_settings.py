@@ -26,7 +26,9 @@ def test_settings_precedence_file_env_flags(tmp_path: Path) -> None:
     assert (s.source, s.concurrency) == ("file:b.jsonl", 7)
     assert s.mapping.source_of("question") == "user_query"
     assert (s.llm.model, s.llm.timeout_s) == ("env", 5)
-    assert s.inflight_bound == 28
+    assert s.inflight_bound == 256  # max(256, 4 x concurrency)
+    assert s.inflight_bytes_bound == 4 * 1024 * 1024
+    assert load_settings(overrides={"concurrency": 100}, env={}).inflight_bound == 400
 
 
 def test_a_flag_not_given_leaves_the_env_value(tmp_path: Path) -> None:

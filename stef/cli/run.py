@@ -38,7 +38,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--dead-letters", help="same forms as --results (default file:dead_letters.jsonl)"
     )
     p.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
-    p.add_argument("--max-inflight", type=int, help="fetched, unacknowledged records (4x conc.)")
+    p.add_argument(
+        "--max-inflight", type=int, help="fetched, unacknowledged records (max(256, 4x conc.))"
+    )
+    p.add_argument("--max-inflight-bytes", type=int, help="the same bound on their bytes (4 MiB)")
     p.add_argument(
         "--drain-timeout", type=float, help="seconds to finish in-flight work on SIGTERM (30)"
     )
@@ -91,6 +94,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "dead_letters": args.dead_letters,
         "concurrency": args.concurrency,
         "max_inflight": args.max_inflight,
+        "max_inflight_bytes": args.max_inflight_bytes,
         "drain_timeout_s": args.drain_timeout,
         "metrics_host": args.metrics_host,
         "metrics_port": args.metrics_port,

@@ -331,6 +331,22 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped bas
         self.source.on_assigned(list(assigned))
 
 
+# The sink's producer settings unless ``kafka_producer`` says otherwise. Batching: with hundreds of
+# results in flight, a 20 ms linger and 256 KiB batches send them in fewer requests (on the
+# Kafka bench, 5 ms / 16 KiB: 401-449 records/s; 20 ms / 256 KiB: 446-448; 50 ms / 1 MiB:
+# 447-477, within the noise; the ack wait it adds is covered by the in-flight bound). Each
+# batch costs a CRC-32C: kafka-python computes it in pure Python unless ``crc32c`` (a
+# dependency) is installed.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "compression_type": "lz4",
+    "acks": "all",
+    "linger_ms": 20,
+    "batch_size": 262_144,
+    "retries": 5,
+    "delivery_timeout_ms": 60_000,
+}
+
+
 class KafkaSink:
     """Records to one topic, keyed (results by record id). Acknowledged when the broker has them
     (``acks=all``); the producer's own retries are bounded by its delivery timeout.
@@ -355,11 +371,8 @@ class KafkaSink:
         self.topic = topic
         self.headers = list(headers or [])
         options: dict[str, Any] = {
+            **PRODUCER_DEFAULTS,
             "compression_type": None if compression == "none" else compression,
-            "acks": "all",
-            "linger_ms": 5,
-            "retries": 5,
-            "delivery_timeout_ms": 60_000,
             **(producer_options or {}),
             "bootstrap_servers": bootstrap,
         }

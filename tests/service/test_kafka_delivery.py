@@ -84,7 +84,8 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(
     kafka_broker.produce(source, log.payloads)
     args = _args(kafka_broker, source, results, dead, group)
 
-    first = service_factory(*args, config=kafka_config())
+    # At debug: the one line per judged record counts what it judged before the kill.
+    first = service_factory(*args, config=kafka_config(log_level="debug"))
     first.wait_ready()
     first.wait_for(
         lambda: first.total("stef_records_total") >= 500, timeout_s=120, what="500 records"

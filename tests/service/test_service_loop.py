@@ -157,3 +157,20 @@ def test_in_flight_work_stays_within_the_bound(tmp_path: Path) -> None:
     assert source.peak <= 5
     assert judge.peak <= 3
     assert sorted(source.done) == list(range(1, 61))
+
+
+def test_in_flight_bytes_stay_within_their_bound(tmp_path: Path) -> None:
+    # Records of ~2 KB against a bound of 8 KiB and a records bound that never binds: at most
+    # three fit, and a fourth may start while the bytes are under the bound.
+    log = tmp_path / "log.jsonl"
+    records = [{**valid_record(i), "metadata": {"pad": "x" * 2000}} for i in range(40)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    size = len(json.dumps(records[0]))
+    assert 2000 < size < 2400
+    source = CountingSource(str(log))
+    judge = ExplodingJudge("never asked", delay_s=0.01)
+    settings = _settings(tmp_path, log, concurrency=8, max_inflight=100, max_inflight_bytes=8192)
+    service = Service(settings, backend=judge, source=source)
+    assert service.run() == 0
+    assert 2 <= source.peak <= 4
+    assert sorted(source.done) == list(range(1, 41))

@@ -1,6 +1,9 @@
 """The HTTP side of the LLM judge: one chat completion through the ``openai`` client, with our own
 bounded retries and the ``json_schema`` -> ``json_object`` fallback.
 
+The request goes through the client's ``post`` with a body serialized here (its errors, headers,
+auth and timeouts unchanged); the reply schema is built once per shape (:func:`reply_schema`).
+
 The ``openai`` client's own retries are off (``max_retries=0``): retries here are counted, bounded
 by count and by total time, logged and measured, and they honour ``Retry-After`` as a lower bound.
 Errors of the ``openai`` package are translated into :class:`~stef.errors.LlmTransportError` where
@@ -24,6 +27,11 @@ from typing import Any
 
 import openai
 import structlog
+
+try:  # the transport under openai >= 3
+    from httpx2 import Response as _HttpResponse
+except ImportError:  # pragma: no cover - earlier openai releases run on httpx
+    from httpx import Response as _HttpResponse  # type: ignore[no-redef,import-not-found,unused-ignore]
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stef.errors import ConfigError, LlmTransportError, StefError
@@ -370,17 +378,25 @@ class ChatClient:
         self._backoff_or_raise(call, None, reason, detail, elapsed, wait, status)
 
     def _create(self, messages: Messages, mode: str, schema: dict[str, Any] | None) -> Any:
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.config.temperature,
             "response_format": response_format(mode, schema),
         }
         if self.config.max_tokens is not None:
-            kwargs["max_tokens"] = self.config.max_tokens
-        # The raw response: the body is validated by _parse_body, not by the openai models,
-        # whose parser lets a non-JSON body escape as a JSONDecodeError.
-        return self._client.chat.completions.with_raw_response.create(**kwargs)
+            body["max_tokens"] = self.config.max_tokens
+        # The lean path: the openai client's own request (headers, auth, timeout, its error
+        # classes for every failure) with a body serialized here. ``chat.completions.create``
+        # would walk the body (the reply schema included) through its typed-dict transform
+        # first, which costs more CPU than the HTTP call. The raw response is returned: the
+        # body is validated by _parse_body, not by the openai models, whose parser lets a
+        # non-JSON body escape as a JSONDecodeError.
+        return self._client.post(
+            "/chat/completions",
+            cast_to=_HttpResponse,
+            content=json.dumps(body, separators=(",", ":")).encode(),
+        )
 
     def _rejects_schema(self, status: int, message: str, mode: str) -> bool:
         """The endpoint refused the structured-output request itself (not the call in general)."""

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -132,23 +133,43 @@ _TOP_DEFAULTS: dict[str, Any] = {"issues": [], "rationale": ""}
 def reply_schema(predicate_ids: Sequence[int] | None = None) -> dict[str, Any]:
     """The JSON schema of :class:`LlmReply`, in the subset strict structured output accepts.
 
+    Built once per process and once per set of predicate ids (a few shapes cover most
+    requests): pydantic's schema generation costs more CPU than the rest of a call. The result
+    is shared between calls: treat it as read-only.
+
     Args:
         predicate_ids: the ids of the request's SQL predicates. Given, a filter's
             ``predicates`` may only hold those (an ``enum``), at most as many as there are
             (``maxItems``; 0 when there are none), so a server that enforces the schema cannot
             emit a dangling id nor repeat one without end.
     """
+    if predicate_ids is None:
+        return _base_schema()
+    return _schema_for_ids(tuple(sorted(set(predicate_ids))))
+
+
+@lru_cache(maxsize=1)
+def _base_schema() -> dict[str, Any]:
     schema: dict[str, Any] = _bounded(_drop_titles(LlmReply.model_json_schema()))
-    if predicate_ids is not None:
-        items: dict[str, Any] = {"type": "integer"}
-        ids = sorted(set(predicate_ids))
-        prop: dict[str, Any] = {"type": "array", "items": items}
-        if ids:
-            items["enum"] = ids
-        # Each id at most once: unbounded, a small model repeats one id until max_tokens.
-        prop["maxItems"] = len(ids)
-        filt = schema["$defs"]["WireFilter"]["properties"]
-        filt["predicates"] = {**prop, "description": filt["predicates"]["description"]}
+    _check_strict(schema, "#")
+    return schema
+
+
+@lru_cache(maxsize=256)
+def _schema_for_ids(ids: tuple[int, ...]) -> dict[str, Any]:
+    base = _base_schema()
+    items: dict[str, Any] = {"type": "integer"}
+    prop: dict[str, Any] = {"type": "array", "items": items}
+    if ids:
+        items["enum"] = list(ids)
+    # Each id at most once: unbounded, a small model repeats one id until max_tokens.
+    prop["maxItems"] = len(ids)
+    # Copies only along the path to the replaced property; the rest is shared with the base.
+    wire = base["$defs"]["WireFilter"]
+    props = wire["properties"]
+    filt = {**props, "predicates": {**prop, "description": props["predicates"]["description"]}}
+    defs = {**base["$defs"], "WireFilter": {**wire, "properties": filt}}
+    schema = {**base, "$defs": defs}
     _check_strict(schema, "#")
     return schema
 

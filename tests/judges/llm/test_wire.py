@@ -143,3 +143,19 @@ def test_fake_server_runs_from_the_command_line() -> None:
         out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0
     assert "requests: 0" in out
+
+
+def test_reply_schema_is_built_once_per_shape_and_never_leaks_between_shapes() -> None:
+    # Cached per set of ids (order and repeats do not matter), shared, and a request's ids
+    # never reach the generic schema or another request's.
+    assert reply_schema([2, 1, 2]) is reply_schema([1, 2])
+    assert reply_schema() is reply_schema()
+    with_ids = reply_schema([1, 2])["$defs"]["WireFilter"]["properties"]["predicates"]
+    none = reply_schema([])["$defs"]["WireFilter"]["properties"]["predicates"]
+    generic = reply_schema()["$defs"]["WireFilter"]["properties"]["predicates"]
+    assert with_ids["items"] == {"type": "integer", "enum": [1, 2]}
+    assert none["maxItems"] == 0 and "enum" not in none["items"]
+    assert "enum" not in generic["items"] and "maxItems" not in generic
+    # Everything but the predicates property is the generic schema's.
+    strip = {**reply_schema([7])["$defs"]["WireFilter"]["properties"], "predicates": None}
+    assert strip == {**reply_schema()["$defs"]["WireFilter"]["properties"], "predicates": None}
