@@ -37,7 +37,7 @@ from stef.io.deadletter import dead_letter
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Backfill
-from stef.pipeline import Processed
+from stef.pipeline import Pipeline, Processed
 from stef.rules.watch import RulesWatcher
 from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
@@ -94,17 +94,8 @@ class Service:
         )
         for app in [None, *self.watcher.rules.known_apps]:
             self.metrics.prime_app(app)
-        if backend is None:
-            backend = build_backend(settings, self.metrics)
-            self._resources.callback(backend.close)
-        self.pipeline = build_pipeline(
-            settings, lambda: self.watcher.rules, backend, self.metrics, backfill=backfill
-        )
         self.canary: Canary | None = None
-        if with_canary:
-            self.canary = build_canary(settings, lambda: self.watcher.rules, backend, self.metrics)
-            if self.canary is not None:
-                self._resources.callback(self.canary.stop)
+        self.pipeline = self._judging(backend, with_canary=with_canary, backfill=backfill)
         self.source = source or open_source(settings.source_endpoint, settings)
         self.results = results or open_sink(settings.results_endpoint, settings)
         self.dead_letters = dead_letters or open_sink(settings.dead_letters_endpoint, settings)
@@ -131,6 +122,24 @@ class Service:
         self._dead_workers: list[str] = []
         self._lag_labels: set[tuple[str, int]] = set()
         self.counts = {"received": 0, "results": 0, "dead_letters": 0}
+
+    def _judging(
+        self, backend: Judge | None, *, with_canary: bool, backfill: Backfill | None
+    ) -> Pipeline:
+        """The record path (building and owning the backend when none is given), and the canary
+        beside it when asked for and configured."""
+        settings = self.settings
+        if backend is None:
+            backend = build_backend(settings, self.metrics)
+            self._resources.callback(backend.close)
+        pipeline = build_pipeline(
+            settings, lambda: self.watcher.rules, backend, self.metrics, backfill=backfill
+        )
+        if with_canary:
+            self.canary = build_canary(settings, lambda: self.watcher.rules, backend, self.metrics)
+            if self.canary is not None:
+                self._resources.callback(self.canary.stop)
+        return pipeline
 
     # ---------------------------------------------------------------------------- control
 
