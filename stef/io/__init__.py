@@ -26,12 +26,16 @@ class Envelope:
         key: the Kafka message key, when there was one.
         on_done: called by the service when the record is fully handled (result or dead letter
             acknowledged); the source then may commit past it.
+        claim: called by a worker before it judges the record; False means the record's
+            partition was revoked before its turn: it is skipped (neither judged nor written,
+            never committed) and its next owner reads it again.
     """
 
     payload: bytes
     position: dict[str, Any]
     key: bytes | None = None
     on_done: Callable[[], None] = field(default=lambda: None, repr=False)
+    claim: Callable[[], bool] = field(default=lambda: True, repr=False)
 
 
 class Source(Protocol):

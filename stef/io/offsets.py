@@ -20,6 +20,9 @@ class OffsetTracker:
         self._done: set[int] = set()
         self._committable: int | None = None
         self._committed: int | None = None
+        # Offsets a worker has started judging and not finished; after revoke() no new one starts.
+        self._started: set[int] = set()
+        self.revoking = False
         self.closed = False
 
     def add(self, offset: int) -> None:
@@ -30,8 +33,20 @@ class OffsetTracker:
                 self._done.clear()
             self._pending.append(offset)
 
+    def claim(self, offset: int) -> bool:
+        """A worker is about to judge ``offset``: False once the partition is being revoked (the
+        record is left to the partition's next owner, which reads it again from the commit)."""
+        with self._lock:
+            if self.revoking or self.closed:
+                return False
+            self._started.add(offset)
+            return True
+
     def done(self, offset: int) -> None:
         with self._lock:
+            self._started.discard(offset)
+            if not self._started:
+                self._lock.notify_all()
             if self.closed:
                 return
             self._done.add(offset)
@@ -74,6 +89,22 @@ class OffsetTracker:
         """Wait until nothing is in flight; False when the timeout came first."""
         with self._lock:
             return self._lock.wait_for(lambda: not self._pending, timeout=timeout_s)
+
+    def revoke(self) -> None:
+        """The partition is being revoked: records not started yet will not be (see claim)."""
+        with self._lock:
+            self.revoking = True
+
+    @property
+    def started(self) -> int:
+        """Records being judged now."""
+        with self._lock:
+            return len(self._started)
+
+    def wait_started(self, timeout_s: float) -> bool:
+        """Wait until no record is being judged; False when the timeout came first."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._started, timeout=timeout_s)
 
     def close(self) -> None:
         """Abandon what is in flight: late completions no longer move the commit."""

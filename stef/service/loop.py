@@ -378,6 +378,12 @@ class Service:
             log.critical("worker_died", worker=name, error_type=type(exc).__name__, error=str(exc))
 
     def _handle(self, envelope: Envelope) -> None:
+        if not envelope.claim():
+            # Its partition went to another replica before this record's turn: that replica
+            # reads it again from the last commit, so judging it here would only duplicate it.
+            log.debug("record_skipped_revoked", **envelope.position)
+            self._released(envelope)
+            return
         started = time.perf_counter()
         processed = self.pipeline.process(envelope.payload, envelope.position, envelope.key)
         if processed.result is not None:
@@ -431,14 +437,18 @@ class Service:
                     self._fatal = error
                     self.health.failed = str(error)
                 self.request_stop()
-            with self._cv:
-                self._inflight -= 1
-                self._inflight_bytes -= len(envelope.payload)
-                self._last_ack = time.monotonic()
-                self._cv.notify_all()
-            self.metrics.inflight.dec()
+            self._released(envelope)
 
         return on_ack
+
+    def _released(self, envelope: Envelope) -> None:
+        """The record no longer counts against the in-flight bounds."""
+        with self._cv:
+            self._inflight -= 1
+            self._inflight_bytes -= len(envelope.payload)
+            self._last_ack = time.monotonic()
+            self._cv.notify_all()
+        self.metrics.inflight.dec()
 
     def _replace_rejected(self, envelope: Envelope, processed: Processed, error: SinkError) -> None:
         log.error("sink_rejected_record", error=str(error), **envelope.position)

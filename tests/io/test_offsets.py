@@ -52,3 +52,22 @@ def test_rewind_forgets_pending_offsets() -> None:
     assert t.in_flight == 1
     t.done(3)
     assert t.committable() == 4
+
+
+def test_after_revoke_no_record_starts_and_the_commit_stops_at_the_first_skipped() -> None:
+    t = OffsetTracker()
+    for offset in (10, 11, 12, 13):
+        t.add(offset)
+    assert t.claim(10) and t.claim(11)
+    t.revoke()
+    # 12 and 13 were fetched but not started: they are left to the partition's next owner.
+    assert t.claim(12) is False and t.claim(13) is False
+    assert t.started == 2
+    assert t.wait_started(0.01) is False
+    t.done(10)
+    t.done(11)
+    assert t.wait_started(0.01) is True
+    # The commit covers what was judged in order and stops at the first skipped record,
+    # where the next owner (or this replica, seeking to low_water) reads again.
+    assert t.committable() == 12
+    assert t.low_water == 12
