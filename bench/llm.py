@@ -27,16 +27,13 @@ from typing import Any
 
 import httpx2 as httpx
 
-from stef.judges.base import JudgeRequest
 from stef.judges.llm import build_llm_judge
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.reply import reply_schema, response_format
 from stef.models import InputRecord
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, judge_request
 from stef.rules import load_rules
-from stef.stages.normalize import normalize
-from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import validate
 
 
@@ -78,23 +75,13 @@ def _request_bodies(pipeline: Pipeline, judge: LlmJudge, records: list[InputReco
     """The chat-completion body STEF sends for each record (json_schema mode, its own schema)."""
     bodies = []
     for record in records:
-        app_rules = pipeline.rules.for_app(record.app)
-        spec = sqlspec(record.sql, record.dialect or app_rules.dialect)
-        norm = normalize(record, spec, app_rules)
-        request = JudgeRequest(
-            record=record,
-            sql_spec=spec,
-            normalizations=norm.normalizations,
-            notes=norm.notes,
-            flags=norm.flags,
-            rules=app_rules,
-        )
+        request, _ = judge_request(record, pipeline.rules.for_app(record.app))
         body = {
             "model": judge.config.model,
             "messages": judge.messages(request),
             "temperature": judge.config.temperature,
             "response_format": response_format(
-                "json_schema", reply_schema([p.id for p in spec.filters])
+                "json_schema", reply_schema([p.id for p in request.sql_spec.filters])
             ),
         }
         bodies.append(json.dumps(body).encode())

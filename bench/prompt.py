@@ -13,12 +13,10 @@ import json
 import statistics
 from typing import Any
 
-from stef.judges.base import JudgeRequest
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
+from stef.pipeline import judge_request
 from stef.rules import load_rules
-from stef.stages.normalize import normalize
-from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import validate
 from stef.testing.fake_server import Received, judge_like
 
@@ -46,17 +44,7 @@ def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
     try:
         for raw in corpus:
             record = validate(raw)
-            app_rules = rules.for_app(record.app)
-            spec = sqlspec(record.sql, record.dialect or app_rules.dialect)
-            norm = normalize(record, spec, app_rules)
-            request = JudgeRequest(
-                record=record,
-                sql_spec=spec,
-                normalizations=norm.normalizations,
-                notes=norm.notes,
-                flags=norm.flags,
-                rules=app_rules,
-            )
+            request, _ = judge_request(record, rules.for_app(record.app))
             messages = judge.messages(request)
             prompts.append(sum(_tokens(m["content"]) for m in messages))
             received = Received("POST", "/v1/chat/completions", {}, {"messages": messages}, 0.0)

@@ -205,16 +205,8 @@ class Pipeline:
         base = _labels(record, info)
         if not sampled_in(record.id, rules.sampling_rate):
             return Result(outcome="skipped_sampling", **base)
-        spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=self.guess_dialect)
-        norm = normalize(record, spec, rules)
-        request = JudgeRequest(
-            record=record,
-            sql_spec=spec,
-            normalizations=norm.normalizations,
-            notes=norm.notes,
-            flags=norm.flags,
-            rules=rules,
-        )
+        request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
+        spec = request.sql_spec
         try:
             reply = self.backend.judge(request)
         except JudgeError as exc:
@@ -289,6 +281,24 @@ class Pipeline:
             if self.metrics is not None:
                 self.metrics.observe_second_opinion_error()
             return None
+
+
+def judge_request(
+    record: InputRecord, rules: AppRules, *, guess_dialect: bool = True
+) -> tuple[JudgeRequest, Normalized]:
+    """What a backend is asked about one record: its SQL analysed in the record's (or the
+    app's) dialect and normalized under the app's rules; the normalization with it."""
+    spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=guess_dialect)
+    norm = normalize(record, spec, rules)
+    request = JudgeRequest(
+        record=record,
+        sql_spec=spec,
+        normalizations=norm.normalizations,
+        notes=norm.notes,
+        flags=norm.flags,
+        rules=rules,
+    )
+    return request, norm
 
 
 def _overridden(verdict: Verdict, request: JudgeRequest) -> Verdict:

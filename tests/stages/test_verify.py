@@ -19,6 +19,7 @@ from stef.models import (
     QuestionSpec,
     Verdict,
 )
+from stef.pipeline import judge_request
 from stef.rules import AppRules
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
@@ -209,17 +210,7 @@ def test_the_heuristic_backend_passes_unchanged_on_the_paper_cases(case: dict[st
         sql=case["sql"],
         enriched_question=case.get("enriched_question"),
     )
-    app_rules = AppRules.model_validate(case["rules"])
-    spec = sqlspec(record.sql, record.dialect or app_rules.dialect)
-    norm = normalize(record, spec, app_rules)
-    request = JudgeRequest(
-        record=record,
-        sql_spec=spec,
-        normalizations=norm.normalizations,
-        notes=norm.notes,
-        flags=norm.flags,
-        rules=app_rules,
-    )
+    request, _ = judge_request(record, AppRules.model_validate(case["rules"]))
     output = HeuristicJudge().judge(request).output
     verified, repairs = verify(output, request)
     assert repairs == []

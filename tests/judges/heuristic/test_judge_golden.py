@@ -21,12 +21,10 @@ from typing import Any
 
 import pytest
 
-from stef.judges.base import JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import EnrichmentStatus, InputRecord, JudgeOutput, Verdict
+from stef.pipeline import judge_request
 from stef.rules import AppRules
-from stef.stages.normalize import normalize
-from stef.stages.sqlspec import sqlspec
 from tests.golden import load_golden
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "heuristic"
@@ -75,16 +73,7 @@ def _run(case: dict[str, Any]) -> JudgeOutput:
         enriched_question=case.get("enriched_question"),
         dialect=case.get("dialect"),
     )
-    spec = sqlspec(record.sql, record.dialect or rules.dialect)
-    norm = normalize(record, spec, rules)
-    request = JudgeRequest(
-        record=record,
-        sql_spec=spec,
-        normalizations=norm.normalizations,
-        notes=norm.notes,
-        flags=norm.flags,
-        rules=rules,
-    )
+    request, _ = judge_request(record, rules)
     return JUDGE.judge(request).output
 
 
