@@ -365,6 +365,9 @@ class Metrics:
             # An unsafe record whose judge failed is evaluated by the safety override alone; its
             # judge still failed and counts here.
             self.judge_errors.labels(app=app, reason=judge_error_reason(result.error)).inc()
+        if result.safety.mutating or result.safety.multiple_statements:
+            # Sampled-out records too: safety is checked on every record, judged or not.
+            self.unsafe.labels(app=app).inc()
         if result.outcome != "evaluated" or result.components is None:
             return
         self._observe_judge_watch(app, result)
@@ -385,8 +388,6 @@ class Metrics:
             # A Result read back from a file is not checked against the Issue literal.
             label = issue if issue in ISSUE_LABELS else "other"
             self.issues.labels(app=app, issue=label).inc()
-        if result.safety.mutating or result.safety.multiple_statements:
-            self.unsafe.labels(app=app).inc()
 
     def _observe_judge_watch(self, app: str, result: Result) -> None:
         """The second opinion and the sample vote of an evaluated result."""

@@ -204,7 +204,9 @@ class Pipeline:
         info = self.backend.info.model_copy(update={"rules_version": ruleset.version})
         base = _labels(record, info)
         if not sampled_in(record.id, rules.sampling_rate):
-            return Result(outcome="skipped_sampling", **base)
+            # Sampling saves the judge, never the safety check: an unsampled DELETE still counts.
+            spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=self.guess_dialect)
+            return Result(outcome="skipped_sampling", safety=_safety(spec), **base)
         request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
         spec = request.sql_spec
         try:

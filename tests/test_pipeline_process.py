@@ -73,6 +73,32 @@ def test_a_valid_record_becomes_its_result_json(registry: CollectorRegistry) -> 
     assert _counted(registry, "sales", "evaluated") == 1.0
 
 
+@pytest.mark.parametrize(
+    ("sql", "mutating", "stacked"),
+    [
+        pytest.param("DELETE FROM orders", True, False, id="delete"),
+        pytest.param("SELECT 1; DROP TABLE orders", True, True, id="stacked drop"),
+        pytest.param("SELECT COUNT(*) FROM orders", False, False, id="select"),
+    ],
+)
+def test_a_sampled_out_record_is_still_checked_for_safety(
+    registry: CollectorRegistry, sql: str, mutating: bool, stacked: bool
+) -> None:
+    # The critical alert (StefUnsafeSql) reads stef_unsafe_sql_total: sampling must not blind it.
+    rules = RuleSet(AppRules(), {"sales": AppRules(sampling_rate=0.0)})
+    pipe = Pipeline(rules, HeuristicJudge(), metrics=Metrics(registry, known_apps=["sales"]))
+    out = pipe.process(_payload(sql=sql), FILE)
+    assert out.result is not None and out.result.outcome == "skipped_sampling"
+    assert (out.result.safety.mutating, out.result.safety.multiple_statements) == (
+        mutating,
+        stacked,
+    )
+    assert out.result.score is None and out.result.components is None
+    unsafe = registry.get_sample_value("stef_unsafe_sql_total", {"app": "sales"})
+    assert (unsafe or 0.0) == (1.0 if mutating or stacked else 0.0)
+    assert _counted(registry, "sales", "skipped_sampling") == 1.0
+
+
 def test_a_record_without_id_is_keyed_by_the_id_it_is_given() -> None:
     processed = Pipeline(RULES, HeuristicJudge()).process(_payload(id=None), FILE)
     assert processed.result is not None
