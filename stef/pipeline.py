@@ -38,6 +38,7 @@ from stef.models import (
     Verdict,
 )
 from stef.rules import AppRules, RuleSet
+from stef.sql.extract import extract_sql
 from stef.sql.safety import is_sql_text
 from stef.stages.align import align
 from stef.stages.complexity import complexity
@@ -53,6 +54,8 @@ log = structlog.get_logger(__name__)
 SAFETY_OVERRIDE = "safety_override"
 # Named when the "SQL" is not SQL at all (no statement keyword): verdict Incorrect.
 NOT_SQL_OVERRIDE = "not_sql_override"
+# Named when the SQL was taken out of a markdown fence or a "SQL:" label around it.
+SQL_EXTRACTED = "sql_extracted"
 
 # The short message of an unexpected exception kept in its dead letter and log line.
 _MAX_INTERNAL_MESSAGE = 300
@@ -205,7 +208,8 @@ class Pipeline:
         base = _labels(record, info)
         if not sampled_in(record.id, rules.sampling_rate):
             # Sampling saves the judge, never the safety check: an unsampled DELETE still counts.
-            spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=self.guess_dialect)
+            sql = extract_sql(record.sql) or record.sql
+            spec = sqlspec(sql, record.dialect or rules.dialect, guess=self.guess_dialect)
             return Result(outcome="skipped_sampling", safety=_safety(spec), **base)
         request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
         spec = request.sql_spec
@@ -234,7 +238,7 @@ class Pipeline:
         repairs = [*output.repairs, *verified]
         if self.metrics is not None and repairs:
             self.metrics.observe_repairs([repair_kind(r) for r in repairs])
-        if not spec.parsed and not is_sql_text(record.sql):
+        if not spec.parsed and not is_sql_text(request.record.sql):
             # Prose in place of SQL (an apology, the question echoed) answers nothing.
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
@@ -289,9 +293,15 @@ def judge_request(
     record: InputRecord, rules: AppRules, *, guess_dialect: bool = True
 ) -> tuple[JudgeRequest, Normalized]:
     """What a backend is asked about one record: its SQL analysed in the record's (or the
-    app's) dialect and normalized under the app's rules; the normalization with it."""
+    app's) dialect and normalized under the app's rules; the normalization with it. SQL logged
+    inside a markdown fence or after a ``SQL:`` label is taken out first (``sql_extracted``)."""
+    extracted = extract_sql(record.sql)
+    if extracted is not None:
+        record = record.model_copy(update={"sql": extracted})
     spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=guess_dialect)
     norm = normalize(record, spec, rules)
+    if extracted is not None:
+        norm = replace(norm, normalizations=[SQL_EXTRACTED, *norm.normalizations])
     request = JudgeRequest(
         record=record,
         sql_spec=spec,
