@@ -142,6 +142,32 @@ def _check_aliases(root: yaml.Node, loader: _Limits) -> None:
             stack.extend((c, False) for c in _children(node) if id(c) not in done)
 
 
+def _check_duplicate_keys(root: yaml.Node, loader: _Limits) -> None:
+    """Reject a key given twice in one mapping: YAML readers keep the last silently, so a second
+    ``benign_filters:`` block would drop the first without a word."""
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # an alias: checked where it was defined
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, _ in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                    continue
+                line = key.start_mark.line + 1
+                if key.value in first:
+                    message = (
+                        f"key {key.value[:80]!r} is given twice (lines {first[key.value]} and "
+                        f"{line}); the second would silently replace the first"
+                    )
+                    raise loader.problem(key.start_mark, message)
+                first[key.value] = line
+        stack.extend(_children(node))
+
+
 def load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
     """The composed node (for line numbers) and the data of one YAML document."""
     bad = Reader.NON_PRINTABLE.search(text)
@@ -155,6 +181,7 @@ def load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
         if node is None:
             return None, None
         _check_aliases(node, loader)
+        _check_duplicate_keys(node, loader)
         return node, loader.construct_document(node)
     except yaml.YAMLError as exc:
         # A scanner may give up on deep flow nesting before our composer counts it (libyaml

@@ -23,10 +23,10 @@ from itertools import accumulate
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlglot.dialects.dialect import Dialect, Dialects
 
 from stef.errors import InvalidInput
 from stef.models import InputRecord
+from stef.sql.dialects import dialect_names
 
 FIELDS = (
     "id",
@@ -159,13 +159,6 @@ def record_id(app: str | None, question: str, enriched: str | None, sql: str) ->
     """A stable id for records that carry none: a hash of (app, Qu, Qe, S)."""
     key = json.dumps([app, question, enriched, sql], ensure_ascii=False)
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-
-
-@lru_cache(maxsize=1)
-def dialect_names() -> tuple[str, ...]:
-    """The sqlglot dialects a record may name (plugins registered at import time included)."""
-    names = {d.value for d in Dialects} | set(Dialect.classes)
-    return tuple(sorted(n for n in names if n))
 
 
 # --------------------------------------------------------------------------------- the checks

@@ -111,7 +111,9 @@ def test_new_app_whose_first_file_is_broken_is_not_known(rules_dir: Path) -> Non
     assert w.rules.known_apps == ["sales", "support"]
     assert w.rules.version == version
     event = rejected(logs)
-    assert event["problems"] == [f"{rules_dir / 'billing.yaml'}:1: [limitt] unknown key"]
+    assert event["problems"] == [
+        f"{rules_dir / 'billing.yaml'}:1: [limitt] unknown key (did you mean 'limit_min'?)"
+    ]
     assert event["kept_last_good"] == []
 
 
