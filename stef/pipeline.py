@@ -157,7 +157,12 @@ class Pipeline:
                 if self.metrics is not None:
                     self.metrics.observe_invalid(self._app_of(payload), exc.reason)
                 return self._dead(exc.reason, exc.detail, position, payload, key)
-            result = self.judge_record(record)
+            try:
+                result = self.judge_record(record)
+            except InvalidInput as exc:  # past the CPU budget: judged, but too costly to keep
+                if self.metrics is not None:
+                    self.metrics.observe_invalid(record.app, exc.reason)
+                return self._dead(exc.reason, exc.detail, position, payload, key)
             if self.backfill is not None:
                 result = result.model_copy(update={"backfill": self.backfill})
             value = result.to_json().encode("utf-8")
@@ -200,8 +205,14 @@ class Pipeline:
         return app if isinstance(app, str) else None
 
     def judge_record(self, record: InputRecord) -> Result:
-        """Judge one valid record. Judge failures become outcome ``judge_error``, never a score."""
+        """Judge one valid record. Judge failures become outcome ``judge_error``, never a score.
+
+        Raises:
+            InvalidInput: ``limits_exceeded`` when the record has cost more CPU than
+                ``limits.max_record_cpu_s`` (checked after the analysis and after the judge).
+        """
         started = time.perf_counter()
+        cpu_started = time.thread_time()
         ruleset = self.rules
         rules = ruleset.for_app(record.app)
         info = self.backend.info.model_copy(update={"rules_version": ruleset.version})
@@ -212,6 +223,7 @@ class Pipeline:
             spec = sqlspec(sql, record.dialect or rules.dialect, guess=self.guess_dialect)
             return Result(outcome="skipped_sampling", safety=_safety(spec), **base)
         request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
+        self._within_budget(cpu_started)
         spec = request.sql_spec
         try:
             reply = self.backend.judge(request)
@@ -235,6 +247,7 @@ class Pipeline:
             usage = usage.model_copy(update={"latency_ms": _ms_since(started)})
         # The judge's claims are checked whatever the backend; repairs go with the result.
         output, verified = verify(reply.output, request)
+        self._within_budget(cpu_started)
         repairs = [*output.repairs, *verified]
         if self.metrics is not None and repairs:
             self.metrics.observe_repairs([repair_kind(r) for r in repairs])
@@ -246,6 +259,15 @@ class Pipeline:
             _evaluated(output, spec, norm, rules, usage, base), output, repairs
         )
         return self._with_judge_details(result, reply.output, request)
+
+    def _within_budget(self, cpu_started: float) -> None:
+        used = time.thread_time() - cpu_started
+        if used > self.limits.max_record_cpu_s:
+            raise InvalidInput(
+                "limits_exceeded",
+                f"cpu_seconds: {used:.2f} > {self.limits.max_record_cpu_s:g} "
+                "(the record path's CPU budget for one record)",
+            )
 
     def _with_judge_details(
         self, result: Result, answer: JudgeOutput, request: JudgeRequest

@@ -256,6 +256,32 @@ def test_the_field_mapping_and_limits_are_applied() -> None:
     assert unmapped.reason == "missing_field"
 
 
+def test_a_record_past_its_cpu_budget_is_a_dead_letter(registry: CollectorRegistry) -> None:
+    pipe = Pipeline(
+        RuleSet(AppRules()),
+        HeuristicJudge(),
+        limits=Limits(max_record_cpu_s=1e-9),
+        metrics=Metrics(registry, known_apps=["sales"]),
+    )
+    out = pipe.process(_payload(), KAFKA)
+    assert out.result is None and out.reason == "limits_exceeded"
+    letter = json.loads(out.value)
+    assert letter["error"].startswith("cpu_seconds: ")
+    assert letter["source"] == KAFKA and original_payload(letter) == _payload()
+    assert _counted(registry, "sales", "invalid") == 1.0
+
+
+def test_the_costliest_known_record_stays_within_the_cpu_budget() -> None:
+    # Issue 21: 790 question numbers against an OR chain of 1,900 took 1.9 s of CPU.
+    numbers = [str(1000 + i) for i in range(1900)]
+    record = {
+        "question": " ".join(numbers[:790]),
+        "sql": "SELECT * FROM t WHERE " + " OR ".join(f"x = {n}" for n in numbers),
+    }
+    out = Pipeline(RuleSet(AppRules()), HeuristicJudge()).process(json.dumps(record).encode(), FILE)
+    assert out.result is not None and out.result.outcome == "evaluated", out.error
+
+
 def test_every_dead_letter_is_counted_by_reason() -> None:
     registry = CollectorRegistry()
     pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge(), metrics=Metrics(registry))

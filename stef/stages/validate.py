@@ -90,6 +90,11 @@ class Limits(BaseModel):
         max_digit_run: digits in one number: a JSON integer, or a run of digits in the question,
             its rewrite or the SQL. Python refuses to convert integers of more than 4300 digits
             to or from text, so this stays well below that.
+        max_record_cpu_s: CPU seconds the record path may spend on one record (analysis,
+            judge, checks; waiting for an LLM is not CPU). The counts above keep every record
+            known under half of the default; a record past it is a dead letter
+            (``limits_exceeded``, detail ``cpu_seconds``), so no shape the counts miss can
+            hold a worker (and the GIL) for long.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -104,6 +109,7 @@ class Limits(BaseModel):
     max_sql_ctes: int = Field(64, ge=0)
     max_sql_tokens: int = Field(8_000, ge=1)
     max_digit_run: int = Field(100, ge=1, le=4_000)
+    max_record_cpu_s: float = Field(1.0, gt=0)
 
 
 # A field path: keys joined by dots, each optionally followed by bracketed list indexes.
