@@ -20,7 +20,17 @@ import argparse
 import sys
 
 from stef import __version__
-from stef.cli import backfill, calibrate, judge, replay, review, rules, run, summary
+from stef.cli import (
+    backfill,
+    calibrate,
+    estimate,
+    judge,
+    replay,
+    review,
+    rules,
+    run,
+    summary,
+)
 from stef.exits import Exit
 from stef.logs import LEVELS, configure_logging
 
@@ -32,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (judge, replay, summary, rules, run, calibrate, backfill, review):
+    for command in (judge, replay, summary, rules, run, calibrate, backfill, review, estimate):
         command.add_parser(sub)
     return p
 
