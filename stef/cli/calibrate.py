@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="predict correct when score >= this (default 75)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--plot", type=Path, help="write a PNG of score histograms here")
+    p.add_argument("--plot", type=Path, help="write an SVG of score histograms here")
     p.add_argument("--concurrency", type=int, default=8, help="records in flight (default 8)")
     p.add_argument("--limit", type=int, help="judge only the first N records")
     p.add_argument("--reformat", action="store_true", help="re-format every SQL with sqlglot first")
