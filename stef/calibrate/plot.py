@@ -86,8 +86,8 @@ def histogram_svg(
         parts.append(_text(x, base + 18, str(score), anchor="middle"))
     parts.append(_text(left + plot_w / 2, base + 36, "score", anchor="middle"))
     parts.append(_text(left - 6, top + 4, f"{100 * peak:.0f}%", anchor="end"))
-    for _, colour, score in markers:
-        x = x_of(score)
+    for _, colour, at in markers:
+        x = x_of(at)
         parts.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="{colour}" '
             'stroke-width="2" stroke-dasharray="6 4"/>'
