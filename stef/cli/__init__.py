@@ -26,6 +26,7 @@ from stef.cli import (
     estimate,
     judge,
     replay,
+    report,
     review,
     rules,
     run,
@@ -42,7 +43,18 @@ def parser() -> argparse.ArgumentParser:
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (judge, replay, summary, rules, run, calibrate, backfill, review, estimate):
+    for command in (
+        judge,
+        replay,
+        summary,
+        rules,
+        run,
+        calibrate,
+        backfill,
+        review,
+        report,
+        estimate,
+    ):
         command.add_parser(sub)
     return p
 
