@@ -10,6 +10,7 @@ stef calibrate  agreement with human labels
 stef review     a page to label results
 stef report     one HTML file: per-app table, score distribution, worst records
 stef estimate   the agent's accuracy with a confidence interval (judge + labels)
+stef canary     grow the canary file from labelled results
 
 Exit statuses are defined once, in :mod:`stef.exits`.
 """
@@ -23,6 +24,7 @@ from stef import __version__
 from stef.cli import (
     backfill,
     calibrate,
+    canary,
     estimate,
     judge,
     replay,
@@ -54,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
         review,
         report,
         estimate,
+        canary,
     ):
         command.add_parser(sub)
     return p
