@@ -58,6 +58,7 @@ def _kind(kind: TokenType, text: str) -> str:
         return "str"
     if kind in _NUMBERS:
         return "num"
-    if text.isalpha() and text.upper() in Tokenizer.KEYWORDS:
+    # Multi-word keywords (GROUP BY, ORDER BY) are one token with their inner whitespace.
+    if text.replace(" ", "").isalpha() and " ".join(text.upper().split()) in Tokenizer.KEYWORDS:
         return "kw"
     return ""
