@@ -108,6 +108,45 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _print_report(args: argparse.Namespace, items: list[Item], backend: str) -> None:
+    rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
+    best = best_threshold(items, args.pass_threshold)
+    if args.plot:
+        write_histogram(args.plot, items, args.pass_threshold, best.value if best else None)
+    if args.json:
+        context = header(
+            threshold=args.pass_threshold,
+            best=best,
+            backend=backend,
+            resamples=args.resamples,
+            seed=args.seed,
+            reformatted=args.reformat,
+        )
+        plot = {"plot": str(args.plot) if args.plot else None}
+        print(json.dumps({**context, **plot, **rep}, ensure_ascii=False))
+        return
+    print(
+        render(
+            rep,
+            threshold=args.pass_threshold,
+            best=best,
+            backend=backend,
+            resamples=args.resamples,
+            reformatted=args.reformat,
+        )
+    )
+    if args.plot:
+        print(f"\nplot: {args.plot}")
+
+
+def _progress(total: int, show: bool) -> Callable[[int], None]:
+    def progress(done: int) -> None:
+        if show and (done == total or done % 25 == 0):
+            print(f"\rjudged {done}/{total}", end="\n" if done == total else "", file=sys.stderr)
+
+    return progress
+
+
 def _run_joined(args: argparse.Namespace) -> int:
     """``stef calibrate --results R --labels L``: labels joined to judged results by id."""
     if args.file is not None or args.results is None or args.labels is None:
@@ -136,7 +175,7 @@ def _run_joined(args: argparse.Namespace) -> int:
     tail = render_disagreements(rows, args.pass_threshold)
     if joined.unmatched:
         tail = f"{tail}\n\n{joined.unmatched} labels name no judged result (left out)"
-    _print_report(args, joined.items, "+".join(backends), extra=extra, tail=tail)
+    _print_joined(args, joined.items, "+".join(backends), extra, tail)
     return Exit.OK
 
 
@@ -145,14 +184,14 @@ def _backend(rec: dict[str, Any]) -> str:
     return str(judge.get("backend")) if isinstance(judge, dict) else "unknown"
 
 
-def _print_report(
+def _print_joined(
     args: argparse.Namespace,
     items: list[Item],
     backend: str,
-    *,
-    extra: dict[str, object] | None = None,
-    tail: str | None = None,
+    extra: dict[str, object],
+    tail: str,
 ) -> None:
+    """The agreement report of joined labels, then the disagreements (in JSON: two more keys)."""
     rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
     best = best_threshold(items, args.pass_threshold)
     if args.plot:
@@ -164,10 +203,10 @@ def _print_report(
             backend=backend,
             resamples=args.resamples,
             seed=args.seed,
-            reformatted=args.reformat,
+            reformatted=False,
         )
         plot = {"plot": str(args.plot) if args.plot else None}
-        print(json.dumps({**context, **plot, **rep, **(extra or {})}, ensure_ascii=False))
+        print(json.dumps({**context, **plot, **rep, **extra}, ensure_ascii=False))
         return
     print(
         render(
@@ -176,18 +215,9 @@ def _print_report(
             best=best,
             backend=backend,
             resamples=args.resamples,
-            reformatted=args.reformat,
+            reformatted=False,
         )
     )
     if args.plot:
         print(f"\nplot: {args.plot}")
-    if tail:
-        print(f"\n{tail}")
-
-
-def _progress(total: int, show: bool) -> Callable[[int], None]:
-    def progress(done: int) -> None:
-        if show and (done == total or done % 25 == 0):
-            print(f"\rjudged {done}/{total}", end="\n" if done == total else "", file=sys.stderr)
-
-    return progress
+    print(f"\n{tail}")
