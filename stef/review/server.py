@@ -53,14 +53,26 @@ class Review:
         self.token = secrets.token_urlsafe(32)
         self.origins: set[str] = set()
         self.hosts: set[str] = set()
+        self.any_host = False
 
     def bind(self, host: str, port: int) -> None:
         """The names this server answers to (for the Host and Origin checks)."""
+        # A wildcard address has no one name: any Host is served, and a POST's Origin must
+        # then name the Host it was sent to (the session token still decides).
+        self.any_host = host in ("0.0.0.0", "::", "")
         names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
         if ":" in host:
             names = {f"[{host}]"}
         self.hosts = {f"{n}:{port}" for n in names}
         self.origins = {f"http://{h}" for h in self.hosts}
+
+    def host_ok(self, host: str | None) -> bool:
+        return host is not None and (self.any_host or host in self.hosts)
+
+    def origin_ok(self, origin: str | None, host: str | None) -> bool:
+        if self.any_host:
+            return origin is not None and origin == f"http://{host}"
+        return origin in self.origins
 
     def state(self) -> dict[str, Any]:
         labels = latest_labels(self.labels)
@@ -173,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/api/label":
             self._json(HTTPStatus.NOT_FOUND, {"error": "not found"})
             return
-        if self.headers.get("Origin") not in review.origins:
+        if not review.origin_ok(self.headers.get("Origin"), self.headers.get("Host")):
             self._json(HTTPStatus.FORBIDDEN, {"error": "cross-origin request refused"})
             return
         token = self.headers.get("X-Stef-Token", "")
@@ -202,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(HTTPStatus.OK, {"ok": True, "label": line})
 
     def _host_ok(self) -> bool:
-        if self.headers.get("Host") in self.server.review.hosts:
+        if self.server.review.host_ok(self.headers.get("Host")):
             return True
         self._json(HTTPStatus.MISDIRECTED_REQUEST, {"error": "unknown Host"})
         return False

@@ -154,3 +154,17 @@ def test_two_writers_lose_no_line(tmp_path: Path) -> None:
         t.join()
     ids = {x["id"] for x in read_label_lines(path)}
     assert len(ids) == 200
+
+
+def test_host_and_origin_rules(tmp_path: Path) -> None:
+    review = Review([], tmp_path / "labels.jsonl", reviewer="ann")
+    review.bind("127.0.0.1", 8765)
+    assert review.host_ok("localhost:8765") and review.host_ok("127.0.0.1:8765")
+    assert not review.host_ok("rebound.example:8765")  # DNS rebinding reads nothing
+    assert review.origin_ok("http://127.0.0.1:8765", "127.0.0.1:8765")
+    assert not review.origin_ok("http://rebound.example:8765", "127.0.0.1:8765")
+    review.bind("0.0.0.0", 8765)  # --host 0.0.0.0: any name, Origin must match the Host
+    assert review.host_ok("10.1.2.3:8765")
+    assert review.origin_ok("http://10.1.2.3:8765", "10.1.2.3:8765")
+    assert not review.origin_ok("http://evil.example", "10.1.2.3:8765")
+    assert not review.origin_ok(None, "10.1.2.3:8765")
