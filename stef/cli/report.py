@@ -36,10 +36,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = read_results(args.results, args.input)
         labels = truth(args.labels) if args.labels else {}
+        sample = truth(args.labels, random_only=True) if args.labels else {}
     except RecordsError as exc:
         print(f"stef report: {exc}", file=sys.stderr)
         return Exit.FAILURE
-    page = render(records, source=args.results.name, labels=labels, worst_n=args.worst)
+    page = render(
+        records, source=args.results.name, labels=labels, sample=sample, worst_n=args.worst
+    )
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page, encoding="utf-8")

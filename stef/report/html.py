@@ -50,7 +50,7 @@ def _accuracy(g: AppFigures) -> str:
     known = [p for p in g.p_correct.values() if p is not None]
     if known and len(known) == len(g.p_correct):
         mean = sum(known) / len(known)
-        return f'{_pct(mean)}<br><span class="muted">judge only, no labels</span>'
+        return f'{_pct(mean)}<br><span class="muted">judge only, no sampled labels</span>'
     if e is not None and e.labels_only is not None:
         lo = e.labels_only
         return (
@@ -127,12 +127,15 @@ def render(
     *,
     source: str,
     labels: Mapping[str, bool] | None = None,
+    sample: Mapping[str, bool] | None = None,
     worst_n: int = 20,
     now: datetime | None = None,
 ) -> str:
-    """The report of ``records`` as one HTML document."""
+    """The report of ``records`` as one HTML document: ``labels`` (every label) draw the
+    reliability diagram; ``sample`` (the labels of a random order; default: ``labels``) correct
+    the accuracy estimate, which labels picked by doubt would bias."""
     labels = labels or {}
-    rows = per_app(records, labels)
+    rows = per_app(records, labels if sample is None else sample)
     scores = rows[0].scores
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -148,9 +151,9 @@ def render(
         "<h2>Per app</h2>",
         _app_table(rows),
         '<p class="muted">P10/P50: score quantiles of evaluated records. Estimated accuracy: '
-        "the judge's calibrated P(correct) corrected by the labels (prediction-powered "
-        "inference; stef estimate), else what is known. Cost is the sum over the records whose "
-        "price is known.</p>",
+        "the judge's calibrated P(correct) corrected by the labels of a random order (prediction-"
+        "powered inference, as stef estimate), else what is known. Cost is the sum over the "
+        "records whose price is known.</p>",
         "<h2>Score distribution</h2>",
         histogram_svg(
             [(f"evaluated records n={len(scores)}", BLUE, scores)],

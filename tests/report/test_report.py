@@ -95,6 +95,17 @@ def test_labels_add_the_reliability_diagram(tmp_path: Path) -> None:
     assert "judge + 3 labels" in page
 
 
+def test_labels_picked_by_doubt_do_not_correct_the_accuracy(tmp_path: Path) -> None:
+    labels = [
+        {"id": "a1", "label": True, "queue": "random"},
+        {"id": "a2", "label": False, "queue": "random"},
+        {"id": "b1", "label": False, "queue": "teaching"},
+    ]
+    page = _report(tmp_path, labels=labels)
+    assert "judge + 2 labels" in page and "judge + 3 labels" not in page
+    assert "Reliability" in page  # every label draws the diagram
+
+
 def test_report_bad_results_line_is_one_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
