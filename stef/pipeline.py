@@ -31,6 +31,7 @@ from stef.models import (
     JudgeInfo,
     JudgeOutput,
     Result,
+    ResultInput,
     Safety,
     SecondOpinion,
     SqlSpec,
@@ -110,6 +111,8 @@ class Pipeline:
             changes the result. None asks no one else.
         backfill: the range of the ``stef backfill`` run, set on every result it writes;
             None for every other command.
+        include_input: every result carries the record's question, enriched question and SQL
+            (``input``), so a reviewer can read what was judged.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class Pipeline:
         guess_dialect: bool = True,
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
+        include_input: bool = True,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -134,6 +138,7 @@ class Pipeline:
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.guess_dialect = guess_dialect
         self.backfill = backfill
+        self.include_input = include_input
 
     @property
     def rules(self) -> RuleSet:
@@ -165,6 +170,8 @@ class Pipeline:
                 return self._dead(exc.reason, exc.detail, position, payload, key)
             if self.backfill is not None:
                 result = result.model_copy(update={"backfill": self.backfill})
+            if self.include_input:
+                result = result.model_copy(update={"input": _input_of(record)})
             value = result.to_json().encode("utf-8")
             if self.metrics is not None:
                 self.metrics.observe_result(result)
@@ -356,6 +363,12 @@ def _with_decisions(result: Result, output: JudgeOutput, repairs: list[str]) -> 
     }
     alignment = result.alignment.model_copy(update={"decided_by": decided})
     return result.model_copy(update={"alignment": alignment, "repairs": repairs})
+
+
+def _input_of(record: InputRecord) -> ResultInput:
+    return ResultInput(
+        question=record.question, enriched_question=record.enriched_question, sql=record.sql
+    )
 
 
 def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:

@@ -149,6 +149,9 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        results_include_input: every result carries the record's question, enriched question
+            and SQL under ``input`` (what ``stef review`` and ``stef report`` show); false
+            leaves them out where results must not repeat the agent's log.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -186,6 +189,7 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    results_include_input: bool = True
 
     @field_validator("source")
     @classmethod
@@ -303,6 +307,7 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "results_include_input",
 )
 _STRUCTURED = (
     "kafka_consumer",
