@@ -26,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from stef.logs import dropped_lines
 from stef.models import ISSUE_LABELS, REPAIR_KINDS, Result
 
 # Every 10 points plus the tier edges (50, 75, 90) and 85/95: coarser buckets (the tier edges
@@ -77,6 +78,12 @@ _HTTP_REASON = re.compile(r"http_[1-5][0-9][0-9]")
 # some; the run could not judge at all (the file unreadable, an unexpected error).
 CANARY_OUTCOMES = ("ok", "judge_error", "failed")
 CANARY_MEASURES = ("kappa", "accuracy")
+# Where a callback around an acknowledged record raised (stef.service.loop): the command's
+# observer (replay's summary and progress), the source's done callback, the record's handling
+# outside the pipeline (logging, sending).
+CALLBACKS = ("observer", "source", "worker")
+# The kinds of source whose commits (Kafka offsets, a followed file's checkpoint) can fail.
+COMMIT_SOURCES = ("kafka", "file")
 
 # `_created` series double the scrape (71 of 127 lines on the sample) and no panel or alert reads
 # them. A process-wide switch in prometheus_client, so it is thrown when this module loads.
@@ -117,6 +124,7 @@ class Metrics:
         self._register_service(registry)
         self._register_watch(registry)
         self._register_canary(registry)
+        self._register_seams(registry)
         # CPU seconds, resident memory, open files of this process (Linux /proc; elsewhere none).
         ProcessCollector(registry=registry)
         # An app without a rules file counts as "unknown": its first unsafe statement must raise
@@ -290,6 +298,32 @@ class Metrics:
             ["backend", "model"],
             registry=r,
         )
+
+    def _register_seams(self, r: CollectorRegistry) -> None:
+        """Where the service's seams failed: callbacks, commits, log lines (zeros at start)."""
+        self.callback_errors = Counter(
+            "stef_callback_errors_total",
+            "Callbacks around an acknowledged record that raised (logged; the record's slot is "
+            "released all the same)",
+            ["callback"],
+            registry=r,
+        )
+        for callback in CALLBACKS:
+            self.callback_errors.labels(callback=callback)
+        self.commit_failures = Counter(
+            "stef_commit_failures_total",
+            "Commits of acknowledged positions that failed (Kafka offsets, file checkpoint)",
+            ["source"],
+            registry=r,
+        )
+        for source in COMMIT_SOURCES:
+            self.commit_failures.labels(source=source)
+        self.uncommitted = Gauge(
+            "stef_uncommitted_records",
+            "Records done (result or dead letter acknowledged) whose position is not committed",
+            registry=r,
+        )
+        r.register(_DroppedLogLines())
 
     # ---------------------------------------------------------------------------- label bounding
 
@@ -475,6 +509,12 @@ class Metrics:
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
         self.consumer_lag.labels(topic=topic, partition=str(partition)).set(lag)
 
+    def observe_callback_error(self, callback: str) -> None:
+        self.callback_errors.labels(callback=callback if callback in CALLBACKS else "other").inc()
+
+    def observe_commit_failure(self, source: str) -> None:
+        self.commit_failures.labels(source=source if source in COMMIT_SOURCES else "other").inc()
+
     def observe_rules_reload(self, outcome: str) -> None:
         self.rules_reload.labels(outcome=outcome).inc()
 
@@ -524,6 +564,25 @@ def record_time(timestamp: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+class _DroppedLogLines(Collector):
+    """``stef_log_lines_dropped_total``: a process-wide count kept by :mod:`stef.logs` (a log
+    line that failed cannot report itself), read at each scrape."""
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family(0)]
+
+    def collect(self) -> Iterable[Metric]:
+        return [self._family(dropped_lines())]
+
+    @staticmethod
+    def _family(value: int) -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "stef_log_lines_dropped",
+            "Log lines lost because stderr refused them (closed or full)",
+            value=value,
+        )
 
 
 class BackfillMetrics(Collector):

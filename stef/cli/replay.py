@@ -141,12 +141,15 @@ class _Tally:
             else:
                 self.summary.invalid += 1
                 seen = {"invalid", processed.reason or ""}
+            self.tripped |= seen & self.gates
+            # Counted before anything is written to the terminal: a stderr that fails (closed,
+            # full) loses the message, never the summary or the --fail-on gate.
+            self.progress.step()
+            if result is None:
                 line = envelope.position.get("line")
                 self.progress.message(
                     f"{self.path}:{line}: invalid input ({processed.reason}): {processed.error}"
                 )
-            self.tripped |= seen & self.gates
-            self.progress.step()
 
 
 def run(args: argparse.Namespace) -> int:

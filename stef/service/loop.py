@@ -102,6 +102,7 @@ class Service:
         self.observer = observer
         self.health = HealthState()
         self.health.liveness.append(self._workers_problem)
+        self.health.liveness.append(self._acks_problem)
         self.health.readiness.append(self.source.unreachable)
         self.server: HealthServer | None = None
         self._stop = threading.Event()
@@ -111,6 +112,9 @@ class Service:
         self._closing = False
         self._inflight = 0
         self._inflight_bytes = 0
+        # The records holding a slot: releasing one is idempotent, so no path (an ack, a
+        # handler that raised, a skipped record) can release a slot twice or never.
+        self._holding: set[Envelope] = set()
         # The recent mean payload size: a fetch asks for no more records than fit the bytes
         # bound (None until the first fetch, which asks for one record).
         self._mean_bytes: float | None = None
@@ -277,6 +281,10 @@ class Service:
             return
         size = sum(len(e.payload) for e in envelopes)
         with self._cv:
+            if self._inflight == 0:
+                # Waiting for an acknowledgement starts now, not at the last one of long ago.
+                self._last_ack = time.monotonic()
+            self._holding.update(envelopes)
             self._inflight += len(envelopes)
             self._inflight_bytes += size
         mean = size / len(envelopes)
@@ -348,6 +356,16 @@ class Service:
 
     # ---------------------------------------------------------------------------- workers
 
+    def _acks_problem(self) -> str | None:
+        """Why ``/healthz`` must fail because records are held but none is settled: a leaked
+        slot or a sink that never calls back looks like this, while every worker is idle."""
+        with self._cv:
+            inflight, since = self._inflight, self._last_ack
+        waited = time.monotonic() - since
+        if inflight > 0 and waited > self.settings.record_timeout_s:
+            return f"{inflight} records in flight and no acknowledgement for {waited:.0f} s"
+        return None
+
     def _workers_problem(self) -> str | None:
         """Why ``/healthz`` must fail because of a worker: dead, or stuck on one record."""
         if self._dead_workers:
@@ -371,11 +389,51 @@ class Service:
                 self._busy_since[name] = time.monotonic()
                 try:
                     self._handle(envelope)
+                except Exception as exc:  # outside the pipeline (which never raises): a bug
+                    self._unhandled(envelope, exc)
                 finally:
                     self._busy_since.pop(name, None)
         except BaseException as exc:  # the worker is gone: say so where probes and logs see it
             self._dead_workers.append(name)
             log.critical("worker_died", worker=name, error_type=type(exc).__name__, error=str(exc))
+
+    def _unhandled(self, envelope: Envelope, exc: Exception) -> None:
+        """The handling of a record raised before its write was acknowledged. Its slot is
+        released (the window never shrinks for good), and since its position can never be
+        committed the service stops as after a sink failure: a restart redelivers it."""
+        self.metrics.observe_callback_error("worker")
+        log.error(
+            "record_handling_failed",
+            error_type=type(exc).__name__,
+            error=str(exc),
+            **envelope.position,
+        )
+        if self._released(envelope):
+            self._fail(SinkError(f"handling the record raised {type(exc).__name__}: {exc}"))
+
+    def _guarded(self, callback: str, envelope: Envelope, call: Callable[[], object]) -> bool:
+        """Run a callback the way :mod:`concurrent.futures` runs done-callbacks: what it
+        raises is logged and counted, never passed on to the accounting around it."""
+        try:
+            call()
+        except Exception as exc:
+            self.metrics.observe_callback_error(callback)
+            log.error(
+                "callback_failed",
+                callback=callback,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                **envelope.position,
+            )
+            return False
+        return True
+
+    def _fail(self, error: BaseException) -> None:
+        """A record cannot be settled: stop with nothing committed past it (exit 1)."""
+        if self._fatal is None:
+            self._fatal = error
+            self.health.failed = str(error)
+        self.request_stop()
 
     def _handle(self, envelope: Envelope) -> None:
         if not envelope.claim():
@@ -418,37 +476,58 @@ class Service:
             if called.is_set():
                 return  # a sink that both raised and called back: the record is settled once
             called.set()
-            if error is None:
-                envelope.on_done()
-                self._count("results" if processed.is_result else "dead_letters")
-                if self.observer is not None:
-                    self.observer(envelope, processed)
-            elif fallback and isinstance(error, SinkError) and error.rejected:
-                # The sink refuses this one message: a minimal dead letter takes its place, so
-                # the partition moves on. If that is refused too, the sink is really down.
-                self._replace_rejected(envelope, processed, error)
-                return
-            elif self._closing:
-                log.warning("abandoned_record_not_written", error=str(error), **envelope.position)
-            else:
-                # Not done: its offset is never committed, so a restart redelivers it.
-                log.error("sink_failed", error=str(error), **envelope.position)
-                if self._fatal is None:
-                    self._fatal = error
-                    self.health.failed = str(error)
-                self.request_stop()
-            self._released(envelope)
+            # Whatever a callback below raises, the slot is released (finally): a leaked slot
+            # is a window that shrinks for good, until the service hangs.
+            handed_over = False
+            try:
+                if error is None:
+                    done = self._guarded("source", envelope, envelope.on_done)
+                    self._count("results" if processed.is_result else "dead_letters")
+                    if self.observer is not None:
+                        observer = self.observer
+                        self._guarded("observer", envelope, lambda: observer(envelope, processed))
+                    if not done:
+                        # The source cannot commit past it: stop, as after a sink failure.
+                        self._fail(SinkError("the source's done callback raised"))
+                elif fallback and isinstance(error, SinkError) and error.rejected:
+                    # The sink refuses this one message: a minimal dead letter takes its place,
+                    # so the partition moves on. If that is refused too, the sink is really down.
+                    self._replace_rejected(envelope, processed, error)
+                    handed_over = True  # the replacement's acknowledgement releases the slot
+                elif self._closing:
+                    log.warning(
+                        "abandoned_record_not_written", error=str(error), **envelope.position
+                    )
+                else:
+                    # Not done: its offset is never committed, so a restart redelivers it.
+                    log.error("sink_failed", error=str(error), **envelope.position)
+                    self._fail(error)
+            except Exception as exc:  # our own bookkeeping raised: counted, never a lost slot
+                self.metrics.observe_callback_error("worker")
+                log.error("ack_failed", error_type=type(exc).__name__, error=str(exc))
+                self._fail(exc)
+            finally:
+                if not handed_over:
+                    self._released(envelope)
 
         return on_ack
 
-    def _released(self, envelope: Envelope) -> None:
-        """The record no longer counts against the in-flight bounds."""
+    def _released(self, envelope: Envelope) -> bool:
+        """The record no longer counts against the in-flight bounds.
+
+        Returns:
+            False when its slot was already released (nothing changes).
+        """
         with self._cv:
+            if envelope not in self._holding:
+                return False
+            self._holding.discard(envelope)
             self._inflight -= 1
             self._inflight_bytes -= len(envelope.payload)
             self._last_ack = time.monotonic()
             self._cv.notify_all()
         self.metrics.inflight.dec()
+        return True
 
     def _replace_rejected(self, envelope: Envelope, processed: Processed, error: SinkError) -> None:
         log.error("sink_rejected_record", error=str(error), **envelope.position)
