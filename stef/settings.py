@@ -149,6 +149,9 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        commit_failures_unhealthy: ``/healthz`` fails once this many commits in a row (Kafka
+            offsets, a followed file's checkpoint) have failed; each failure is retried at the
+            next commit and counted in ``stef_commit_failures_total``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -186,6 +189,7 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    commit_failures_unhealthy: int = Field(10, ge=1)
 
     @field_validator("source")
     @classmethod
@@ -303,6 +307,7 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "commit_failures_unhealthy",
 )
 _STRUCTURED = (
     "kafka_consumer",

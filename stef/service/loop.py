@@ -30,7 +30,7 @@ from types import FrameType
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.errors import SinkError
+from stef.errors import CommitError, SinkError
 from stef.exits import Exit
 from stef.io import AckCallback, Envelope, Sink, Source
 from stef.io.deadletter import dead_letter
@@ -103,6 +103,7 @@ class Service:
         self.health = HealthState()
         self.health.liveness.append(self._workers_problem)
         self.health.liveness.append(self._acks_problem)
+        self.health.liveness.append(self._commits_problem)
         self.health.readiness.append(self.source.unreachable)
         self.server: HealthServer | None = None
         self._stop = threading.Event()
@@ -125,6 +126,8 @@ class Service:
         self._busy_since: dict[str, float] = {}
         self._dead_workers: list[str] = []
         self._lag_labels: set[tuple[str, int]] = set()
+        # Commits failed in a row, and the last one's error.
+        self._commit_failures: tuple[int, str] = (0, "")
         self.counts = {"received": 0, "results": 0, "dead_letters": 0}
 
     def _judging(
@@ -324,6 +327,8 @@ class Service:
         for sink in (self.results, self.dead_letters):
             with contextlib.suppress(Exception):
                 sink.flush(10.0)
+        with contextlib.suppress(Exception):  # counted there; close() commits again anyway
+            self._commit()
         try:
             self.source.close()  # commits what is acknowledged
         except Exception as exc:  # shutdown goes on; uncommitted work is redelivered
@@ -338,7 +343,22 @@ class Service:
             self.server = None
 
     def _commit(self) -> None:
-        self.source.commit()
+        try:
+            self.source.commit()
+        except CommitError as exc:
+            # Loud, not fatal: the next commit retries and nothing done is lost (a restart
+            # redelivers it). After commit_failures_unhealthy in a row, /healthz fails.
+            self._commit_failures = (self._commit_failures[0] + 1, str(exc))
+            self.metrics.observe_commit_failure(exc.source)
+            log.error(
+                "commit_failed",
+                source=exc.source,
+                error=str(exc),
+                in_a_row=self._commit_failures[0],
+            )
+        else:
+            self._commit_failures = (0, "")
+        self.metrics.uncommitted.set(self.source.uncommitted())
         lags = self.source.lag()
         for (topic, partition), lag in lags.items():
             self.metrics.set_lag(topic, partition, lag)
@@ -364,6 +384,14 @@ class Service:
         waited = time.monotonic() - since
         if inflight > 0 and waited > self.settings.record_timeout_s:
             return f"{inflight} records in flight and no acknowledgement for {waited:.0f} s"
+        return None
+
+    def _commits_problem(self) -> str | None:
+        """Why ``/healthz`` must fail because commits keep failing (quix-streams raises
+        ``CheckpointConsumerCommitError``): a restart reconnects, and redelivers what is done."""
+        failures, last = self._commit_failures
+        if failures >= self.settings.commit_failures_unhealthy:
+            return f"{failures} commits in a row failed: {last}"
         return None
 
     def _workers_problem(self) -> str | None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -173,3 +174,49 @@ def test_replay_with_stderr_full_writes_every_output(tmp_path: Path) -> None:
     assert written == sum(1 for line in log.read_bytes().splitlines() if line.strip())
     assert written == 416
     assert proc.returncode in (0, 4)
+
+
+def test_failed_commits_are_counted_exported_and_fail_healthz_after_n(tmp_path: Path) -> None:
+    """Before: a checkpoint that could not be saved was a log line, nothing more."""
+    log = _log(tmp_path, 0)
+    blocked = tmp_path / "state"
+    registry = CollectorRegistry()
+    settings = _settings(
+        tmp_path,
+        log,
+        follow=True,
+        file_checkpoint=str(blocked / "cp"),
+        commit_interval_s=0.05,
+        commit_failures_unhealthy=3,
+    )
+    service = Service(settings, backend=HeuristicJudge(), registry=registry)
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+
+    def value(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    try:
+        _wait(lambda: service.health.is_ready()[0])
+        blocked.write_text("a file where the checkpoint's directory should be")
+        log.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(4)))
+        _wait(lambda: value("stef_commit_failures_total", source="file") >= 3)
+        assert value("stef_uncommitted_records") == 4
+        ok, why = service.health.healthy()
+        assert not ok
+        assert "commits in a row failed" in why
+        blocked.unlink()  # the disk is back: the next commit saves, the probe recovers
+        _wait(lambda: value("stef_uncommitted_records") == 0)
+        _wait(lambda: service.health.healthy()[0])
+        assert json.loads((blocked / "cp").read_text())["line"] == 4
+    finally:
+        service.request_stop()
+        thread.join(10)
+    assert value("stef_commit_failures_total", source="kafka") == 0
+
+
+def _wait(condition: Callable[[], object], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
