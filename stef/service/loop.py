@@ -88,7 +88,9 @@ class Service:
         self.watcher = RulesWatcher(settings.rules, on_reload=self._on_rules_reload)
         self.metrics = Metrics(
             self.registry,
-            known_apps=self.watcher.rules.known_apps,
+            # No rules configured: no apps are known, so the first label-like app names seen
+            # are the labels (docs/metrics.md), not one `unknown` for every app.
+            known_apps=self.watcher.rules.known_apps if settings.rules is not None else None,
             known_agents=settings.known_agents,
             max_agents=settings.max_agents,
         )

@@ -220,3 +220,42 @@ def _wait(condition: Callable[[], object], timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_without_rules_the_first_app_names_seen_are_labels(tmp_path: Path) -> None:
+    """docs/metrics.md: without a rules directory the first 20 label-like app names are kept.
+    Before: every app of the example log was counted as ``unknown``."""
+    log = ROOT / "examples" / "agent_log.jsonl"
+    registry = CollectorRegistry()
+    service = Service(_settings(tmp_path, log), backend=HeuristicJudge(), registry=registry)
+    assert service.settings.rules is None
+    assert service.run() == 0
+    evaluated = registry.get_sample_value(
+        "stef_records_total", {"app": "sales", "outcome": "evaluated"}
+    )
+    assert evaluated is not None and evaluated > 0
+    apps = {
+        s.labels["app"]
+        for family in registry.collect()
+        if family.name == "stef_records"
+        for s in family.samples
+    }
+    assert {"sales", "support"} <= apps
+    assert len(apps - {"default", "unknown"}) <= 20
+
+
+def test_with_rules_an_app_without_a_file_stays_unknown(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "sales.yaml").write_text("app: sales\n")
+    log = ROOT / "examples" / "agent_log.jsonl"
+    registry = CollectorRegistry()
+    settings = _settings(tmp_path, log, rules=str(rules))
+    assert Service(settings, backend=HeuristicJudge(), registry=registry).run() == 0
+    for app, outcome in (("sales", "evaluated"), ("unknown", "evaluated")):
+        value = registry.get_sample_value("stef_records_total", {"app": app, "outcome": outcome})
+        assert value is not None and value > 0
+    assert (
+        registry.get_sample_value("stef_records_total", {"app": "support", "outcome": "evaluated"})
+        is None
+    )
