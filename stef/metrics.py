@@ -77,7 +77,6 @@ _HTTP_REASON = re.compile(r"http_[1-5][0-9][0-9]")
 # How a canary run ended (stef.service.canary): every sampled record scored; the judge failed on
 # some; the run could not judge at all (the file unreadable, an unexpected error).
 CANARY_OUTCOMES = ("ok", "judge_error", "failed")
-CANARY_MEASURES = ("kappa", "accuracy")
 # Where a callback around an acknowledged record raised (stef.service.loop): the command's
 # observer (replay's summary and progress), the source's done callback, the record's handling
 # outside the pipeline (logging, sending).
@@ -98,6 +97,37 @@ def sane_label(value: str) -> bool:
     return _SANE_LABEL.fullmatch(value) is not None
 
 
+class BoundedLabels:
+    """The values one label may take when they come from input (apps, agents, model names).
+
+    Configured values (``known``) are used as they are and any other value is ``overflow``;
+    with nothing configured, the first ``limit`` label-like values seen are kept. Thread-safe.
+
+    Args:
+        limit: distinct values kept when none are configured.
+        overflow: the label of every other value.
+        known: the configured values; None: none configured.
+    """
+
+    def __init__(self, limit: int, overflow: str, known: Iterable[str] | None = None) -> None:
+        self.known: set[str] | None = set(known) if known is not None else None
+        self.limit = limit
+        self.overflow = overflow
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if self.known is not None:
+            return value if value in self.known else self.overflow
+        with self._lock:
+            if value in self._seen:
+                return value
+            if len(self._seen) >= self.limit or not sane_label(value):
+                return self.overflow
+            self._seen.add(value)
+            return value
+
+
 class Metrics:
     """Every STEF metric, registered on the registry it is given."""
 
@@ -110,15 +140,11 @@ class Metrics:
         max_agents: int = 20,
         max_apps: int = 20,
     ) -> None:
-        self.known_apps: set[str] | None = set(known_apps) if known_apps is not None else None
-        self._apps: set[str] = set()
-        self._max_apps = max_apps
-        self._agents: set[str] = set(known_agents or [])
-        self._agents_fixed = known_agents is not None
-        self._max_agents = max_agents
+        self._apps = BoundedLabels(max_apps, "unknown", known_apps)
+        self._agents = BoundedLabels(max_agents, "other", known_agents)
+        self._reported = BoundedLabels(MAX_REPORTED_MODELS, "other")
         self._lock = threading.Lock()
         self._newest: dict[str, float] = {}
-        self._reported: set[str] = set()
         self._register_quality(registry)
         self._register_llm(registry)
         self._register_service(registry)
@@ -327,33 +353,25 @@ class Metrics:
 
     # ---------------------------------------------------------------------------- label bounding
 
+    @property
+    def known_apps(self) -> set[str] | None:
+        """The apps with rules (None: no rules configured, the first ``max_apps`` seen)."""
+        return self._apps.known
+
+    @known_apps.setter
+    def known_apps(self, apps: set[str] | None) -> None:
+        self._apps.known = apps
+
     def app_label(self, app: str | None) -> str:
         """The app's label: configured apps as they are, any other ``unknown``."""
-        if app is None:
-            return "default"
-        if self.known_apps is not None:
-            return app if app in self.known_apps else "unknown"
-        with self._lock:
-            if app in self._apps:
-                return app
-            if len(self._apps) >= self._max_apps or not sane_label(app):
-                return "unknown"
-            self._apps.add(app)
-            return app
+        return "default" if app is None else self._apps(app)
 
     def agent_label(self, agent: str | None, version: str | None) -> str:
         """``agent@version``: when in ``known_agents``, or (none configured) among the first
         ``max_agents`` label-like values seen; any other agent is ``other``."""
         if agent is None:
             return "unknown"
-        value = f"{agent}@{version}" if version else agent
-        with self._lock:
-            if value in self._agents:
-                return value
-            if self._agents_fixed or len(self._agents) >= self._max_agents or not sane_label(value):
-                return "other"
-            self._agents.add(value)
-            return value
+        return self._agents(f"{agent}@{version}" if version else agent)
 
     def prime_app(self, app: str | None) -> None:
         """Create the zero-valued series of an app that alerts read, so rates, ratios and
@@ -380,13 +398,7 @@ class Metrics:
     def reported_label(self, reported: str) -> str:
         """A reported model name as a label: the first ``MAX_REPORTED_MODELS`` label-like names
         seen, any other ``other`` (the name comes from the endpoint, not from configuration)."""
-        with self._lock:
-            if reported in self._reported:
-                return reported
-            if len(self._reported) >= MAX_REPORTED_MODELS or not sane_label(reported):
-                return "other"
-            self._reported.add(reported)
-            return reported
+        return self._reported(reported)
 
     # -------------------------------------------------------------------------------- observers
 
