@@ -14,6 +14,9 @@ Supervision: a worker that dies or stays on one record past ``record_timeout_s``
 ``/healthz``; a sink that refuses one message (too large) gets a minimal dead letter in its place,
 so no single record stops its partition; a sink outage stops the service with nothing committed
 past what was written. The signal handler only records the signal; the loop acts on it.
+
+The in-flight window (:mod:`stef.service.window`) and the ack policy (:mod:`stef.service.acks`)
+live in their own modules, each testable alone; this one wires them and runs the lifecycle.
 """
 
 from __future__ import annotations
@@ -24,33 +27,30 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import FrameType
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.errors import CommitError, SinkError
+from stef.errors import CommitError
 from stef.exits import Exit
-from stef.io import AckCallback, Envelope, Sink, Source
-from stef.io.deadletter import dead_letter
+from stef.io import Envelope, Sink, Source
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Backfill
-from stef.pipeline import Pipeline, Processed
+from stef.pipeline import Pipeline
 from stef.rules.watch import RulesWatcher
+from stef.service.acks import AckPolicy, Observer, send
 from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
+from stef.service.window import InFlightWindow
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
 from stef.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-# The replacement of a refused message keeps only this much of the original payload.
-_MIN_LETTER_BYTES = 4096
-
-# Called for every record once its result or dead letter is acknowledged (replay's summary).
-Observer = Callable[[Envelope, Processed], None]
+__all__ = ["Observer", "Service"]
 
 
 class Service:
@@ -113,16 +113,16 @@ class Service:
         self._signals: list[int] = []
         self._fatal: BaseException | None = None
         self._closing = False
-        self._inflight = 0
-        self._inflight_bytes = 0
-        # The records holding a slot: releasing one is idempotent, so no path (an ack, a
-        # handler that raised, a skipped record) can release a slot twice or never.
-        self._holding: set[Envelope] = set()
-        # The recent mean payload size: a fetch asks for no more records than fit the bytes
-        # bound (None until the first fetch, which asks for one record).
-        self._mean_bytes: float | None = None
-        self._last_ack = time.monotonic()
-        self._cv = threading.Condition()
+        self.window = InFlightWindow(settings.inflight_bound, settings.inflight_bytes_bound)
+        self.acks = AckPolicy(
+            self.window,
+            self.dead_letters,
+            self.metrics,
+            observer=observer,
+            on_fatal=self._fail,
+            closing=lambda: self._closing,
+        )
+        self._received = 0
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}
@@ -130,7 +130,6 @@ class Service:
         self._lag_labels: set[tuple[str, int]] = set()
         # Commits failed in a row, and the last one's error.
         self._commit_failures: tuple[int, str] = (0, "")
-        self.counts = {"received": 0, "results": 0, "dead_letters": 0}
 
     def _judging(
         self, backend: Judge | None, *, with_canary: bool, backfill: Backfill | None
@@ -157,7 +156,7 @@ class Service:
         if not self._stop.is_set():
             self._stop_at = time.monotonic()
             self._stop.set()
-            log.info("shutdown_requested", inflight=self._inflight)
+            log.info("shutdown_requested", inflight=self.window.count)
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
@@ -173,7 +172,12 @@ class Service:
 
     @property
     def inflight(self) -> int:
-        return self._inflight
+        return self.window.count
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Records received, and results and dead letters acknowledged."""
+        return {"received": self._received, **self.acks.counts}
 
     def run(self) -> int:
         """Run until the source ends (a file without ``--follow``) or a stop is requested.
@@ -232,19 +236,6 @@ class Service:
 
     # ------------------------------------------------------------------------------- loop
 
-    def _full(self) -> bool:
-        s = self.settings
-        return self._inflight >= s.inflight_bound or self._inflight_bytes >= s.inflight_bytes_bound
-
-    def _room(self) -> int:
-        """How many records the next fetch may bring: within the records bound, and within the
-        bytes bound at the recent mean size (one record at least: the bytes bound is soft)."""
-        s = self.settings
-        if self._mean_bytes is None:
-            return 1
-        by_bytes = int((s.inflight_bytes_bound - self._inflight_bytes) / self._mean_bytes)
-        return max(1, min(s.inflight_bound - self._inflight, by_bytes))
-
     def _loop(self) -> None:
         s = self.settings
         paused = False
@@ -262,40 +253,30 @@ class Service:
             if now >= next_commit:
                 self._commit()
                 next_commit = now + s.commit_interval_s
-            if self._full():
+            if self.window.full():
                 if not paused:
                     self.source.pause()
                     paused = True
                 # A paused Kafka consumer is still polled: it keeps its membership and handles
                 # rebalances. Whatever a poll returns is handled, never dropped.
                 self._submit(self.source.poll(0, 0.05))
-                with self._cv:
-                    self._cv.wait_for(lambda: not self._full(), timeout=0.1)
+                self.window.wait_for_room(0.1)
                 continue
             if paused:
                 self.source.resume()
                 paused = False
-            envelopes = self.source.poll(self._room(), 0.2)
+            envelopes = self.source.poll(self.window.room(), 0.2)
             self._submit(envelopes)
             if not envelopes and self.source.exhausted:
-                log.info("source_exhausted", received=self.counts["received"])
+                log.info("source_exhausted", received=self._received)
                 break
 
     def _submit(self, envelopes: Sequence[Envelope]) -> None:
         if not envelopes:
             return
-        size = sum(len(e.payload) for e in envelopes)
-        with self._cv:
-            if self._inflight == 0:
-                # Waiting for an acknowledgement starts now, not at the last one of long ago.
-                self._last_ack = time.monotonic()
-            self._holding.update(envelopes)
-            self._inflight += len(envelopes)
-            self._inflight_bytes += size
-        mean = size / len(envelopes)
-        self._mean_bytes = mean if self._mean_bytes is None else 0.8 * self._mean_bytes + 0.2 * mean
+        self.window.admit(envelopes)
         self.metrics.inflight.inc(len(envelopes))
-        self.counts["received"] += len(envelopes)
+        self._received += len(envelopes)
         for envelope in envelopes:
             self._work.put(envelope)
 
@@ -303,18 +284,17 @@ class Service:
         """Wait for in-flight work: after a stop request, up to the drain timeout; at the end of
         a file, as long as records keep finishing (none awaited past ``record_timeout_s``)."""
         while True:
-            with self._cv:
-                if self._inflight == 0:
-                    return True
-                now = time.monotonic()
-                if self._stop_at is not None:
-                    remaining = self._stop_at + self.settings.drain_timeout_s - now
-                else:
-                    remaining = self._last_ack + self.settings.record_timeout_s - now
-                if remaining <= 0:
-                    log.warning("drain_timeout", abandoned=self._inflight)
-                    return False
-                self._cv.wait(timeout=min(remaining, 0.5))
+            if self.window.count == 0:
+                return True
+            now = time.monotonic()
+            if self._stop_at is not None:
+                remaining = self._stop_at + self.settings.drain_timeout_s - now
+            else:
+                remaining = self.window.last_settled + self.settings.record_timeout_s - now
+            if remaining <= 0:
+                log.warning("drain_timeout", abandoned=self.window.count)
+                return False
+            self.window.wait_for_empty(min(remaining, 0.5))
             self.health.beat()
             self._commit()
             if self._signals and self._stop_at is None:
@@ -381,10 +361,9 @@ class Service:
     def _acks_problem(self) -> str | None:
         """Why ``/healthz`` must fail because records are held but none is settled: a leaked
         slot or a sink that never calls back looks like this, while every worker is idle."""
-        with self._cv:
-            inflight, since = self._inflight, self._last_ack
-        waited = time.monotonic() - since
-        if inflight > 0 and waited > self.settings.record_timeout_s:
+        waited = self.window.unsettled_for()
+        if waited > self.settings.record_timeout_s:
+            inflight = self.window.count
             return f"{inflight} records in flight and no acknowledgement for {waited:.0f} s"
         return None
 
@@ -420,43 +399,12 @@ class Service:
                 try:
                     self._handle(envelope)
                 except Exception as exc:  # outside the pipeline (which never raises): a bug
-                    self._unhandled(envelope, exc)
+                    self.acks.unhandled(envelope, exc)
                 finally:
                     self._busy_since.pop(name, None)
         except BaseException as exc:  # the worker is gone: say so where probes and logs see it
             self._dead_workers.append(name)
             log.critical("worker_died", worker=name, error_type=type(exc).__name__, error=str(exc))
-
-    def _unhandled(self, envelope: Envelope, exc: Exception) -> None:
-        """The handling of a record raised before its write was acknowledged. Its slot is
-        released (the window never shrinks for good), and since its position can never be
-        committed the service stops as after a sink failure: a restart redelivers it."""
-        self.metrics.observe_callback_error("worker")
-        log.error(
-            "record_handling_failed",
-            error_type=type(exc).__name__,
-            error=str(exc),
-            **envelope.position,
-        )
-        if self._released(envelope):
-            self._fail(SinkError(f"handling the record raised {type(exc).__name__}: {exc}"))
-
-    def _guarded(self, callback: str, envelope: Envelope, call: Callable[[], object]) -> bool:
-        """Run a callback the way :mod:`concurrent.futures` runs done-callbacks: what it
-        raises is logged and counted, never passed on to the accounting around it."""
-        try:
-            call()
-        except Exception as exc:
-            self.metrics.observe_callback_error(callback)
-            log.error(
-                "callback_failed",
-                callback=callback,
-                error_type=type(exc).__name__,
-                error=str(exc),
-                **envelope.position,
-            )
-            return False
-        return True
 
     def _fail(self, error: BaseException) -> None:
         """A record cannot be settled: stop with nothing committed past it (exit 1)."""
@@ -470,7 +418,7 @@ class Service:
             # Its partition went to another replica before this record's turn: that replica
             # reads it again from the last commit, so judging it here would only duplicate it.
             log.debug("record_skipped_revoked", **envelope.position)
-            self._released(envelope)
+            self.acks.release(envelope)
             return
         started = time.perf_counter()
         processed = self.pipeline.process(envelope.payload, envelope.position, envelope.key)
@@ -488,94 +436,7 @@ class Service:
                 latency_ms=round((time.perf_counter() - started) * 1000, 3),
                 **envelope.position,
             )
-            _send(self.results, processed, self._ack(envelope, processed))
+            send(self.results, processed, self.acks.callback(envelope, processed))
         else:
             log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
-            _send(self.dead_letters, processed, self._ack(envelope, processed))
-
-    def _count(self, name: str) -> None:
-        with self._cv:
-            self.counts[name] += 1
-
-    def _ack(
-        self, envelope: Envelope, processed: Processed, *, fallback: bool = True
-    ) -> AckCallback:
-        called = threading.Event()
-
-        def on_ack(error: BaseException | None) -> None:
-            if called.is_set():
-                return  # a sink that both raised and called back: the record is settled once
-            called.set()
-            # Whatever a callback below raises, the slot is released (finally): a leaked slot
-            # is a window that shrinks for good, until the service hangs.
-            handed_over = False
-            try:
-                if error is None:
-                    done = self._guarded("source", envelope, envelope.on_done)
-                    self._count("results" if processed.is_result else "dead_letters")
-                    if self.observer is not None:
-                        observer = self.observer
-                        self._guarded("observer", envelope, lambda: observer(envelope, processed))
-                    if not done:
-                        # The source cannot commit past it: stop, as after a sink failure.
-                        self._fail(SinkError("the source's done callback raised"))
-                elif fallback and isinstance(error, SinkError) and error.rejected:
-                    # The sink refuses this one message: a minimal dead letter takes its place,
-                    # so the partition moves on. If that is refused too, the sink is really down.
-                    self._replace_rejected(envelope, processed, error)
-                    handed_over = True  # the replacement's acknowledgement releases the slot
-                elif self._closing:
-                    log.warning(
-                        "abandoned_record_not_written", error=str(error), **envelope.position
-                    )
-                else:
-                    # Not done: its offset is never committed, so a restart redelivers it.
-                    log.error("sink_failed", error=str(error), **envelope.position)
-                    self._fail(error)
-            except Exception as exc:  # our own bookkeeping raised: counted, never a lost slot
-                self.metrics.observe_callback_error("worker")
-                log.error("ack_failed", error_type=type(exc).__name__, error=str(exc))
-                self._fail(exc)
-            finally:
-                if not handed_over:
-                    self._released(envelope)
-
-        return on_ack
-
-    def _released(self, envelope: Envelope) -> bool:
-        """The record no longer counts against the in-flight bounds.
-
-        Returns:
-            False when its slot was already released (nothing changes).
-        """
-        with self._cv:
-            if envelope not in self._holding:
-                return False
-            self._holding.discard(envelope)
-            self._inflight -= 1
-            self._inflight_bytes -= len(envelope.payload)
-            self._last_ack = time.monotonic()
-            self._cv.notify_all()
-        self.metrics.inflight.dec()
-        return True
-
-    def _replace_rejected(self, envelope: Envelope, processed: Processed, error: SinkError) -> None:
-        log.error("sink_rejected_record", error=str(error), **envelope.position)
-        self.metrics.observe_dead_letter("sink_rejected")
-        letter = dead_letter(
-            "sink_rejected",
-            f"{error}; the {'result' if processed.is_result else 'dead letter'} was refused",
-            envelope.position,
-            envelope.payload,
-            max_bytes=_MIN_LETTER_BYTES,  # a prefix, the length and sha256 of the original
-        )
-        replacement = Processed(value=letter, key=envelope.key, reason="sink_rejected")
-        _send(self.dead_letters, replacement, self._ack(envelope, replacement, fallback=False))
-
-
-def _send(sink: Sink, processed: Processed, on_ack: AckCallback) -> None:
-    """Write through a sink that may raise instead of calling back: either way, one ack."""
-    try:
-        sink.send(processed.key, processed.value, on_ack)
-    except Exception as exc:  # a sink's own bug must not leave the record in flight for ever
-        on_ack(SinkError(f"{type(exc).__name__}: {exc}"))
+            send(self.dead_letters, processed, self.acks.callback(envelope, processed))
