@@ -215,7 +215,7 @@ def test_failed_commits_are_counted_exported_and_fail_healthz_after_n(tmp_path: 
     assert value("stef_commit_failures_total", source="kafka") == 0
 
 
-def _wait(condition: Callable[[], object], timeout_s: float = 10.0) -> None:
+def _wait(condition: Callable[[], object], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"
