@@ -15,20 +15,18 @@ Supervision: a worker that dies or stays on one record past ``record_timeout_s``
 so no single record stops its partition; a sink outage stops the service with nothing committed
 past what was written. The signal handler only records the signal; the loop acts on it.
 
-The in-flight window (:mod:`stef.service.window`) and the ack policy (:mod:`stef.service.acks`)
-live in their own modules, each testable alone; this one wires them and runs the lifecycle.
+The in-flight window (:mod:`stef.service.window`), the ack policy (:mod:`stef.service.acks`) and
+the lifecycle (:mod:`stef.service.lifecycle`) live in their own modules, each testable alone;
+this one wires them and runs the loop and the workers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -44,6 +42,7 @@ from stef.rules.watch import RulesWatcher
 from stef.service.acks import AckPolicy, Observer, send
 from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
+from stef.service.lifecycle import Lifecycle
 from stef.service.window import InFlightWindow
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
 from stef.settings import Settings
@@ -108,19 +107,15 @@ class Service:
         self.health.liveness.append(self._commits_problem)
         self.health.readiness.append(self.source.unreachable)
         self.server: HealthServer | None = None
-        self._stop = threading.Event()
-        self._stop_at: float | None = None
-        self._signals: list[int] = []
-        self._fatal: BaseException | None = None
-        self._closing = False
         self.window = InFlightWindow(settings.inflight_bound, settings.inflight_bytes_bound)
+        self.lifecycle = Lifecycle(self.health, lambda: self.window.count)
         self.acks = AckPolicy(
             self.window,
             self.dead_letters,
             self.metrics,
             observer=observer,
-            on_fatal=self._fail,
-            closing=lambda: self._closing,
+            on_fatal=self.lifecycle.fail,
+            closing=lambda: self.lifecycle.closing,
         )
         self._received = 0
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
@@ -153,22 +148,11 @@ class Service:
 
     def request_stop(self) -> None:
         """Stop fetching and drain (the first SIGTERM/SIGINT)."""
-        if not self._stop.is_set():
-            self._stop_at = time.monotonic()
-            self._stop.set()
-            log.info("shutdown_requested", inflight=self.window.count)
+        self.lifecycle.request_stop()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
-        (uncommitted work is redelivered). The handler only records the signal."""
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            self._signals.append(signum)
-            if len(self._signals) > 1:
-                os._exit(128 + signum)
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal."""
+        self.lifecycle.install_signal_handlers()
 
     @property
     def inflight(self) -> int:
@@ -210,11 +194,11 @@ class Service:
         finally:
             self.health.ready = False
             self._shutdown()
-        if self._fatal is not None:
-            log.error("service_failed", error=str(self._fatal))
+        if self.lifecycle.fatal is not None:
+            log.error("service_failed", error=str(self.lifecycle.fatal))
             return Exit.FAILURE
         log.info("service_stopped", drained=drained, **self.counts)
-        if not drained and self._stop_at is None:
+        if not drained and self.lifecycle.stop_at is None:
             return Exit.FAILURE  # the end of a file, with records that never finished
         return Exit.OK
 
@@ -240,10 +224,10 @@ class Service:
         s = self.settings
         paused = False
         next_commit = next_rules = time.monotonic()
-        while not self._stop.is_set():
+        while not self.lifecycle.stopped.is_set():
             self.health.beat()
-            if self._signals:
-                log.info("signal_received", signal=self._signals[0])
+            if self.lifecycle.signals:
+                log.info("signal_received", signal=self.lifecycle.signals[0])
                 self.request_stop()
                 break
             now = time.monotonic()
@@ -287,8 +271,9 @@ class Service:
             if self.window.count == 0:
                 return True
             now = time.monotonic()
-            if self._stop_at is not None:
-                remaining = self._stop_at + self.settings.drain_timeout_s - now
+            stop_at = self.lifecycle.stop_at
+            if stop_at is not None:
+                remaining = stop_at + self.settings.drain_timeout_s - now
             else:
                 remaining = self.window.last_settled + self.settings.record_timeout_s - now
             if remaining <= 0:
@@ -297,13 +282,13 @@ class Service:
             self.window.wait_for_empty(min(remaining, 0.5))
             self.health.beat()
             self._commit()
-            if self._signals and self._stop_at is None:
+            if self.lifecycle.signals and self.lifecycle.stop_at is None:
                 self.request_stop()
 
     def _shutdown(self) -> None:
         # Work abandoned at the drain deadline may still finish and hit closed sinks: that is
         # expected (it is redelivered), not a failure of the run.
-        self._closing = True
+        self.lifecycle.closing = True
         for _ in self._workers:
             self._work.put(None)
         for sink in (self.results, self.dead_letters):
@@ -379,7 +364,7 @@ class Service:
         """Why ``/healthz`` must fail because of a worker: dead, or stuck on one record."""
         if self._dead_workers:
             return f"worker died: {', '.join(self._dead_workers)}"
-        dead = [t.name for t in self._workers if not t.is_alive() and not self._closing]
+        dead = [t.name for t in self._workers if not t.is_alive() and not self.lifecycle.closing]
         if dead:
             return f"worker not running: {', '.join(dead)}"
         now = time.monotonic()
@@ -405,13 +390,6 @@ class Service:
         except BaseException as exc:  # the worker is gone: say so where probes and logs see it
             self._dead_workers.append(name)
             log.critical("worker_died", worker=name, error_type=type(exc).__name__, error=str(exc))
-
-    def _fail(self, error: BaseException) -> None:
-        """A record cannot be settled: stop with nothing committed past it (exit 1)."""
-        if self._fatal is None:
-            self._fatal = error
-            self.health.failed = str(error)
-        self.request_stop()
 
     def _handle(self, envelope: Envelope) -> None:
         if not envelope.claim():

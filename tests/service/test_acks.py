@@ -119,3 +119,18 @@ def test_the_window_bounds_records_and_bytes(payload_bytes: int) -> None:
     assert window.full()
     assert window.release(envelopes[0]) and not window.release(envelopes[0])
     assert window.count == 2
+
+
+def test_the_lifecycle_fails_once_and_stops_once() -> None:
+    from stef.service.health import HealthState
+    from stef.service.lifecycle import Lifecycle
+
+    health = HealthState()
+    life = Lifecycle(health, lambda: 3)
+    assert not life.stopped.is_set() and life.stop_at is None
+    life.fail(SinkError("disk full"))
+    stop_at = life.stop_at
+    life.fail(SinkError("a later one"))
+    assert life.stopped.is_set() and life.stop_at == stop_at
+    assert str(life.fatal) == "disk full"
+    assert health.healthy() == (False, "failed: disk full")
