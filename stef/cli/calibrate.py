@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
 from stef.calibrate.report import header, render, report
 from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.review.records import RecordsError
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         print(f"stef calibrate: {args.file} has no labelled records", file=sys.stderr)
         return Exit.FAILURE
-    progress = _progress(len(records), sys.stderr.isatty() and not args.no_progress)
+    progress = Progress(len(records), sys.stderr.isatty() and not args.no_progress)
     with contextlib.ExitStack() as stack:
         try:
             backend = build_backend(settings)
@@ -102,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
             records,
             concurrency=args.concurrency,
             reformat=args.reformat,
-            on_progress=progress,
+            on_progress=progress.update_to,
         )
+    progress.close()
     _print_report(args, items, backend.info.backend)
     return Exit.OK
 
@@ -137,14 +138,6 @@ def _print_report(args: argparse.Namespace, items: list[Item], backend: str) -> 
     )
     if args.plot:
         print(f"\nplot: {args.plot}")
-
-
-def _progress(total: int, show: bool) -> Callable[[int], None]:
-    def progress(done: int) -> None:
-        if show and (done == total or done % 25 == 0):
-            print(f"\rjudged {done}/{total}", end="\n" if done == total else "", file=sys.stderr)
-
-    return progress
 
 
 def _run_joined(args: argparse.Namespace) -> int:
