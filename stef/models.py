@@ -38,6 +38,11 @@ class InputRecord(_Frozen):
     dialect: str | None = None
     timestamp: str | None = None
     metadata: dict[str, Any] | None = None
+    gold_sql: str | None = Field(
+        default=None,
+        description="the reviewed reference SQL of this question (reference mode); never shown "
+        "to a reference-free judge",
+    )
 
 
 # ------------------------------------------------------------------------------------ SQL spec
@@ -359,6 +364,32 @@ class Safety(_Frozen):
     multiple_statements: bool = False
 
 
+class ReferenceDifference(_Frozen):
+    """One component in which the generated SQL differs from the reference SQL."""
+
+    component: str
+    generated: str
+    reference: str
+
+
+class Reference(_Frozen):
+    """The generated SQL compared with the record's reference SQL (reference mode).
+
+    Attributes:
+        verdict: Correct (same structure), Likely Correct (duplicates or NULL guards differ
+            only), Incorrect (anything else differs, or the generated SQL does not parse);
+            None when the reference itself does not parse.
+        p_correct: how often SQL with this verdict was right on the labelled dev set.
+        differences: every differing component.
+        error: why nothing was compared (``reference_unparsed``), or ``generated_unparsed``.
+    """
+
+    verdict: Verdict | None
+    p_correct: float | None = Field(default=None, ge=0.0, le=1.0)
+    differences: list[ReferenceDifference] = Field(default_factory=list)
+    error: str | None = None
+
+
 Outcome = Literal["evaluated", "judge_error", "skipped_sampling"]
 Tier = Literal["excellent", "good", "marginal", "poor"]
 Complexity = Literal["easy", "medium", "hard", "extra_hard"]
@@ -410,6 +441,9 @@ class Result(_Frozen):
     backfill: Backfill | None = Field(
         None, description="set by stef backfill only; absent (not null) from live results"
     )
+    reference: Reference | None = Field(
+        None, description="the comparison with the record's reference SQL; absent without one"
+    )
 
     @model_serializer(mode="wrap")
     def _live_without_backfill(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -418,6 +452,9 @@ class Result(_Frozen):
         data: dict[str, Any] = handler(self)
         if self.backfill is None:
             data.pop("backfill", None)
+        # Likewise a record without a reference keeps the bytes it had: no "reference" key.
+        if self.reference is None:
+            data.pop("reference", None)
         return data
 
     def to_json(self) -> str:

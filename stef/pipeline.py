@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +42,7 @@ from stef.sql.safety import is_sql_text
 from stef.stages.align import align
 from stef.stages.complexity import complexity
 from stef.stages.normalize import Normalized, normalize
+from stef.stages.reference import with_reference
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
@@ -107,6 +108,8 @@ class Pipeline:
             changes the result. None asks no one else.
         backfill: the range of the ``stef backfill`` run, set on every result it writes;
             None for every other command.
+        references: reference SQL by question (:func:`stef.stages.reference.question_key`),
+            from the ``references`` file; a record's own ``gold_sql`` wins.
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class Pipeline:
         guess_dialect: bool = True,
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
+        references: Mapping[str, str] | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -131,6 +135,7 @@ class Pipeline:
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.guess_dialect = guess_dialect
         self.backfill = backfill
+        self.references: Mapping[str, str] = references or {}
 
     @property
     def rules(self) -> RuleSet:
@@ -239,7 +244,8 @@ class Pipeline:
         result = _with_decisions(
             _evaluated(output, spec, norm, rules, usage, base), output, repairs
         )
-        return self._with_judge_details(result, reply.output, request)
+        result = self._with_judge_details(result, reply.output, request)
+        return with_reference(result, record, rules, self.references)
 
     def _with_judge_details(
         self, result: Result, answer: JudgeOutput, request: JudgeRequest
@@ -291,7 +297,8 @@ def judge_request(
     spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=guess_dialect)
     norm = normalize(record, spec, rules)
     request = JudgeRequest(
-        record=record,
+        # A reference-free judge never sees the reference: only reference mode reads it.
+        record=record.model_copy(update={"gold_sql": None}) if record.gold_sql else record,
         sql_spec=spec,
         normalizations=norm.normalizations,
         notes=norm.notes,

@@ -149,6 +149,9 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        references: a JSONL file of reviewed SQL by question (``{"question", "gold_sql"}`` a
+            line): a record whose normalised question is there is judged against that SQL
+            too (reference mode); a record's own ``gold_sql`` wins.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -186,6 +189,7 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    references: Path | None = None
 
     @field_validator("source")
     @classmethod
@@ -303,6 +307,7 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "references",
 )
 _STRUCTURED = (
     "kafka_consumer",

@@ -11,6 +11,7 @@ from stef.io.checkpoint import Checkpoint
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
+from stef.io.references import load_references
 from stef.io.urls import Endpoint
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
@@ -81,6 +82,7 @@ def build_pipeline(
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
         backfill=backfill,
+        references=load_references(settings.references) if settings.references else None,
     )
 
 

@@ -37,6 +37,7 @@ FIELDS = (
     "dialect",
     "timestamp",
     "metadata",
+    "gold_sql",
 )
 REQUIRED = ("question", "sql")
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
@@ -366,6 +367,7 @@ def _check_lengths(values: dict[str, Any], limits: Limits) -> None:
         ("question", limits.max_question_chars),
         ("enriched_question", limits.max_enriched_question_chars),
         ("sql", limits.max_sql_chars),
+        ("gold_sql", limits.max_sql_chars),
     ):
         size = len(values.get(name) or "")
         if size > limit:

@@ -1,0 +1,133 @@
+"""Reference stage: the generated SQL compared with the record's reference SQL (reference mode).
+
+A team's golden set gives, per question, a reviewed SQL answer. When a record carries one
+(``gold_sql``, or a line of the ``references`` file for its question), :func:`reference` compares
+the generated SQL with it component by component (:mod:`stef.sql.compare`) and says:
+
+- ``Correct``: the same structure once equivalent rewrites are undone;
+- ``Likely Correct``: only duplicates or NULL guards differ (DISTINCT, GROUP BY on what is
+  projected, ``IS NOT NULL``);
+- ``Incorrect``: anything else differs, or the generated SQL does not parse.
+
+``p_correct`` is how often SQL with that verdict was labelled correct on the dev set (the table
+below). The final score averages the judge's score with ``100 * p_correct``
+(:func:`combined_score`): one documented weight, no fitted mixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from stef.models import InputRecord, Reference, ReferenceDifference, Result, Verdict
+from stef.rules import AppRules
+from stef.sql.compare import compare
+from stef.stages.normalize import question_cues
+from stef.stages.score import tier_of
+
+# P(label correct | reference verdict) on ../shared/data/judge-dev.jsonl (1,942 records with
+# gold_sql; measured with the structural comparison of this module, SQL as logged):
+#   Correct 586/637, Likely Correct 119/136, Incorrect 320/1169.
+P_CORRECT: dict[Verdict, float] = {
+    Verdict.CORRECT: 0.92,
+    Verdict.LIKELY_CORRECT: 0.875,
+    Verdict.INCORRECT: 0.274,
+}
+# The judge's score and the reference's 100 * p_correct weigh the same in the final score.
+REFERENCE_WEIGHT = 0.5
+
+
+def reference(
+    sql: str, gold_sql: str, dialect: str | None, *, ordering_requested: bool
+) -> Reference:
+    """Compare ``sql`` with ``gold_sql``, both read in ``dialect``.
+
+    Args:
+        sql: the generated SQL.
+        gold_sql: the reference SQL of the same question.
+        dialect: the sqlglot dialect of both (None: generic).
+        ordering_requested: the question asks for an order: ORDER BY counts without a LIMIT.
+    """
+    found = compare(sql, gold_sql, dialect, ordered=ordering_requested)
+    differences = [
+        ReferenceDifference(component=d.component, generated=d.generated, reference=d.reference)
+        for d in found.differences
+    ]
+    if found.error == "reference_unparsed":
+        return Reference(verdict=None, error=found.error)
+    if found.error is not None:
+        verdict = Verdict.INCORRECT
+    elif found.equivalent:
+        verdict = Verdict.CORRECT
+    elif found.minor_only:
+        verdict = Verdict.LIKELY_CORRECT
+    else:
+        verdict = Verdict.INCORRECT
+    return Reference(
+        verdict=verdict, p_correct=P_CORRECT[verdict], differences=differences, error=found.error
+    )
+
+
+def question_key(question: str) -> str:
+    """A question as the references file is matched on: case-folded, whitespace collapsed."""
+    return " ".join(question.split()).casefold()
+
+
+def with_reference(
+    result: Result, record: InputRecord, rules: AppRules, references: Mapping[str, str]
+) -> Result:
+    """``result`` compared with the record's reference SQL: its own ``gold_sql``, else the
+    references file's line for its question. Only an evaluated result is compared; it gets
+    ``reference``, the differences among its issues and the combined score (an unsafe SQL
+    keeps its 0). Without a reference the result is returned as it is."""
+    gold = record.gold_sql or references.get(question_key(record.question))
+    if gold is None or result.outcome != "evaluated":
+        return result
+    dialect = result.sql_spec.dialect if result.sql_spec is not None else record.dialect
+    cues = question_cues(record.question)
+    ref = reference(
+        record.sql,
+        gold,
+        dialect or rules.dialect,
+        ordering_requested=cues.ordering_requested or cues.top_k is not None,
+    )
+    update: dict[str, object] = {"reference": ref}
+    found = reference_issues(ref)
+    if found:
+        issues = [i for i in dict.fromkeys([*result.issues, *found]) if i != "none"]
+        update["issues"] = issues
+    unsafe = result.safety.mutating or result.safety.multiple_statements
+    if result.score is not None and not unsafe:
+        score = combined_score(result.score, ref)
+        update |= {"score": score, "tier": tier_of(score, rules)}
+    return result.model_copy(update=update)
+
+
+def combined_score(judge_score: float, ref: Reference) -> float:
+    """The final score with a reference: the judge's score and ``100 * p_correct`` averaged
+    (the judge's score alone when the reference could not be compared)."""
+    if ref.p_correct is None:
+        return judge_score
+    mixed = (1 - REFERENCE_WEIGHT) * judge_score + REFERENCE_WEIGHT * 100 * ref.p_correct
+    return round(mixed, 2)
+
+
+# Each differing component as the result's issue label (the taxonomy of stef.models.Issue).
+ISSUE_OF_COMPONENT = {
+    "shape": "logic_error",
+    "tables": "joins_suspect",
+    "joins": "joins_suspect",
+    "projections": "columns_wrong",
+    "aggregates": "aggregation_wrong",
+    "distinct": "logic_error",
+    "filters": "filters_incorrect",
+    "null_checks": "filters_extra",
+    "group_by": "grouping_wrong",
+    "having": "filters_incorrect",
+    "order_by": "ordering_wrong",
+    "limit": "limit_unrequested",
+}
+
+
+def reference_issues(ref: Reference) -> list[str]:
+    """The issue labels of ``ref``'s differences, each once, in component order."""
+    return list(dict.fromkeys(ISSUE_OF_COMPONENT[d.component] for d in ref.differences))
