@@ -506,6 +506,9 @@ def _drop_bridges(select: exp.Select) -> None:
         ]
         if not all(isinstance(o, exp.Column) for o in others):
             continue
+        if len(others) == 1 and others[0].name.casefold() not in keys:
+            # One edge: only a key of the same name (the usual foreign key) restricts nothing.
+            continue
         # Filters on the dropped key read the key it is joined to.
         for c in filters_on_key:
             c.replace(others[0].copy())

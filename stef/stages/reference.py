@@ -26,11 +26,11 @@ from stef.stages.score import tier_of
 
 # P(label correct | reference verdict) on ../shared/data/judge-dev.jsonl (1,942 records with
 # gold_sql; measured with the structural comparison of this module, SQL as logged):
-#   Correct 586/637, Likely Correct 119/136, Incorrect 320/1169.
+#   Correct 594/639, Likely Correct 117/133, Incorrect 314/1170.
 P_CORRECT: dict[Verdict, float] = {
-    Verdict.CORRECT: 0.92,
-    Verdict.LIKELY_CORRECT: 0.875,
-    Verdict.INCORRECT: 0.274,
+    Verdict.CORRECT: 0.93,
+    Verdict.LIKELY_CORRECT: 0.88,
+    Verdict.INCORRECT: 0.27,
 }
 # The judge's score and the reference's 100 * p_correct weigh the same in the final score.
 REFERENCE_WEIGHT = 0.5
