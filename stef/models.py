@@ -372,6 +372,26 @@ class ReferenceDifference(_Frozen):
     reference: str
 
 
+class ReferenceExecution(_Frozen):
+    """Both queries run on the ``reference.execute`` database and their rows compared.
+
+    Attributes:
+        status: ``same`` (the same rows, column order ignored, floats within 1e-6, row order
+            only when the question asks for one), ``different``, ``generated_failed`` (the
+            generated query failed, timed out or returned too many rows: ``detail`` says
+            which), ``reference_failed`` (likewise the reference), or ``not_run`` (not a plain
+            SELECT by STEF's safety check).
+        detail: what failed, or why nothing ran.
+        generated_rows: rows the generated query returned (None when it failed or did not run).
+        reference_rows: rows the reference returned (likewise).
+    """
+
+    status: Literal["same", "different", "generated_failed", "reference_failed", "not_run"]
+    detail: str = ""
+    generated_rows: int | None = None
+    reference_rows: int | None = None
+
+
 class Reference(_Frozen):
     """The generated SQL compared with the record's reference SQL (reference mode).
 
@@ -388,6 +408,15 @@ class Reference(_Frozen):
     p_correct: float | None = Field(default=None, ge=0.0, le=1.0)
     differences: list[ReferenceDifference] = Field(default_factory=list)
     error: str | None = None
+    execution: ReferenceExecution | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unrun_execution(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Absent, not null, unless reference.execute is set.
+        data = handler(self)
+        if isinstance(data, dict) and self.execution is None:
+            data.pop("execution", None)
+        return data
 
 
 Outcome = Literal["evaluated", "judge_error", "skipped_sampling"]

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from stef.errors import InvalidInput, JudgeError
+from stef.io.database import Database
 from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
 from stef.metrics import Metrics
@@ -110,6 +111,8 @@ class Pipeline:
             None for every other command.
         references: reference SQL by question (:func:`stef.stages.reference.question_key`),
             from the ``references`` file; a record's own ``gold_sql`` wins.
+        reference_db: where a record's SQL and its reference both run (``reference.execute``);
+            None compares structure only.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class Pipeline:
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
         references: Mapping[str, str] | None = None,
+        reference_db: Database | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -136,6 +140,7 @@ class Pipeline:
         self.guess_dialect = guess_dialect
         self.backfill = backfill
         self.references: Mapping[str, str] = references or {}
+        self.reference_db = reference_db
 
     @property
     def rules(self) -> RuleSet:
@@ -245,7 +250,7 @@ class Pipeline:
             _evaluated(output, spec, norm, rules, usage, base), output, repairs
         )
         result = self._with_judge_details(result, reply.output, request)
-        return with_reference(result, record, rules, self.references)
+        return with_reference(result, record, rules, self.references, self.reference_db)
 
     def _with_judge_details(
         self, result: Result, answer: JudgeOutput, request: JudgeRequest

@@ -16,13 +16,27 @@ below). The final score averages the judge's score with ``100 * p_correct``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
 
-from stef.models import InputRecord, Reference, ReferenceDifference, Result, Verdict
+from stef.io.database import Database
+from stef.models import (
+    InputRecord,
+    Reference,
+    ReferenceDifference,
+    ReferenceExecution,
+    Result,
+    SqlSpec,
+    Verdict,
+)
 from stef.rules import AppRules
 from stef.sql.compare import compare
 from stef.stages.normalize import question_cues
 from stef.stages.score import tier_of
+from stef.stages.sqlspec import sqlspec
 
 # P(label correct | reference verdict) on ../shared/data/judge-dev.jsonl (1,942 records with
 # gold_sql; measured with the structural comparison of this module, SQL as logged):
@@ -73,23 +87,28 @@ def question_key(question: str) -> str:
 
 
 def with_reference(
-    result: Result, record: InputRecord, rules: AppRules, references: Mapping[str, str]
+    result: Result,
+    record: InputRecord,
+    rules: AppRules,
+    references: Mapping[str, str],
+    database: Database | None = None,
 ) -> Result:
     """``result`` compared with the record's reference SQL: its own ``gold_sql``, else the
     references file's line for its question. Only an evaluated result is compared; it gets
     ``reference``, the differences among its issues and the combined score (an unsafe SQL
-    keeps its 0). Without a reference the result is returned as it is."""
+    keeps its 0). With a ``database`` both queries also run there (:func:`executed`), and the
+    rows decide the verdict when both ran. Without a reference the result is returned as it
+    is."""
     gold = record.gold_sql or references.get(question_key(record.question))
     if gold is None or result.outcome != "evaluated":
         return result
     dialect = result.sql_spec.dialect if result.sql_spec is not None else record.dialect
+    dialect = dialect or rules.dialect
     cues = question_cues(record.question)
-    ref = reference(
-        record.sql,
-        gold,
-        dialect or rules.dialect,
-        ordering_requested=cues.ordering_requested or cues.top_k is not None,
-    )
+    ordered = cues.ordering_requested or cues.top_k is not None
+    ref = reference(record.sql, gold, dialect, ordering_requested=ordered)
+    if database is not None and result.sql_spec is not None:
+        ref = _decided_by_rows(ref, executed(database, result.sql_spec, record.sql, gold, ordered))
     update: dict[str, object] = {"reference": ref}
     found = reference_issues(ref)
     if found:
@@ -100,6 +119,74 @@ def with_reference(
         score = combined_score(result.score, ref)
         update |= {"score": score, "tier": tier_of(score, rules)}
     return result.model_copy(update=update)
+
+
+def executed(
+    database: Database, spec: SqlSpec, sql: str, gold_sql: str, ordered: bool
+) -> ReferenceExecution:
+    """Run both queries on ``database`` and compare their rows: column order ignored, floats
+    rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
+    safety check on the generated SQL's ``spec`` and on the reference); a failure, a timeout
+    or too many rows is a finding."""
+    gold_spec = sqlspec(gold_sql, spec.dialect, guess=False)
+    for who, checked in (("generated", spec), ("reference", gold_spec)):
+        if not _plain_select(checked):
+            return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
+    mine = database.run(sql)
+    if mine.status != "ok":
+        return ReferenceExecution(status="generated_failed", detail=f"{mine.status}: {mine.detail}")
+    theirs = database.run(gold_sql)
+    if theirs.status != "ok":
+        return ReferenceExecution(
+            status="reference_failed",
+            detail=f"{theirs.status}: {theirs.detail}",
+            generated_rows=len(mine.rows),
+        )
+    same = _rows_key(mine.rows, ordered) == _rows_key(theirs.rows, ordered)
+    return ReferenceExecution(
+        status="same" if same else "different",
+        generated_rows=len(mine.rows),
+        reference_rows=len(theirs.rows),
+    )
+
+
+def _plain_select(spec: SqlSpec) -> bool:
+    return (
+        spec.parsed
+        and spec.statement_type == "select"
+        and not spec.mutating
+        and not spec.multiple_statements
+    )
+
+
+def _value_key(value: Any) -> tuple[int, Any]:
+    """One cell as compared: numbers as floats rounded to 6 decimals (1 and 1.0 alike),
+    everything else as its text; NULL apart. The tag keeps the kinds apart when sorting."""
+    if value is None:
+        return (0, "")
+    if isinstance(value, bool | int | float | Decimal):
+        number = float(value)
+        if math.isfinite(number):
+            return (1, round(number, 6) + 0.0)  # + 0.0: -0.0 reads 0.0
+    return (2, str(value))
+
+
+def _rows_key(rows: Sequence[Sequence[Any]], ordered: bool) -> object:
+    # Column order ignored: a row is the sorted multiset of its cells.
+    keyed = [tuple(sorted(_value_key(v) for v in row)) for row in rows]
+    return keyed if ordered else Counter(keyed)
+
+
+def _decided_by_rows(ref: Reference, run: ReferenceExecution) -> Reference:
+    """The rows decide when both queries ran: the same rows are Correct, others Incorrect;
+    a generated query that fails is Incorrect; otherwise the structure's verdict stands."""
+    verdict = ref.verdict
+    if run.status == "same":
+        verdict = Verdict.CORRECT
+    elif run.status in ("different", "generated_failed"):
+        verdict = Verdict.INCORRECT
+    p_correct = ref.p_correct if verdict is None else P_CORRECT[verdict]
+    return ref.model_copy(update={"verdict": verdict, "p_correct": p_correct, "execution": run})
 
 
 def combined_score(judge_score: float, ref: Reference) -> float:
