@@ -118,10 +118,15 @@ def compare(
         dialect: the sqlglot dialect both are read in (None: generic).
         ordered: the question asks for an order: ORDER BY counts even without a LIMIT.
     """
-    ref = parts_of(reference, dialect)
+    gen, ref = parts_of(generated, dialect), parts_of(reference, dialect)
+    return compare_parts(gen, ref, ordered=ordered)
+
+
+def compare_parts(gen: Parts | None, ref: Parts | None, *, ordered: bool = False) -> Comparison:
+    """Compare the components of two queries already taken apart (:func:`parts_of`; None: the
+    query did not parse)."""
     if ref is None:
         return Comparison(error="reference_unparsed")
-    gen = parts_of(generated, dialect)
     if gen is None:
         return Comparison(error="generated_unparsed")
     return Comparison(differences=tuple(_differences(gen, ref, ordered=ordered)))

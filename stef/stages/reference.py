@@ -33,14 +33,14 @@ from stef.models import (
     Verdict,
 )
 from stef.rules import AppRules
-from stef.sql.compare import compare
+from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
 from stef.stages.score import tier_of
-from stef.stages.sqlspec import sqlspec
+from stef.stages.sqlspec import guess_candidates, sqlspec
 
 # P(label correct | reference verdict) on ../shared/data/judge-dev.jsonl (1,942 records with
 # gold_sql; measured with the structural comparison of this module, SQL as logged):
-#   Correct 594/639, Likely Correct 117/133, Incorrect 314/1170.
+#   Correct 593/638, Likely Correct 117/133, Incorrect 315/1171.
 P_CORRECT: dict[Verdict, float] = {
     Verdict.CORRECT: 0.93,
     Verdict.LIKELY_CORRECT: 0.88,
@@ -51,7 +51,12 @@ REFERENCE_WEIGHT = 0.5
 
 
 def reference(
-    sql: str, gold_sql: str, dialect: str | None, *, ordering_requested: bool
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    *,
+    ordering_requested: bool,
+    guess: bool = True,
 ) -> Reference:
     """Compare ``sql`` with ``gold_sql``, both read in ``dialect``.
 
@@ -60,8 +65,15 @@ def reference(
         gold_sql: the reference SQL of the same question.
         dialect: the sqlglot dialect of both (None: generic).
         ordering_requested: the question asks for an order: ORDER BY counts without a LIMIT.
+        guess: with no dialect named, a query the generic dialect cannot parse is read in the
+            first dialect that parses it, as the SQL spec stage guesses (each query on its own:
+            a golden set may be written for another engine's parser than the agent's).
     """
-    found = compare(sql, gold_sql, dialect, ordered=ordering_requested)
+    found = compare_parts(
+        _parts_guessed(sql, dialect, guess),
+        _parts_guessed(gold_sql, dialect, guess),
+        ordered=ordering_requested,
+    )
     differences = [
         ReferenceDifference(component=d.component, generated=d.generated, reference=d.reference)
         for d in found.differences
@@ -79,6 +91,17 @@ def reference(
     return Reference(
         verdict=verdict, p_correct=P_CORRECT[verdict], differences=differences, error=found.error
     )
+
+
+def _parts_guessed(sql: str, dialect: str | None, guess: bool) -> Parts | None:
+    parts = parts_of(sql, dialect)
+    if parts is not None or dialect is not None or not guess:
+        return parts
+    for candidate in guess_candidates(sql):
+        parts = parts_of(sql, candidate)
+        if parts is not None:
+            return parts
+    return None
 
 
 def question_key(question: str) -> str:
@@ -102,13 +125,13 @@ def with_reference(
     gold = record.gold_sql or references.get(question_key(record.question))
     if gold is None or result.outcome != "evaluated":
         return result
-    dialect = result.sql_spec.dialect if result.sql_spec is not None else record.dialect
-    dialect = dialect or rules.dialect
+    dialect = record.dialect or rules.dialect
     cues = question_cues(record.question)
     ordered = cues.ordering_requested or cues.top_k is not None
     ref = reference(record.sql, gold, dialect, ordering_requested=ordered)
     if database is not None and result.sql_spec is not None:
-        ref = _decided_by_rows(ref, executed(database, result.sql_spec, record.sql, gold, ordered))
+        run = executed(database, result.sql_spec, record.sql, gold, dialect, ordered)
+        ref = _decided_by_rows(ref, run)
     update: dict[str, object] = {"reference": ref}
     found = reference_issues(ref)
     if found:
@@ -122,13 +145,18 @@ def with_reference(
 
 
 def executed(
-    database: Database, spec: SqlSpec, sql: str, gold_sql: str, ordered: bool
+    database: Database,
+    spec: SqlSpec,
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    ordered: bool,
 ) -> ReferenceExecution:
     """Run both queries on ``database`` and compare their rows: column order ignored, floats
     rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
     safety check on the generated SQL's ``spec`` and on the reference); a failure, a timeout
     or too many rows is a finding."""
-    gold_spec = sqlspec(gold_sql, spec.dialect, guess=False)
+    gold_spec = sqlspec(gold_sql, dialect)
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not _plain_select(checked):
             return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
