@@ -11,7 +11,7 @@ the generated SQL with it component by component (:mod:`stef.sql.compare`) and s
 
 ``p_correct`` is how often SQL with that verdict was labelled correct on the dev set (the table
 below). The final score averages the judge's score with ``100 * p_correct``
-(:func:`combined_score`): one documented weight, no fitted mixture.
+(``_combined_score``): one documented weight, no fitted mixture.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from stef.stages.sqlspec import guess_candidates, sqlspec
 
 # P(label correct | reference verdict) on ../shared/data/judge-dev.jsonl (1,942 records with
 # gold_sql; measured with the structural comparison of this module, SQL as logged):
-#   Correct 593/638, Likely Correct 117/133, Incorrect 315/1171.
+#   Correct 594/639, Likely Correct 117/133, Incorrect 314/1170.
 P_CORRECT: dict[Verdict, float] = {
     Verdict.CORRECT: 0.93,
     Verdict.LIKELY_CORRECT: 0.88,
@@ -119,7 +119,7 @@ def with_reference(
     """``result`` compared with the record's reference SQL: its own ``gold_sql``, else the
     references file's line for its question. Only an evaluated result is compared; it gets
     ``reference``, the differences among its issues and the combined score (an unsafe SQL
-    keeps its 0). With a ``database`` both queries also run there (:func:`executed`), and the
+    keeps its 0). With a ``database`` both queries also run there (``_executed``), and the
     rows decide the verdict when both ran. Without a reference the result is returned as it
     is."""
     gold = record.gold_sql or references.get(question_key(record.question))
@@ -130,21 +130,21 @@ def with_reference(
     ordered = cues.ordering_requested or cues.top_k is not None
     ref = reference(record.sql, gold, dialect, ordering_requested=ordered)
     if database is not None and result.sql_spec is not None:
-        run = executed(database, result.sql_spec, record.sql, gold, dialect, ordered)
+        run = _executed(database, result.sql_spec, record.sql, gold, dialect, ordered)
         ref = _decided_by_rows(ref, run)
     update: dict[str, object] = {"reference": ref}
-    found = reference_issues(ref)
+    found = _reference_issues(ref)
     if found:
         issues = [i for i in dict.fromkeys([*result.issues, *found]) if i != "none"]
         update["issues"] = issues
     unsafe = result.safety.mutating or result.safety.multiple_statements
     if result.score is not None and not unsafe:
-        score = combined_score(result.score, ref)
+        score = _combined_score(result.score, ref)
         update |= {"score": score, "tier": tier_of(score, rules)}
     return result.model_copy(update=update)
 
 
-def executed(
+def _executed(
     database: Database,
     spec: SqlSpec,
     sql: str,
@@ -217,7 +217,7 @@ def _decided_by_rows(ref: Reference, run: ReferenceExecution) -> Reference:
     return ref.model_copy(update={"verdict": verdict, "p_correct": p_correct, "execution": run})
 
 
-def combined_score(judge_score: float, ref: Reference) -> float:
+def _combined_score(judge_score: float, ref: Reference) -> float:
     """The final score with a reference: the judge's score and ``100 * p_correct`` averaged
     (the judge's score alone when the reference could not be compared)."""
     if ref.p_correct is None:
@@ -243,6 +243,6 @@ ISSUE_OF_COMPONENT = {
 }
 
 
-def reference_issues(ref: Reference) -> list[str]:
+def _reference_issues(ref: Reference) -> list[str]:
     """The issue labels of ``ref``'s differences, each once, in component order."""
     return list(dict.fromkeys(ISSUE_OF_COMPONENT[d.component] for d in ref.differences))
