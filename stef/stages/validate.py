@@ -41,7 +41,7 @@ FIELDS = (
 )
 REQUIRED = ("question", "sql")
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
-_TEXTS = ("question", "enriched_question", "sql")
+_TEXTS = ("question", "enriched_question", "sql", "gold_sql")
 
 
 class FieldMapping(BaseModel):
@@ -247,7 +247,13 @@ def _check_limits(values: dict[str, Any], limits: Limits) -> None:
             run = max(map(len, _DIGITS.findall(text)), default=0)
             if run > limits.max_digit_run:
                 raise _exceeded("digit_run", run, limits.max_digit_run)
-    sql: str = values["sql"]
+    # The reference SQL is parsed too (reference mode): the same bounds hold for it.
+    for name in ("sql", "gold_sql"):
+        if name in values:
+            _check_sql_limits(values[name], limits)
+
+
+def _check_sql_limits(sql: str, limits: Limits) -> None:
     comments = sql.count("/*")
     if comments > limits.max_sql_comments:
         raise _exceeded("sql_comments", comments, limits.max_sql_comments)
