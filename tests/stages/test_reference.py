@@ -53,7 +53,7 @@ def _judge(pipeline: Pipeline, record: dict[str, Any]) -> Result:
     return processed.result
 
 
-def test_same_structure_is_correct_and_the_score_averages_with_p_correct() -> None:
+def test_same_structure_is_correct_and_the_score_weighs_p_correct() -> None:
     without = _judge(Pipeline(load_rules(None), HeuristicJudge()), RECORD)
     gold = "SELECT COUNT(*) FROM singer WHERE country = 'France'"
     result = _judge(Pipeline(load_rules(None), HeuristicJudge()), {**RECORD, "gold_sql": gold})
@@ -61,7 +61,8 @@ def test_same_structure_is_correct_and_the_score_averages_with_p_correct() -> No
     assert result.reference.verdict is Verdict.CORRECT
     assert result.reference.differences == []
     assert without.score is not None
-    assert result.score == round((without.score + 100 * P_CORRECT[Verdict.CORRECT]) / 2, 2)
+    expected = 0.25 * without.score + 0.75 * 100 * P_CORRECT[Verdict.CORRECT]
+    assert result.score == round(expected, 2)
 
 
 def test_differences_are_listed_and_become_issues() -> None:
