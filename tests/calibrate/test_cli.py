@@ -43,6 +43,7 @@ def test_cli_table_names_the_positive_class_and_best_threshold(
     assert "kappa-maximising threshold" in text
     for dim in ("by source", "by app", "by error type", "by verdict"):
         assert dim in text
+    assert "reference verdict (records with gold_sql, n=2)" in text
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
