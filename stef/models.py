@@ -38,6 +38,11 @@ class InputRecord(_Frozen):
     dialect: str | None = None
     timestamp: str | None = None
     metadata: dict[str, Any] | None = None
+    gold_sql: str | None = Field(
+        default=None,
+        description="the reviewed reference SQL of this question (reference mode); never shown "
+        "to a reference-free judge",
+    )
 
 
 # ------------------------------------------------------------------------------------ SQL spec
@@ -359,6 +364,61 @@ class Safety(_Frozen):
     multiple_statements: bool = False
 
 
+class ReferenceDifference(_Frozen):
+    """One component in which the generated SQL differs from the reference SQL."""
+
+    component: str
+    generated: str
+    reference: str
+
+
+class ReferenceExecution(_Frozen):
+    """Both queries run on the ``reference.execute`` database and their rows compared.
+
+    Attributes:
+        status: ``same`` (the same rows, column order ignored, floats within 1e-6, row order
+            only when the question asks for one), ``different``, ``generated_failed`` (the
+            generated query failed, timed out or returned too many rows: ``detail`` says
+            which), ``reference_failed`` (likewise the reference), or ``not_run`` (not a plain
+            SELECT by STEF's safety check).
+        detail: what failed, or why nothing ran.
+        generated_rows: rows the generated query returned (None when it failed or did not run).
+        reference_rows: rows the reference returned (likewise).
+    """
+
+    status: Literal["same", "different", "generated_failed", "reference_failed", "not_run"]
+    detail: str = ""
+    generated_rows: int | None = None
+    reference_rows: int | None = None
+
+
+class Reference(_Frozen):
+    """The generated SQL compared with the record's reference SQL (reference mode).
+
+    Attributes:
+        verdict: Correct (same structure), Likely Correct (duplicates or NULL guards differ
+            only), Incorrect (anything else differs, or the generated SQL does not parse);
+            None when the reference itself does not parse.
+        p_correct: how often SQL with this verdict was right on the labelled dev set.
+        differences: every differing component.
+        error: why nothing was compared (``reference_unparsed``), or ``generated_unparsed``.
+    """
+
+    verdict: Verdict | None
+    p_correct: float | None = Field(default=None, ge=0.0, le=1.0)
+    differences: list[ReferenceDifference] = Field(default_factory=list)
+    error: str | None = None
+    execution: ReferenceExecution | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unrun_execution(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Absent, not null, unless reference.execute is set.
+        data = handler(self)
+        if isinstance(data, dict) and self.execution is None:
+            data.pop("execution", None)
+        return data
+
+
 Outcome = Literal["evaluated", "judge_error", "skipped_sampling"]
 Tier = Literal["excellent", "good", "marginal", "poor"]
 Complexity = Literal["easy", "medium", "hard", "extra_hard"]
@@ -423,6 +483,9 @@ class Result(_Frozen):
         description="the question, enriched question and SQL judged (results_include_input); "
         "absent (not null) when left out",
     )
+    reference: Reference | None = Field(
+        None, description="the comparison with the record's reference SQL; absent without one"
+    )
 
     @model_serializer(mode="wrap")
     def _live_without_backfill(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -433,6 +496,9 @@ class Result(_Frozen):
             data.pop("backfill", None)
         if self.input is None:
             data.pop("input", None)
+        # Likewise a record without a reference keeps the bytes it had: no "reference" key.
+        if self.reference is None:
+            data.pop("reference", None)
         return data
 
     def to_json(self) -> str:

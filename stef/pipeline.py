@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
 from stef.errors import InvalidInput, JudgeError
+from stef.io.database import Database
 from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
 from stef.metrics import Metrics
@@ -44,6 +45,7 @@ from stef.sql.safety import is_sql_text
 from stef.stages.align import align
 from stef.stages.complexity import complexity
 from stef.stages.normalize import Normalized, normalize
+from stef.stages.reference import with_reference
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
@@ -113,6 +115,10 @@ class Pipeline:
             None for every other command.
         include_input: every result carries the record's question, enriched question and SQL
             (``input``), so a reviewer can read what was judged.
+        references: reference SQL by question (:func:`stef.stages.reference.question_key`),
+            from the ``references`` file; a record's own ``gold_sql`` wins.
+        reference_db: where a record's SQL and its reference both run (``reference.execute``);
+            None compares structure only.
     """
 
     def __init__(
@@ -128,6 +134,8 @@ class Pipeline:
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
         include_input: bool = True,
+        references: Mapping[str, str] | None = None,
+        reference_db: Database | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -139,6 +147,8 @@ class Pipeline:
         self.guess_dialect = guess_dialect
         self.backfill = backfill
         self.include_input = include_input
+        self.references: Mapping[str, str] = references or {}
+        self.reference_db = reference_db
 
     @property
     def rules(self) -> RuleSet:
@@ -265,7 +275,10 @@ class Pipeline:
         result = _with_decisions(
             _evaluated(output, spec, norm, rules, usage, base), output, repairs
         )
-        return self._with_judge_details(result, reply.output, request)
+        result = self._with_judge_details(result, reply.output, request)
+        # The SQL judged (taken out of a fence), with the reference the judge was not shown.
+        judged = record.model_copy(update={"sql": request.record.sql})
+        return with_reference(result, judged, rules, self.references, self.reference_db)
 
     def _within_budget(self, cpu_started: float) -> None:
         used = time.thread_time() - cpu_started
@@ -332,7 +345,8 @@ def judge_request(
     if extracted is not None:
         norm = replace(norm, normalizations=[SQL_EXTRACTED, *norm.normalizations])
     request = JudgeRequest(
-        record=record,
+        # A reference-free judge never sees the reference: only reference mode reads it.
+        record=record.model_copy(update={"gold_sql": None}) if record.gold_sql else record,
         sql_spec=spec,
         normalizations=norm.normalizations,
         notes=norm.notes,

@@ -79,6 +79,31 @@ class CanarySettings(BaseModel):
     accuracy_floor: float = Field(0.7, ge=0, le=1)
 
 
+class ReferenceSettings(BaseModel):
+    """Reference mode's execution, opt-in (``reference:`` in the config file).
+
+    Attributes:
+        execute: ``sqlite:///file.db`` or ``duckdb:///file.duckdb`` (four slashes for an
+            absolute path): the generated and the reference SELECT of every record with a
+            reference run there, read-only, and their rows are compared. None: structure only.
+        timeout_s: the longest one statement may run; longer is a finding, not a crash.
+        max_rows: the most rows one statement may return; more is a finding.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    execute: str | None = None
+    timeout_s: float = Field(5.0, gt=0, le=600)
+    max_rows: int = Field(10_000, ge=1, le=10_000_000)
+
+    @field_validator("execute")
+    @classmethod
+    def _scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("sqlite:///", "duckdb:///")):
+            raise ValueError("reference.execute must be sqlite:///path or duckdb:///path")
+        return value
+
+
 class Settings(BaseModel):
     """Everything ``stef run`` needs, validated at start.
 
@@ -155,6 +180,10 @@ class Settings(BaseModel):
         commit_failures_unhealthy: ``/healthz`` fails once this many commits in a row (Kafka
             offsets, a followed file's checkpoint) have failed; each failure is retried at the
             next commit and counted in ``stef_commit_failures_total``.
+        references: a JSONL file of reviewed SQL by question (``{"question", "gold_sql"}`` a
+            line): a record whose normalised question is there is judged against that SQL
+            too (reference mode); a record's own ``gold_sql`` wins.
+        reference: reference mode's opt-in execution (:class:`ReferenceSettings`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -208,6 +237,9 @@ class Settings(BaseModel):
                 f"{budget:g} or lower the LLM budget"
             )
         return self
+
+    references: Path | None = None
+    reference: ReferenceSettings = Field(default_factory=lambda: ReferenceSettings())
 
     @field_validator("source")
     @classmethod
@@ -327,6 +359,8 @@ _ENV_KEYS = (
     "canary",
     "results_include_input",
     "commit_failures_unhealthy",
+    "references",
+    "reference",
 )
 _STRUCTURED = (
     "kafka_consumer",
@@ -336,6 +370,7 @@ _STRUCTURED = (
     "known_agents",
     "heuristic",
     "canary",
+    "reference",
 )
 
 

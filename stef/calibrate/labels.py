@@ -30,6 +30,7 @@ class Labelled:
     label: bool
     source: str | None
     error_types: tuple[str, ...]
+    gold_sql: str | None = None
 
 
 def read_labels(path: Path, limit: int | None = None) -> list[Labelled]:
@@ -59,11 +60,12 @@ def read_labels(path: Path, limit: int | None = None) -> list[Labelled]:
                 Labelled(
                     line=n,
                     # Only the judge's own input fields: gold_sql, label and the annotations
-                    # never reach the judge.
-                    payload={k: v for k, v in obj.items() if k in FIELDS},
+                    # never reach the judge (the reference is measured apart).
+                    payload={k: v for k, v in obj.items() if k in FIELDS and k != "gold_sql"},
                     label=obj["label"],
                     source=source if isinstance(source, str) else None,
                     error_types=tuple(dict.fromkeys(types)),
+                    gold_sql=gold if isinstance(gold := obj.get("gold_sql"), str) else None,
                 )
             )
     return out

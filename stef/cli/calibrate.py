@@ -13,6 +13,7 @@ from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, bes
 from stef.calibrate.joined import disagreements, join, render_disagreements
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
+from stef.calibrate.reference import reference_agreement
 from stef.calibrate.report import header, render, report
 from stef.cli.common import add_common, report_error, settings_of
 from stef.cli.progress import Progress
@@ -105,11 +106,14 @@ def run(args: argparse.Namespace) -> int:
             on_progress=progress.update_to,
         )
     progress.close()
-    _print_report(args, items, backend.info.backend)
+    with_reference = reference_agreement(records, rules, reformat=args.reformat)
+    _print_report(args, items, backend.info.backend, with_reference)
     return Exit.OK
 
 
-def _print_report(args: argparse.Namespace, items: list[Item], backend: str) -> None:
+def _print_report(
+    args: argparse.Namespace, items: list[Item], backend: str, with_reference: dict[str, Any]
+) -> None:
     rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
     best = best_threshold(items, args.pass_threshold)
     if args.plot:
@@ -124,7 +128,8 @@ def _print_report(args: argparse.Namespace, items: list[Item], backend: str) -> 
             reformatted=args.reformat,
         )
         plot = {"plot": str(args.plot) if args.plot else None}
-        print(json.dumps({**context, **plot, **rep}, ensure_ascii=False))
+        reference = {"reference": with_reference}
+        print(json.dumps({**context, **plot, **rep, **reference}, ensure_ascii=False))
         return
     print(
         render(
@@ -136,6 +141,11 @@ def _print_report(args: argparse.Namespace, items: list[Item], backend: str) -> 
             reformatted=args.reformat,
         )
     )
+    if with_reference["n"]:
+        print(
+            f"\nreference verdict (records with gold_sql, n={with_reference['n']}): "
+            f"kappa {with_reference['kappa']}, auc {with_reference['auc']}"
+        )
     if args.plot:
         print(f"\nplot: {args.plot}")
 

@@ -8,9 +8,11 @@ from collections.abc import Callable
 
 from stef.io import Sink, Source
 from stef.io.checkpoint import Checkpoint
+from stef.io.database import Database, open_database
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
+from stef.io.references import load_references
 from stef.io.urls import Endpoint
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
@@ -82,7 +84,18 @@ def build_pipeline(
         second_opinion=second,
         backfill=backfill,
         include_input=settings.results_include_input,
+        references=load_references(settings.references) if settings.references else None,
+        reference_db=_reference_db(settings),
     )
+
+
+def _reference_db(settings: Settings) -> Database | None:
+    """The database of reference mode's execution; None unless ``reference.execute`` is set.
+    It lives as long as the process (SQLite opens a connection per statement anyway)."""
+    ref = settings.reference
+    if ref.execute is None:
+        return None
+    return open_database(ref.execute, timeout_s=ref.timeout_s, max_rows=ref.max_rows)
 
 
 def open_source(endpoint: Endpoint, settings: Settings) -> Source:

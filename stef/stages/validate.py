@@ -39,10 +39,11 @@ FIELDS = (
     "dialect",
     "timestamp",
     "metadata",
+    "gold_sql",
 )
 REQUIRED = ("question", "sql")
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
-_TEXTS = ("question", "enriched_question", "sql")
+_TEXTS = ("question", "enriched_question", "sql", "gold_sql")
 
 
 class FieldMapping(BaseModel):
@@ -295,7 +296,13 @@ def _check_limits(values: dict[str, Any], limits: Limits) -> None:
             run = max(map(len, _DIGITS.findall(text)), default=0)
             if run > limits.max_digit_run:
                 raise _exceeded("digit_run", run, limits.max_digit_run)
-    sql: str = values["sql"]
+    # The reference SQL is parsed too (reference mode): the same bounds hold for it.
+    for name in ("sql", "gold_sql"):
+        if name in values:
+            _check_sql_limits(values[name], limits)
+
+
+def _check_sql_limits(sql: str, limits: Limits) -> None:
     comments = sql.count("/*")
     if comments > limits.max_sql_comments:
         raise _exceeded("sql_comments", comments, limits.max_sql_comments)
@@ -418,6 +425,7 @@ def _check_lengths(values: dict[str, Any], limits: Limits) -> None:
         ("question", limits.max_question_chars),
         ("enriched_question", limits.max_enriched_question_chars),
         ("sql", limits.max_sql_chars),
+        ("gold_sql", limits.max_sql_chars),
     ):
         size = len(values.get(name) or "")
         if size > limit:

@@ -22,8 +22,10 @@ def test_cli_json_has_exactly_the_keys(
     out = json.loads(capsys.readouterr().out)
     assert set(out) == KEYS | {
         "backend", "pass_threshold", "best_threshold", "positive_class", "sql", "resamples",
-        "seed", "plot",
+        "seed", "plot", "reference",
     }  # fmt: skip
+    # Two records carry gold_sql: a's generated SQL reads another table (Incorrect), b's too.
+    assert out["reference"]["n"] == 2 and set(out["reference"]) == {"kappa", "auc", "n"}
     assert out["n"] == 4 and out["judge_errors"] == 1  # the invalid record (question: 7)
     assert set(out["confusion"]) == {"tp", "fp", "tn", "fn"}
     assert plot.read_text().startswith("<svg ")
@@ -41,6 +43,7 @@ def test_cli_table_names_the_positive_class_and_best_threshold(
     assert "kappa-maximising threshold" in text
     for dim in ("by source", "by app", "by error type", "by verdict"):
         assert dim in text
+    assert "reference verdict (records with gold_sql, n=2)" in text
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -140,7 +140,8 @@ def test_an_epoch_timestamp_moves_the_freshness_gauge() -> None:
 
 def test_unknown_fields_are_ignored_not_passed_on() -> None:
     r = validate({"question": "q", "sql": "SELECT 1", "gold_sql": "SELECT 2", "label": True})
-    assert "gold_sql" not in r.model_dump()
+    assert "label" not in r.model_dump()
+    assert r.gold_sql == "SELECT 2"  # the reference SQL is read (reference mode)
 
 
 # --------------------------------------------------------------------- golden list of bad input

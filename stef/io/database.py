@@ -1,0 +1,153 @@
+"""The database of reference mode's execution (opt-in): run a SELECT read-only, bounded in time
+and rows, and return its rows or why it failed.
+
+``reference.execute`` names it: ``sqlite:///file.db`` (the standard library's sqlite3, opened
+read-only with ``mode=ro``) or ``duckdb:///file.duckdb`` (the ``duckdb`` package, an optional
+extra: ``pip install 'stef[duckdb]'``, opened ``read_only``); three slashes and a relative path,
+four for an absolute one (``sqlite:////srv/golden.db``), as SQLAlchemy reads them. A statement
+runs at most ``timeout_s`` and fetches at most ``max_rows`` rows; a failure, a timeout or too
+many rows is an :class:`Execution` outcome, never an exception. Nothing here decides what may
+run: the reference stage only sends statements STEF's own safety check calls a plain SELECT.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from stef.errors import ConfigError
+
+Status = Literal["ok", "error", "timeout", "too_many_rows"]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What running one statement gave: its rows (``status`` ``ok``) or why not."""
+
+    status: Status
+    rows: tuple[tuple[Any, ...], ...] = ()
+    detail: str = ""
+
+
+class Database(Protocol):
+    """A read-only database the reference stage runs SELECTs on."""
+
+    def run(self, sql: str) -> Execution: ...
+
+    def close(self) -> None: ...
+
+
+# Progress-handler period, in SQLite virtual-machine instructions: often enough to stop a
+# runaway query within milliseconds, rarely enough to cost nothing measurable.
+_SQLITE_CHECK_EVERY = 10_000
+
+
+class SqliteDatabase:
+    """A SQLite file opened read-only; one connection per statement (thread-safe by design)."""
+
+    def __init__(self, path: str, *, timeout_s: float, max_rows: int) -> None:
+        self.path = path
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        # Fail at start, not on the first record, when the file is not a readable database.
+        probe = self._connect()
+        try:
+            probe.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise ConfigError(f"reference.execute: {path} is not a SQLite database: {exc}") from exc
+        finally:
+            probe.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"reference.execute: cannot open {self.path}: {exc}") from exc
+
+    def run(self, sql: str) -> Execution:
+        conn = self._connect()
+        deadline = time.monotonic() + self.timeout_s
+        # A non-zero return makes SQLite abort the statement ("interrupted").
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_CHECK_EVERY)
+        try:
+            cursor = conn.execute(sql)
+            rows = cursor.fetchmany(self.max_rows + 1)
+        except sqlite3.Error as exc:
+            if time.monotonic() > deadline:
+                return Execution("timeout", detail=f"over {self.timeout_s:g} s")
+            return Execution("error", detail=f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            conn.close()
+        return _capped(rows, self.max_rows)
+
+    def close(self) -> None:
+        return None
+
+
+class DuckDbDatabase:
+    """A DuckDB file opened read-only; statements serialised on one connection."""
+
+    def __init__(self, path: str, *, timeout_s: float, max_rows: int) -> None:
+        try:
+            import duckdb  # noqa: PLC0415 -- an optional extra, imported only when configured
+        except ImportError as exc:
+            raise ConfigError(
+                "reference.execute: duckdb:// needs the duckdb package (pip install duckdb)"
+            ) from exc
+        self._error: type[Exception] = duckdb.Error
+        try:
+            self._conn = duckdb.connect(path, read_only=True)
+        except duckdb.Error as exc:
+            raise ConfigError(f"reference.execute: cannot open {path}: {exc}") from exc
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self._lock = threading.Lock()
+
+    def run(self, sql: str) -> Execution:
+        with self._lock:
+            fired = threading.Event()
+
+            def interrupt() -> None:
+                fired.set()
+                self._conn.interrupt()
+
+            timer = threading.Timer(self.timeout_s, interrupt)
+            timer.start()
+            try:
+                rows = self._conn.execute(sql).fetchmany(self.max_rows + 1)
+            except self._error as exc:
+                if fired.is_set():
+                    return Execution("timeout", detail=f"over {self.timeout_s:g} s")
+                return Execution("error", detail=f"{type(exc).__name__}: {exc}"[:300])
+            finally:
+                timer.cancel()
+                timer.join()
+        return _capped(rows, self.max_rows)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _capped(rows: Sequence[Sequence[Any]], max_rows: int) -> Execution:
+    if len(rows) > max_rows:
+        return Execution("too_many_rows", detail=f"more than {max_rows} rows")
+    return Execution("ok", rows=tuple(tuple(r) for r in rows))
+
+
+def open_database(url: str, *, timeout_s: float, max_rows: int) -> Database:
+    """The database ``url`` names (``sqlite:///path`` or ``duckdb:///path``).
+
+    Raises:
+        ConfigError: another scheme, a missing file, or duckdb not installed.
+    """
+    for scheme, kind in (("sqlite:///", SqliteDatabase), ("duckdb:///", DuckDbDatabase)):
+        if url.startswith(scheme):
+            # As SQLAlchemy reads it: sqlite:///x.db is relative, sqlite:////tmp/x.db absolute.
+            path = url[len(scheme) :]
+            db: Database = kind(path, timeout_s=timeout_s, max_rows=max_rows)
+            return db
+    raise ConfigError(f"reference.execute: {url!r} is neither sqlite:///path nor duckdb:///path")

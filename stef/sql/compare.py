@@ -1,0 +1,445 @@
+"""Structural comparison of two SQL queries, component by component (reference mode).
+
+Both queries are parsed and brought to one canonical shape before they are compared, so the
+rewrites that do not change a result compare equal: table aliases (``molecule AS T1`` reads
+``molecule``), join order and ON-versus-WHERE for inner joins, CTEs that sqlglot's optimizer can
+merge into their reader, projection order and aliases, commuted comparisons, ``IN`` versus an OR of
+equalities, ``BETWEEN`` versus two comparisons, ``'1'`` versus ``1``. What is left is compared as
+components: tables, joins, projections, aggregates, DISTINCT, filters, GROUP BY, HAVING, ORDER BY,
+LIMIT and the query's shape (subqueries, set operations). Every differing component is one
+:class:`Difference`; no difference at all means the two queries have the same structure.
+
+Pure and bounded: no database, no I/O; a parse or optimizer failure is an outcome
+(:class:`Comparison` with ``error``), never an exception.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.merge_subqueries import merge_subqueries
+from sqlglot.optimizer.qualify import qualify
+
+from stef.sql.canonical import canon, literal_value
+from stef.sql.dialects import render
+from stef.sql.equivalences import conjuncts, number_of, rewritten
+
+# The components, in the order differences are listed.
+COMPONENTS = (
+    "shape",
+    "tables",
+    "joins",
+    "projections",
+    "aggregates",
+    "distinct",
+    "filters",
+    "null_checks",
+    "group_by",
+    "having",
+    "order_by",
+    "limit",
+)
+# Differences of duplicates and NULLs only (DISTINCT, GROUP BY on what is projected, IS NOT NULL
+# guards): the same rows up to repeats or rows without a value, usually the same answer.
+MINOR = frozenset(("distinct", "null_checks", "group_by"))
+# Queries whose text is longer than this are compared without sqlglot's optimizer passes (which
+# walk scopes repeatedly): the canonical forms below still apply.
+_MAX_OPTIMIZED_CHARS = 8_000
+# ``x IS NOT NULL`` guards, compared apart from the other filters: they only drop NULLs.
+_NOT_NULL = " is not null"
+_MIRROR = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+_SYMMETRIC = (exp.EQ, exp.NEQ, exp.NullSafeEQ)
+_NEGATED = {exp.EQ: exp.NEQ, exp.NEQ: exp.EQ, exp.GT: exp.LTE, exp.GTE: exp.LT}
+_NEGATED |= {exp.LT: exp.GTE, exp.LTE: exp.GT}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One component that differs: what the generated query has, what the reference has."""
+
+    component: str
+    generated: str
+    reference: str
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The components of one query, each in a canonical, order-free form."""
+
+    shape: tuple[str, ...]
+    tables: tuple[str, ...]
+    joins: tuple[str, ...]
+    projections: tuple[str, ...]
+    aggregates: tuple[str, ...]
+    distinct: bool
+    filters: tuple[str, ...]
+    null_checks: tuple[str, ...]
+    group_by: tuple[str, ...]
+    having: tuple[str, ...]
+    order_by: tuple[str, ...]
+    limit: str | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of comparing a generated query with its reference.
+
+    Attributes:
+        differences: the differing components (empty: same structure).
+        error: why no comparison was made (``generated_unparsed``, ``reference_unparsed``).
+    """
+
+    differences: tuple[Difference, ...] = field(default_factory=tuple)
+    error: str | None = None
+
+    @property
+    def equivalent(self) -> bool:
+        return self.error is None and not self.differences
+
+    @property
+    def minor_only(self) -> bool:
+        """Every difference is a minor one (:data:`MINOR`), and there is one at least."""
+        return bool(self.differences) and all(d.component in MINOR for d in self.differences)
+
+
+def compare(
+    generated: str, reference: str, dialect: str | None = None, *, ordered: bool = False
+) -> Comparison:
+    """Compare ``generated`` with ``reference`` component by component.
+
+    Args:
+        generated: the agent's SQL.
+        reference: the gold SQL it is judged against.
+        dialect: the sqlglot dialect both are read in (None: generic).
+        ordered: the question asks for an order: ORDER BY counts even without a LIMIT.
+    """
+    gen, ref = parts_of(generated, dialect), parts_of(reference, dialect)
+    return compare_parts(gen, ref, ordered=ordered)
+
+
+def compare_parts(gen: Parts | None, ref: Parts | None, *, ordered: bool = False) -> Comparison:
+    """Compare the components of two queries already taken apart (:func:`parts_of`; None: the
+    query did not parse)."""
+    if ref is None:
+        return Comparison(error="reference_unparsed")
+    if gen is None:
+        return Comparison(error="generated_unparsed")
+    return Comparison(differences=tuple(_differences(gen, ref, ordered=ordered)))
+
+
+def _differences(gen: Parts, ref: Parts, *, ordered: bool) -> Iterator[Difference]:
+    for name in COMPONENTS:
+        a, b = getattr(gen, name), getattr(ref, name)
+        if name == "order_by" and not ordered and gen.limit is None and ref.limit is None:
+            continue  # an order nobody asked for and no LIMIT depends on: presentation
+        if name == "projections" and Counter(a) == Counter(b):
+            continue
+        if isinstance(a, tuple) and name != "order_by":
+            same = sorted(set(a)) == sorted(set(b))
+        else:
+            same = a == b
+        if not same:
+            yield Difference(name, _show(a), _show(b))
+
+
+def _show(value: tuple[str, ...] | str | bool | None) -> str:
+    if isinstance(value, tuple):
+        return ", ".join(value)
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+# ------------------------------------------------------------------------ the canonical tree
+
+
+def parts_of(sql: str, dialect: str | None = None) -> Parts | None:
+    """The canonical components of ``sql``; None when it does not parse to one query."""
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except (SqlglotError, RecursionError, ValueError):
+        return None
+    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+        return None
+    tree = _optimized(trees[0], dialect, len(sql))
+    try:
+        return _parts(tree)
+    except (SqlglotError, RecursionError, ValueError):
+        return None
+
+
+def _optimized(tree: exp.Expr, dialect: str | None, size: int) -> exp.Expr:
+    """``tree`` with CTEs and derived tables merged where sqlglot can (an unmerged CTE or
+    subquery stays as written); the tree itself when the optimizer fails or the text is long."""
+    if size > _MAX_OPTIMIZED_CHARS:
+        return tree
+    try:
+        qualified = qualify(
+            tree.copy(),
+            dialect=dialect,
+            validate_qualify_columns=False,
+            quote_identifiers=False,
+            identify=False,
+            expand_stars=False,
+        )
+        return merge_subqueries(qualified)
+    except (SqlglotError, RecursionError, ValueError, KeyError, AttributeError):
+        return tree
+
+
+def _parts(tree: exp.Expr) -> Parts:
+    main, select = rewritten(tree)
+    shape = _shape(main)
+    tables = tuple(sorted(_table_name(t) for t in main.find_all(exp.Table)))
+    joins, join_filters = _joins(select)
+    where = select.args.get("where")
+    filters = list(conjuncts(where.this)) if where is not None else []
+    predicates = set(_predicates([*filters, *join_filters]))
+    having = select.args.get("having")
+    projections = tuple(_expr(p.unalias()) for p in select.expressions)
+    _expand_aliases(select)
+    order = select.args.get("order")
+    limit = select.args.get("limit")
+    return Parts(
+        shape=shape,
+        tables=tables,
+        joins=joins,
+        projections=projections,
+        aggregates=tuple(sorted(_expr(a) for a in select.find_all(exp.AggFunc))),
+        distinct=select.args.get("distinct") is not None,
+        filters=tuple(sorted(p for p in predicates if not p.endswith(_NOT_NULL))),
+        null_checks=tuple(sorted(p for p in predicates if p.endswith(_NOT_NULL))),
+        group_by=tuple(sorted({_expr(g) for g in _group_terms(select)})),
+        having=tuple(sorted(set(_predicates(conjuncts(having.this))))) if having else (),
+        order_by=tuple(_order_term(o) for o in order.expressions) if order is not None else (),
+        limit=_limit(limit),
+    )
+
+
+def _expand_aliases(select: exp.Select) -> None:
+    """References to a projection's alias in ORDER BY, GROUP BY and HAVING replaced by the
+    projection itself (``ORDER BY n`` of ``COUNT(*) AS n`` reads ``ORDER BY COUNT(*)``)."""
+    aliases = {p.alias.casefold(): p.this for p in select.expressions if isinstance(p, exp.Alias)}
+    if not aliases:
+        return
+    for key in ("order", "group", "having"):
+        clause = select.args.get(key)
+        if clause is None:
+            continue
+        for column in list(clause.find_all(exp.Column)):
+            target = aliases.get(column.name.casefold())
+            if not column.table and target is not None and not isinstance(target, exp.Column):
+                column.replace(target.copy())
+
+
+def _table_name(table: exp.Table) -> str:
+    return table.name.casefold()
+
+
+def _shape(main: exp.Expr) -> tuple[str, ...]:
+    """The query's shape beyond one SELECT: set operations and the depth of subqueries."""
+    out: list[str] = []
+    for op in main.find_all(exp.Union, exp.Intersect, exp.Except):
+        kind = type(op).__name__.lower()
+        out.append(f"{kind}{'' if op.args.get('distinct') else ' all'}")
+    nested = sum(1 for s in main.find_all(exp.Select) if s is not main) - len(out)
+    if nested > 0:
+        out.append("subquery")
+    return tuple(sorted(out))
+
+
+def _joins(select: exp.Select) -> tuple[tuple[str, ...], list[exp.Expr]]:
+    """The join graph (kind, and the column equalities tying the tables) and the filters an
+    inner join's ON carries (they read as WHERE filters)."""
+    graph: list[str] = []
+    filters: list[exp.Expr] = []
+    for join in select.args.get("joins") or []:
+        side = (join.side or "").lower()
+        kind = "left" if side in ("left", "right") else ("full" if side == "full" else "inner")
+        on = join.args.get("on")
+        using = join.args.get("using")
+        if using:
+            graph.append(f"{kind}: using {', '.join(sorted(canon(u) for u in using))}")
+            continue
+        if on is None:
+            graph.append(f"{kind}: cross")
+            continue
+        for cond in conjuncts(on):
+            if isinstance(cond, exp.EQ) and all(
+                isinstance(s, exp.Column) for s in (cond.this, cond.expression)
+            ):
+                graph.append(
+                    f"{kind}: {' = '.join(sorted(_qualified(cond.this, cond.expression)))}"
+                )
+            elif kind == "inner":
+                filters.append(cond)
+            else:
+                graph.append(f"{kind}: {_expr(cond)}")
+    return tuple(sorted(graph)), filters
+
+
+def _qualified(*columns: exp.Column) -> list[str]:
+    return [
+        f"{c.table.casefold()}.{c.name.casefold()}" if c.table else c.name.casefold()
+        for c in columns
+    ]
+
+
+def _predicates(terms: Iterable[exp.Expr]) -> Iterator[str]:
+    for term in terms:
+        yield from _predicate(term)
+
+
+def _predicate(term: exp.Expr) -> Iterator[str]:
+    """Canonical texts of one conjunct (BETWEEN gives two)."""
+    while isinstance(term, exp.Paren):
+        term = term.this
+    if isinstance(term, exp.Not):
+        inner = term.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            yield f"{_expr(inner.this)}{_NOT_NULL}"
+            return
+        flipped = _NEGATED.get(type(inner))
+        if flipped is not None and isinstance(inner, exp.Binary):
+            yield from _predicate(flipped(this=inner.this, expression=inner.expression))
+            return
+        yield "not " + " ".join(_predicate(inner))
+        return
+    if isinstance(term, exp.Between):
+        low, high = term.args.get("low"), term.args.get("high")
+        if low is not None and high is not None:
+            yield _comparison(exp.GTE(this=term.this, expression=low))
+            yield _comparison(exp.LTE(this=term.this, expression=high))
+            return
+    if isinstance(term, exp.In) and not term.args.get("query") and term.expressions:
+        yield _membership(_expr(term.this), [_value(v) for v in term.expressions])
+        return
+    if isinstance(term, exp.Or):
+        members = _or_equalities(term)
+        if members is not None:
+            yield _membership(*members)
+            return
+        yield " or ".join(sorted(" and ".join(_predicate(t)) for t in _disjuncts(term)))
+        return
+    if isinstance(term, exp.Binary) and isinstance(term, exp.Predicate):
+        yield _comparison(term)
+        return
+    yield _expr(term)
+
+
+def _disjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        yield from _disjuncts(node.this)
+        yield from _disjuncts(node.expression)
+    else:
+        yield node
+
+
+def _or_equalities(term: exp.Or) -> tuple[str, list[str]] | None:
+    """``a = 1 OR a = 2`` as (``a``, [1, 2]); None when the OR is anything else."""
+    column = None
+    values = []
+    for d in _disjuncts(term):
+        if not isinstance(d, exp.EQ):
+            return None
+        sides = [d.this, d.expression]
+        lits = [s for s in sides if literal_value(s) is not None]
+        if len(lits) != 1:
+            return None
+        other = sides[0] if lits[0] is sides[1] else sides[1]
+        name = _expr(other)
+        if column not in (None, name):
+            return None
+        column = name
+        values.append(_value(lits[0]))
+    return (column, values) if column is not None else None
+
+
+def _membership(column: str, values: list[str]) -> str:
+    unique = sorted(set(values))
+    if len(unique) == 1:
+        return f"{column} = {unique[0]}"
+    return f"{column} in ({', '.join(unique)})"
+
+
+def _comparison(term: exp.Binary) -> str:
+    left, right = term.this, term.expression
+    kind: type[exp.Binary] = type(term)
+    # The literal goes right; a symmetric comparison orders its sides.
+    if literal_value(left) is not None and literal_value(right) is None:
+        left, right = right, left
+        kind = _MIRROR.get(kind, kind)
+    a, b = _side(left), _side(right)
+    number = number_of(right)
+    if kind in (exp.GT, exp.LT) and number is not None and number.is_integer():
+        # Over integers x > 19 is x >= 20: the strict bound read as the inclusive one.
+        b = str(int(number) + (1 if kind is exp.GT else -1))
+        kind = exp.GTE if kind is exp.GT else exp.LTE
+    if kind in _SYMMETRIC and literal_value(left) is None and literal_value(right) is None:
+        a, b = sorted((a, b))
+    op = render(kind(this=exp.column("a"), expression=exp.column("b"))).split()[1]
+    if kind is exp.NullSafeEQ:
+        op = "="
+    return f"{a} {op.lower()} {b}"
+
+
+def _side(node: exp.Expr) -> str:
+    value = _value(node) if literal_value(node) is not None else None
+    return value if value is not None else _expr(node)
+
+
+def _value(node: exp.Expr) -> str:
+    """A literal compared by value: '1' and 1 and 1.0 alike; strings keep their case."""
+    value = literal_value(node)
+    if value is None:
+        return _expr(node)
+    while isinstance(node, exp.Paren | exp.Cast):
+        node = node.this
+    if isinstance(node, exp.Literal) and node.is_string:
+        try:
+            float(node.this)
+        except ValueError:
+            return repr(str(node.this))
+    return value
+
+
+def _expr(node: exp.Expr) -> str:
+    return canon(node)
+
+
+def _group_terms(select: exp.Select) -> list[exp.Expr]:
+    group = select.args.get("group")
+    if group is None:
+        return []
+    # GROUP BY 1 names the first projection.
+    out = []
+    for term in group.expressions:
+        if isinstance(term, exp.Literal) and term.is_int:
+            index = int(term.this) - 1
+            if 0 <= index < len(select.expressions):
+                out.append(select.expressions[index].unalias())
+                continue
+        out.append(term)
+    return out
+
+
+def _order_term(ordered: exp.Expr) -> str:
+    desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
+    term = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+    return f"{_expr(term)} {'desc' if desc else 'asc'}"
+
+
+def _limit(limit: exp.Expr | None) -> str | None:
+    if limit is None:
+        return None
+    value = limit.args.get("expression") or limit.this
+    return _expr(value) if value is not None else None

@@ -1,0 +1,253 @@
+"""Reference stage: the generated SQL compared with the record's reference SQL (reference mode).
+
+A team's golden set gives, per question, a reviewed SQL answer. When a record carries one
+(``gold_sql``, or a line of the ``references`` file for its question), :func:`reference` compares
+the generated SQL with it component by component (:mod:`stef.sql.compare`) and says:
+
+- ``Correct``: the same structure once equivalent rewrites are undone;
+- ``Likely Correct``: only duplicates or NULL guards differ (DISTINCT, GROUP BY on what is
+  projected, ``IS NOT NULL``);
+- ``Incorrect``: anything else differs, or the generated SQL does not parse.
+
+``p_correct`` is how often SQL with that verdict was labelled correct on the dev set (the table
+below). The final score weighs ``100 * p_correct`` three times the judge's score
+(``_combined_score``): one documented weight, no fitted mixture.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from stef.io.database import Database
+from stef.models import (
+    InputRecord,
+    Reference,
+    ReferenceDifference,
+    ReferenceExecution,
+    Result,
+    SqlSpec,
+    Verdict,
+)
+from stef.rules import AppRules
+from stef.sql.compare import Parts, compare_parts, parts_of
+from stef.stages.normalize import question_cues
+from stef.stages.score import tier_of
+from stef.stages.sqlspec import guess_candidates, sqlspec
+
+# P(label correct | reference verdict) on ../shared/data/judge-dev.jsonl (1,942 records with
+# gold_sql; measured with the structural comparison of this module, SQL as logged):
+#   Correct 594/639, Likely Correct 117/133, Incorrect 314/1170.
+P_CORRECT: dict[Verdict, float] = {
+    Verdict.CORRECT: 0.93,
+    Verdict.LIKELY_CORRECT: 0.88,
+    Verdict.INCORRECT: 0.27,
+}
+# The reference's share of the final score, 100 * p_correct against the judge's score. At 3/4 an
+# Incorrect reference always fails the default pass threshold (at most 25 + 0.75 * 27 = 45) and
+# a Correct one passes unless the judge scores below 21. Measured on the dev set with the
+# heuristic judge (records with gold_sql, pass at 75): kappa 0.552 at 1/2, 0.604 at 3/4, 0.618
+# for the reference alone; 3/4 keeps the judge a voice (an LLM judge knows more than the
+# heuristic) without letting it outvote the reference.
+REFERENCE_WEIGHT = 0.75
+
+
+def reference(
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    *,
+    ordering_requested: bool,
+    guess: bool = True,
+) -> Reference:
+    """Compare ``sql`` with ``gold_sql``, both read in ``dialect``.
+
+    Args:
+        sql: the generated SQL.
+        gold_sql: the reference SQL of the same question.
+        dialect: the sqlglot dialect of both (None: generic).
+        ordering_requested: the question asks for an order: ORDER BY counts without a LIMIT.
+        guess: with no dialect named, a query the generic dialect cannot parse is read in the
+            first dialect that parses it, as the SQL spec stage guesses (each query on its own:
+            a golden set may be written for another engine's parser than the agent's).
+    """
+    found = compare_parts(
+        _parts_guessed(sql, dialect, guess),
+        _parts_guessed(gold_sql, dialect, guess),
+        ordered=ordering_requested,
+    )
+    differences = [
+        ReferenceDifference(component=d.component, generated=d.generated, reference=d.reference)
+        for d in found.differences
+    ]
+    if found.error == "reference_unparsed":
+        return Reference(verdict=None, error=found.error)
+    if found.error is not None:
+        verdict = Verdict.INCORRECT
+    elif found.equivalent:
+        verdict = Verdict.CORRECT
+    elif found.minor_only:
+        verdict = Verdict.LIKELY_CORRECT
+    else:
+        verdict = Verdict.INCORRECT
+    return Reference(
+        verdict=verdict, p_correct=P_CORRECT[verdict], differences=differences, error=found.error
+    )
+
+
+def _parts_guessed(sql: str, dialect: str | None, guess: bool) -> Parts | None:
+    parts = parts_of(sql, dialect)
+    if parts is not None or dialect is not None or not guess:
+        return parts
+    for candidate in guess_candidates(sql):
+        parts = parts_of(sql, candidate)
+        if parts is not None:
+            return parts
+    return None
+
+
+def question_key(question: str) -> str:
+    """A question as the references file is matched on: case-folded, whitespace collapsed."""
+    return " ".join(question.split()).casefold()
+
+
+def with_reference(
+    result: Result,
+    record: InputRecord,
+    rules: AppRules,
+    references: Mapping[str, str],
+    database: Database | None = None,
+) -> Result:
+    """``result`` compared with the record's reference SQL: its own ``gold_sql``, else the
+    references file's line for its question. Only an evaluated result is compared; it gets
+    ``reference``, the differences among its issues and the combined score (an unsafe SQL
+    keeps its 0). With a ``database`` both queries also run there (``_executed``), and the
+    rows decide the verdict when both ran. Without a reference the result is returned as it
+    is."""
+    gold = record.gold_sql or references.get(question_key(record.question))
+    if gold is None or result.outcome != "evaluated":
+        return result
+    dialect = record.dialect or rules.dialect
+    cues = question_cues(record.question)
+    ordered = cues.ordering_requested or cues.top_k is not None
+    ref = reference(record.sql, gold, dialect, ordering_requested=ordered)
+    if database is not None and result.sql_spec is not None:
+        run = _executed(database, result.sql_spec, record.sql, gold, dialect, ordered)
+        ref = _decided_by_rows(ref, run)
+    update: dict[str, object] = {"reference": ref}
+    found = _reference_issues(ref)
+    if found:
+        issues = [i for i in dict.fromkeys([*result.issues, *found]) if i != "none"]
+        update["issues"] = issues
+    unsafe = result.safety.mutating or result.safety.multiple_statements
+    if result.score is not None and not unsafe:
+        score = _combined_score(result.score, ref)
+        update |= {"score": score, "tier": tier_of(score, rules)}
+    return result.model_copy(update=update)
+
+
+def _executed(
+    database: Database,
+    spec: SqlSpec,
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    ordered: bool,
+) -> ReferenceExecution:
+    """Run both queries on ``database`` and compare their rows: column order ignored, floats
+    rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
+    safety check on the generated SQL's ``spec`` and on the reference); a failure, a timeout
+    or too many rows is a finding."""
+    gold_spec = sqlspec(gold_sql, dialect)
+    for who, checked in (("generated", spec), ("reference", gold_spec)):
+        if not _plain_select(checked):
+            return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
+    mine = database.run(sql)
+    if mine.status != "ok":
+        return ReferenceExecution(status="generated_failed", detail=f"{mine.status}: {mine.detail}")
+    theirs = database.run(gold_sql)
+    if theirs.status != "ok":
+        return ReferenceExecution(
+            status="reference_failed",
+            detail=f"{theirs.status}: {theirs.detail}",
+            generated_rows=len(mine.rows),
+        )
+    same = _rows_key(mine.rows, ordered) == _rows_key(theirs.rows, ordered)
+    return ReferenceExecution(
+        status="same" if same else "different",
+        generated_rows=len(mine.rows),
+        reference_rows=len(theirs.rows),
+    )
+
+
+def _plain_select(spec: SqlSpec) -> bool:
+    return (
+        spec.parsed
+        and spec.statement_type == "select"
+        and not spec.mutating
+        and not spec.multiple_statements
+    )
+
+
+def _value_key(value: Any) -> tuple[int, Any]:
+    """One cell as compared: numbers as floats rounded to 6 decimals (1 and 1.0 alike),
+    everything else as its text; NULL apart. The tag keeps the kinds apart when sorting."""
+    if value is None:
+        return (0, "")
+    if isinstance(value, bool | int | float | Decimal):
+        number = float(value)
+        if math.isfinite(number):
+            return (1, round(number, 6) + 0.0)  # + 0.0: -0.0 reads 0.0
+    return (2, str(value))
+
+
+def _rows_key(rows: Sequence[Sequence[Any]], ordered: bool) -> object:
+    # Column order ignored: a row is the sorted multiset of its cells.
+    keyed = [tuple(sorted(_value_key(v) for v in row)) for row in rows]
+    return keyed if ordered else Counter(keyed)
+
+
+def _decided_by_rows(ref: Reference, run: ReferenceExecution) -> Reference:
+    """The rows decide when both queries ran: the same rows are Correct, others Incorrect;
+    a generated query that fails is Incorrect; otherwise the structure's verdict stands."""
+    verdict = ref.verdict
+    if run.status == "same":
+        verdict = Verdict.CORRECT
+    elif run.status in ("different", "generated_failed"):
+        verdict = Verdict.INCORRECT
+    p_correct = ref.p_correct if verdict is None else P_CORRECT[verdict]
+    return ref.model_copy(update={"verdict": verdict, "p_correct": p_correct, "execution": run})
+
+
+def _combined_score(judge_score: float, ref: Reference) -> float:
+    """The final score with a reference: ``REFERENCE_WEIGHT * 100 * p_correct`` plus the rest
+    of the judge's score (the judge's score alone when the reference could not be compared)."""
+    if ref.p_correct is None:
+        return judge_score
+    mixed = (1 - REFERENCE_WEIGHT) * judge_score + REFERENCE_WEIGHT * 100 * ref.p_correct
+    return round(mixed, 2)
+
+
+# Each differing component as the result's issue label (the taxonomy of stef.models.Issue).
+ISSUE_OF_COMPONENT = {
+    "shape": "logic_error",
+    "tables": "joins_suspect",
+    "joins": "joins_suspect",
+    "projections": "columns_wrong",
+    "aggregates": "aggregation_wrong",
+    "distinct": "logic_error",
+    "filters": "filters_incorrect",
+    "null_checks": "filters_extra",
+    "group_by": "grouping_wrong",
+    "having": "filters_incorrect",
+    "order_by": "ordering_wrong",
+    "limit": "limit_unrequested",
+}
+
+
+def _reference_issues(ref: Reference) -> list[str]:
+    """The issue labels of ``ref``'s differences, each once, in component order."""
+    return list(dict.fromkeys(ISSUE_OF_COMPONENT[d.component] for d in ref.differences))

@@ -1,0 +1,110 @@
+"""Structural comparison with a reference SQL: equivalent rewrites compare equal, real
+differences are named by component, formatting never matters."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from stef.calibrate.labels import reformat_sql
+from stef.sql.compare import compare
+
+_KEYWORD = re.compile(r"\b(SELECT|FROM|WHERE|JOIN|ON|AND|OR|GROUP BY|ORDER BY|LIMIT|AS)\b")
+# (title, generated, reference): the same query written another way.
+EQUIVALENT = [
+    ("table aliases", "SELECT T1.name FROM singer AS T1 WHERE T1.age > 30",
+     "SELECT singer.name FROM singer WHERE age > 30"),
+    ("join order and ON sides", "SELECT a.x FROM a JOIN b ON a.id = b.aid WHERE b.k = 1",
+     "SELECT a.x FROM b JOIN a ON b.aid = a.id WHERE b.k = 1"),
+    ("inner join filter in ON or WHERE", "SELECT a.x FROM a JOIN b ON a.id = b.aid AND b.k = 1",
+     "SELECT a.x FROM a JOIN b ON a.id = b.aid WHERE b.k = 1"),
+    ("commuted comparison", "SELECT x FROM t WHERE 5 < y", "SELECT x FROM t WHERE y > 5"),
+    ("IN versus OR", "SELECT x FROM t WHERE c IN ('a', 'b')",
+     "SELECT x FROM t WHERE c = 'b' OR c = 'a'"),
+    ("BETWEEN versus two comparisons", "SELECT x FROM t WHERE y BETWEEN 1 AND 9",
+     "SELECT x FROM t WHERE y >= 1 AND y <= 9"),
+    ("literal types", "SELECT x FROM t WHERE y = '2010'", "SELECT x FROM t WHERE y = 2010"),
+    ("projection order and aliases", "SELECT b AS bee, a FROM t", "SELECT a, b FROM t"),
+    ("CTE versus subquery", "WITH s AS (SELECT a, b FROM t WHERE c = 1) SELECT a FROM s",
+     "SELECT a FROM (SELECT a, b FROM t WHERE c = 1) AS s"),
+    ("semi-join versus join", "SELECT name FROM a WHERE id IN (SELECT aid FROM b WHERE k = 2)",
+     "SELECT a.name FROM a JOIN b ON a.id = b.aid WHERE b.k = 2"),
+    ("extreme versus ORDER BY LIMIT 1", "SELECT name FROM t WHERE v = (SELECT MAX(v) FROM t)",
+     "SELECT name FROM t ORDER BY v DESC LIMIT 1"),
+    ("conditional count", "SELECT SUM(CASE WHEN g = 'f' THEN 1 ELSE 0 END) FROM t",
+     "SELECT COUNT(CASE WHEN g = 'f' THEN id END) FROM t"),
+    ("ORDER BY nobody asked for", "SELECT a FROM t ORDER BY a", "SELECT a FROM t"),
+]  # fmt: skip
+
+# (title, generated, reference, the differing component)
+DIFFERENT = [
+    ("filter value", "SELECT x FROM t WHERE c = 'Germany'", "SELECT x FROM t WHERE c = 'France'",
+     "filters"),
+    ("string case is a value", "SELECT x FROM t WHERE e = 'H'", "SELECT x FROM t WHERE e = 'h'",
+     "filters"),
+    ("missing filter", "SELECT x FROM t", "SELECT x FROM t WHERE c = 1", "filters"),
+    ("other table", "SELECT COUNT(*) FROM singer", "SELECT COUNT(*) FROM concert", "tables"),
+    ("other join key", "SELECT a.x FROM a JOIN b ON a.id = b.id",
+     "SELECT a.x FROM a JOIN b ON a.id = b.aid", "joins"),
+    ("other projection", "SELECT name FROM t", "SELECT id FROM t", "projections"),
+    ("count distinct", "SELECT COUNT(id) FROM t", "SELECT COUNT(DISTINCT id) FROM t",
+     "aggregates"),
+    ("direction of a top-1", "SELECT a FROM t ORDER BY v LIMIT 1",
+     "SELECT a FROM t ORDER BY v DESC LIMIT 1", "order_by"),
+    ("limit", "SELECT a FROM t ORDER BY v DESC LIMIT 3",
+     "SELECT a FROM t ORDER BY v DESC LIMIT 5", "limit"),
+    ("grouping", "SELECT c, COUNT(*) FROM t GROUP BY c, d", "SELECT c, COUNT(*) FROM t GROUP BY c",
+     "group_by"),
+    ("having", "SELECT c FROM t GROUP BY c HAVING COUNT(*) > 2",
+     "SELECT c FROM t GROUP BY c HAVING COUNT(*) > 5", "having"),
+    ("distinct", "SELECT DISTINCT c FROM t", "SELECT c FROM t", "distinct"),
+    ("set operation", "SELECT a FROM t UNION SELECT a FROM u", "SELECT a FROM t", "shape"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("title", "generated", "gold"), EQUIVALENT, ids=[c[0] for c in EQUIVALENT])
+def test_equivalent_rewrites_compare_equal(title: str, generated: str, gold: str) -> None:
+    found = compare(generated, gold, "sqlite")
+    assert found.equivalent, found.differences
+
+
+@pytest.mark.parametrize(
+    ("title", "generated", "gold", "component"), DIFFERENT, ids=[c[0] for c in DIFFERENT]
+)
+def test_differences_are_named_by_component(
+    title: str, generated: str, gold: str, component: str
+) -> None:
+    found = compare(generated, gold, "sqlite")
+    assert component in [d.component for d in found.differences]
+
+
+def test_order_counts_when_the_question_asks_for_it() -> None:
+    assert compare("SELECT a FROM t", "SELECT a FROM t ORDER BY a", ordered=False).equivalent
+    found = compare("SELECT a FROM t", "SELECT a FROM t ORDER BY a", ordered=True)
+    assert [d.component for d in found.differences] == ["order_by"]
+
+
+def test_minor_differences_are_duplicates_and_null_guards_only() -> None:
+    found = compare("SELECT DISTINCT a FROM t WHERE a IS NOT NULL", "SELECT a FROM t")
+    assert {d.component for d in found.differences} == {"distinct", "null_checks"}
+    assert found.minor_only
+    assert not compare("SELECT b FROM t", "SELECT a FROM t").minor_only
+
+
+@pytest.mark.parametrize(
+    ("generated", "gold"),
+    [(g, r) for _, g, r in EQUIVALENT] + [(g, r) for _, g, r, _ in DIFFERENT],
+)
+def test_formatting_never_changes_the_comparison(generated: str, gold: str) -> None:
+    as_logged = compare(generated, gold, "sqlite")
+    # Keywords in lower case, one clause a line: how another generator writes the same query.
+    lower = compare(_KEYWORD.sub(lambda m: "\n" + m.group().lower(), generated), gold, "sqlite")
+    pretty = compare(reformat_sql(generated, "sqlite"), gold, "sqlite")
+    assert as_logged.differences == lower.differences == pretty.differences
+
+
+def test_unparsable_sql_is_an_outcome_not_an_exception() -> None:
+    assert compare("SELECT FROM WHERE ((", "SELECT 1").error == "generated_unparsed"
+    assert compare("SELECT 1", "SELEC nothing ((").error == "reference_unparsed"
+    assert compare("SELECT 1; SELECT 2", "SELECT 1").error == "generated_unparsed"

@@ -1,0 +1,146 @@
+"""Reference mode through the record path: the ``reference`` field, its issues and score, the
+references file, and the reference never reaching a reference-free judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stef.errors import ConfigError
+from stef.io.references import load_references
+from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.models import JudgeInfo, Result, Verdict
+from stef.pipeline import Pipeline
+from stef.rules import load_rules
+from stef.service.wiring import build_backend, build_pipeline
+from stef.settings import Settings
+from stef.stages.reference import P_CORRECT
+
+SECRET = "gold_secret_table"
+RECORD = {
+    "id": "r1",
+    "question": "How many singers are from France?",
+    "sql": "SELECT COUNT(*) FROM singer AS s WHERE s.country = 'France'",
+}
+
+
+class Recording:
+    """The heuristic judge, keeping every request it was asked."""
+
+    def __init__(self) -> None:
+        self.inner = HeuristicJudge()
+        self.seen: list[JudgeRequest] = []
+
+    @property
+    def info(self) -> JudgeInfo:
+        return self.inner.info
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        self.seen.append(request)
+        return self.inner.judge(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _judge(pipeline: Pipeline, record: dict[str, Any]) -> Result:
+    processed = pipeline.process(json.dumps(record).encode(), {"file": "t", "line": 1})
+    assert processed.result is not None, processed.error
+    return processed.result
+
+
+def test_same_structure_is_correct_and_the_score_weighs_p_correct() -> None:
+    without = _judge(Pipeline(load_rules(None), HeuristicJudge()), RECORD)
+    gold = "SELECT COUNT(*) FROM singer WHERE country = 'France'"
+    result = _judge(Pipeline(load_rules(None), HeuristicJudge()), {**RECORD, "gold_sql": gold})
+    assert result.reference is not None
+    assert result.reference.verdict is Verdict.CORRECT
+    assert result.reference.differences == []
+    assert without.score is not None
+    expected = 0.25 * without.score + 0.75 * 100 * P_CORRECT[Verdict.CORRECT]
+    assert result.score == round(expected, 2)
+
+
+def test_differences_are_listed_and_become_issues() -> None:
+    gold = "SELECT COUNT(DISTINCT name) FROM singer WHERE country = 'Germany'"
+    result = _judge(Pipeline(load_rules(None), HeuristicJudge()), {**RECORD, "gold_sql": gold})
+    assert result.reference is not None and result.reference.verdict is Verdict.INCORRECT
+    found = {d.component: (d.generated, d.reference) for d in result.reference.differences}
+    assert found["filters"] == ("country = 'France'", "country = 'Germany'")
+    assert "aggregates" in found
+    assert {"filters_incorrect", "aggregation_wrong"} <= set(result.issues)
+    assert "none" not in result.issues
+    assert result.score is not None and result.score < 75
+
+
+def test_without_a_reference_the_result_has_no_reference_key() -> None:
+    result = _judge(Pipeline(load_rules(None), HeuristicJudge()), RECORD)
+    assert result.reference is None
+    assert "reference" not in json.loads(result.to_json())
+
+
+def test_a_reference_that_does_not_parse_changes_nothing_but_says_so() -> None:
+    pipeline = Pipeline(load_rules(None), HeuristicJudge())
+    without = _judge(pipeline, RECORD)
+    result = _judge(pipeline, {**RECORD, "gold_sql": "SELEC nothing (("})
+    assert result.reference is not None
+    assert (result.reference.verdict, result.reference.error) == (None, "reference_unparsed")
+    assert result.score == without.score
+
+
+def test_unsafe_sql_keeps_its_zero_with_a_reference() -> None:
+    record = {**RECORD, "sql": "DELETE FROM singer", "gold_sql": "DELETE FROM singer"}
+    result = _judge(Pipeline(load_rules(None), HeuristicJudge()), record)
+    assert result.score == 0.0 and result.reference is not None
+
+
+def test_gold_sql_through_the_field_mapping() -> None:
+    pipeline = build_pipeline(
+        Settings(field_mapping={"gold_sql": "golden.query"}),
+        load_rules(None),
+        HeuristicJudge(),
+    )
+    record = {**RECORD, "golden": {"query": "SELECT name FROM singer"}}
+    result = _judge(pipeline, record)
+    assert result.reference is not None and result.reference.verdict is Verdict.INCORRECT
+
+
+def test_the_heuristic_never_sees_the_reference() -> None:
+    backend = Recording()
+    gold = f"SELECT COUNT(*) FROM {SECRET}"
+    _judge(Pipeline(load_rules(None), backend), {**RECORD, "gold_sql": gold})
+    assert len(backend.seen) == 1
+    assert backend.seen[0].record.gold_sql is None
+    assert SECRET not in backend.seen[0].model_dump_json()
+
+
+def test_references_file_matched_on_the_normalised_question(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.jsonl"
+    line = {"question": "how many  SINGERS are from France? ", "gold_sql": "SELECT 1 FROM singer"}
+    refs.write_text(json.dumps(line) + "\n\n", encoding="utf-8")
+    settings = Settings(references=refs)
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    result = _judge(pipeline, RECORD)
+    assert result.reference is not None and result.reference.verdict is Verdict.INCORRECT
+    # The record's own gold_sql wins over the file.
+    own = "SELECT COUNT(*) FROM singer WHERE country = 'France'"
+    result = _judge(pipeline, {**RECORD, "gold_sql": own})
+    assert result.reference is not None and result.reference.verdict is Verdict.CORRECT
+    other = _judge(pipeline, {**RECORD, "question": "Another question"})
+    assert other.reference is None
+
+
+@pytest.mark.parametrize(
+    "content", ['{"question": "q"}\n', "not json\n", '["q", "SELECT 1"]\n'], ids=str
+)
+def test_a_bad_references_file_fails_loudly_with_its_line(tmp_path: Path, content: str) -> None:
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text('{"question": "ok", "gold_sql": "SELECT 1"}\n' + content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"refs\.jsonl:2"):
+        load_references(refs)
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_references(tmp_path / "missing.jsonl")

@@ -1,0 +1,176 @@
+"""Reference mode's execution (``reference.execute``): both queries run read-only on a SQLite or
+DuckDB file built here, and their rows decide; failures and timeouts are findings."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stef.errors import ConfigError
+from stef.io.database import Database, open_database
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.models import Result, Verdict
+from stef.pipeline import Pipeline
+from stef.rules import load_rules
+from stef.service.wiring import build_backend, build_pipeline
+from stef.settings import Settings
+
+ROWS = [(1, "Ann", "France", 31, 1.5), (2, "Bob", "France", 45, 2.25), (3, "Eve", "Spain", 28, 3.0)]
+CREATE = "CREATE TABLE singer (id INTEGER, name TEXT, country TEXT, age INTEGER, fee DOUBLE)"
+
+
+def _sqlite(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    conn.execute(CREATE)
+    conn.executemany("INSERT INTO singer VALUES (?, ?, ?, ?, ?)", ROWS)
+    conn.commit()
+    conn.close()
+    return f"sqlite:///{path}"  # path is absolute: four slashes in all
+
+
+def _duckdb(path: Path) -> str:
+    duckdb = pytest.importorskip("duckdb")
+    conn = duckdb.connect(str(path))
+    conn.execute(CREATE)
+    conn.executemany("INSERT INTO singer VALUES (?, ?, ?, ?, ?)", ROWS)
+    conn.close()
+    return f"duckdb:///{path}"
+
+
+BUILDERS = {"sqlite": (_sqlite, "db"), "duckdb": (_duckdb, "duckdb")}
+
+
+@pytest.fixture(params=sorted(BUILDERS))
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    build, ext = BUILDERS[request.param]
+    return build(tmp_path / f"golden.{ext}")
+
+
+def _pipeline(url: str, **execute: Any) -> Pipeline:
+    settings = Settings(reference={"execute": url, **execute})
+    return build_pipeline(settings, load_rules(None), build_backend(settings))
+
+
+def _judge(pipeline: Pipeline, question: str, sql: str, gold: str) -> Result:
+    record = {"id": "r", "question": question, "sql": sql, "gold_sql": gold}
+    processed = pipeline.process(json.dumps(record).encode(), {"file": "t", "line": 1})
+    assert processed.result is not None, processed.error
+    return processed.result
+
+
+def test_same_rows_another_structure_is_correct(database_url: str) -> None:
+    result = _judge(
+        _pipeline(database_url),
+        "Names and fees of singers from France",
+        # Another column order, another way to say the filter, float arithmetic.
+        "SELECT fee * 1.0 + 0.0000001, name FROM singer WHERE country IN ('France') AND age > 0",
+        "SELECT name, fee FROM singer WHERE country = 'France'",
+    )
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "same"
+    assert (ref.execution.generated_rows, ref.execution.reference_rows) == (2, 2)
+    assert ref.verdict is Verdict.CORRECT
+    assert ref.differences  # the structure differs: still listed
+
+
+def test_other_rows_are_incorrect(database_url: str) -> None:
+    result = _judge(
+        _pipeline(database_url),
+        "Names of singers from France",
+        "SELECT name FROM singer WHERE country = 'Spain'",
+        "SELECT name FROM singer WHERE country = 'France'",
+    )
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
+
+
+def test_row_order_counts_only_when_the_question_asks_for_it(database_url: str) -> None:
+    pipeline = _pipeline(database_url)
+    asc, desc = "SELECT name FROM singer ORDER BY age", "SELECT name FROM singer ORDER BY age DESC"
+    unordered = _judge(pipeline, "Names of the singers", asc, "SELECT name FROM singer")
+    assert unordered.reference is not None and unordered.reference.execution is not None
+    assert unordered.reference.execution.status == "same"
+    ordered = _judge(pipeline, "Names of the singers sorted by age, oldest first", asc, desc)
+    assert ordered.reference is not None and ordered.reference.execution is not None
+    assert ordered.reference.execution.status == "different"
+
+
+def test_a_failing_query_is_a_finding_not_a_crash(database_url: str) -> None:
+    pipeline = _pipeline(database_url)
+    bad = _judge(pipeline, "Names", "SELECT nme FROM singer", "SELECT name FROM singer")
+    assert bad.outcome == "evaluated" and bad.reference is not None
+    assert bad.reference.execution is not None
+    assert bad.reference.execution.status == "generated_failed"
+    assert bad.reference.verdict is Verdict.INCORRECT
+    gold_bad = _judge(pipeline, "Names", "SELECT name FROM singer", "SELECT nme FROM singer")
+    assert gold_bad.reference is not None and gold_bad.reference.execution is not None
+    assert gold_bad.reference.execution.status == "reference_failed"
+
+
+def test_a_runaway_query_times_out(database_url: str) -> None:
+    runaway = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+        "SELECT COUNT(*) FROM n, singer"
+    )
+    result = _judge(
+        _pipeline(database_url, timeout_s=0.3),
+        "How many singers?",
+        runaway,
+        "SELECT COUNT(*) FROM singer",
+    )
+    assert result.reference is not None and result.reference.execution is not None
+    assert result.reference.execution.status == "generated_failed"
+    assert result.reference.execution.detail.startswith("timeout")
+
+
+def test_too_many_rows_is_a_finding(database_url: str) -> None:
+    result = _judge(
+        _pipeline(database_url, max_rows=2),
+        "All singers",
+        "SELECT name FROM singer",
+        "SELECT name FROM singer",
+    )
+    assert result.reference is not None and result.reference.execution is not None
+    assert result.reference.execution.detail.startswith("too_many_rows")
+
+
+def test_only_a_select_runs_and_the_file_is_never_written(database_url: str) -> None:
+    result = _judge(
+        _pipeline(database_url),
+        "Remove the singers",
+        "DELETE FROM singer",
+        "SELECT name FROM singer",
+    )
+    assert result.reference is not None and result.reference.execution is not None
+    assert result.reference.execution.status == "not_run"
+    assert result.score == 0.0
+    # Read-only even for a statement the safety check missed: the connection refuses writes.
+    db: Database = open_database(database_url, timeout_s=1.0, max_rows=10)
+    try:
+        assert db.run("DELETE FROM singer").status == "error"
+        assert len(db.run("SELECT * FROM singer").rows) == 3
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:///{tmp}/missing.db", "postgres://localhost/x", "sqlite:///{tmp}/notadb.db"],
+)
+def test_a_bad_database_fails_at_start(tmp_path: Path, url: str) -> None:
+    (tmp_path / "notadb.db").write_text("hello, not a database\n" * 100)
+    with pytest.raises((ConfigError, ValueError)):
+        _pipeline(url.format(tmp=tmp_path))
+
+
+def test_without_execute_nothing_runs() -> None:
+    pipeline = Pipeline(load_rules(None), HeuristicJudge())
+    result = _judge(pipeline, "Names", "SELECT name FROM singer", "SELECT name FROM singer")
+    assert result.reference is not None and result.reference.execution is None
+    assert "execution" not in json.loads(result.to_json())["reference"]
