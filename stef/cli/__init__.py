@@ -19,7 +19,7 @@ import sys
 from stef import __version__
 from stef.cli import backfill, calibrate, judge, replay, rules, run, summary
 from stef.exits import Exit
-from stef.logs import LEVELS, configure_logging
+from stef.logs import FORMATS, LEVELS, configure_logging
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,6 +27,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"stef {__version__}")
     p.add_argument(
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=None,
+        help="auto: console text on a terminal, JSON lines otherwise (env STEF_LOG_FORMAT)",
+    )
+    p.add_argument(
+        "--log-deps-level",
+        choices=LEVELS,
+        default=None,
+        help="level of the HTTP and Kafka clients' own loggers (warning; env STEF_LOG_DEPS_LEVEL)",
     )
     sub = p.add_subparsers(dest="command", required=True)
     for command in (judge, replay, summary, rules, run, calibrate, backfill):
@@ -37,9 +49,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        configure_logging(args.log_level)
-    except ValueError as exc:  # STEF_LOG_LEVEL holds a level that does not exist
-        print(f"stef: STEF_LOG_LEVEL: {exc}", file=sys.stderr)
+        configure_logging(args.log_level, args.log_format, args.log_deps_level)
+    except ValueError as exc:  # STEF_LOG_* holds a level or format that does not exist
+        print(f"stef: STEF_LOG_*: {exc}", file=sys.stderr)
         return Exit.USAGE
     try:
         return int(args.func(args))

@@ -66,6 +66,8 @@ class Service:
         with_canary: run the settings' canary, if one is configured (``stef run`` only: a
             replay or a backfill has no schedule to keep).
         backfill: the range of a ``stef backfill`` run, set on every result.
+        log_dead_letters: log a warning per dead letter; False when the observer reports each
+            one itself (``stef replay`` prints ``FILE:LINE: invalid input``), so it shows once.
     """
 
     def __init__(
@@ -80,8 +82,10 @@ class Service:
         observer: Observer | None = None,
         with_canary: bool = False,
         backfill: Backfill | None = None,
+        log_dead_letters: bool = True,
     ) -> None:
         self.settings = settings
+        self._log_dead_letters = log_dead_letters
         self.registry = registry if registry is not None else CollectorRegistry()
         self._resources = contextlib.ExitStack()
         # Fails loudly at start on a bad rules file; later bad edits keep the last good rules.
@@ -402,7 +406,8 @@ class Service:
             )
             _send(self.results, processed, self._ack(envelope, processed))
         else:
-            log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
+            if self._log_dead_letters:
+                log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
             _send(self.dead_letters, processed, self._ack(envelope, processed))
 
     def _count(self, name: str) -> None:
