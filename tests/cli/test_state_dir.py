@@ -20,6 +20,18 @@ ROOT = Path(__file__).resolve().parents[2]
 STEF = [sys.executable, "-m", "stef.cli"]
 GOOD = {"id": "r-1", "question": "How many orders?", "sql": "SELECT COUNT(*) FROM orders"}
 NOBODY = 65534
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def _dockerfile(instruction: str) -> str:
+    """The argument of the runtime stage's last ``instruction`` (CMD, VOLUME ...)."""
+    lines = DOCKERFILE.read_text(encoding="utf-8").splitlines()
+    return [line.split(" ", 1)[1] for line in lines if line.startswith(f"{instruction} ")][-1]
+
+
+def test_the_image_keeps_its_state_in_a_volume_named_by_stef_state_dir() -> None:
+    [volume] = json.loads(_dockerfile("VOLUME"))
+    assert f"STEF_STATE_DIR={volume}" in DOCKERFILE.read_text(encoding="utf-8")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -131,7 +143,8 @@ def test_the_image_default_command_runs_as_an_unprivileged_user(app: Path, tmp_p
     state = tmp_path / "state"  # the image's VOLUME /var/lib/stef, owned by its user
     state.mkdir()
     os.chown(state, NOBODY, NOBODY)
-    command = [*STEF, "run", "--source", "-", "--results", "-", "--rules", str(app / "rules")]
+    image_cmd = json.loads(_dockerfile("CMD"))  # its rules at /app/rules: here, in app
+    command = [*STEF, *(str(app / "rules") if a == "/app/rules" else a for a in image_cmd)]
     proc = _as_nobody(
         command,
         app,
