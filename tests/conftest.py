@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
+
+from stef.logs import DEPENDENCY_LOGGERS
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -25,3 +28,10 @@ def _fresh_logging() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+    # configure_logging also sets the standard library's loggers: leave none of it behind.
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if type(h).__module__ == "stef.logs"]:
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    for name in ("stef", *DEPENDENCY_LOGGERS):
+        logging.getLogger(name).setLevel(logging.NOTSET)

@@ -15,6 +15,7 @@ import pytest
 
 from stef.cli import main
 from stef.exits import Exit
+from stef.testing.fake_server import FakeLlmServer
 
 STEF = [sys.executable, "-m", "stef.cli"]
 GOOD = {"id": "r-1", "question": "How many orders?", "sql": "SELECT COUNT(*) FROM orders"}
@@ -124,3 +125,29 @@ def test_a_replay_says_each_dead_letter_once(
         mention = re.compile(rf':{line}:|"line": {line}\b|\bline={line}\b')
         said = [text for text in stderr.splitlines() if mention.search(text)]
         assert len(said) == (1 if line in (2, 3) else 0), said
+
+
+@pytest.mark.parametrize(("deps", "shown"), [(None, False), ("debug", True)])
+def test_debug_against_a_real_endpoint_keeps_the_http_clients_quiet_unless_asked(
+    deps: str | None, shown: bool, tmp_path: Path
+) -> None:
+    flags = ["--log-deps-level", deps] if deps else []
+    with FakeLlmServer() as server:
+        llm = {
+            "STEF_LLM_BASE_URL": server.base_url,
+            "STEF_LLM_MODEL": "judge-model",
+            "STEF_LLM_API_KEY": "test-key",
+        }
+        proc = subprocess.run(
+            [*STEF, "--log-level", "debug", *flags, "replay", str(_log(tmp_path))],
+            capture_output=True,
+            text=True,
+            env={**_env(), **llm},
+            timeout=120,
+        )
+    assert proc.returncode == Exit.OK, proc.stderr
+    lines = [json.loads(line) for line in proc.stderr.splitlines()]  # every line JSON
+    loggers = {line["logger"].split(".")[0] for line in lines}
+    assert "stef" in loggers  # STEF's own debug lines are there
+    clients = loggers & {"httpx", "httpx2", "httpcore", "httpcore2", "openai"}
+    assert bool(clients) is shown, sorted(loggers)
