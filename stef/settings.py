@@ -96,7 +96,7 @@ class Settings(BaseModel):
         results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH`` or ``-`` (stdout).
         dead_letters: where invalid and poison records go (same forms as ``results``).
             Default: ``dead_letters.jsonl`` in the state directory (:func:`state_dir`),
-            created with the first dead letter.
+            created once the source is open.
         rules: rules file or directory; None: the built-in defaults.
         rules_check_interval_s: how often the rules are checked for changes (hot reload).
         concurrency: records judged at once (worker threads).

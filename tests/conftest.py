@@ -21,6 +21,16 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What STEF writes by default (a run's dead letters) goes to this test run's temporary
+    folder, never to the state directory of whoever runs the tests; subprocesses inherit it."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging() -> Iterator[None]:
     """Each test starts from structlog's defaults: a test that ran the CLI (which configures

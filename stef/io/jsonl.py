@@ -354,9 +354,9 @@ class JsonlSink:
         if path == "-":
             self._stream = sys.stdout.buffer
         else:
-            # Nothing is created until the first line (after the source is open): a service
-            # that cannot reach its source leaves no empty file behind. What would fail then
-            # fails now, at start.
+            # Nothing is created before the first line or open() (the service calls it once the
+            # source is open): a service that cannot reach its source leaves no empty file
+            # behind. What would fail then fails now, at start.
             _check_writable(path)
 
     def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
@@ -367,6 +367,12 @@ class JsonlSink:
             on_ack(SinkError(f"cannot write to {self.path}: {exc}"))
             return
         on_ack(None)
+
+    def open(self) -> None:
+        """Create the file now (empty) if no line has: called once the source is open, so a run
+        leaves its output files, empty or not, and a run that never started leaves none."""
+        with self._lock:
+            self._opened()
 
     def _opened(self) -> IO[bytes]:
         if self._stream is None:

@@ -34,6 +34,7 @@ from stef.errors import SinkError
 from stef.exits import Exit
 from stef.io import AckCallback, Envelope, Sink, Source
 from stef.io.deadletter import dead_letter
+from stef.io.jsonl import JsonlSink
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Backfill
@@ -194,6 +195,9 @@ class Service:
         drained = False
         try:
             self.source.start()
+            for sink in (self.results, self.dead_letters):
+                if isinstance(sink, JsonlSink):
+                    sink.open()  # a file output exists once its source is open, even if empty
             self.health.ready = True
             self._log_start()
             self._loop()

@@ -87,6 +87,23 @@ def test_run_writes_its_dead_letters_under_the_state_directory(tmp_path: Path) -
     assert not (tmp_path / "dead_letters.jsonl").exists()
 
 
+def test_a_run_that_opened_its_source_leaves_its_dead_letters_file_even_if_empty(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    proc = subprocess.run(
+        [*STEF, "run", "--source", f"file:{log}", "--metrics-port", "off"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(STEF_STATE_DIR=str(tmp_path / "state")),
+        timeout=120,
+    )
+    assert proc.returncode == Exit.OK, proc.stderr
+    assert (tmp_path / "state" / "dead_letters.jsonl").read_bytes() == b""  # none, and it says so
+
+
 def _as_nobody(
     args: list[str], cwd: Path, stdin: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
