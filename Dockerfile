@@ -3,7 +3,8 @@
 #   docker run --rm -p 9464:9464 -v "$PWD/rules:/app/rules:ro" stef:0.1.0 \
 #       run --source kafka://kafka:9092/agent-logs?group=stef --results kafka://kafka:9092/stef-results
 # Rules (/app/rules, hot-reloaded) can be mounted over the copy baked in; the prompt templates ship
-# inside the package.
+# inside the package. Dead letters go to the volume /var/lib/stef (STEF_STATE_DIR) unless
+# --dead-letters says otherwise; /app stays read-only.
 # No secrets here: the LLM key comes from the environment at run time (STEF_LLM_API_KEY).
 
 # ---- build: install STEF and its dependencies into a virtualenv --------------------------------
@@ -30,7 +31,9 @@ LABEL org.opencontainers.image.title="stef" \
       org.opencontainers.image.licenses="MIT"
 RUN groupadd --system --gid 10001 stef \
     && useradd --system --uid 10001 --gid stef --no-create-home --home-dir /nonexistent \
-       --shell /usr/sbin/nologin stef
+       --shell /usr/sbin/nologin stef \
+    && mkdir -p /var/lib/stef \
+    && chown 10001:10001 /var/lib/stef
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY rules /app/rules
@@ -40,7 +43,10 @@ ENV PATH=/opt/venv/bin:$PATH \
     STEF_RULES=/app/rules \
     STEF_METRICS_HOST=0.0.0.0 \
     STEF_METRICS_PORT=9464 \
-    STEF_LOG_LEVEL=info
+    STEF_LOG_LEVEL=info \
+    STEF_STATE_DIR=/var/lib/stef
+# What STEF writes by default (dead letters) goes here, never to the read-only /app.
+VOLUME ["/var/lib/stef"]
 USER 10001:10001
 EXPOSE 9464
 # slim has no curl: probe /healthz with the standard library.

@@ -120,6 +120,8 @@ class Settings(BaseModel):
             beginning). Unused without ``follow``.
         results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH`` or ``-`` (stdout).
         dead_letters: where invalid and poison records go (same forms as ``results``).
+            Default: ``dead_letters.jsonl`` in the state directory (:func:`state_dir`),
+            created once the source is open.
         rules: rules file or directory; None: the built-in defaults.
         rules_check_interval_s: how often the rules are checked for changes (hot reload).
         concurrency: records judged at once (worker threads).
@@ -165,6 +167,10 @@ class Settings(BaseModel):
         llm_tokens_per_min: per-replica LLM token rate (prompt + completion).
         log_level: ``debug`` (one line per judged record), ``info`` (starts, stops,
             rebalances, retries; dead letters), ``warning`` ...
+        log_format: ``auto`` (console text when stderr is a terminal, JSON lines otherwise),
+            ``json`` or ``console``.
+        log_deps_level: the level of the HTTP and Kafka clients' own loggers; None: warning
+            (or ``log_level`` when higher), whatever ``log_level`` says.
         llm: the LLM endpoint; not configured means the heuristic judge.
         guess_dialect: when neither the record nor its app's rules name a dialect and the
             generic dialect cannot parse the SQL, try a short list of dialects (the one used is
@@ -191,7 +197,7 @@ class Settings(BaseModel):
     source: str = "-"
     follow: bool = False
     results: str = "-"
-    dead_letters: str = "file:dead_letters.jsonl"
+    dead_letters: str = Field(default_factory=lambda: default_dead_letters(os.environ))
     rules: Path | None = None
     rules_check_interval_s: float = Field(2.0, gt=0)
     concurrency: int = Field(8, ge=1, le=1024)
@@ -240,6 +246,8 @@ class Settings(BaseModel):
 
     references: Path | None = None
     reference: ReferenceSettings = Field(default_factory=lambda: ReferenceSettings())
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_deps_level: str | None = None
 
     @field_validator("source")
     @classmethod
@@ -276,9 +284,11 @@ class Settings(BaseModel):
             raise ValueError("start_from needs a timezone, e.g. 2026-11-01T00:00:00Z")
         return value
 
-    @field_validator("log_level")
+    @field_validator("log_level", "log_deps_level")
     @classmethod
-    def _level(cls, value: str) -> str:
+    def _level(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if value.lower() not in ("debug", "info", "warning", "error", "critical"):
             raise ValueError("log_level must be debug, info, warning, error or critical")
         return value.lower()
@@ -361,6 +371,8 @@ _ENV_KEYS = (
     "commit_failures_unhealthy",
     "references",
     "reference",
+    "log_format",
+    "log_deps_level",
 )
 _STRUCTURED = (
     "kafka_consumer",
@@ -372,6 +384,22 @@ _STRUCTURED = (
     "canary",
     "reference",
 )
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    """Where STEF keeps what it writes by default: ``$STEF_STATE_DIR``, else
+    ``$XDG_STATE_HOME/stef``, else ``~/.local/state/stef`` (the XDG base directory default).
+    Never the working directory: in a container that is the read-only application folder."""
+    if env.get("STEF_STATE_DIR", "").strip():
+        return Path(env["STEF_STATE_DIR"].strip())
+    if env.get("XDG_STATE_HOME", "").strip():
+        return Path(env["XDG_STATE_HOME"].strip()) / "stef"
+    return Path(env.get("HOME", "").strip() or os.path.expanduser("~")) / ".local/state/stef"
+
+
+def default_dead_letters(env: Mapping[str, str]) -> str:
+    """The default ``dead_letters`` sink: ``dead_letters.jsonl`` in :func:`state_dir`."""
+    return f"file:{state_dir(env) / 'dead_letters.jsonl'}"
 
 
 def _env_value(key: str, text: str) -> Any:
@@ -407,6 +435,7 @@ def load_settings(
     for key, value in (overrides or {}).items():
         if value is not None:
             data[key] = value
+    data.setdefault("dead_letters", default_dead_letters(source))
     llm_file = data.pop("llm", None) or {}
     if not isinstance(llm_file, dict):
         raise ConfigError("config: 'llm' must be a mapping")
@@ -427,6 +456,7 @@ _OTHER_VARIABLES = {
     "STEF_CONFIG",
     "STEF_PROMPTS_DIR",
     "STEF_LOG_LEVEL",
+    "STEF_STATE_DIR",
     "STEF_SKIP_REAL_MODEL",
     "STEF_REAL_MODEL_RECORDS",
 }

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
+
+from stef.logs import DEPENDENCY_LOGGERS
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -18,6 +21,16 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What STEF writes by default (a run's dead letters) goes to this test run's temporary
+    folder, never to the state directory of whoever runs the tests; subprocesses inherit it."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging() -> Iterator[None]:
     """Each test starts from structlog's defaults: a test that ran the CLI (which configures
@@ -25,3 +38,10 @@ def _fresh_logging() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+    # configure_logging also sets the standard library's loggers: leave none of it behind.
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if type(h).__module__ == "stef.logs"]:
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    for name in ("stef", *DEPENDENCY_LOGGERS):
+        logging.getLogger(name).setLevel(logging.NOTSET)

@@ -150,3 +150,69 @@ def test_a_log_line_stderr_refuses_is_dropped_and_counted(monkeypatch: pytest.Mo
     structlog.get_logger("t").warning("written")
     assert dropped_lines() == before + 1
     assert registry.get_sample_value("stef_log_lines_dropped_total") == before + 1
+
+
+# ------------------------------------------------------------- one stream (issue 25 section 6)
+
+
+def test_a_dependency_record_is_one_json_line_with_stefs_keys(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging("info")  # stderr is not a terminal: JSON lines
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.get_logger("stef.io.kafka").warning("source_poll_failed", error="gone")
+    logging.getLogger("kafka.conn").warning("<BrokerConnection node_id=%s>: timed out", 1)
+    logging.getLogger("httpx2").warning("HTTP Request: %s %s", "POST", "http://x/v1")
+    own, kafka, http = _lines(stderr)
+    assert set(kafka) == set(http) == set(own) - {"error"}
+    assert (kafka["level"], kafka["logger"]) == ("warning", "kafka.conn")
+    assert kafka["event"] == "<BrokerConnection node_id=1>: timed out"
+    assert (http["level"], http["logger"]) == ("warning", "httpx2")
+    assert own["logger"] == "stef.io.kafka"
+
+
+def test_debug_keeps_the_http_clients_internals_at_warning(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging("debug")
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.get_logger("stef.pipeline").debug("record_judged")
+    for name in ("httpcore2.connection", "httpcore.http11", "openai._base_client", "kafka.conn"):
+        logging.getLogger(name).debug("internal detail")
+        logging.getLogger(name).info("internal detail")
+    logging.getLogger("httpx2").warning("retrying")
+    assert [(line["logger"], line["event"]) for line in _lines(stderr)] == [
+        ("stef.pipeline", "record_judged"),
+        ("httpx2", "retrying"),
+    ]
+
+
+def test_the_dependencies_level_lets_their_lines_through_when_asked(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEF_LOG_DEPS_LEVEL", "debug")
+    configure_logging("warning")
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.get_logger("stef.pipeline").info("hidden")
+    logging.getLogger("httpcore2.connection").debug("connect_tcp.started")
+    assert [line["logger"] for line in _lines(stderr)] == ["httpcore2.connection"]
+
+
+def test_console_format_is_text_without_colours_off_a_terminal(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_logging("info", "console")
+    monkeypatch.setattr("sys.stderr", stderr)
+    structlog.get_logger("stef.service.loop").info("service_started", source="-")
+    logging.getLogger("kafka.conn").warning("broker down")
+    own, kafka = stderr.getvalue().splitlines()
+    assert "service_started" in own and "source=-" in own and "[info" in own
+    assert "broker down" in kafka and "[warning" in kafka
+    assert "\x1b[" not in stderr.getvalue()  # no colour codes in a file
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(own)
+
+
+def test_an_unknown_format_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="log format must be one of auto, json, console"):
+        configure_logging("info", "yaml")

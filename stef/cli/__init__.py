@@ -35,7 +35,7 @@ from stef.cli import (
     summary,
 )
 from stef.exits import Exit
-from stef.logs import LEVELS, configure_logging
+from stef.logs import FORMATS, LEVELS, configure_logging
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,6 +43,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"stef {__version__}")
     p.add_argument(
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=None,
+        help="auto: console text on a terminal, JSON lines otherwise (env STEF_LOG_FORMAT)",
+    )
+    p.add_argument(
+        "--log-deps-level",
+        choices=LEVELS,
+        default=None,
+        help="level of the HTTP and Kafka clients' own loggers (warning; env STEF_LOG_DEPS_LEVEL)",
     )
     sub = p.add_subparsers(dest="command", required=True)
     for command in (
@@ -65,9 +77,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        configure_logging(args.log_level)
-    except ValueError as exc:  # STEF_LOG_LEVEL holds a level that does not exist
-        print(f"stef: STEF_LOG_LEVEL: {exc}", file=sys.stderr)
+        configure_logging(args.log_level, args.log_format, args.log_deps_level)
+    except ValueError as exc:  # STEF_LOG_* holds a level or format that does not exist
+        print(f"stef: STEF_LOG_*: {exc}", file=sys.stderr)
         return Exit.USAGE
     try:
         return int(args.func(args))

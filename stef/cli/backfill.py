@@ -44,7 +44,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--to", dest="end", help="end, excluded (default: the topic's end now)")
     p.add_argument("--results", help="kafka://HOST:PORT/TOPIC, file:PATH or - (stdout; default)")
     p.add_argument(
-        "--dead-letters", help="same forms as --results (default file:dead_letters.jsonl)"
+        "--dead-letters",
+        help="same forms as --results (default: dead_letters.jsonl in $STEF_STATE_DIR, "
+        "else $XDG_STATE_HOME/stef, else ~/.local/state/stef)",
     )
     p.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         settings, start, end = _settings(args)
     except StefError as exc:
         return report_error("stef backfill", exc)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format, settings.log_deps_level)
     endpoint = settings.source_endpoint
     source = KafkaRangeSource(
         list(endpoint.bootstrap),

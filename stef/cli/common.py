@@ -10,7 +10,7 @@ from typing import Any
 
 from stef.errors import RulesError, StefError
 from stef.exits import Exit
-from stef.logs import LEVELS
+from stef.logs import FORMATS, LEVELS
 from stef.settings import Settings, load_settings
 
 
@@ -23,6 +23,18 @@ def add_common(p: argparse.ArgumentParser, *, rules_help: str = "rules file or d
         choices=LEVELS,
         default=argparse.SUPPRESS,  # keeps a `stef --log-level X` given before the command
         help="log level on stderr (env STEF_LOG_LEVEL)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=argparse.SUPPRESS,
+        help="auto: console text on a terminal, JSON lines otherwise (env STEF_LOG_FORMAT)",
+    )
+    p.add_argument(
+        "--log-deps-level",
+        choices=LEVELS,
+        default=argparse.SUPPRESS,
+        help="level of the HTTP and Kafka clients' own loggers (warning; env STEF_LOG_DEPS_LEVEL)",
     )
 
 
@@ -38,9 +50,10 @@ def settings_of(
         ConfigError: any setting is invalid.
     """
     flags = {"rules": args.rules, **(overrides or {})}
-    level = getattr(args, "log_level", None)
-    if level is not None:
-        flags["log_level"] = level
+    for key in ("log_level", "log_format", "log_deps_level"):
+        value = getattr(args, key, None)
+        if value is not None:
+            flags[key] = value
     settings = load_settings(args.config, {k: v for k, v in flags.items() if v is not None})
     if cache is not None:
         llm = settings.llm.model_copy(update={"cache_path": Path(cache)})

@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             results=results,
             dead_letters=dead,
             observer=tally,
+            log_dead_letters=False,  # the tally prints each one, with its line and error
         )
     except (StefError, OSError) as exc:
         for sink in (results, dead):

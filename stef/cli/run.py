@@ -35,7 +35,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--results", help="kafka://HOST:PORT/TOPIC, file:PATH or - (stdout; default)")
     p.add_argument(
-        "--dead-letters", help="same forms as --results (default file:dead_letters.jsonl)"
+        "--dead-letters",
+        help="same forms as --results (default: dead_letters.jsonl in $STEF_STATE_DIR, "
+        "else $XDG_STATE_HOME/stef, else ~/.local/state/stef)",
     )
     p.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
     p.add_argument(
@@ -115,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         canary = settings.canary.model_copy(update={"path": args.canary})
         settings = settings.model_copy(update={"canary": canary})
     # The service logs at its own level: one line per record at info, its default.
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format, settings.log_deps_level)
     try:
         service = Service(settings, with_canary=True)
     except (StefError, OSError) as exc:

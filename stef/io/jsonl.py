@@ -11,6 +11,7 @@ the last acknowledged line (at-least-once, like a Kafka commit).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import sys
@@ -353,15 +354,14 @@ class JsonlSink:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._stream: IO[bytes] | None = None
         if path == "-":
-            self._stream: IO[bytes] = sys.stdout.buffer
+            self._stream = sys.stdout.buffer
         else:
-            directory = os.path.dirname(path)
-            if directory:
-                os.makedirs(directory, exist_ok=True)
-            # Unbuffered: a line is with the OS once write returns, and a failed write leaves no
-            # tail in a buffer to reach the disk later.
-            self._stream = open(path, "ab", buffering=0)  # noqa: SIM115 (held open for the run)
+            # Nothing is created before the first line or open() (the service calls it once the
+            # source is open): a service that cannot reach its source leaves no empty file
+            # behind. What would fail then fails now, at start.
+            _check_writable(path)
 
     def send(self, key: bytes | None, value: bytes, on_ack: AckCallback) -> None:
         try:
@@ -372,31 +372,70 @@ class JsonlSink:
             return
         on_ack(None)
 
+    def open(self) -> None:
+        """Create the file now (empty) if no line has: called once the source is open, so a run
+        leaves its output files, empty or not, and a run that never started leaves none."""
+        with self._lock:
+            self._opened()
+
+    def _opened(self) -> IO[bytes]:
+        if self._stream is None:
+            directory = os.path.dirname(self.path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            # Unbuffered: a line is with the OS once write returns, and a failed write leaves no
+            # tail in a buffer to reach the disk later.
+            self._stream = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held for the run)
+        return self._stream
+
     def _write(self, line: bytes) -> None:
-        if self._stream is sys.stdout.buffer:
-            self._stream.write(line)
-            self._stream.flush()
+        stream = self._opened()
+        if stream is sys.stdout.buffer:
+            stream.write(line)
+            stream.flush()
             return
-        start = self._stream.tell()
+        start = stream.tell()
         try:
             view = memoryview(line)
             while view:
-                written = self._stream.write(view)
+                written = stream.write(view)
                 view = view[written or 0 :]
         except OSError:
             # A full disk may have taken part of the line: cut it off, so the file stays JSONL
             # and the line is written whole when the record is redelivered.
             with contextlib.suppress(OSError, ValueError):
-                self._stream.truncate(start)
+                stream.truncate(start)
             raise
 
     def flush(self, timeout_s: float) -> None:
         with self._lock:
-            self._stream.flush()
+            if self._stream is not None:
+                self._stream.flush()
 
     def close(self) -> None:
         with self._lock:
             if self._stream is sys.stdout.buffer:
                 self._stream.flush()
-            else:
+            elif self._stream is not None:
                 self._stream.close()
+
+
+def _check_writable(path: str) -> None:
+    """Raise the ``PermissionError`` that opening ``path`` for appending would raise later: the
+    file, else its nearest existing ancestor directory, must be writable by this process.
+
+    Raises:
+        PermissionError: it is not (the error names the path).
+    """
+    # The effective ids (and capabilities) decide an open(), not the real ones access() uses.
+    effective = os.access in os.supports_effective_ids
+    target = os.path.abspath(path)
+    if os.path.exists(target):
+        if not os.access(target, os.W_OK, effective_ids=effective):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return
+    directory = os.path.dirname(target)
+    while not os.path.exists(directory):
+        directory = os.path.dirname(directory)
+    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=effective):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 from stef.errors import CommitError
 from stef.exits import Exit
 from stef.io import Envelope, Sink, Source
+from stef.io.jsonl import JsonlSink
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Backfill
@@ -65,6 +66,8 @@ class Service:
         with_canary: run the settings' canary, if one is configured (``stef run`` only: a
             replay or a backfill has no schedule to keep).
         backfill: the range of a ``stef backfill`` run, set on every result.
+        log_dead_letters: log a warning per dead letter; False when the observer reports each
+            one itself (``stef replay`` prints ``FILE:LINE: invalid input``), so it shows once.
     """
 
     def __init__(
@@ -79,8 +82,10 @@ class Service:
         observer: Observer | None = None,
         with_canary: bool = False,
         backfill: Backfill | None = None,
+        log_dead_letters: bool = True,
     ) -> None:
         self.settings = settings
+        self._log_dead_letters = log_dead_letters
         self.registry = registry if registry is not None else CollectorRegistry()
         self._resources = contextlib.ExitStack()
         # Fails loudly at start on a bad rules file; later bad edits keep the last good rules.
@@ -187,6 +192,9 @@ class Service:
         drained = False
         try:
             self.source.start()
+            for sink in (self.results, self.dead_letters):
+                if isinstance(sink, JsonlSink):
+                    sink.open()  # a file output exists once its source is open, even if empty
             self.health.ready = True
             self._log_start()
             self._loop()
@@ -416,5 +424,6 @@ class Service:
             )
             send(self.results, processed, self.acks.callback(envelope, processed))
         else:
-            log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
+            if self._log_dead_letters:
+                log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
             send(self.dead_letters, processed, self.acks.callback(envelope, processed))

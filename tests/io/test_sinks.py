@@ -95,7 +95,7 @@ def _lines(path: Path) -> list[Any]:
 def test_a_write_cut_by_a_full_disk_leaves_no_half_line(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     sink = JsonlSink(str(out))
-    disk = _PartialThenFull(sink._stream)
+    disk = _PartialThenFull(sink._opened())  # the file is opened at the first line
     sink._stream = disk  # type: ignore[assignment]  # the file object, as the sink holds it
     acks: Acks = []
     sink.send(None, b'{"id": "a"}', acks.append)
@@ -130,7 +130,7 @@ def test_a_short_write_then_a_full_disk_leaves_no_half_line(tmp_path: Path) -> N
     # The sink writes unbuffered, so nothing of a refused line waits in a buffer for later.
     out = tmp_path / "results.jsonl"
     sink = JsonlSink(str(out))
-    sink._stream.close()
+    sink._opened().close()  # the file is opened at the first line
     raw = _FillingFile(str(out), "ab")
     sink._stream = raw
     acks: Acks = []
@@ -144,3 +144,15 @@ def test_a_short_write_then_a_full_disk_leaves_no_half_line(tmp_path: Path) -> N
     sink.close()
     assert not half_line_left
     assert _lines(out) == [{"id": "a"}, {"id": "b"}]
+
+
+def test_a_file_sink_creates_nothing_before_its_first_line(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "dead_letters.jsonl"
+    sink = JsonlSink(str(out))
+    assert not (tmp_path / "new").exists()
+    acks: Acks = []
+    sink.send(None, b'{"id": "a"}', acks.append)
+    sink.close()
+    assert acks == [None] and _lines(out) == [{"id": "a"}]
+    JsonlSink(str(tmp_path / "unused.jsonl")).close()
+    assert not (tmp_path / "unused.jsonl").exists()
