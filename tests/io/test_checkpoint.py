@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,8 @@ def test_a_checkpoint_of_another_source_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
-    """Atomic: each save is a new inode renamed over the old one, no temporary file left."""
+    """Atomic: each save is another inode renamed over the old one; the only other file is the
+    spare the next save writes into (kept, so a save needs no new space on a full disk)."""
     log, state = tmp_path / "app.log", tmp_path / "state"
     _write(log, b"a1")
     s = _source(log, state)
@@ -183,7 +185,7 @@ def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
     _ack(_poll(s))
     s.commit()
     assert os.stat(state).st_ino != before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.log", "state"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".state.spare", "app.log", "state"]
     s.close()
 
 
@@ -192,6 +194,7 @@ def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
     _write(log, b"a1")
     s = _source(log, state_dir / "cp")
     _ack(_poll(s))
+    shutil.rmtree(state_dir)  # made at start, for the spare
     state_dir.write_text("a file where the checkpoint's directory should be")
     s.commit()  # cannot create the directory: logged, not raised
     state_dir.unlink()
