@@ -667,7 +667,10 @@ class JsonlSink:
             self._stream.write(line)
             self._stream.flush()
             return
-        start = self._stream.tell()
+        # The file's size, not tell(): in append mode the position is not moved back by a
+        # truncation, so after a first cut tell() is past the end, and cutting back to it
+        # would leave the next torn line in place (padded with zeros).
+        start = os.fstat(self._stream.fileno()).st_size
         try:
             view = memoryview(line)
             while view:
@@ -678,6 +681,7 @@ class JsonlSink:
             # and the line is written whole when the record is redelivered.
             with contextlib.suppress(OSError, ValueError):
                 self._stream.truncate(start)
+                self._stream.seek(start)
             raise
 
     def flush(self, timeout_s: float) -> None:
