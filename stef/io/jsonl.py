@@ -294,6 +294,12 @@ class FileSource:
         if self.path == "-":
             self._file = _File(sys.stdin.buffer)
             return
+        try:
+            # Before anything reads it: a FIFO would block the first open for ever.
+            check_source_file(self.path)
+        except FileNotFoundError as exc:
+            if not self.follow:
+                raise ConfigError(f"source file:{self.path}: no such file") from exc
         if self.checkpoint is not None:
             self.checkpoint.reserve()
             if self._resume(self.checkpoint):
