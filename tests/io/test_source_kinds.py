@@ -64,7 +64,8 @@ def _stef(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
 def test_stef_run_exits_2_in_one_line(bad_source: tuple[Path, list[str]], tmp_path: Path) -> None:
     path, prefix = bad_source
     args = ["run", "--source", f"file:{path}", "--follow", "--metrics-port", "off"]
-    proc = _stef(prefix, *args, "--results", f"file:{tmp_path / 'out.jsonl'}")
+    outputs = ["--results", f"file:{tmp_path / 'out'}", "--dead-letters", f"file:{tmp_path / 'dl'}"]
+    proc = _stef(prefix, *args, *outputs)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert str(path) in proc.stderr
