@@ -89,14 +89,16 @@ def locate(chain: list[Generation], identity: FileIdentity, min_size: int = 0) -
     """Where in ``chain`` the file ``identity`` names is, at least ``min_size`` bytes long
     (uncompressed); None when it is in no generation any more.
 
-    The same inode with the same first bytes wins; a copy (copytruncate) or a compressed
-    generation is recognised by its first bytes alone. With several such copies the oldest is
+    The same inode with the same first bytes wins; a copy (copytruncate) or a generation
+    compressed since is recognised by its first bytes alone. With several such copies the oldest is
     taken: reading a generation twice repeats lines, skipping one loses them.
     """
     same_inode: int | None = None
     same_head: int | None = None
     for i, gen in enumerate(chain):
-        inode = not gen.compressed and (gen.dev, gen.ino) == (identity.dev, identity.ino)
+        # A .gz generation read before has its own inode in ``identity``: matching it exactly
+        # keeps two generations with the same first bytes apart.
+        inode = (gen.dev, gen.ino) == (identity.dev, identity.ino)
         if identity.head_len == 0:
             # An empty file has no first bytes: only its inode names it.
             if inode and _size(gen) >= min_size:

@@ -177,3 +177,29 @@ def test_copytruncate_regrown_past_the_offset_reads_the_unread_rest_from_the_cop
     _write(log, c)
     assert _drain(s) == a[5:] + c
     s.close()
+
+
+def test_restarts_inside_a_compressed_generation_resume_there(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    a, b, c = _lines("a", 30), _lines("b", 10), _lines("c", 10)
+    _write(log, a)
+    s = _source(log, state)
+    first = s.poll(5, 0.5)
+    assert _drain_acked(first) == a[:5]
+    s.close()
+    _rotate(log)
+    _write(log, b)
+    _rotate(log)  # a is app.log.2.gz
+    _write(log, c)
+    s = _source(log, state)
+    assert _drain_acked(s.poll(5, 0.5)) == a[5:10]  # read out of the .gz
+    s.close()
+    s = _source(log, state)  # the checkpoint names the .gz generation now
+    assert _drain(s) == a[10:] + b + c
+    s.close()
+
+
+def _drain_acked(envelopes: list[Envelope]) -> list[bytes]:
+    for e in envelopes:
+        e.on_done()
+    return [e.payload for e in envelopes]
