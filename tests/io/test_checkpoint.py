@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,32 @@ def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
     s.commit()
     assert json.loads((state_dir / "cp").read_text())["line"] == 1
     s.close()
+
+
+def test_a_checkpoint_is_saved_on_a_full_disk(tmp_path: Path) -> None:
+    """The results fill the disk the checkpoint shares: the save still lands, in the spare slot
+    reserved at start (the state file is still replaced whole, by a rename)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        log, state = tmp_path / "app.log", disk / "state"
+        _write(log, b"a1", b"a2")
+        s = _source(log, state)
+        _ack(_poll(s))
+        fill = os.open(disk / "results", os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError):
+            while True:
+                os.write(fill, b"x" * 512)
+        os.close(fill)
+        s.close()
+        saved = json.loads(state.read_text())
+        assert (saved["line"], saved["offset"]) == (2, 6)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
