@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from stef.errors import InvalidInput, JudgeError
+from stef.io import Oversized
 from stef.io.database import Database
 from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
@@ -155,7 +156,12 @@ class Pipeline:
         return self._rules()
 
     def process(
-        self, payload: bytes, position: dict[str, Any], key: bytes | None = None
+        self,
+        payload: bytes,
+        position: dict[str, Any],
+        key: bytes | None = None,
+        *,
+        oversized: Oversized | None = None,
     ) -> Processed:
         """One raw record -> its result or its dead letter. Never raises (but for interrupts).
 
@@ -164,7 +170,11 @@ class Pipeline:
             position: where it came from (``{"topic", "partition", "offset"}`` or
                 ``{"file", "line"}``), kept in a dead letter as ``source``.
             key: the source's message key, kept on a dead letter.
+            oversized: the source kept only ``payload``, a prefix of this longer record: it is
+                dead-lettered as ``too_large`` with the whole record's length and sha256.
         """
+        if oversized is not None:
+            return self._too_large(payload, position, key, oversized)
         try:
             try:
                 record = validate(payload, self.mapping, self.limits)
@@ -207,6 +217,17 @@ class Pipeline:
     ) -> Processed:
         letter = dead_letter(reason, error, position, payload, max_bytes=self.dead_letter_max_bytes)
         return Processed(value=letter, key=key, reason=reason, error=error)
+
+    def _too_large(
+        self, prefix: bytes, position: dict[str, Any], key: bytes | None, whole: Oversized
+    ) -> Processed:
+        error = f"record is {whole.size} bytes; the limit is {self.limits.max_record_bytes}"
+        if self.metrics is not None:
+            self.metrics.observe_invalid(None, "too_large")
+        letter = dead_letter(
+            "too_large", error, position, prefix, max_bytes=self.dead_letter_max_bytes, whole=whole
+        )
+        return Processed(value=letter, key=key, reason="too_large", error=error)
 
     def _app_of(self, payload: bytes) -> str | None:
         """The app a bad record names, for the metric label only (bounded by the metrics)."""

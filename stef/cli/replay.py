@@ -14,7 +14,7 @@ from stef.errors import StefError
 from stef.exits import Exit
 from stef.io import Envelope, Sink
 from stef.io.discard import DiscardSink
-from stef.io.jsonl import FileSource, JsonlSink
+from stef.io.jsonl import FileSource, JsonlSink, check_source_file
 from stef.pipeline import Processed
 from stef.service.loop import Service
 from stef.summary import Summary
@@ -86,9 +86,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return Exit.USAGE
-    if args.file != "-" and not Path(args.file).is_file():
-        print(f"stef replay: {args.file}: no such file", file=sys.stderr)
-        return Exit.FAILURE
+    if args.file != "-":
+        try:
+            check_source_file(args.file)
+        except FileNotFoundError:
+            print(f"stef replay: {args.file}: no such file", file=sys.stderr)
+            return Exit.FAILURE
+        except StefError as exc:  # a FIFO, a directory, unreadable ...: never a hang
+            return report_error("stef replay", exc)
     if args.concurrency is not None and args.concurrency < 1:
         print("stef replay: --concurrency must be at least 1", file=sys.stderr)
         return Exit.USAGE
@@ -107,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         service = Service(
             settings,
-            source=FileSource(args.file),
+            source=FileSource(args.file, max_line_bytes=settings.limits.max_record_bytes),
             results=results,
             dead_letters=dead,
             observer=tally,
@@ -150,5 +155,13 @@ def _sink(path: str | None) -> Sink:
 def _count_lines(path: str) -> int | None:
     if path == "-":
         return None
+    # In chunks, not line by line: one huge line must not be held whole just to be counted.
+    count, blank = 0, True
     with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip())
+        while chunk := f.read(1 << 16):
+            parts = chunk.split(b"\n")
+            for part in parts[:-1]:
+                count += not (blank and not part.strip())
+                blank = True
+            blank = blank and not parts[-1].strip()
+    return count + (not blank)

@@ -15,6 +15,19 @@ from typing import Any, Protocol
 AckCallback = Callable[[BaseException | None], None]
 
 
+@dataclass(frozen=True)
+class Oversized:
+    """A record too long to be held: its envelope's payload is only its first bytes.
+
+    Attributes:
+        size: the whole record's length in bytes.
+        sha256: hex sha256 of the whole record.
+    """
+
+    size: int
+    sha256: str
+
+
 @dataclass(eq=False)
 class Envelope:
     """One raw record and its position in the source.
@@ -29,6 +42,8 @@ class Envelope:
         claim: called by a worker before it judges the record; False means the record's
             partition was revoked before its turn: it is skipped (neither judged nor written,
             never committed) and its next owner reads it again.
+        oversized: set when the source did not hold the whole record (a line longer than
+            the record size limit): ``payload`` is its prefix; it is dead-lettered as too large.
     """
 
     payload: bytes
@@ -36,6 +51,7 @@ class Envelope:
     key: bytes | None = None
     on_done: Callable[[], None] = field(default=lambda: None, repr=False)
     claim: Callable[[], bool] = field(default=lambda: True, repr=False)
+    oversized: Oversized | None = None
 
 
 class Source(Protocol):

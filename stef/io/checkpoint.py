@@ -4,7 +4,9 @@ A small JSON state file holds the identity of the file being read (device, inode
 sha256 of its first bytes) and the byte offset just past the last line whose result or dead
 letter a sink acknowledged. It is replaced atomically (write a temporary file, fsync, rename,
 fsync the directory), so a crash leaves either the old position or the new one, never a torn
-file: a restart redelivers at most what was in flight, and never skips a line.
+file: a restart redelivers at most what was in flight, and never skips a line. The temporary
+file is a spare kept from the previous save and rewritten in place, so a save needs no new disk
+space: when the results fill the disk the checkpoint beside them still records what was written.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from stef.errors import ConfigError
 HEAD_BYTES = 4096
 
 _VERSION = 1
+
+# A saved position is padded to a whole slot (JSON ignores the spaces), so the file it is
+# written into can be reused in place by the next save.
+_SLOT = 4096
 
 
 class FileIdentity(BaseModel):
@@ -111,21 +117,40 @@ class Checkpoint:
             )
         return position
 
+    def reserve(self) -> None:
+        """Make the spare file the next save writes into, while there is room (at start): a
+        checkpoint must still be saved when the disk it shares with the results fills."""
+        spare = self._spare()
+        with contextlib.suppress(OSError):
+            spare.parent.mkdir(parents=True, exist_ok=True)
+            if not spare.exists():
+                self._write_into(spare, b"")
+
     def save(self, position: FilePosition) -> None:
-        """Replace the state file atomically (and durably: fsync before and after the rename)."""
+        """Replace the state file atomically (and durably: fsync before and after the rename).
+
+        The new position is written into the spare file, in place and padded to a whole slot,
+        so on a full disk it needs no new blocks; the spare is then renamed over the state
+        file, and the replaced state file (kept by a second link) becomes the next spare.
+        """
         directory = self.path.parent
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{self.path.name}.tmp"
-        data = position.model_dump_json().encode() + b"\n"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        spare, old = self._spare(), directory / f".{self.path.name}.old"
+        if os.path.lexists(old):
+            # Left by a save cut short: the spare exists, or the old link is the spare.
+            if spare.exists():
+                old.unlink()
+            else:
+                os.replace(old, spare)
+        self._write_into(spare, position.model_dump_json().encode() + b"\n")
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+            os.link(self.path, old)
+            linked = True
+        except OSError:
+            linked = False  # the first save, or no hard links here: the next save allocates
+        os.replace(spare, self.path)
+        if linked:
+            os.replace(old, spare)
         # The rename itself must reach the disk, or a power cut may bring the old file back.
         with contextlib.suppress(OSError):
             dir_fd = os.open(directory, os.O_RDONLY)
@@ -133,6 +158,24 @@ class Checkpoint:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+    def _spare(self) -> Path:
+        return self.path.parent / f".{self.path.name}.spare"
+
+    @staticmethod
+    def _write_into(path: Path, data: bytes) -> None:
+        """Overwrite ``path`` in place with ``data`` padded by spaces (JSON ignores them) to at
+        least its current size and a whole slot: no byte of an older, longer content is left."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            size = max(os.fstat(fd).st_size, -(-len(data) // _SLOT) * _SLOT, _SLOT)
+            view = memoryview(data + b" " * (size - len(data)))
+            at = 0
+            while at < len(view):
+                at += os.pwrite(fd, view[at:], at)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def find_rotated(path: str, identity: FileIdentity) -> str | None:

@@ -12,6 +12,8 @@ import hashlib
 import json
 from typing import Any
 
+from stef.io import Oversized
+
 # Below kafka-python's default max_request_size (1,048,576 bytes) with room for key and headers.
 DEFAULT_MAX_BYTES = 512 * 1024
 MAX_ERROR_CHARS = 1000
@@ -24,6 +26,7 @@ def dead_letter(
     payload: bytes,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    whole: Oversized | None = None,
 ) -> bytes:
     """The dead-letter JSON line of one record that cannot become a result.
 
@@ -32,33 +35,40 @@ def dead_letter(
     exceed ``max_bytes``, the payload is cut to a prefix (``"payload_truncated": true``) and the
     letter carries ``payload_bytes`` and ``payload_sha256`` of the whole original; if even that
     is too long, the error is cut too (only a source position longer than the cap could exceed it).
+
+    ``whole``: ``payload`` is already only a prefix of a record the source did not hold; the
+    letter is capped as above, with the whole record's length and sha256.
     """
     if len(error) > MAX_ERROR_CHARS:
         error = error[:MAX_ERROR_CHARS] + "…"
-    letter = _encode(_letter(reason, error, position, payload))
-    if len(letter) <= max_bytes:
-        return letter
     keep = min(len(payload), max_bytes)
+    if whole is None:
+        letter = _encode(_letter(reason, error, position, payload))
+        if len(letter) <= max_bytes:
+            return letter
+        whole = Oversized(len(payload), hashlib.sha256(payload).hexdigest())
+        keep //= 2
     while True:
         # JSON escaping can grow text up to 6x (control characters), base64 by 4/3: halve until
         # the letter fits; the loop ends because an empty prefix always fits.
-        keep //= 2
         capped = _letter(reason, error, position, payload[:keep])
         capped["payload_truncated"] = True
-        capped["payload_bytes"] = len(payload)
-        capped["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+        capped["payload_bytes"] = whole.size
+        capped["payload_sha256"] = whole.sha256
         letter = _encode(capped)
         if len(letter) <= max_bytes:
             return letter
-        if keep == 0:
-            # Even without its payload the letter is too long: its error escapes to more
-            # bytes than the cap (control characters are 6 bytes of JSON each). Cut the error.
-            text = capped["error"]
-            while len(letter) > max_bytes and text:
-                text = text[: len(text) // 2]
-                capped["error"] = text + "…" if text else ""
-                letter = _encode(capped)
-            return letter
+        if keep > 0:
+            keep //= 2
+            continue
+        # Even without its payload the letter is too long: its error escapes to more
+        # bytes than the cap (control characters are 6 bytes of JSON each). Cut the error.
+        text = capped["error"]
+        while len(letter) > max_bytes and text:
+            text = text[: len(text) // 2]
+            capped["error"] = text + "…" if text else ""
+            letter = _encode(capped)
+        return letter
 
 
 def _letter(reason: str, error: str, position: dict[str, Any], payload: bytes) -> dict[str, Any]:

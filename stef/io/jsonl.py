@@ -12,24 +12,82 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
+import hashlib
 import os
 import select
+import stat
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO, BinaryIO
 
 import structlog
 
 from stef.errors import CommitError, ConfigError, SinkError
-from stef.io import AckCallback, Envelope
+from stef.io import AckCallback, Envelope, Oversized
 from stef.io.checkpoint import HEAD_BYTES, Checkpoint, FileIdentity, FilePosition, find_rotated
 from stef.io.offsets import OffsetTracker
+from stef.io.rotation import Generation, generations, locate, open_generation
 
 log = structlog.get_logger(__name__)
 
 _CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class CutLine:
+    """A line longer than a :class:`LineBuffer`'s limit, never held whole in memory.
+
+    Attributes:
+        prefix: its first ``limit`` bytes.
+        size: its length without its line ending.
+        sha256: hex sha256 of those ``size`` bytes.
+        raw_len: the bytes it took in the file, line ending included.
+    """
+
+    prefix: bytes
+    size: int
+    sha256: str
+    raw_len: int
+
+
+class _Cutting:
+    """The line being cut: its prefix, and the length and running sha256 of what followed."""
+
+    def __init__(self, prefix: bytes) -> None:
+        self.prefix = prefix
+        self.hasher = hashlib.sha256()
+        self.size = 0
+        self.raw = 0
+        # Carriage returns at the end so far: part of the line unless the newline comes next.
+        self.pending_cr = 0
+
+    def absorb(self, data: bytes | bytearray | memoryview) -> None:
+        """More of the line (no newline in it)."""
+        self.raw += len(data)
+        body = bytes(data).rstrip(b"\r")
+        if not body:
+            self.pending_cr += len(data)
+            return
+        while self.pending_cr:
+            n = min(self.pending_cr, _CHUNK)
+            self.hasher.update(b"\r" * n)
+            self.size += n
+            self.pending_cr -= n
+        self.hasher.update(body)
+        self.size += len(body)
+        self.pending_cr = len(data) - len(body)
+
+    def finish(self, ending: int, limit: int) -> bytes | CutLine:
+        raw = self.raw + ending
+        if self.size <= limit:
+            # Carriage returns made it look long: the prefix holds the whole line.
+            return self.prefix[: self.size] + b"\r" * self.pending_cr + b"\n" * ending
+        return CutLine(self.prefix, self.size, self.hasher.hexdigest(), raw)
 
 
 class LineBuffer:
@@ -40,28 +98,53 @@ class LineBuffer:
     place, the newline search resumes where the last one stopped, and consumed lines are cut
     off the front only once they are at least half the buffer (amortised linear).
 
+    With a ``limit``, a line that grows past it without a newline is no longer kept: its first
+    ``limit`` bytes are, with its length and sha256 counted as it streams by, and it comes out
+    as a :class:`CutLine` (a 200 MB line costs ``limit`` bytes of memory, not 200 MB).
+
     Attributes:
         scanned: bytes searched for a newline so far (each byte once: the cost is linear).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
         self._buf = bytearray()
         self._start = 0  # the first byte not yet handed out
         self._scan = 0  # no newline in [_start, _scan)
+        self._cut: _Cutting | None = None
+        self._cut_done: bytes | CutLine | None = None
         self.scanned = 0
 
     def __len__(self) -> int:
-        return len(self._buf) - self._start
+        cut = self._cut.raw + 1 if self._cut is not None else 0
+        return len(self._buf) - self._start + cut
 
     def feed(self, chunk: bytes) -> None:
+        if self._cut is not None:
+            newline = chunk.find(b"\n")
+            self.scanned += len(chunk) if newline < 0 else newline + 1
+            if newline < 0:
+                self._cut.absorb(chunk)
+                return
+            self._cut.absorb(memoryview(chunk)[:newline])
+            self._cut_done = self._cut.finish(1, self.limit or 0)
+            self._cut = None
+            chunk = chunk[newline + 1 :]
         self._buf += chunk
 
-    def line(self) -> bytes | None:
+    def line(self) -> bytes | CutLine | None:
         """The next complete line (with its newline), or None until one has arrived."""
+        if self._cut_done is not None:
+            done, self._cut_done = self._cut_done, None
+            return done
+        if self._cut is not None:
+            return None
         newline = self._buf.find(b"\n", self._scan)
         if newline < 0:
             self.scanned += len(self._buf) - self._scan
             self._scan = len(self._buf)
+            if self.limit is not None and len(self._buf) - self._start > self.limit:
+                self._start_cut()
             return None
         self.scanned += newline + 1 - self._scan
         line = bytes(self._buf[self._start : newline + 1])
@@ -72,8 +155,22 @@ class LineBuffer:
             self._start = 0
         return line
 
-    def rest(self) -> bytes:
+    def _start_cut(self) -> None:
+        limit = self.limit or 0
+        pending = memoryview(self._buf)[self._start :]
+        self._cut = _Cutting(bytes(pending[:limit]))
+        self._cut.absorb(pending)
+        pending.release()
+        self._buf = bytearray()
+        self._start = self._scan = 0
+
+    def rest(self) -> bytes | CutLine:
         """Whatever is left (a last line without its newline), emptying the buffer."""
+        if self._cut is not None:
+            self._cut.absorb(self._buf)
+            done = self._cut.finish(0, self.limit or 0)
+            self.clear()
+            return done
         rest = bytes(self._buf[self._start :])
         self.clear()
         return rest
@@ -81,22 +178,78 @@ class LineBuffer:
     def clear(self) -> None:
         self._buf = bytearray()
         self._start = self._scan = 0
+        self._cut = None
+        self._cut_done = None
 
 
 class _File:
     """One file as read: its stream and identity, the first bytes read (they identify it in a
-    checkpoint), how many bytes were handed out as lines, and how many lines."""
+    checkpoint), how many bytes were handed out as lines, and how many lines.
 
-    def __init__(self, stream: BinaryIO, dev: int = 0, ino: int = 0) -> None:
+    ``compressed``: a ``.gz`` generation (never written again, no inode of its original).
+    """
+
+    def __init__(
+        self, stream: BinaryIO, dev: int = 0, ino: int = 0, *, compressed: bool = False
+    ) -> None:
         self.stream = stream
         self.dev = dev
         self.ino = ino
+        self.compressed = compressed
         self.head = bytearray()
         self.consumed = 0
         self.line = 0
 
     def identity(self, upto: int) -> FileIdentity:
         return FileIdentity.of(self.dev, self.ino, bytes(self.head[: min(HEAD_BYTES, upto)]))
+
+
+def open_source_file(path: str) -> BinaryIO:
+    """Open a source path for reading, refusing what is not a regular file.
+
+    Opened without blocking, then checked: a FIFO would otherwise wait for a writer for ever,
+    and a directory, a socket or a device is no log.
+
+    Raises:
+        FileNotFoundError: there is no file (yet) at ``path``.
+        ConfigError: it is not a regular file, a symlink loop, or unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError as exc:
+        raise ConfigError(f"source file:{path}: is a directory, not a file") from exc
+    except OSError as exc:
+        raise ConfigError(f"source file:{path}: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"source file:{path}: is {_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_source_file(path: str) -> None:
+    """Raise :class:`ConfigError` unless ``path`` is a readable regular file (or missing:
+    :class:`FileNotFoundError`)."""
+    open_source_file(path).close()
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 class FileSource:
@@ -108,6 +261,9 @@ class FileSource:
         poll_interval_s: how often a followed file is checked for growth.
         checkpoint: where the position of the last acknowledged line is kept; a restart resumes
             there. None: every start reads the file from its beginning.
+        max_line_bytes: a longer line is not held in memory: its record carries its first
+            bytes with its length and sha256 (:class:`~stef.io.Oversized`), to be dead-lettered
+            as too large. None holds every line whole.
     """
 
     def __init__(
@@ -117,13 +273,14 @@ class FileSource:
         follow: bool = False,
         poll_interval_s: float = 0.2,
         checkpoint: Checkpoint | None = None,
+        max_line_bytes: int | None = None,
     ) -> None:
         self.path = path
         self.follow = follow and path != "-"
         self.poll_interval_s = poll_interval_s
         self.checkpoint = checkpoint if path != "-" else None
         self._file: _File | None = None
-        self._buffer = LineBuffer()
+        self._buffer = LineBuffer(max_line_bytes)
         self._eof = False
         self._waiting = False
         # Lines handed out, numbered in order across files; a commit saves the end of the
@@ -138,8 +295,16 @@ class FileSource:
         if self.path == "-":
             self._file = _File(sys.stdin.buffer)
             return
-        if self.checkpoint is not None and self._resume(self.checkpoint):
-            return
+        try:
+            # Before anything reads it: a FIFO would block the first open for ever.
+            check_source_file(self.path)
+        except FileNotFoundError as exc:
+            if not self.follow:
+                raise ConfigError(f"source file:{self.path}: no such file") from exc
+        if self.checkpoint is not None:
+            self.checkpoint.reserve()
+            if self._resume(self.checkpoint):
+                return
         try:
             self._open(self.path)
         except FileNotFoundError as exc:
@@ -154,7 +319,7 @@ class FileSource:
             got = self._next_line()
             if got is not None:
                 line, file = got
-                if line.strip():
+                if isinstance(line, CutLine) or line.strip():
                     out.append(self._envelope(line, file))
                 continue
             if out or self.exhausted or time.monotonic() >= deadline:
@@ -216,10 +381,14 @@ class FileSource:
 
     # ------------------------------------------------------------------------------- reading
 
-    def _envelope(self, line: bytes, file: _File) -> Envelope:
-        envelope = Envelope(
-            payload=line.rstrip(b"\r\n"), position={"file": self.path, "line": file.line}
-        )
+    def _envelope(self, line: bytes | CutLine, file: _File) -> Envelope:
+        position = {"file": self.path, "line": file.line}
+        if isinstance(line, CutLine):
+            envelope = Envelope(
+                payload=line.prefix, position=position, oversized=Oversized(line.size, line.sha256)
+            )
+        else:
+            envelope = Envelope(payload=line.rstrip(b"\r\n"), position=position)
         if self.checkpoint is not None:
             seq, self._seq = self._seq, self._seq + 1
             self._marks[seq] = (file, file.consumed, file.line)
@@ -228,9 +397,14 @@ class FileSource:
         return envelope
 
     def _open(self, path: str, offset: int = 0, line: int = 0) -> None:
-        stream = open(path, "rb")  # noqa: SIM115 (held open across polls)
-        st = os.fstat(stream.fileno())
-        file = _File(stream, st.st_dev, st.st_ino)
+        self._use(_File(open_source_file(path)), offset, line)
+
+    def _use(self, file: _File, offset: int = 0, line: int = 0) -> None:
+        """Read ``file`` from now on, from ``offset`` (its ``line``-th line ends there)."""
+        stream = file.stream
+        if not file.dev:
+            st = os.fstat(stream.fileno())
+            file.dev, file.ino = st.st_dev, st.st_ino
         if offset:
             # The first bytes identify the file in later checkpoints.
             file.head += stream.read(min(HEAD_BYTES, offset))
@@ -240,6 +414,17 @@ class FileSource:
             self._file.stream.close()
         self._file = file
         self._buffer.clear()
+
+    def _open_generation(self, gen: Generation, offset: int = 0, line: int = 0) -> None:
+        if gen.live:
+            self._open(gen.path, offset, line)
+            return
+        st = os.stat(gen.path)
+        self._use(
+            _File(open_generation(gen), st.st_dev, st.st_ino, compressed=gen.compressed),
+            offset,
+            line,
+        )
 
     def _resume(self, checkpoint: Checkpoint) -> bool:
         """Open where the checkpoint says; False when it says nothing (start as without one)."""
@@ -253,21 +438,38 @@ class FileSource:
             self._open(self.path, saved.offset, saved.line)
             log.info("checkpoint_resumed", source=self.path, offset=saved.offset, line=saved.line)
             return True
+        # Rotated while down, maybe several times, maybe compressed since: finish that
+        # generation, then every newer one in order, then the live file.
+        chain = [g for g in generations(self.path) if not g.live]
+        at = locate(chain, saved.file, saved.offset)
+        if at is not None:
+            try:
+                self._open_generation(chain[at], saved.offset, saved.line)
+            except (OSError, EOFError, zlib.error) as exc:
+                log.warning("checkpoint_generation_unreadable", path=chain[at].path, error=str(exc))
+            else:
+                log.info(
+                    "checkpoint_resumed",
+                    source=chain[at].path,
+                    offset=saved.offset,
+                    line=saved.line,
+                )
+                return True
         rotated = find_rotated(self.path, saved.file)
         if rotated is not None and os.stat(rotated).st_size >= saved.offset:
-            # Rotated while down: finish the old file, then the new one is followed from 0.
+            # Rotated under a name outside the chain: finish it, then the live file from 0.
             self._open(rotated, saved.offset, saved.line)
             log.info("checkpoint_resumed", source=rotated, offset=saved.offset, line=saved.line)
             return True
         log.warning("checkpoint_file_replaced", source=self.path, offset=saved.offset)
         return False
 
-    def _next_line(self) -> tuple[bytes, _File] | None:
+    def _next_line(self) -> tuple[bytes | CutLine, _File] | None:
         """The next complete line and its file, or None when there is none yet (or ever)."""
         while True:
             file = self._file
             if file is None:
-                if self.follow and self._reopen_if_rotated():
+                if self.follow and self._advance():
                     continue
                 return None
             line = self._buffer.line()
@@ -284,12 +486,12 @@ class FileSource:
                 if len(self._buffer):
                     return self._take(file, self._buffer.rest())
                 return None
-            if self._reopen_if_rotated():
+            if self._advance():
                 continue
             return None
 
-    def _take(self, file: _File, line: bytes) -> tuple[bytes, _File]:
-        file.consumed += len(line)
+    def _take(self, file: _File, line: bytes | CutLine) -> tuple[bytes | CutLine, _File]:
+        file.consumed += line.raw_len if isinstance(line, CutLine) else len(line)
         file.line += 1
         return line, file
 
@@ -304,43 +506,117 @@ class FileSource:
             self._waiting = False
             # read1 returns what is available instead of blocking for a full chunk.
             return stream.read1(_CHUNK)  # type: ignore[attr-defined,no-any-return]
-        chunk = stream.read(_CHUNK)
+        if self.follow and self._truncated(file):
+            return b""  # the bytes at our offset are another file's now: see _advance
+        try:
+            chunk = stream.read(_CHUNK)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            # A damaged or unfinished .gz generation: what it held up to here was read.
+            log.warning("rotated_generation_unreadable", source=self.path, error=str(exc))
+            chunk = b""
         if len(file.head) < HEAD_BYTES:
             file.head += chunk[: HEAD_BYTES - len(file.head)]
         return chunk
 
-    def _reopen_if_rotated(self) -> bool:
-        """At the end of a followed file: switch to a new file at the path, or rewind after a
-        truncation. True when there is something new to read (or a line to hand out)."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return False  # rotated away, the new file is not there yet: keep the old one
-        file = self._file
-        if file is None:
-            self._open(self.path)
+    def _truncated(self, file: _File) -> bool:
+        """True when a plain file no longer starts with the bytes it started with, or is
+        shorter than what was read: truncated in place (copytruncate), whatever its size now;
+        a file that grew back past our offset before we looked again is caught too."""
+        if file.compressed or not file.head:
+            return False
+        fd = file.stream.fileno()
+        if os.fstat(fd).st_size < file.stream.tell():
             return True
-        if (st.st_dev, st.st_ino) != (file.dev, file.ino):
+        return os.pread(fd, len(file.head), 0) != bytes(file.head)
+
+    def _advance(self) -> bool:
+        """At the end of a followed file: move on when it was rotated away or truncated, else
+        wait. True when there is something new to read (or a line to hand out)."""
+        file = self._file
+        try:
+            st: os.stat_result | None = os.stat(self.path)
+        except OSError:
+            st = None  # rotated away, the new file is not there yet
+        if file is None:
+            if st is None:
+                return False
+            return self._open_live()
+        same = (
+            st is not None
+            and not file.compressed
+            and (st.st_dev, st.st_ino) == (file.dev, file.ino)
+        )
+        if same:
+            if self._truncated(file):
+                return self._after_truncation(file)
+            return False
+        if not file.compressed:
             # Finish the old file first: lines may have landed between our read and the rename.
-            rest = file.stream.read()
+            rest = file.stream.read(_CHUNK)
             if len(file.head) < HEAD_BYTES:
                 file.head += rest[: HEAD_BYTES - len(file.head)]
             if rest:
                 self._buffer.feed(rest)
                 return True
-            if len(self._buffer):
-                # A last line without its newline: hand it out, the writer is gone.
-                self._buffer.feed(b"\n")
+        if len(self._buffer):
+            # A last line without its newline: hand it out, the writer is gone.
+            self._buffer.feed(b"\n")
+            return True
+        return self._next_generation(file, st is not None)
+
+    def _next_generation(self, file: _File, live_exists: bool) -> bool:
+        """Switch from the finished ``file`` to the generation after it (the live file last)."""
+        chain = generations(self.path)
+        at = locate(chain, file.identity(HEAD_BYTES))
+        if at is None:
+            if not live_exists:
+                return False
+            # Not found in the chain (deleted, or renamed outside it): the live file is next.
+            log.info("rotation_followed", source=self.path, previous_generation="gone")
+            return self._open_live()
+        if at + 1 >= len(chain):
+            return False  # it is the newest generation; the live file is not there yet
+        gen = chain[at + 1]
+        try:
+            self._open_generation(gen)
+        except ConfigError as exc:
+            log.warning("source_not_readable", error=str(exc))
+            return False
+        except (OSError, EOFError, zlib.error) as exc:
+            log.info("rotation_retry", path=gen.path, error=str(exc))
+            return False  # rotated again meanwhile: the next poll lists the chain again
+        log.info("rotation_followed", source=self.path, generation=gen.path)
+        return True
+
+    def _after_truncation(self, file: _File) -> bool:
+        """The live file was truncated in place: what we had not read of it is in a copy
+        (copytruncate) when one is found by its first bytes; read the rest there, then the
+        newer generations, then the live file from its start."""
+        copies = [g for g in generations(self.path) if not g.live]
+        at = locate(copies, file.identity(HEAD_BYTES), file.consumed)
+        if at is not None:
+            try:
+                self._open_generation(copies[at], file.consumed, file.line)
+            except (OSError, EOFError, zlib.error) as exc:
+                log.warning("rotated_generation_unreadable", path=copies[at].path, error=str(exc))
+            else:
+                log.info("copytruncate_followed", source=self.path, copy=copies[at].path)
                 return True
+        log.info("file_truncated", source=self.path, lost_unread_bytes_possible=True)
+        file.stream.seek(0)
+        self._use(_File(file.stream, file.dev, file.ino))
+        return True
+
+    def _open_live(self) -> bool:
+        try:
             self._open(self.path)
-            return True
-        if st.st_size < file.stream.tell():
-            # Copytruncate: the same file starts over (a new identity: its first bytes differ).
-            file.stream.seek(0)
-            self._file = _File(file.stream, file.dev, file.ino)
-            self._buffer.clear()
-            return True
-        return False
+        except FileNotFoundError:
+            return False
+        except ConfigError as exc:
+            # A FIFO or a directory appeared at the path: say so, keep waiting for a file.
+            log.warning("source_not_readable", error=str(exc))
+            return False
+        return True
 
 
 def _done(tracker: OffsetTracker, seq: int) -> Callable[[], None]:
@@ -355,6 +631,10 @@ class JsonlSink:
         self.path = path
         self._lock = threading.Lock()
         self._stream: IO[bytes] | None = None
+        # A last line without its newline found at open (a write cut by a crash or a full disk)
+        # and cut off, so the lines appended after it stay JSONL; its record was not
+        # acknowledged, so it is redelivered and written whole.
+        self.torn_lines_cut = 0
         if path == "-":
             self._stream = sys.stdout.buffer
         else:
@@ -386,7 +666,27 @@ class JsonlSink:
             # Unbuffered: a line is with the OS once write returns, and a failed write leaves no
             # tail in a buffer to reach the disk later.
             self._stream = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held for the run)
+            self._cut_torn_line(self._stream)
         return self._stream
+
+    def _cut_torn_line(self, stream: IO[bytes]) -> None:
+        # The sink's own descriptor is append-only: look with a reading one.
+        with open(self.path, "rb") as reader:
+            fd = reader.fileno()
+            size = os.fstat(fd).st_size
+            if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+                return
+            end = size
+            while end > 0:
+                start = max(0, end - _CHUNK)
+                newline = os.pread(fd, end - start, start).rfind(b"\n")
+                if newline >= 0:
+                    end = start + newline + 1
+                    break
+                end = start
+        os.ftruncate(stream.fileno(), end)
+        self.torn_lines_cut += 1
+        log.warning("sink_torn_line_cut", path=self.path, bytes=size - end, kept_bytes=end)
 
     def _write(self, line: bytes) -> None:
         stream = self._opened()
@@ -394,7 +694,10 @@ class JsonlSink:
             stream.write(line)
             stream.flush()
             return
-        start = stream.tell()
+        # The file's size, not tell(): in append mode the position is not moved back by a
+        # truncation, so after a first cut tell() is past the end, and cutting back to it
+        # would leave the next torn line in place (padded with zeros).
+        start = os.fstat(stream.fileno()).st_size
         try:
             view = memoryview(line)
             while view:
@@ -405,6 +708,7 @@ class JsonlSink:
             # and the line is written whole when the record is redelivered.
             with contextlib.suppress(OSError, ValueError):
                 stream.truncate(start)
+                stream.seek(start)
             raise
 
     def flush(self, timeout_s: float) -> None:

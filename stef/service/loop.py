@@ -407,7 +407,9 @@ class Service:
             self.acks.release(envelope)
             return
         started = time.perf_counter()
-        processed = self.pipeline.process(envelope.payload, envelope.position, envelope.key)
+        processed = self.pipeline.process(
+            envelope.payload, envelope.position, envelope.key, oversized=envelope.oversized
+        )
         if processed.result is not None:
             result = processed.result
             # Debug, not info: a line per record cost ~10% of a Kafka replica's throughput.

@@ -117,6 +117,7 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
         path or "-",
         follow=settings.follow,
         checkpoint=Checkpoint(where) if where is not None else None,
+        max_line_bytes=settings.limits.max_record_bytes,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -172,7 +174,8 @@ def test_a_checkpoint_of_another_source_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
-    """Atomic: each save is a new inode renamed over the old one, no temporary file left."""
+    """Atomic: each save is another inode renamed over the old one; the only other file is the
+    spare the next save writes into (kept, so a save needs no new space on a full disk)."""
     log, state = tmp_path / "app.log", tmp_path / "state"
     _write(log, b"a1")
     s = _source(log, state)
@@ -183,7 +186,7 @@ def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
     _ack(_poll(s))
     s.commit()
     assert os.stat(state).st_ino != before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.log", "state"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".state.spare", "app.log", "state"]
     s.close()
 
 
@@ -192,6 +195,7 @@ def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
     _write(log, b"a1")
     s = _source(log, state_dir / "cp")
     _ack(_poll(s))
+    shutil.rmtree(state_dir)  # made at start, for the spare
     state_dir.write_text("a file where the checkpoint's directory should be")
     with pytest.raises(CommitError) as failed:  # cannot create the directory: the caller counts it
         s.commit()
@@ -202,3 +206,32 @@ def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
     assert json.loads((state_dir / "cp").read_text())["line"] == 1
     assert s.uncommitted() == 0
     s.close()
+
+
+def test_a_checkpoint_is_saved_on_a_full_disk(tmp_path: Path) -> None:
+    """The results fill the disk the checkpoint shares: the save still lands, in the spare slot
+    reserved at start (the state file is still replaced whole, by a rename)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        log, state = tmp_path / "app.log", disk / "state"
+        _write(log, b"a1", b"a2")
+        s = _source(log, state)
+        _ack(_poll(s))
+        fill = os.open(disk / "results", os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError):
+            while True:
+                os.write(fill, b"x" * 512)
+        os.close(fill)
+        s.close()
+        saved = json.loads(state.read_text())
+        assert (saved["line"], saved["offset"]) == (2, 6)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -156,3 +156,52 @@ def test_a_file_sink_creates_nothing_before_its_first_line(tmp_path: Path) -> No
     assert acks == [None] and _lines(out) == [{"id": "a"}]
     JsonlSink(str(tmp_path / "unused.jsonl")).close()
     assert not (tmp_path / "unused.jsonl").exists()
+
+
+def test_a_second_cut_write_in_a_row_leaves_no_half_line(tmp_path: Path) -> None:
+    """After a first cut, an append-mode file's position is past its end: the next cut must go
+    back to the file's size, not to that position."""
+    out = tmp_path / "results.jsonl"
+    sink = JsonlSink(str(out))
+    sink._opened().close()
+    raw = _FillingFile(str(out), "ab")
+    sink._stream = raw
+    acks: Acks = []
+    sink.send(None, b'{"id": "a"}', acks.append)
+    for _ in range(2):
+        raw.room = 5  # a little space comes back, then the disk is full again mid-line
+        sink.send(None, b'{"id": "b"}', acks.append)
+    assert acks[0] is None and all(isinstance(a, SinkError) for a in acks[1:])
+    assert out.read_bytes() == b'{"id": "a"}\n'
+    raw.room = 1 << 30
+    sink.send(None, b'{"id": "b"}', acks.append)
+    sink.close()
+    assert _lines(out) == [{"id": "a"}, {"id": "b"}]
+
+
+def test_a_torn_last_line_is_cut_before_appending(tmp_path: Path) -> None:
+    """A line torn by a crash mid-write (no newline) is cut at open, counted and logged; its
+    record was never acknowledged, so it is redelivered and written whole after the cut."""
+    out = tmp_path / "results.jsonl"
+    out.write_bytes(b'{"id": "a"}\n{"id": "b", "sc')
+    sink = JsonlSink(str(out))
+    sink.open()  # the service opens its sinks once the source is open
+    assert sink.torn_lines_cut == 1
+    acks: Acks = []
+    sink.send(None, b'{"id": "b"}', acks.append)
+    sink.close()
+    assert acks == [None]
+    assert _lines(out) == [{"id": "a"}, {"id": "b"}]
+    again = JsonlSink(str(out))
+    again.open()
+    again.close()
+    assert again.torn_lines_cut == 0  # a whole file is left alone
+
+
+def test_a_file_of_one_torn_line_is_emptied(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    out.write_bytes(b'{"id": "a", "sco' + b"x" * 100_000)  # longer than one read of the tail
+    sink = JsonlSink(str(out))
+    sink.open()
+    sink.close()
+    assert sink.torn_lines_cut == 1 and out.read_bytes() == b""

@@ -3,8 +3,10 @@ judged twice), and rotation by rename or by copytruncate loses no line and re-ju
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -136,3 +138,33 @@ def test_copytruncate_rotation_loses_nothing_and_repeats_nothing(
     again.wait_for(lambda: len(car.ids()) >= 5, timeout_s=30, what="the line after restart")
     car.stop(again)
     assert sorted(car.ids()) == _want(*range(5))
+
+
+def test_stopped_across_three_rotations_one_compressed_loses_no_generation(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    """logrotate with compress + delaycompress ran three times while the sidecar was down: the
+    generations are read in order (agent.jsonl.3.gz, .2.gz, .1, then the live file)."""
+    car = _Sidecar(tmp_path, service_factory)
+    _append(car.log, 0, 1)
+    first = car.start()
+    first.wait_for(lambda: len(car.ids()) == 2, timeout_s=30, what="the first two")
+    car.stop(first)
+    _append(car.log, 2)
+    for ids in [(3, 4), (5, 6), (7,)]:
+        for n in (2, 1):
+            for suffix in ("", ".gz"):
+                old = tmp_path / f"agent.jsonl.{n}{suffix}"
+                if old.exists():
+                    os.rename(old, tmp_path / f"agent.jsonl.{n + 1}{suffix}")
+        os.rename(car.log, tmp_path / "agent.jsonl.1")
+        second = tmp_path / "agent.jsonl.2"
+        if second.exists():
+            with second.open("rb") as src, gzip.open(f"{second}.gz", "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            second.unlink()
+        _append(car.log, *ids)
+    again = car.start()
+    again.wait_for(lambda: len(car.ids()) >= 8, timeout_s=30, what="every generation")
+    car.stop(again)
+    assert sorted(car.ids()) == _want(*range(8))  # each once

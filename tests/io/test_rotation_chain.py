@@ -1,0 +1,205 @@
+"""A followed file loses no line however many generations logrotate makes while the source lags
+or is stopped: rename rotation (with ``delaycompress``'s ``.gz``) and copytruncate, several
+generations deep, and a file truncated and regrown past the read offset between two polls."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+from stef.io import Envelope
+from stef.io.checkpoint import Checkpoint
+from stef.io.jsonl import FileSource
+
+
+def _lines(tag: str, n: int) -> list[bytes]:
+    return [f'{{"gen": "{tag}", "n": {i}}}'.encode() for i in range(1, n + 1)]
+
+
+def _write(path: Path, lines: list[bytes]) -> None:
+    with path.open("ab") as f:
+        for line in lines:
+            f.write(line + b"\n")
+
+
+def _rotate(log: Path, keep: int = 5, *, delaycompress: bool = True) -> None:
+    """logrotate's rename rotation: shift app.log.N up, app.log becomes app.log.1, and with
+    ``compress`` + ``delaycompress`` the generation that became .2 is compressed."""
+    for n in range(keep, 0, -1):
+        for suffix in ("", ".gz"):
+            old = log.with_name(f"{log.name}.{n}{suffix}")
+            if old.exists():
+                os.rename(old, log.with_name(f"{log.name}.{n + 1}{suffix}"))
+    os.rename(log, log.with_name(f"{log.name}.1"))
+    second = log.with_name(f"{log.name}.2")
+    if delaycompress and second.exists():
+        with second.open("rb") as src, gzip.open(f"{second}.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        second.unlink()
+
+
+def _copytruncate(log: Path, keep: int = 5) -> None:
+    """logrotate's copytruncate: shift the copies up, copy app.log to app.log.1, truncate it."""
+    for n in range(keep, 0, -1):
+        old = log.with_name(f"{log.name}.{n}")
+        if old.exists():
+            os.rename(old, log.with_name(f"{log.name}.{n + 1}"))
+    shutil.copyfile(log, log.with_name(f"{log.name}.1"))
+    with log.open("r+b") as f:
+        f.truncate(0)
+
+
+def _source(log: Path, state: Path | None = None) -> FileSource:
+    checkpoint = Checkpoint(state) if state is not None else None
+    s = FileSource(str(log), follow=True, poll_interval_s=0.01, checkpoint=checkpoint)
+    s.start()
+    return s
+
+
+def _drain(s: FileSource, *, ack: bool = True) -> list[bytes]:
+    """Everything there is to read now (polled until two polls in a row bring nothing)."""
+    got: list[Envelope] = []
+    empty = 0
+    while empty < 2:
+        batch = s.poll(1000, 0.05)
+        empty = 0 if batch else empty + 1
+        got += batch
+    if ack:
+        for e in got:
+            e.on_done()
+    return [e.payload for e in got]
+
+
+def test_rename_rotation_several_generations_while_lagging(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    a, b, c, d = _lines("a", 150), _lines("b", 150), _lines("c", 150), _lines("d", 20)
+    _write(log, a)
+    s = _source(log)
+    assert [e.payload for e in s.poll(10, 0.5)] == a[:10]  # the source lags behind
+    _rotate(log)
+    _write(log, b)
+    _rotate(log)  # a is now app.log.2.gz (delaycompress), b app.log.1
+    _write(log, c)
+    _rotate(log)
+    _write(log, d)
+    assert _drain(s) == a[10:] + b + c + d
+    s.close()
+
+
+def test_rename_rotation_several_generations_while_stopped(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    a, b, c, d = _lines("a", 30), _lines("b", 30), _lines("c", 30), _lines("d", 5)
+    _write(log, a[:20])
+    s = _source(log, state)
+    assert _drain(s) == a[:20]
+    s.close()
+    _write(log, a[20:])  # written while the sidecar was down, before the first rotation
+    _rotate(log)
+    _write(log, b)
+    _rotate(log)
+    _write(log, c)
+    _rotate(log)  # a is app.log.3.gz, b app.log.2.gz, c app.log.1
+    _write(log, d)
+    s = _source(log, state)
+    got = s.poll(1000, 0.5)
+    assert got[0].position["line"] == 21  # a's numbering goes on where it stopped
+    for e in got:
+        e.on_done()
+    assert [e.payload for e in got] + _drain(s) == a[20:] + b + c + d
+    s.close()
+    _write(log, [b'{"after": 1}'])
+    s = _source(log, state)
+    assert _drain(s) == [b'{"after": 1}']  # the checkpoint moved to the live file
+    s.close()
+
+
+def test_copytruncate_several_generations_while_lagging(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    a, b, c = _lines("a", 150), _lines("b", 150), _lines("c", 400)
+    _write(log, a)
+    s = _source(log)
+    assert [e.payload for e in s.poll(10, 0.5)] == a[:10]
+    _copytruncate(log)
+    _write(log, b)
+    _copytruncate(log)  # a is app.log.2, b app.log.1
+    _write(log, c)  # longer than a: the live file is past the offset read in a
+    assert _drain(s) == a[10:] + b + c
+    s.close()
+
+
+def test_copytruncate_several_generations_while_stopped(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    a, b, c = _lines("a", 30), _lines("b", 30), _lines("c", 60)
+    _write(log, a[:20])
+    s = _source(log, state)
+    assert _drain(s) == a[:20]
+    s.close()
+    _write(log, a[20:])
+    _copytruncate(log)
+    _write(log, b)
+    _copytruncate(log)
+    _write(log, c)
+    s = _source(log, state)
+    assert _drain(s) == a[20:] + b + c
+    s.close()
+
+
+def test_a_truncated_file_that_regrew_past_the_offset_is_read_from_its_start(
+    tmp_path: Path,
+) -> None:
+    """Truncation is told by the file's first bytes, not its size: it may be longer again
+    before the next poll."""
+    log = tmp_path / "app.log"
+    a, c = _lines("a", 5), _lines("c", 50)
+    _write(log, a)
+    s = _source(log)
+    assert _drain(s) == a
+    with log.open("r+b") as f:
+        f.truncate(0)
+    _write(log, c)  # 50 lines: far past the 5 lines' offset
+    got = s.poll(1000, 0.5)
+    assert [(e.position["line"], e.payload) for e in got] == list(enumerate(c, start=1))
+    s.close()
+
+
+def test_copytruncate_regrown_past_the_offset_reads_the_unread_rest_from_the_copy(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "app.log"
+    a, c = _lines("a", 10), _lines("c", 50)
+    _write(log, a[:5])
+    s = _source(log)
+    assert _drain(s) == a[:5]
+    _write(log, a[5:])  # not read yet when the rotator copies and truncates
+    _copytruncate(log)
+    _write(log, c)
+    assert _drain(s) == a[5:] + c
+    s.close()
+
+
+def test_restarts_inside_a_compressed_generation_resume_there(tmp_path: Path) -> None:
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    a, b, c = _lines("a", 30), _lines("b", 10), _lines("c", 10)
+    _write(log, a)
+    s = _source(log, state)
+    first = s.poll(5, 0.5)
+    assert _drain_acked(first) == a[:5]
+    s.close()
+    _rotate(log)
+    _write(log, b)
+    _rotate(log)  # a is app.log.2.gz
+    _write(log, c)
+    s = _source(log, state)
+    assert _drain_acked(s.poll(5, 0.5)) == a[5:10]  # read out of the .gz
+    s.close()
+    s = _source(log, state)  # the checkpoint names the .gz generation now
+    assert _drain(s) == a[10:] + b + c
+    s.close()
+
+
+def _drain_acked(envelopes: list[Envelope]) -> list[bytes]:
+    for e in envelopes:
+        e.on_done()
+    return [e.payload for e in envelopes]
