@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry
 from stef.errors import SinkError
 from stef.exits import Exit
 from stef.io import AckCallback, Envelope, Sink, Source
-from stef.io.deadletter import dead_letter
+from stef.io.deadletter import dead_letter, message_key
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Backfill
@@ -459,8 +459,9 @@ class Service:
             envelope.position,
             envelope.payload,
             max_bytes=_MIN_LETTER_BYTES,  # a prefix, the length and sha256 of the original
+            key=envelope.key,
         )
-        replacement = Processed(value=letter, key=envelope.key, reason="sink_rejected")
+        replacement = Processed(value=letter, key=message_key(envelope.key), reason="sink_rejected")
         _send(self.dead_letters, replacement, self._ack(envelope, replacement, fallback=False))
 
 
