@@ -23,7 +23,7 @@ from stef.models import Backfill
 from stef.pipeline import Processed
 from stef.service.health import HealthServer
 from stef.service.loop import Service
-from stef.service.wiring import open_sink
+from stef.service.wiring import open_sink, refuse_feedback
 from stef.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -119,6 +119,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | 
     endpoint = settings.source_endpoint
     if endpoint.kind != "kafka" or not endpoint.topic:
         raise ConfigError("--source must be kafka://HOST:PORT/TOPIC")
+    refuse_feedback(settings)
     return settings, start, end
 
 

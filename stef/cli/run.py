@@ -12,6 +12,7 @@ from stef.errors import StefError
 from stef.exits import Exit
 from stef.logs import configure_logging
 from stef.service.loop import Service
+from stef.service.wiring import refuse_feedback
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -109,6 +110,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_of(args, _overrides(args))
+        refuse_feedback(settings)
     except StefError as exc:
         return report_error("stef run", exc)
     if args.canary is not None:

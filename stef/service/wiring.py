@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stef.errors import ConfigError
 from stef.io import Sink, Source
 from stef.io.checkpoint import Checkpoint
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
-from stef.io.urls import Endpoint
+from stef.io.urls import Endpoint, same_place
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
 from stef.judges.llm import LlmJudge, build_llm_judge
@@ -125,3 +126,23 @@ def open_sink(
             headers=headers,
         )
     return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")
+
+
+def refuse_feedback(settings: Settings) -> None:
+    """Refuse results or dead letters written to the topic or file the source reads: each output
+    would be read back, judged (a result or a dead letter is not a valid record: a dead letter)
+    and written again, for ever.
+
+    Raises:
+        ConfigError: the results or the dead letters go where the source reads.
+    """
+    source = settings.source_endpoint
+    for what, sink in (
+        ("results", settings.results_endpoint),
+        ("dead_letters", settings.dead_letters_endpoint),
+    ):
+        if same_place(source, sink):
+            raise ConfigError(
+                f"{what} {sink} is where the source reads: its output would be read back "
+                "and judged again, for ever; write it elsewhere"
+            )
