@@ -149,6 +149,10 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        source_unreachable_timeout_s: how long a Kafka source may stay unusable (no broker
+            answers, or the group cannot be rejoined after a broker restart) before
+            ``/readyz`` fails and the command exits 1 (a restart starts afresh); ``stef
+            backfill`` then says where it stopped.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -186,6 +190,7 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    source_unreachable_timeout_s: float = Field(120.0, gt=0)
 
     @field_validator("source")
     @classmethod
@@ -220,6 +225,8 @@ class Settings(BaseModel):
     def _aware(cls, value: datetime | None) -> datetime | None:
         if value is not None and value.utcoffset() is None:
             raise ValueError("start_from needs a timezone, e.g. 2026-11-01T00:00:00Z")
+        if value is not None and value.timestamp() < 0:
+            raise ValueError("start_from is before 1970-01-01, where Kafka timestamps start")
         return value
 
     @field_validator("log_level")
@@ -303,6 +310,7 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "source_unreachable_timeout_s",
 )
 _STRUCTURED = (
     "kafka_consumer",

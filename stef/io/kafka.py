@@ -85,15 +85,7 @@ class KafkaSource:
         checked, answer = self._reach
         if time.monotonic() - checked < 2.0:
             return answer
-        answer = f"no bootstrap server of {','.join(self.bootstrap)} answers"
-        for server in self.bootstrap:
-            host, _, port = server.rpartition(":")
-            try:
-                with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), 1.0):
-                    answer = None
-                    break
-            except (OSError, ValueError):
-                continue
+        answer = no_broker_answers(self.bootstrap)
         self._reach = (time.monotonic(), answer)
         return answer
 
@@ -181,8 +173,11 @@ class KafkaSource:
 
     def commit(self) -> None:
         """Commit every partition whose acknowledged run moved (synchronously)."""
+        if self._consumer is None:
+            return
+        self._advance_idle(self._consumer)
         offsets = self._committable()
-        if not offsets or self._consumer is None:
+        if not offsets:
             return
         try:
             self._consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
@@ -195,6 +190,20 @@ class KafkaSource:
                 tracker = self._trackers.get(tp)
             if tracker is not None:
                 tracker.mark_committed(offset)
+
+    def _advance_idle(self, consumer: KafkaConsumer) -> None:
+        """Partitions with every fetched record done may commit the consumer's position: the
+        transaction markers after a transactional producer's records are offsets no fetch
+        returns, and without this the commit (and the lag) would stay one short of the end."""
+        with self._lock:
+            idle = [(tp, t) for tp, t in self._trackers.items() if not t.in_flight]
+        for tp, tracker in idle:
+            try:
+                position = consumer.position(tp, timeout_ms=100)
+            except KafkaError:  # revoked meanwhile, or no position yet (start_from pending)
+                continue
+            if position is not None:
+                tracker.advance(position)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Per assigned partition: its end minus the oldest offset not yet done; partitions whose
@@ -328,6 +337,18 @@ class KafkaSource:
         if self._consumer is None:
             raise ConfigError("the Kafka source is not started")
         return self._consumer
+
+
+def no_broker_answers(bootstrap: list[str]) -> str | None:
+    """None when a TCP connection to one of the ``bootstrap`` servers succeeds, else why not."""
+    for server in bootstrap:
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), 1.0):
+                return None
+        except (OSError, ValueError):
+            continue
+    return f"no bootstrap server of {','.join(bootstrap)} answers"
 
 
 def _rejects_one_message(exc: BaseException) -> bool:
