@@ -13,8 +13,10 @@ StefError
 │   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
 ├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
 │                            once and then raises LlmReplyError (never leaves the judge)
-└── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
-                             refused that one message (it is replaced by a minimal dead letter)
+├── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
+│                            refused that one message (it is replaced by a minimal dead letter)
+└── SourceLost               a running source stayed unusable (no broker answering) past its
+                             bound; the command exits 1 and a restart starts afresh
 
 Private control-flow errors (the LLM client's ``_BadBody``, retried and then raised as
 LlmTransportError) derive from StefError too and never leave their module. Third-party errors are
@@ -188,3 +190,7 @@ class SinkError(StefError):
     def __init__(self, message: str, *, rejected: bool = False) -> None:
         super().__init__(message)
         self.rejected = rejected
+
+
+class SourceLost(StefError):
+    """A running source stayed unusable past ``source_unreachable_timeout_s``."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stef.cli.common import add_common, report_error, settings_of
-from stef.errors import StefError
+from stef.errors import SourceLost, StefError
 from stef.exits import Exit
 from stef.logs import configure_logging
 from stef.service.loop import Service
@@ -125,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
     service.install_signal_handlers()
     try:
         return service.run()
+    except SourceLost as exc:  # gone while running: a restart starts afresh
+        print(f"stef run: {exc}", file=sys.stderr)
+        return Exit.FAILURE
     except StefError as exc:  # the source could not be reached at start
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.USAGE

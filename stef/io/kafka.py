@@ -29,7 +29,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
 )
 from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
-from stef.errors import ConfigError, SinkError
+from stef.errors import ConfigError, SinkError, SourceLost
 from stef.io import AckCallback, Envelope
 from stef.io.offsets import OffsetTracker
 
@@ -49,6 +49,8 @@ class KafkaSource:
             Kafka's default, or ``earliest``).
         start_from: when set, a partition without a committed offset starts at the first
             record at or after this time instead (the end when there is none yet).
+        unreachable_timeout_s: how long no broker may answer before :meth:`poll` raises
+            :class:`~stef.errors.SourceLost`.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class KafkaSource:
         consumer_options: dict[str, Any] | None = None,
         auto_offset_reset: str = "latest",
         start_from: datetime | None = None,
+        unreachable_timeout_s: float = 120.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -76,6 +79,9 @@ class KafkaSource:
         self._lock = threading.Lock()
         self._paused = False
         self._reach: tuple[float, str | None] = (0.0, None)
+        self.unreachable_timeout_s = unreachable_timeout_s
+        self._unreachable_since: float | None = None
+        self._checked_ends = 0.0
 
     # ------------------------------------------------------------------------------ protocol
 
@@ -131,7 +137,13 @@ class KafkaSource:
             # on the next poll, and /readyz says the source is unreachable meanwhile.
             log.warning("source_poll_failed", error=str(exc)[:300])
             time.sleep(min(timeout_s, 1.0))
+            self._watch_reach()
             return []
+        if not batches:
+            self._watch_reach()
+            self._reset_past_end(consumer)
+        else:
+            self._unreachable_since = None
         out: list[Envelope] = []
         for tp, messages in batches.items():
             with self._lock:
@@ -154,6 +166,58 @@ class KafkaSource:
                     )
                 )
         return out
+
+    def _watch_reach(self) -> None:
+        """Raise :class:`SourceLost` once no broker has answered for ``unreachable_timeout_s``
+        (``/readyz`` fails meanwhile): kafka-python would reconnect for ever, and a restart is
+        what brings a replica back in a known state."""
+        why = self.unreachable()
+        if why is None:
+            self._unreachable_since = None
+            return
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+        elif now - self._unreachable_since >= self.unreachable_timeout_s:
+            raise SourceLost(f"source {self.topic}: {why} for {self.unreachable_timeout_s:g} s")
+
+    def _reset_past_end(self, consumer: KafkaConsumer) -> None:
+        """A partition whose position is past its end had its log truncated or recreated (a
+        broker that came back empty). Apache Kafka answers such a fetch with
+        OFFSET_OUT_OF_RANGE and the consumer resets by its policy; a broker that answers with
+        no records instead (Tansu) would leave the consumer waiting for ever. Reset it here by
+        the same policy (checked at most every second, on polls that brought nothing)."""
+        now = time.monotonic()
+        if now - self._checked_ends < 1.0:
+            return
+        self._checked_ends = now
+        for tp in consumer.assignment():
+            high = consumer.highwater(tp)
+            if high is None:
+                continue
+            try:
+                position = consumer.position(tp, timeout_ms=100)
+            except KafkaError:
+                continue
+            if position is None or position <= high:
+                continue
+            with self._lock:
+                old = self._trackers.get(tp)
+                self._trackers[tp] = OffsetTracker()
+            if old is not None:
+                old.close()  # records of the old log still in flight no longer move the commit
+            earliest = self.auto_offset_reset == "earliest"
+            if earliest:
+                consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek_to_end(tp)
+            log.warning(
+                "partition_reset_past_end",
+                partition=tp.partition,
+                position=position,
+                end=high,
+                reset="earliest" if earliest else "latest",
+            )
 
     def pause(self) -> None:
         consumer = self._require()

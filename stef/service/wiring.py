@@ -96,6 +96,7 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
             consumer_options=settings.kafka_consumer,
             auto_offset_reset=settings.auto_offset_reset,
             start_from=settings.start_from,
+            unreachable_timeout_s=settings.source_unreachable_timeout_s,
         )
     path = endpoint.path if endpoint.kind == "file" else "-"
     # The checkpoint belongs to the configured source, not to another file opened here.
