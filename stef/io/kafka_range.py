@@ -182,7 +182,7 @@ class KafkaRangeSource:
             if self._next[tp] >= end or (messages and messages[-1].offset >= end):
                 self._next[tp] = end
                 finished.append(tp)
-        finished += self._past_markers(consumer, set(finished))
+        finished += self._past_markers(consumer, {*finished, *batches})
         if finished:
             consumer.pause(*finished)
         self._watch_silence(progress=bool(out or finished))
@@ -222,13 +222,14 @@ class KafkaRangeSource:
                 out[tp.partition] = at
         return out
 
-    def _past_markers(self, consumer: KafkaConsumer, finished: set[TopicPartition]) -> list[Any]:
+    def _past_markers(self, consumer: KafkaConsumer, skip: set[TopicPartition]) -> list[Any]:
         """Partitions whose position reached the range's end with no record left to return: the
         last offsets of a transactional topic are commit markers no fetch returns, so the end
-        is seen only through the consumer's position (which moves past them)."""
+        is seen only through the consumer's position (which moves past them). ``skip``: the
+        partitions finished, or that brought records, in this poll."""
         out = []
         for tp, (_, end) in self._bounds.items():
-            if tp in finished or self._next.get(tp, end) >= end:
+            if tp in skip or self._next.get(tp, end) >= end:
                 continue
             try:
                 position = consumer.position(tp, timeout_ms=100)
