@@ -15,8 +15,10 @@ StefError
 │                            once and then raises LlmReplyError (never leaves the judge)
 ├── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
 │                            refused that one message (it is replaced by a minimal dead letter)
-└── CommitError              a source could not commit acknowledged positions (Kafka offsets,
-                             a file checkpoint); retried at the next commit, counted, escalated
+├── CommitError              a source could not commit acknowledged positions (Kafka offsets,
+│                            a file checkpoint); retried at the next commit, counted, escalated
+└── SourceLost               a running source stayed unusable (no broker answering) past its
+                             bound; the command exits 1 and a restart starts afresh
 
 Private control-flow errors (the LLM client's ``_BadBody``, retried and then raised as
 LlmTransportError) derive from StefError too and never leave their module. Third-party errors are
@@ -203,3 +205,7 @@ class CommitError(StefError):
     def __init__(self, message: str, *, source: str) -> None:
         super().__init__(message)
         self.source = source
+
+
+class SourceLost(StefError):
+    """A running source stayed unusable past ``source_unreachable_timeout_s``."""

@@ -21,7 +21,7 @@ import structlog
 from stef.errors import InvalidInput, JudgeError
 from stef.io import Oversized
 from stef.io.database import Database
-from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
+from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter, message_key
 from stef.judges.base import Judge, JudgeRequest
 from stef.metrics import Metrics
 from stef.models import (
@@ -71,7 +71,8 @@ class Processed:
 
     Attributes:
         value: the bytes to write: the result JSON, or the dead-letter JSON.
-        key: the message key: the record id for a result, the source's key for a dead letter.
+        key: the message key: the record id for a result, the source's key for a dead letter
+            (either cut to its first ``MAX_KEY_BYTES``: :func:`stef.io.deadletter.message_key`).
         result: the result, when the record was judged (any outcome, ``judge_error`` included).
         reason: the dead letter's reason (``not_json``, ``limits_exceeded``, ``internal_error``).
         error: the dead letter's human-readable error.
@@ -195,7 +196,9 @@ class Pipeline:
             value = result.to_json().encode("utf-8")
             if self.metrics is not None:
                 self.metrics.observe_result(result)
-            return Processed(value=value, key=result.id.encode("utf-8"), result=result)
+            # The id may be as long as the record allows: the key is bounded, the value has it all.
+            key = message_key(result.id.encode("utf-8"))
+            return Processed(value=value, key=key, result=result)
         except Exception as exc:  # the one guard of the record path: no record stops a command
             message = str(exc).replace("\n", " ")[:_MAX_INTERNAL_MESSAGE]
             log.error(
@@ -215,8 +218,10 @@ class Pipeline:
         payload: bytes,
         key: bytes | None,
     ) -> Processed:
-        letter = dead_letter(reason, error, position, payload, max_bytes=self.dead_letter_max_bytes)
-        return Processed(value=letter, key=key, reason=reason, error=error)
+        letter = dead_letter(
+            reason, error, position, payload, max_bytes=self.dead_letter_max_bytes, key=key
+        )
+        return Processed(value=letter, key=message_key(key), reason=reason, error=error)
 
     def _too_large(
         self, prefix: bytes, position: dict[str, Any], key: bytes | None, whole: Oversized

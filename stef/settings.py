@@ -190,6 +190,10 @@ class Settings(BaseModel):
             line): a record whose normalised question is there is judged against that SQL
             too (reference mode); a record's own ``gold_sql`` wins.
         reference: reference mode's opt-in execution (:class:`ReferenceSettings`).
+        source_unreachable_timeout_s: how long a Kafka source may stay unusable (no broker
+            answers, or the group cannot be rejoined after a broker restart) before
+            ``/readyz`` fails and the command exits 1 (a restart starts afresh); ``stef
+            backfill`` then says where it stopped.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -248,6 +252,7 @@ class Settings(BaseModel):
     reference: ReferenceSettings = Field(default_factory=lambda: ReferenceSettings())
     log_format: Literal["auto", "json", "console"] = "auto"
     log_deps_level: str | None = None
+    source_unreachable_timeout_s: float = Field(120.0, gt=0)
 
     @field_validator("source")
     @classmethod
@@ -282,6 +287,8 @@ class Settings(BaseModel):
     def _aware(cls, value: datetime | None) -> datetime | None:
         if value is not None and value.utcoffset() is None:
             raise ValueError("start_from needs a timezone, e.g. 2026-11-01T00:00:00Z")
+        if value is not None and value.timestamp() < 0:
+            raise ValueError("start_from is before 1970-01-01, where Kafka timestamps start")
         return value
 
     @field_validator("log_level", "log_deps_level")
@@ -373,6 +380,7 @@ _ENV_KEYS = (
     "reference",
     "log_format",
     "log_deps_level",
+    "source_unreachable_timeout_s",
 )
 _STRUCTURED = (
     "kafka_consumer",

@@ -142,9 +142,10 @@ class Broker:
 
 
 @contextmanager
-def tansu_broker(startup_timeout_s: float = 20.0) -> Iterator[Broker]:
-    """Start an in-memory Tansu broker on a free 127.0.0.1 port; SIGKILL it on exit."""
-    port = free_port()
+def tansu_broker(startup_timeout_s: float = 20.0, port: int | None = None) -> Iterator[Broker]:
+    """Start an in-memory Tansu broker on a free 127.0.0.1 port (or ``port``: a restart of a
+    stopped broker, which comes back empty); SIGKILL it on exit."""
+    port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
         [

@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry
 from stef.cli.common import add_common, report_error, settings_of
 from stef.cli.progress import Progress
 from stef.errors import ConfigError, StefError
+from stef.exits import Exit
 from stef.io.kafka_range import KafkaRangeSource
 from stef.logs import configure_logging
 from stef.metrics import BackfillMetrics
 from stef.models import Backfill
 from stef.service.health import HealthServer
 from stef.service.loop import Service
-from stef.service.wiring import open_sink
+from stef.service.wiring import open_sink, refuse_feedback
 from stef.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -35,13 +36,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         'the live service is not disturbed. Every result carries "backfill": {"from", '
         '"to"}; results and dead letters written to Kafka carry the header stef-backfill: '
         "FROM/TO; --metrics-port serves stef_backfill_* metrics, never the live ones. Exit "
-        "status: 0 done, 1 a sink failed or a record never finished, 2 invalid settings.",
+        "status: 0 done, 1 a sink failed, a record never finished, or the run stopped before "
+        "the range's end (a signal, the broker lost: it prints the --resume that finishes it), "
+        "2 invalid settings.",
     )
     p.add_argument("--source", required=True, help="kafka://HOST:PORT/TOPIC")
     p.add_argument(
         "--from", dest="start", required=True, help="start, with timezone (2026-11-01T00:00Z)"
     )
     p.add_argument("--to", dest="end", help="end, excluded (default: the topic's end now)")
+    p.add_argument(
+        "--resume",
+        metavar="P:OFFSET,...",
+        help="finish a stopped run: read only these partitions, each from its offset (what the "
+        "stopped run printed; give the same --from and --to)",
+    )
     p.add_argument("--results", help="kafka://HOST:PORT/TOPIC, file:PATH or - (stdout; default)")
     p.add_argument(
         "--dead-letters",
@@ -67,6 +76,8 @@ def _instant(text: str, flag: str) -> datetime:
         raise ConfigError(f"{flag} {text!r}: not an ISO 8601 timestamp") from exc
     if when.utcoffset() is None:
         raise ConfigError(f"{flag} {text!r}: give a timezone (Z or +HH:MM)")
+    if when.timestamp() < 0:
+        raise ConfigError(f"{flag} {text!r}: before 1970-01-01, where Kafka timestamps start")
     return when
 
 
@@ -84,12 +95,14 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | 
     }
     start = _instant(args.start, "--from")
     end = _instant(args.end, "--to") if args.end else None
+    _resume(args.resume)  # checked with the other flags, before any connection
     if end is not None and end <= start:
         raise ConfigError("--to must be after --from")
     settings = settings_of(args, overrides)
     endpoint = settings.source_endpoint
     if endpoint.kind != "kafka" or not endpoint.topic:
         raise ConfigError("--source must be kafka://HOST:PORT/TOPIC")
+    refuse_feedback(settings)
     return settings, start, end
 
 
@@ -120,6 +133,44 @@ def _service(
     return service
 
 
+def _resume(text: str | None) -> dict[int, int] | None:
+    """``--resume 0:120,3:77`` -> ``{0: 120, 3: 77}``."""
+    if text is None:
+        return None
+    out = {}
+    for part in text.split(","):
+        partition, sep, offset = part.strip().partition(":")
+        try:
+            if not sep:
+                raise ValueError(part)
+            p, o = int(partition), int(offset)
+        except ValueError:
+            raise ConfigError(
+                f"--resume {text!r}: expected PARTITION:OFFSET[,PARTITION:OFFSET...]"
+            ) from None
+        if p < 0 or o < 0:
+            raise ConfigError(f"--resume {text!r}: partitions and offsets are not negative")
+        out[p] = o
+    return out
+
+
+def _stopped_early(source: KafkaRangeSource, status: int) -> str | None:
+    """The one line saying where a run that did not finish its range stopped, else None."""
+    left = source.unfinished()
+    if not left:
+        return None
+    # The loop ends at the range's end, on a lost broker, or on a stop request; a failed run
+    # (a sink, records that never finished) returns non-zero.
+    failed = "a sink failed or records never finished"
+    why = source.stopped or (failed if status != Exit.OK else "stopped by a signal")
+    where = ", ".join(f"partition {p} at offset {o}" for p, o in sorted(left.items()))
+    spec = ",".join(f"{p}:{o}" for p, o in sorted(left.items()))
+    return (
+        f"stef backfill: the range is not finished ({why}): {where}; rerun with the same "
+        f"--from and --to and --resume {spec} to finish it"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings, start, end = _settings(args)
@@ -133,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
         start,
         end,
         consumer_options=settings.kafka_consumer,
+        resume=_resume(args.resume),
+        unreachable_timeout_s=settings.source_unreachable_timeout_s,
     )
     progress = Progress(None, sys.stderr.isatty() and not args.no_progress)
     mark = Backfill(**{"from": start.isoformat(), "to": end.isoformat() if end else None})
@@ -156,4 +209,8 @@ def run(args: argparse.Namespace) -> int:
         f"{service.counts['dead_letters']} dead letters of {source.total} records",
         file=sys.stderr,
     )
+    stopped = _stopped_early(source, status)
+    if stopped is not None:
+        print(stopped, file=sys.stderr)
+        return max(status, Exit.FAILURE)
     return status

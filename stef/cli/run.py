@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from stef.cli.common import add_common, report_error, settings_of
-from stef.errors import StefError
+from stef.errors import SourceLost, StefError
 from stef.exits import Exit
 from stef.logs import configure_logging
 from stef.service.loop import Service
+from stef.service.wiring import refuse_feedback
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -111,6 +112,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_of(args, _overrides(args))
+        refuse_feedback(settings)
     except StefError as exc:
         return report_error("stef run", exc)
     if args.canary is not None:
@@ -125,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
     service.install_signal_handlers()
     try:
         return service.run()
+    except SourceLost as exc:  # gone while running: a restart starts afresh
+        print(f"stef run: {exc}", file=sys.stderr)
+        return Exit.FAILURE
     except StefError as exc:  # the source could not be reached at start
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.USAGE

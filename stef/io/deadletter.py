@@ -3,6 +3,8 @@
 A dead letter always fits its sink: the payload it keeps is capped (``max_bytes`` for the whole
 letter, safely below a Kafka producer's default ``max_request_size`` of 1 MiB), and a capped
 payload keeps its full length and sha256 beside a prefix, so the original can still be identified.
+The message key an output carries is bounded the same way (:func:`message_key`): a source key
+longer than :data:`MAX_KEY_BYTES` is cut to a prefix, and the letter keeps its length and sha256.
 """
 
 from __future__ import annotations
@@ -17,6 +19,27 @@ from stef.io import Oversized
 # Below kafka-python's default max_request_size (1,048,576 bytes) with room for key and headers.
 DEFAULT_MAX_BYTES = 512 * 1024
 MAX_ERROR_CHARS = 1000
+# Message keys are identifiers; a longer one (a 3 MB key that compressed well on its way in) would
+# make the output message too large for the producer, and the record could never be written.
+MAX_KEY_BYTES = 1024
+
+
+def message_key(key: bytes | None) -> bytes | None:
+    """The key an output message carries: ``key`` itself, or its first :data:`MAX_KEY_BYTES`."""
+    if key is None or len(key) <= MAX_KEY_BYTES:
+        return key
+    return key[:MAX_KEY_BYTES]
+
+
+def _key_fields(key: bytes | None) -> dict[str, Any]:
+    """What a letter says of a key :func:`message_key` cut: its whole length and sha256."""
+    if key is None or len(key) <= MAX_KEY_BYTES:
+        return {}
+    return {
+        "key_truncated": True,
+        "key_bytes": len(key),
+        "key_sha256": hashlib.sha256(key).hexdigest(),
+    }
 
 
 def dead_letter(
@@ -27,8 +50,13 @@ def dead_letter(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     whole: Oversized | None = None,
+    key: bytes | None = None,
 ) -> bytes:
     """The dead-letter JSON line of one record that cannot become a result.
+
+    ``key`` is the source message's key: when it is longer than :data:`MAX_KEY_BYTES` (the
+    letter's own message then carries a prefix, see :func:`message_key`), the letter says so with
+    ``"key_truncated": true``, ``key_bytes`` and ``key_sha256`` of the whole key.
 
     The payload is the original text when it is UTF-8, else base64 with
     ``"payload_encoding": "base64"``, so the original bytes can be recovered. When the letter would
@@ -41,6 +69,10 @@ def dead_letter(
     """
     if len(error) > MAX_ERROR_CHARS:
         error = error[:MAX_ERROR_CHARS] + "…"
+    keyed = _key_fields(key)
+    letter = _encode({**_letter(reason, error, position, payload), **keyed})
+    if len(letter) <= max_bytes:
+        return letter
     keep = min(len(payload), max_bytes)
     if whole is None:
         letter = _encode(_letter(reason, error, position, payload))
@@ -51,7 +83,8 @@ def dead_letter(
     while True:
         # JSON escaping can grow text up to 6x (control characters), base64 by 4/3: halve until
         # the letter fits; the loop ends because an empty prefix always fits.
-        capped = _letter(reason, error, position, payload[:keep])
+        keep //= 2
+        capped = {**_letter(reason, error, position, payload[:keep]), **keyed}
         capped["payload_truncated"] = True
         capped["payload_bytes"] = whole.size
         capped["payload_sha256"] = whole.sha256

@@ -29,7 +29,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
 )
 from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
-from stef.errors import CommitError, ConfigError, SinkError
+from stef.errors import CommitError, ConfigError, SinkError, SourceLost
 from stef.io import AckCallback, Envelope
 from stef.io.offsets import OffsetTracker
 
@@ -49,6 +49,8 @@ class KafkaSource:
             Kafka's default, or ``earliest``).
         start_from: when set, a partition without a committed offset starts at the first
             record at or after this time instead (the end when there is none yet).
+        unreachable_timeout_s: how long no broker may answer before :meth:`poll` raises
+            :class:`~stef.errors.SourceLost`.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class KafkaSource:
         consumer_options: dict[str, Any] | None = None,
         auto_offset_reset: str = "latest",
         start_from: datetime | None = None,
+        unreachable_timeout_s: float = 120.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -76,6 +79,9 @@ class KafkaSource:
         self._lock = threading.Lock()
         self._paused = False
         self._reach: tuple[float, str | None] = (0.0, None)
+        self.unreachable_timeout_s = unreachable_timeout_s
+        self._unreachable_since: float | None = None
+        self._checked_ends = 0.0
 
     # ------------------------------------------------------------------------------ protocol
 
@@ -85,15 +91,7 @@ class KafkaSource:
         checked, answer = self._reach
         if time.monotonic() - checked < 2.0:
             return answer
-        answer = f"no bootstrap server of {','.join(self.bootstrap)} answers"
-        for server in self.bootstrap:
-            host, _, port = server.rpartition(":")
-            try:
-                with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), 1.0):
-                    answer = None
-                    break
-            except (OSError, ValueError):
-                continue
+        answer = no_broker_answers(self.bootstrap)
         self._reach = (time.monotonic(), answer)
         return answer
 
@@ -139,7 +137,13 @@ class KafkaSource:
             # on the next poll, and /readyz says the source is unreachable meanwhile.
             log.warning("source_poll_failed", error=str(exc)[:300])
             time.sleep(min(timeout_s, 1.0))
+            self._watch_reach()
             return []
+        if not batches:
+            self._watch_reach()
+            self._reset_past_end(consumer)
+        else:
+            self._unreachable_since = None
         out: list[Envelope] = []
         for tp, messages in batches.items():
             with self._lock:
@@ -163,6 +167,58 @@ class KafkaSource:
                 )
         return out
 
+    def _watch_reach(self) -> None:
+        """Raise :class:`SourceLost` once no broker has answered for ``unreachable_timeout_s``
+        (``/readyz`` fails meanwhile): kafka-python would reconnect for ever, and a restart is
+        what brings a replica back in a known state."""
+        why = self.unreachable()
+        if why is None:
+            self._unreachable_since = None
+            return
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+        elif now - self._unreachable_since >= self.unreachable_timeout_s:
+            raise SourceLost(f"source {self.topic}: {why} for {self.unreachable_timeout_s:g} s")
+
+    def _reset_past_end(self, consumer: KafkaConsumer) -> None:
+        """A partition whose position is past its end had its log truncated or recreated (a
+        broker that came back empty). Apache Kafka answers such a fetch with
+        OFFSET_OUT_OF_RANGE and the consumer resets by its policy; a broker that answers with
+        no records instead (Tansu) would leave the consumer waiting for ever. Reset it here by
+        the same policy (checked at most every second, on polls that brought nothing)."""
+        now = time.monotonic()
+        if now - self._checked_ends < 1.0:
+            return
+        self._checked_ends = now
+        for tp in consumer.assignment():
+            high = consumer.highwater(tp)
+            if high is None:
+                continue
+            try:
+                position = consumer.position(tp, timeout_ms=100)
+            except KafkaError:
+                continue
+            if position is None or position <= high:
+                continue
+            with self._lock:
+                old = self._trackers.get(tp)
+                self._trackers[tp] = OffsetTracker()
+            if old is not None:
+                old.close()  # records of the old log still in flight no longer move the commit
+            earliest = self.auto_offset_reset == "earliest"
+            if earliest:
+                consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek_to_end(tp)
+            log.warning(
+                "partition_reset_past_end",
+                partition=tp.partition,
+                position=position,
+                end=high,
+                reset="earliest" if earliest else "latest",
+            )
+
     def pause(self) -> None:
         consumer = self._require()
         if not self._paused:
@@ -181,8 +237,11 @@ class KafkaSource:
 
     def commit(self) -> None:
         """Commit every partition whose acknowledged run moved (synchronously)."""
+        if self._consumer is None:
+            return
+        self._advance_idle(self._consumer)
         offsets = self._committable()
-        if not offsets or self._consumer is None:
+        if not offsets:
             return
         try:
             self._consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
@@ -202,6 +261,20 @@ class KafkaSource:
         with self._lock:
             trackers = list(self._trackers.values())
         return sum(t.uncommitted for t in trackers)
+
+    def _advance_idle(self, consumer: KafkaConsumer) -> None:
+        """Partitions with every fetched record done may commit the consumer's position: the
+        transaction markers after a transactional producer's records are offsets no fetch
+        returns, and without this the commit (and the lag) would stay one short of the end."""
+        with self._lock:
+            idle = [(tp, t) for tp, t in self._trackers.items() if not t.in_flight]
+        for tp, tracker in idle:
+            try:
+                position = consumer.position(tp, timeout_ms=100)
+            except KafkaError:  # revoked meanwhile, or no position yet (start_from pending)
+                continue
+            if position is not None:
+                tracker.advance(position)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Per assigned partition: its end minus the oldest offset not yet done; partitions whose
@@ -338,6 +411,18 @@ class KafkaSource:
         if self._consumer is None:
             raise ConfigError("the Kafka source is not started")
         return self._consumer
+
+
+def no_broker_answers(bootstrap: list[str]) -> str | None:
+    """None when a TCP connection to one of the ``bootstrap`` servers succeeds, else why not."""
+    for server in bootstrap:
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), 1.0):
+                return None
+        except (OSError, ValueError):
+            continue
+    return f"no bootstrap server of {','.join(bootstrap)} answers"
 
 
 def _rejects_one_message(exc: BaseException) -> bool:

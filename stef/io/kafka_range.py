@@ -4,7 +4,9 @@ The partitions are assigned by hand (no consumer group), so a backfill neither j
 commits for the live group and never moves its offsets. The range is turned into offsets once,
 at start, through the broker's time index: per partition, from the first record at or after
 ``start`` to the first record at or after ``end`` (or the end of the partition then). The source
-is exhausted once every partition has been read to its end offset.
+is exhausted once every partition has been read to its end offset, or once no broker has
+answered for ``unreachable_timeout_s``; :meth:`KafkaRangeSource.unfinished` then says, per
+partition, the first offset not done, which a rerun takes as ``resume``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from kafka.errors import KafkaError  # type: ignore[import-untyped]
 
 from stef.errors import ConfigError
 from stef.io import Envelope
+from stef.io.kafka import no_broker_answers
+from stef.io.offsets import OffsetTracker
 
 log = structlog.get_logger(__name__)
 
@@ -35,6 +39,9 @@ class KafkaRangeSource:
         end: the end of the range, excluded; None: up to the end of the topic at start.
         consumer_options: further ``KafkaConsumer`` settings (client id, TLS ...); group
             settings are ignored, the source has no group.
+        resume: partition -> offset: read only these partitions, each from its offset (what
+            :meth:`unfinished` said of a stopped run), instead of from ``start``.
+        unreachable_timeout_s: how long no broker may answer before the source gives up.
     """
 
     def __init__(
@@ -45,6 +52,8 @@ class KafkaRangeSource:
         end: datetime | None = None,
         *,
         consumer_options: dict[str, Any] | None = None,
+        resume: dict[int, int] | None = None,
+        unreachable_timeout_s: float = 120.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -58,6 +67,13 @@ class KafkaRangeSource:
         self._consumer: KafkaConsumer | None = None
         self._bounds: dict[TopicPartition, tuple[int, int]] = {}
         self._next: dict[TopicPartition, int] = {}
+        self._trackers: dict[TopicPartition, OffsetTracker] = {}
+        self._resume_at = dict(resume) if resume is not None else None
+        self.unreachable_timeout_s = unreachable_timeout_s
+        self._silent_since: float | None = None
+        self._checked = 0.0
+        # Why the range was left unfinished (the broker lost), once it was.
+        self.stopped: str | None = None
 
     @property
     def total(self) -> int:
@@ -84,7 +100,15 @@ class KafkaRangeSource:
             last = self._offsets(consumer, tps, self.end_at, ends) if self.end_at else ends
         except KafkaError as exc:
             raise ConfigError(f"source {where}: cannot read the range: {exc}") from exc
+        if self._resume_at is not None:
+            unknown = set(self._resume_at) - set(partitions)
+            if unknown:
+                raise ConfigError(f"source {where}: no partition {sorted(unknown)} to resume")
+            # A resumed run reads the partitions named, each from its offset; the others were
+            # done.
+            first = {tp: self._resume_at.get(tp.partition, last[tp]) for tp in tps}
         self._bounds = {tp: (first[tp], max(first[tp], last[tp])) for tp in tps}
+        self._trackers = {tp: OffsetTracker() for tp in tps}
         todo = [tp for tp, (lo, hi) in self._bounds.items() if hi > lo]
         consumer.assign(todo)
         for tp in todo:
@@ -123,7 +147,16 @@ class KafkaRangeSource:
         if self.exhausted:
             time.sleep(min(timeout_s, 0.05))
             return []
-        batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max(1, max_records))
+        try:
+            batches = consumer.poll(
+                timeout_ms=int(timeout_s * 1000), max_records=max(1, max_records)
+            )
+        except KafkaError as exc:
+            # The broker is gone or restarting: the consumer reconnects on the next poll; the
+            # silence counts towards giving up (below).
+            log.warning("source_poll_failed", error=str(exc)[:300])
+            time.sleep(min(timeout_s, 1.0))
+            batches = {}
         out: list[Envelope] = []
         finished = []
         for tp, messages in batches.items():
@@ -131,6 +164,8 @@ class KafkaRangeSource:
             for msg in messages:
                 if msg.offset >= end:
                     break
+                tracker = self._trackers[tp]
+                tracker.add(msg.offset)
                 out.append(
                     Envelope(
                         payload=msg.value if msg.value is not None else b"",
@@ -140,14 +175,70 @@ class KafkaRangeSource:
                             "offset": msg.offset,
                         },
                         key=msg.key,
+                        on_done=_done(tracker, msg.offset),
                     )
                 )
                 self._next[tp] = msg.offset + 1
             if self._next[tp] >= end or (messages and messages[-1].offset >= end):
                 self._next[tp] = end
                 finished.append(tp)
+        finished += self._past_markers(consumer, {*finished, *batches})
         if finished:
             consumer.pause(*finished)
+        self._watch_silence(progress=bool(out or finished))
+        return out
+
+    def _watch_silence(self, *, progress: bool) -> None:
+        """Give up (``stopped``) once no broker has answered for ``unreachable_timeout_s``:
+        kafka-python's poll only waits and reconnects, so a lost broker would hang the run."""
+        now = time.monotonic()
+        if progress:
+            self._silent_since = None
+            return
+        if now - self._checked < 1.0:
+            return
+        self._checked = now
+        why = no_broker_answers(self.bootstrap)
+        if why is None:
+            self._silent_since = None
+            return
+        if self._silent_since is None:
+            self._silent_since = now
+            log.warning("source_unreachable", error=why)
+        elif now - self._silent_since >= self.unreachable_timeout_s:
+            self.stopped = f"{why} for {self.unreachable_timeout_s:g} s"
+            log.error("source_lost", error=self.stopped)
+
+    def unfinished(self) -> dict[int, int]:
+        """Per partition of the range not done: the first offset whose record is not done
+        (read, written and acknowledged); a rerun with these as ``resume`` finishes the range."""
+        out = {}
+        for tp, (_, end) in self._bounds.items():
+            tracker = self._trackers[tp]
+            # Nothing pending: everything read is done (offsets skipped were markers).
+            pending = tracker.low_water if tracker.in_flight else None
+            at = pending if pending is not None else self._next.get(tp, end)
+            if at < end:
+                out[tp.partition] = at
+        return out
+
+    def _past_markers(self, consumer: KafkaConsumer, skip: set[TopicPartition]) -> list[Any]:
+        """Partitions whose position reached the range's end with no record left to return: the
+        last offsets of a transactional topic are commit markers no fetch returns, so the end
+        is seen only through the consumer's position (which moves past them). ``skip``: the
+        partitions finished, or that brought records, in this poll."""
+        out = []
+        for tp, (_, end) in self._bounds.items():
+            if tp in skip or self._next.get(tp, end) >= end:
+                continue
+            try:
+                position = consumer.position(tp, timeout_ms=100)
+            except KafkaError:
+                continue
+            if position is not None and position > self._next[tp]:
+                self._next[tp] = min(position, end)
+                if position >= end:
+                    out.append(tp)
         return out
 
     def pause(self) -> None:
@@ -162,6 +253,8 @@ class KafkaRangeSource:
 
     @property
     def exhausted(self) -> bool:
+        if self.stopped is not None:
+            return True
         return all(self._next.get(tp, hi) >= hi for tp, (_, hi) in self._bounds.items())
 
     def commit(self) -> None:
@@ -179,7 +272,7 @@ class KafkaRangeSource:
         }
 
     def unreachable(self) -> str | None:
-        return None
+        return self.stopped
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -193,3 +286,7 @@ class KafkaRangeSource:
         if self._consumer is None:
             raise ConfigError("the backfill source is not started")
         return self._consumer
+
+
+def _done(tracker: OffsetTracker, offset: int) -> Any:
+    return lambda: tracker.done(offset)

@@ -88,6 +88,17 @@ class OffsetTracker:
         with self._lock:
             return self._pending[0] if self._pending else self._committable
 
+    def advance(self, offset: int) -> None:
+        """The consumer's next record is at ``offset`` (its position): when every record handed
+        out is done, the offsets before it that never came as records (transaction markers,
+        aborted or compacted records) are done too, and the commit may move past them, as the
+        Java consumer's position does. A position behind the committable offset moves nothing."""
+        with self._lock:
+            if self._pending or self.closed:
+                return
+            if self._committable is None or offset > self._committable:
+                self._committable = offset
+
     def mark_committed(self, offset: int) -> None:
         with self._lock:
             self._committed = offset

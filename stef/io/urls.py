@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote
 
@@ -74,3 +75,22 @@ def parse_endpoint(url: str, *, what: str = "source") -> Endpoint:
     raise ConfigError(
         f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC, file:PATH or - (stdin/stdout)"
     )
+
+
+def same_place(source: Endpoint, sink: Endpoint) -> bool:
+    """Whether writing to ``sink`` would write into what ``source`` reads: the same topic on a
+    bootstrap server both name, or the same file (by resolved path, or by identity when both
+    exist: a hard link or a bind mount). Standard input and output are never the same place."""
+    if source.kind != sink.kind:
+        return False
+    if source.kind == "kafka":
+        servers = {s.lower() for s in source.bootstrap}
+        return source.topic == sink.topic and bool(servers & {s.lower() for s in sink.bootstrap})
+    if source.kind == "file" and source.path and sink.path:
+        if os.path.realpath(source.path) == os.path.realpath(sink.path):
+            return True
+        try:
+            return os.path.samefile(source.path, sink.path)
+        except OSError:  # either does not exist (yet): not the same file
+            return False
+    return False

@@ -13,7 +13,7 @@ import structlog
 
 from stef.errors import SinkError
 from stef.io import AckCallback, Envelope, Sink
-from stef.io.deadletter import dead_letter
+from stef.io.deadletter import dead_letter, message_key
 from stef.metrics import Metrics
 from stef.pipeline import Processed
 from stef.service.window import InFlightWindow
@@ -161,8 +161,9 @@ class AckPolicy:
             envelope.position,
             envelope.payload,
             max_bytes=MIN_LETTER_BYTES,  # a prefix, the length and sha256 of the original
+            key=envelope.key,
         )
-        replacement = Processed(value=letter, key=envelope.key, reason="sink_rejected")
+        replacement = Processed(value=letter, key=message_key(envelope.key), reason="sink_rejected")
         send(self.dead_letters, replacement, self.callback(envelope, replacement, fallback=False))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stef.errors import ConfigError
 from stef.io import Sink, Source
 from stef.io.checkpoint import Checkpoint
 from stef.io.database import Database, open_database
@@ -13,7 +14,7 @@ from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
 from stef.io.references import load_references
-from stef.io.urls import Endpoint
+from stef.io.urls import Endpoint, same_place
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
 from stef.judges.llm import LlmJudge, build_llm_judge
@@ -109,6 +110,7 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
             consumer_options=settings.kafka_consumer,
             auto_offset_reset=settings.auto_offset_reset,
             start_from=settings.start_from,
+            unreachable_timeout_s=settings.source_unreachable_timeout_s,
         )
     path = endpoint.path if endpoint.kind == "file" else "-"
     # The checkpoint belongs to the configured source, not to another file opened here.
@@ -140,3 +142,23 @@ def open_sink(
             headers=headers,
         )
     return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")
+
+
+def refuse_feedback(settings: Settings) -> None:
+    """Refuse results or dead letters written to the topic or file the source reads: each output
+    would be read back, judged (a result or a dead letter is not a valid record: a dead letter)
+    and written again, for ever.
+
+    Raises:
+        ConfigError: the results or the dead letters go where the source reads.
+    """
+    source = settings.source_endpoint
+    for what, sink in (
+        ("results", settings.results_endpoint),
+        ("dead_letters", settings.dead_letters_endpoint),
+    ):
+        if same_place(source, sink):
+            raise ConfigError(
+                f"{what} {sink} is where the source reads: its output would be read back "
+                "and judged again, for ever; write it elsewhere"
+            )

@@ -78,6 +78,8 @@ def test_flags_win_over_env_which_wins_over_the_config_file(
 def test_bad_flag_values_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ConfigError, match="start_from needs a timezone"):
         _settings("--start-from", "2026-11-01T00:00")
+    with pytest.raises(ConfigError, match="start_from"):  # Kafka timestamps start at 1970
+        _settings("--start-from", "1969-12-31T23:59Z")
     with pytest.raises(SystemExit) as exc:
         parser().parse_args(["run", "--kafka-compression", "brotli"])
     assert exc.value.code == 2

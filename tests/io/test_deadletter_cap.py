@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from stef.io.deadletter import DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, dead_letter, original_payload
+from stef.io.deadletter import (
+    DEFAULT_MAX_BYTES,
+    MAX_ERROR_CHARS,
+    MAX_KEY_BYTES,
+    dead_letter,
+    message_key,
+    original_payload,
+)
 
 POSITION = {"topic": "agent-log", "partition": 3, "offset": 1234}
 
@@ -142,3 +149,28 @@ def test_an_error_at_the_limit_is_kept_whole() -> None:
 def test_the_smallest_allowed_cap_holds_with_an_escaped_error() -> None:
     raw = dead_letter("internal_error", "\x01" * 5000, POSITION, b"x" * 10_000, max_bytes=1024)
     assert len(raw) <= 1024
+
+
+def test_a_key_over_the_bound_is_cut_and_the_letter_keeps_its_length_and_sha256() -> None:
+    key = b"\x00k" * MAX_KEY_BYTES
+    assert message_key(key) == key[:MAX_KEY_BYTES]
+    letter = json.loads(dead_letter("not_json", "bad", {"line": 1}, b"x", key=key))
+    assert letter["key_truncated"] is True
+    assert letter["key_bytes"] == len(key)
+    assert letter["key_sha256"] == hashlib.sha256(key).hexdigest()
+
+
+def test_a_key_within_the_bound_is_kept_and_the_letter_has_no_key_fields() -> None:
+    key = b"k" * MAX_KEY_BYTES
+    assert message_key(key) == key
+    assert message_key(None) is None
+    letter = json.loads(dead_letter("not_json", "bad", {"line": 1}, b"x", key=key))
+    assert not {"key_truncated", "key_bytes", "key_sha256"} & set(letter)
+
+
+def test_a_cut_key_and_a_capped_payload_together_stay_within_the_cap() -> None:
+    key = b"k" * 3_000_000
+    letter = dead_letter("too_large", "big", {"line": 1}, b"p" * 100_000, max_bytes=4096, key=key)
+    assert len(letter) <= 4096
+    parsed = json.loads(letter)
+    assert parsed["payload_truncated"] is True and parsed["key_bytes"] == len(key)

@@ -89,3 +89,36 @@ def test_uncommitted_counts_records_done_and_not_yet_committed() -> None:
     t.done(15)
     assert t.committable() == 17
     assert t.uncommitted == 2  # the failed commit is not marked: both still wait
+
+
+def test_the_position_past_markers_moves_the_commit_once_every_record_is_done() -> None:
+    # A transaction of records 0-2, its commit marker at 3: the consumer's position is 4.
+    t = OffsetTracker()
+    for offset in range(3):
+        t.add(offset)
+    t.done(0)
+    t.advance(4)
+    assert t.committable() == 1  # 1 and 2 are in flight: the position moves nothing yet
+    t.done(2)
+    t.done(1)
+    assert t.committable() == 3
+    t.advance(4)
+    assert t.committable() == 4  # past the marker
+    assert t.low_water == 4  # what the lag is measured from
+    t.mark_committed(4)
+    t.advance(4)
+    assert t.committable() is None  # nothing moved since the commit
+
+
+def test_a_position_behind_the_commit_or_on_a_closed_tracker_moves_nothing() -> None:
+    t = OffsetTracker()
+    t.add(7)
+    t.done(7)
+    t.advance(5)
+    assert t.committable() == 8
+    t.close()
+    t.advance(20)
+    assert t.committable() == 8
+    fresh = OffsetTracker()
+    fresh.advance(12)  # nothing fetched yet: the position is where the partition starts
+    assert fresh.committable() == 12

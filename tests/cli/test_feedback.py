@@ -1,0 +1,71 @@
+"""Results or dead letters written where the source reads would be read back and judged again,
+for ever: ``stef run`` and ``stef backfill`` refuse them at start (exit 2, one line)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stef.exits import Exit
+from tests.brokers import Broker
+from tests.brokers import kafka_broker as kafka_broker  # the fixture
+from tests.conftest import ROOT
+from tests.service.test_backfill import _produce_singly
+
+
+def _stef(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    return subprocess.run(
+        [sys.executable, "-m", "stef.cli", *argv, "--metrics-port", "off"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _refused(proc: subprocess.CompletedProcess[str], setting: str) -> None:
+    assert proc.returncode == Exit.USAGE, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].split(": ", 1)[1].startswith(f"{setting} ")
+
+
+def test_run_refuses_results_or_dead_letters_in_the_source_file(tmp_path: Path) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_text('{"question": "How many?", "sql": "SELECT 1"}\n', encoding="utf-8")
+    results = _stef(
+        "run", "--source", f"file:{log}", "--results", f"file:{tmp_path}/./agent.jsonl",
+        "--dead-letters", f"file:{tmp_path / 'dead.jsonl'}",
+    )  # fmt: skip
+    _refused(results, "results")
+    dead = _stef(
+        "run", "--source", f"file:{log}", "--results", "-", "--dead-letters", f"file:{log}"
+    )
+    _refused(dead, "dead_letters")
+    assert log.read_text(encoding="utf-8").count("\n") == 1  # nothing was written into it
+
+
+@pytest.mark.integration
+def test_run_and_backfill_refuse_outputs_to_the_source_topic(
+    tmp_path: Path, kafka_broker: Broker
+) -> None:
+    topic = kafka_broker.create_topic()
+    _produce_singly(kafka_broker, topic, range(2))
+    url = kafka_broker.url(topic)
+    dead = f"file:{tmp_path / 'dead.jsonl'}"
+    # Before the check, `run` followed its own output for ever (the timeout) and `backfill`
+    # wrote into the topic it read.
+    _refused(_stef("run", "--source", url, "--results", url, "--dead-letters", dead), "results")
+    _refused(_stef("run", "--source", url, "--results", "-", "--dead-letters", url), "dead_letters")
+    backfill = _stef(
+        "backfill", "--source", url, "--from", "2020-01-01T00:00Z", "--results", url,
+        "--dead-letters", dead,
+    )  # fmt: skip
+    _refused(backfill, "results")
