@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # `make run` needs the runtime only (about 90 MB); the test tools come with `make setup`/`make test`.
 RUN_STAMP := $(VENV)/.runtime
 
-.PHONY: setup services run test lint wheel-check bench clean
+.PHONY: setup services run test lint wheel-check bench clean calibration
 
 setup: $(STAMP)
 
@@ -38,6 +38,12 @@ wheel-check: setup
 test: services lint
 	bash scripts/run-tests.sh
 	bash scripts/check-wheel.sh $(PY)
+
+# The heuristic's default calibration (raw score -> P(correct)), fitted on the bundled labels; the
+# raw signal is fitted whatever calibration is loaded (docs/calibration.md).
+DEV_LABELS ?= ../shared/data/judge-dev.jsonl
+calibration: $(RUN_STAMP)
+	$(BIN)/stef calibrate $(DEV_LABELS) --no-progress --fit stef/calibrations/heuristic.json
 
 bench: services
 	$(BIN)/python -m bench.run

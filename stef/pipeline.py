@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from stef.calibration import Calibration, confidence_in, raw_signal, token_probability
 from stef.errors import InvalidInput, JudgeError
 from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
@@ -107,6 +108,11 @@ class Pipeline:
             changes the result. None asks no one else.
         backfill: the range of the ``stef backfill`` run, set on every result it writes;
             None for every other command.
+        calibration: maps the judge's raw signal to ``judge.p_correct`` and the confidence
+            Γ is taken from (:mod:`stef.calibration`); None: token probabilities when the
+            judge gave them, else its self-reported confidence.
+        review_below: a result whose confidence is below this gets ``needs_review``; None:
+            never.
     """
 
     def __init__(
@@ -121,6 +127,8 @@ class Pipeline:
         guess_dialect: bool = True,
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
+        calibration: Calibration | None = None,
+        review_below: float | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -131,6 +139,8 @@ class Pipeline:
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.guess_dialect = guess_dialect
         self.backfill = backfill
+        self.calibration = calibration
+        self.review_below = review_below
 
     @property
     def rules(self) -> RuleSet:
@@ -212,7 +222,9 @@ class Pipeline:
         except JudgeError as exc:
             if _unsafe(spec):
                 # Safety never depends on the judge: it holds when the reply fails.
-                return _unsafe_without_judge(exc, spec, norm, rules, started, base)
+                return self._reviewed(
+                    _unsafe_without_judge(exc, spec, norm, rules, started, base, self.calibration)
+                )
             return Result(
                 outcome="judge_error",
                 error=f"{exc.reason}: {exc.detail}",
@@ -237,9 +249,16 @@ class Pipeline:
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
         result = _with_decisions(
-            _evaluated(output, spec, norm, rules, usage, base), output, repairs
+            _evaluated(output, spec, norm, rules, usage, base, self.calibration), output, repairs
         )
-        return self._with_judge_details(result, reply.output, request)
+        return self._reviewed(self._with_judge_details(result, reply.output, request))
+
+    def _reviewed(self, result: Result) -> Result:
+        """``needs_review`` when the result's confidence is below the bound."""
+        c = result.components
+        if self.review_below is None or c is None or c.confidence >= self.review_below:
+            return result
+        return result.model_copy(update={"needs_review": True})
 
     def _with_judge_details(
         self, result: Result, answer: JudgeOutput, request: JudgeRequest
@@ -337,6 +356,26 @@ def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:
     }
 
 
+def _calibrated(
+    backend: str,
+    verdict: Verdict,
+    confidence: float,
+    raw_score: float,
+    token_p: float | None,
+    calibration: Calibration | None,
+) -> tuple[float, float, str, float | None]:
+    """The confidence in ``verdict`` and where it comes from, from the judge's raw signal:
+    (raw signal, confidence, confidence source, p_correct)."""
+    raw = raw_signal(backend, verdict, confidence, raw_score, token_p)
+    passes = verdict in PASSING_VERDICTS
+    if calibration is not None:
+        p = round(calibration.map(raw), 4)
+        return raw, confidence_in(passes, p), "calibrated", p
+    if token_p is not None:
+        return raw, confidence_in(passes, token_p), "token_probability", None
+    return raw, confidence, "self_reported", None
+
+
 def _evaluated(
     out: JudgeOutput,
     spec: SqlSpec,
@@ -344,10 +383,26 @@ def _evaluated(
     rules: AppRules,
     usage: Usage,
     base: dict[str, Any],
+    calibration: Calibration | None = None,
 ) -> Result:
-    """Alignment and score of a judge's answer: the result of an evaluated record."""
+    """Alignment and score of a judge's answer: the result of an evaluated record. The score
+    is computed once with the judge's own confidence (the heuristic's raw signal), then again
+    with the confidence the calibration or the token probabilities give."""
     alignment, status, leniency = align(out, spec, norm, rules)
     scored = score(status, out.verdict, leniency, out.confidence, spec, rules)
+    info: JudgeInfo = base["judge"]
+    raw, confidence, source, p = _calibrated(
+        info.backend,
+        scored.verdict,
+        out.confidence,
+        scored.score,
+        token_probability(out),
+        calibration,
+    )
+    if confidence != out.confidence:
+        scored = score(status, out.verdict, leniency, confidence, spec, rules)
+    if p is not None:
+        base = {**base, "judge": info.model_copy(update={"p_correct": p})}
     return Result(
         outcome="evaluated",
         score=scored.score,
@@ -358,8 +413,10 @@ def _evaluated(
             verdict=scored.verdict,
             verdict_score=scored.verdict_score,
             leniency=leniency,
-            confidence=out.confidence,
+            confidence=confidence,
             confidence_multiplier=scored.multiplier,
+            raw_signal=raw,
+            confidence_source=source,
         ),
         enrichment=out.enrichment,
         question_spec=out.question_spec,
@@ -395,10 +452,17 @@ def _unsafe_without_judge(
     rules: AppRules,
     started: float,
     base: dict[str, Any],
+    calibration: Calibration | None = None,
 ) -> Result:
     """Mutating or stacked SQL whose judge failed: the safety override decides alone."""
     # No judge: nothing is known of the question's filters, so none counts as applied.
     scored = score(FilterStatus.NOT_APPLIED, Verdict.INCORRECT, 0, 1.0, spec, rules)
+    info: JudgeInfo = base["judge"]
+    raw, confidence, source, p = _calibrated(
+        info.backend, Verdict.INCORRECT, 1.0, scored.score, None, calibration
+    )
+    if p is not None:
+        base = {**base, "judge": info.model_copy(update={"p_correct": p})}
     return Result(
         outcome="evaluated",
         score=scored.score,
@@ -410,8 +474,10 @@ def _unsafe_without_judge(
             verdict=scored.verdict,
             verdict_score=scored.verdict_score,
             leniency=0,
-            confidence=1.0,
+            confidence=confidence,
             confidence_multiplier=scored.multiplier,
+            raw_signal=raw,
+            confidence_source=source,
         ),
         sql_spec=spec,
         normalizations=_normalizations(norm, unsafe=True),

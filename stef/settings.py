@@ -149,6 +149,10 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        calibration: the calibration file that maps the judge's raw signal to P(correct)
+            (``stef calibrate LABELS --fit FILE``); unset: the package's default for the
+            backend (the heuristic ships one; an LLM has none); ``none``: no calibration.
+        review_below: results whose confidence is below this get ``needs_review: true``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -186,6 +190,8 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    calibration: str | None = None
+    review_below: float = Field(0.6, ge=0, le=1)
 
     @field_validator("source")
     @classmethod
@@ -303,6 +309,8 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "calibration",
+    "review_below",
 )
 _STRUCTURED = (
     "kafka_consumer",

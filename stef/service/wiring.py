@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stef.calibration import calibration_for
 from stef.io import Sink, Source
 from stef.io.checkpoint import Checkpoint
 from stef.io.discard import DiscardSink
@@ -67,7 +68,12 @@ def build_pipeline(
 ) -> Pipeline:
     """The record path with the settings' field mapping, limits and dead-letter cap; with the
     heuristic as a second opinion when another backend decides (``llm.second_opinion``);
-    ``backfill`` marks every result (``stef backfill`` only)."""
+    ``backfill`` marks every result (``stef backfill`` only); the calibration of the settings
+    (or the backend's default) applied to every result.
+
+    Raises:
+        ConfigError: the calibration file is bad or was fitted for another judge.
+    """
     second = None
     if backend.info.backend != "heuristic" and settings.llm.second_opinion:
         second = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
@@ -81,6 +87,8 @@ def build_pipeline(
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
         backfill=backfill,
+        calibration=calibration_for(settings.calibration, backend.info),
+        review_below=settings.review_below,
     )
 
 
