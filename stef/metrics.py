@@ -165,6 +165,12 @@ class Metrics:
             ["app"],
             registry=r,
         )
+        self.needs_review = Counter(
+            "stef_needs_review_total",
+            "Evaluated records whose confidence is below the review bound (needs_review)",
+            ["app"],
+            registry=r,
+        )
         self.judge_errors = Counter(
             "stef_judge_errors_total",
             "Records whose judge could not decide, by reason",
@@ -335,6 +341,7 @@ class Metrics:
         self.second_opinions.labels(app=a)
         self.disagreements.labels(app=a)
         self.split_verdicts.labels(app=a)
+        self.needs_review.labels(app=a)
 
     def prime_model(self, model: str) -> None:
         """Create the zero-valued series of a configured LLM model: samples by outcome and model
@@ -387,6 +394,8 @@ class Metrics:
             self.issues.labels(app=app, issue=label).inc()
         if result.safety.mutating or result.safety.multiple_statements:
             self.unsafe.labels(app=app).inc()
+        if result.needs_review:
+            self.needs_review.labels(app=app).inc()
 
     def _observe_judge_watch(self, app: str, result: Result) -> None:
         """The second opinion and the sample vote of an evaluated result."""
