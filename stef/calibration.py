@@ -272,10 +272,7 @@ class AccuracyEstimate(BaseModel):
     low: float
     high: float
     n: int
-
-    @property
-    def half_width(self) -> float:
-        return (self.high - self.low) / 2
+    half_width: float = Field(description="the CI's half-width before clipping to 0-1")
 
 
 # Wider than this either side and the estimate is not shown: the judge cannot resolve it.
@@ -306,6 +303,7 @@ def estimate_accuracy(
         low=round(min(1.0, max(0.0, value - half)), 4),
         high=round(min(1.0, max(0.0, value + half)), 4),
         n=n,
+        half_width=round(half, 4),
     )
 
 

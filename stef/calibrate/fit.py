@@ -107,8 +107,11 @@ def fit_isotonic(xs: Sequence[float], ys: Sequence[bool], ws: Sequence[float]) -
             prev[1], prev[2], prev[3] = merged[1], prev[2] + merged[2], prev[3] + merged[3]
     out_x: list[float] = []
     out_y: list[float] = []
+    floor = 0.0
     for first, last, positives, weight in blocks:
-        value = (positives + base) / (weight + 1)
+        # Shrinking a small block more than a large one can undo the order: keep it monotone.
+        value = max(floor, (positives + base) / (weight + 1))
+        floor = value
         for x in (first, last) if last != first else (first,):
             out_x.append(round(x, 6))
             out_y.append(round(value, 6))

@@ -152,7 +152,13 @@ def drop_figures(
     ``window`` records can detect (with the CI that the resolution's CI gives it)."""
     res = resolution(points)
     if res is None:
-        return {"resolution": None, "resolution_ci": None, "window": window, "min_drop": None}
+        return {
+            "resolution": None,
+            "resolution_ci": None,
+            "window": window,
+            "min_drop": None,
+            "min_drop_ci": None,
+        }
     value = res[0] - res[1]
     rng = random.Random(seed)
     draws: list[float] = []

@@ -268,7 +268,7 @@ def render(
     table per dimension."""
     sql = "re-formatted by sqlglot" if reformatted else "as logged"
     out = [
-        f"judge: {backend}   pass: {pass_rule or f'score >= {threshold:g}'}   "
+        f"judge: {backend}   pass threshold: {pass_rule or f'score >= {threshold:g}'}   "
         f"positive class: {POSITIVE} (label true)   sql: {sql}",
         f"kappa CI: percentile bootstrap, {resamples} resamples; judge errors count as wrong "
         "predictions (on a correct item a false negative, on a wrong item a false positive)",
