@@ -288,12 +288,21 @@ def estimate_accuracy(
     is ``z × sd(p) / (sqrt(n) × resolution)``: the window's sampling noise, magnified by how
     little the judge separates the classes. None without records or without resolution.
     """
-    n = len(p_values)
+    total = sum(p_values)
+    squares = sum(p * p for p in p_values)
+    return estimate_from_moments(len(p_values), total, squares, mean_p_correct, mean_p_wrong)
+
+
+def estimate_from_moments(
+    n: int, total: float, squares: float, mean_p_correct: float, mean_p_wrong: float
+) -> AccuracyEstimate | None:
+    """:func:`estimate_accuracy` from the count, sum and sum of squares of the p values (a
+    sliding window keeps these as it moves)."""
     resolution = mean_p_correct - mean_p_wrong
     if n == 0 or resolution <= 0:
         return None
-    mean = sum(p_values) / n
-    var = sum((p - mean) ** 2 for p in p_values) / (n - 1) if n > 1 else 0.25
+    mean = total / n
+    var = max(0.0, (squares - n * mean * mean) / (n - 1)) if n > 1 else 0.25
     # Never a zero-width interval: a window of identical p values still has binomial noise.
     sd = max(math.sqrt(var), 1 / math.sqrt(4 * n))
     value = (mean - mean_p_wrong) / resolution

@@ -10,8 +10,10 @@ multi-line value into every scrape.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -26,6 +28,12 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from stef.calibration import (
+    MAX_HALF_WIDTH,
+    AccuracyEstimate,
+    Calibration,
+    estimate_from_moments,
+)
 from stef.models import ISSUE_LABELS, REPAIR_KINDS, Result
 
 # Every 10 points plus the tier edges (50, 75, 90) and 85/95: coarser buckets (the tier edges
@@ -91,6 +99,10 @@ def sane_label(value: str) -> bool:
     return _SANE_LABEL.fullmatch(value) is not None
 
 
+# Records per app over which the accuracy is estimated.
+ESTIMATE_WINDOW = 1000
+
+
 class Metrics:
     """Every STEF metric, registered on the registry it is given."""
 
@@ -112,6 +124,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._newest: dict[str, float] = {}
         self._reported: set[str] = set()
+        self._estimator: AccuracyWindow | None = None
         self._register_quality(registry)
         self._register_llm(registry)
         self._register_service(registry)
@@ -168,6 +181,25 @@ class Metrics:
         self.needs_review = Counter(
             "stef_needs_review_total",
             "Evaluated records whose confidence is below the review bound (needs_review)",
+            ["app"],
+            registry=r,
+        )
+        self.estimated_accuracy = Gauge(
+            "stef_estimated_accuracy",
+            "Agent accuracy estimated from p_correct over the last window of evaluated records "
+            "(adjusted classify-and-count); NaN when the judge cannot resolve it",
+            ["app"],
+            registry=r,
+        )
+        self.estimated_accuracy_low = Gauge(
+            "stef_estimated_accuracy_low",
+            "Lower end of the 95% CI of stef_estimated_accuracy",
+            ["app"],
+            registry=r,
+        )
+        self.estimated_accuracy_high = Gauge(
+            "stef_estimated_accuracy_high",
+            "Upper end of the 95% CI of stef_estimated_accuracy",
             ["app"],
             registry=r,
         )
@@ -396,6 +428,18 @@ class Metrics:
             self.unsafe.labels(app=app).inc()
         if result.needs_review:
             self.needs_review.labels(app=app).inc()
+        if result.judge.p_correct is not None and self._estimator is not None:
+            est = self._estimator.add(app, result.judge.p_correct)
+            value, low, high = (
+                (math.nan, math.nan, math.nan) if est is None else (est.value, est.low, est.high)
+            )
+            self.estimated_accuracy.labels(app=app).set(value)
+            self.estimated_accuracy_low.labels(app=app).set(low)
+            self.estimated_accuracy_high.labels(app=app).set(high)
+
+    def set_calibration(self, calibration: Calibration, window: int = ESTIMATE_WINDOW) -> None:
+        """Estimate each app's accuracy from the p_correct of its last ``window`` results."""
+        self._estimator = AccuracyWindow(calibration, window)
 
     def _observe_judge_watch(self, app: str, result: Result) -> None:
         """The second opinion and the sample vote of an evaluated result."""
@@ -511,6 +555,35 @@ class Metrics:
             self.canary_agreement.labels(backend=backend, model=model, measure=measure).set(value)
         if at is not None:
             self.canary_last_run.labels(backend=backend, model=model).set(at)
+
+
+class AccuracyWindow:
+    """The last ``window`` p_correct values per app, with running sums: the estimate is O(1)
+    per record. Thread-safe."""
+
+    def __init__(self, calibration: Calibration, window: int) -> None:
+        self.calibration = calibration
+        self.window = window
+        self._values: dict[str, deque[float]] = {}
+        self._sums: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, app: str, p: float) -> AccuracyEstimate | None:
+        """Add one p_correct; the app's estimate, or None when its CI is wider than ±0.10."""
+        with self._lock:
+            values = self._values.setdefault(app, deque())
+            sums = self._sums.setdefault(app, [0.0, 0.0])
+            values.append(p)
+            sums[0] += p
+            sums[1] += p * p
+            if len(values) > self.window:
+                old = values.popleft()
+                sums[0] -= old
+                sums[1] -= old * old
+            n, total, squares = len(values), sums[0], sums[1]
+        cal = self.calibration
+        est = estimate_from_moments(n, total, squares, cal.mean_p_correct, cal.mean_p_wrong)
+        return None if est is None or est.half_width > MAX_HALF_WIDTH else est
 
 
 def judge_error_reason(error: str | None) -> str:

@@ -74,6 +74,9 @@ def build_pipeline(
     Raises:
         ConfigError: the calibration file is bad or was fitted for another judge.
     """
+    calibration = calibration_for(settings.calibration, backend.info)
+    if metrics is not None and calibration is not None:
+        metrics.set_calibration(calibration)
     second = None
     if backend.info.backend != "heuristic" and settings.llm.second_opinion:
         second = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
@@ -87,7 +90,7 @@ def build_pipeline(
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
         backfill=backfill,
-        calibration=calibration_for(settings.calibration, backend.info),
+        calibration=calibration,
         review_below=settings.review_below,
     )
 

@@ -4,6 +4,7 @@ confidence line and the accuracy estimated without labels."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -309,3 +310,24 @@ def test_accuracy_estimate_tracks_a_label_shift(pos: float, neg: float, can_esti
         assert shown == runs and covered >= 0.9 * runs  # nominal 95% coverage
     else:
         assert shown == 0  # a weak judge says it cannot, instead of printing a number
+
+
+def test_estimated_accuracy_gauges_only_when_the_judge_can_resolve_it() -> None:
+    weak = calibration_for(None, HeuristicJudge().info)
+    assert weak is not None
+    strong = weak.model_copy(update={"mean_p_correct": 0.99, "mean_p_wrong": 0.01})
+    for cal, resolvable in ((strong, True), (weak, False)):
+        registry = CollectorRegistry()
+        metrics = Metrics(registry)
+        metrics.set_calibration(cal)
+        pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge(), metrics=metrics, calibration=cal)
+        for i in range(200):
+            pipeline.process(json.dumps({**RECORD, "id": f"r{i}", "app": "a"}).encode(), {})
+        value = registry.get_sample_value("stef_estimated_accuracy", {"app": "a"})
+        low = registry.get_sample_value("stef_estimated_accuracy_low", {"app": "a"})
+        high = registry.get_sample_value("stef_estimated_accuracy_high", {"app": "a"})
+        assert value is not None and low is not None and high is not None
+        if resolvable:
+            assert low <= value <= high and high - low <= 0.2
+        else:
+            assert math.isnan(value) and math.isnan(low) and math.isnan(high)
