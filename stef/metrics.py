@@ -184,6 +184,13 @@ class Metrics:
             ["app"],
             registry=r,
         )
+        self.cascade = Counter(
+            "stef_cascade_records_total",
+            "llm.verdict cascade: records decided by the heuristic alone (an LLM call saved) "
+            "or sent to the LLM",
+            ["app", "decided_by"],
+            registry=r,
+        )
         self.estimated_accuracy = Gauge(
             "stef_estimated_accuracy",
             "Agent accuracy estimated from p_correct over the last window of evaluated records "
@@ -436,6 +443,11 @@ class Metrics:
             self.estimated_accuracy.labels(app=app).set(value)
             self.estimated_accuracy_low.labels(app=app).set(low)
             self.estimated_accuracy_high.labels(app=app).set(high)
+
+    def observe_cascade(self, app: str | None, escalated: bool) -> None:
+        """One record of a cascade: decided by the heuristic alone, or sent to the LLM."""
+        decided_by = "llm" if escalated else "heuristic"
+        self.cascade.labels(app=self.app_label(app), decided_by=decided_by).inc()
 
     def set_calibration(self, calibration: Calibration, window: int = ESTIMATE_WINDOW) -> None:
         """Estimate each app's accuracy from the p_correct of its last ``window`` results."""

@@ -82,6 +82,27 @@ class Processed:
         return self.result is not None
 
 
+@dataclass(frozen=True)
+class Cascade:
+    """The second stage of ``llm.verdict: cascade``: the LLM, called only for records whose
+    calibrated heuristic confidence is below ``below``, and for unsafe-looking SQL.
+
+    Attributes:
+        backend: the LLM judge.
+        calibration: the LLM's calibration (None: its token probabilities, else its own word).
+        below: the heuristic confidence under which a record goes to the LLM.
+    """
+
+    backend: Judge
+    calibration: Calibration | None
+    below: float
+
+    def escalates(self, heuristic: Result, spec: SqlSpec) -> bool:
+        """The heuristic's result is not sure enough, failed, or the SQL looks unsafe."""
+        c = heuristic.components
+        return c is None or c.confidence < self.below or _unsafe(spec)
+
+
 def sampled_in(record_id: str, rate: float) -> bool:
     """Deterministic sampling on the record id, so every replica takes the same decision."""
     if rate >= 1.0:
@@ -113,6 +134,9 @@ class Pipeline:
             judge gave them, else its self-reported confidence.
         review_below: a result whose confidence is below this gets ``needs_review``; None:
             never.
+        cascade: ``llm.verdict: cascade``: ``backend`` (the heuristic, with ``calibration``)
+            judges first, and the cascade's LLM only the records it escalates. None: one
+            backend judges every record.
     """
 
     def __init__(
@@ -129,6 +153,7 @@ class Pipeline:
         backfill: Backfill | None = None,
         calibration: Calibration | None = None,
         review_below: float | None = None,
+        cascade: Cascade | None = None,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -141,6 +166,7 @@ class Pipeline:
         self.backfill = backfill
         self.calibration = calibration
         self.review_below = review_below
+        self.cascade = cascade
 
     @property
     def rules(self) -> RuleSet:
@@ -216,14 +242,49 @@ class Pipeline:
         if not sampled_in(record.id, rules.sampling_rate):
             return Result(outcome="skipped_sampling", **base)
         request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
-        spec = request.sql_spec
+        cascade = self.cascade
+        result = self._judge_by(
+            self.backend, self.calibration, request, norm, rules, base, started, cascade is None
+        )
+        if cascade is None:
+            return result
+        escalate = cascade.escalates(result, request.sql_spec)
+        if self.metrics is not None:
+            self.metrics.observe_cascade(record.app, escalate)
+        if not escalate:
+            return result
+        # The heuristic could not tell (or the SQL looks unsafe): the LLM decides.
+        info = cascade.backend.info.model_copy(update={"rules_version": ruleset.version})
+        return self._judge_by(
+            cascade.backend,
+            cascade.calibration,
+            request,
+            norm,
+            rules,
+            _labels(record, info),
+            time.perf_counter(),
+        )
+
+    def _judge_by(
+        self,
+        backend: Judge,
+        calibration: Calibration | None,
+        request: JudgeRequest,
+        norm: Normalized,
+        rules: AppRules,
+        base: dict[str, Any],
+        started: float,
+        count_repairs: bool = True,
+    ) -> Result:
+        """One backend's judgment of the request, scored, with its calibration applied."""
+        record, spec = request.record, request.sql_spec
         try:
-            reply = self.backend.judge(request)
+            reply = backend.judge(request)
         except JudgeError as exc:
             if _unsafe(spec):
                 # Safety never depends on the judge: it holds when the reply fails.
                 return self._reviewed(
-                    _unsafe_without_judge(exc, spec, norm, rules, started, base, self.calibration)
+                    _unsafe_without_judge(exc, spec, norm, rules, started, base, calibration)
                 )
             return Result(
                 outcome="judge_error",
@@ -242,14 +303,14 @@ class Pipeline:
         # The judge's claims are checked whatever the backend; repairs go with the result.
         output, verified = verify(reply.output, request)
         repairs = [*output.repairs, *verified]
-        if self.metrics is not None and repairs:
+        if self.metrics is not None and repairs and count_repairs:
             self.metrics.observe_repairs([repair_kind(r) for r in repairs])
         if not spec.parsed and not is_sql_text(record.sql):
             # Prose in place of SQL (an apology, the question echoed) answers nothing.
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
         result = _with_decisions(
-            _evaluated(output, spec, norm, rules, usage, base, self.calibration), output, repairs
+            _evaluated(output, spec, norm, rules, usage, base, calibration), output, repairs
         )
         return self._reviewed(self._with_judge_details(result, reply.output, request))
 

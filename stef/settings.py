@@ -153,6 +153,9 @@ class Settings(BaseModel):
             (``stef calibrate LABELS --fit FILE``); unset: the package's default for the
             backend (the heuristic ships one; an LLM has none); ``none``: no calibration.
         review_below: results whose confidence is below this get ``needs_review: true``.
+        cascade_below: with ``llm.verdict: cascade``, records whose calibrated heuristic
+            confidence is below this (and unsafe-looking SQL) go to the LLM; the others are
+            decided by the heuristic alone.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -192,6 +195,7 @@ class Settings(BaseModel):
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
     calibration: str | None = None
     review_below: float = Field(0.6, ge=0, le=1)
+    cascade_below: float = Field(0.6, ge=0, le=1)
 
     @field_validator("source")
     @classmethod
@@ -311,6 +315,7 @@ _ENV_KEYS = (
     "canary",
     "calibration",
     "review_below",
+    "cascade_below",
 )
 _STRUCTURED = (
     "kafka_consumer",

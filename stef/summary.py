@@ -94,6 +94,8 @@ class Summary:
     calibration: Calibration | None = None
     sources: dict[str, int] = field(default_factory=dict)
     judge: JudgeInfo | None = None
+    by_backend: dict[str, int] = field(default_factory=dict)
+    llm_tokens: int = 0
 
     def add(self, result: Result) -> None:
         key = (
@@ -104,6 +106,11 @@ class Summary:
         self.groups[key].add(result)
         self.backends.add(result.judge.backend)
         self.judge = self.judge or result.judge
+        if result.outcome != "skipped_sampling":
+            backend = result.judge.backend
+            self.by_backend[backend] = self.by_backend.get(backend, 0) + 1
+            if backend != "heuristic":
+                self.llm_tokens += result.usage.prompt_tokens + result.usage.completion_tokens
         if result.components is not None and result.components.confidence_source:
             source = result.components.confidence_source
             self.sources[source] = self.sources.get(source, 0) + 1
@@ -153,7 +160,37 @@ class Summary:
             "invalid": self.invalid if self.invalid_known else None,
             "judge_backends": sorted(self.backends),
             "confidence": self.confidence_line(),
+            "cascade": self.cascade(),
         }
+
+    def cascade(self) -> dict[str, Any] | None:
+        """With ``llm.verdict: cascade`` (results of the heuristic and of an LLM together): how
+        many records the LLM judged, how many calls the heuristic saved, and their tokens at the
+        LLM's mean per record. None when one backend judged every record."""
+        heuristic = self.by_backend.get("heuristic", 0)
+        llm = sum(n for b, n in self.by_backend.items() if b != "heuristic")
+        if not heuristic or not llm:
+            return None
+        per_record = self.llm_tokens / llm
+        return {
+            "llm_records": llm,
+            "heuristic_records": heuristic,
+            "llm_share": round(llm / (llm + heuristic), 4),
+            "calls_saved": heuristic,
+            "tokens_per_llm_record": round(per_record, 1),
+            "tokens_saved_estimate": round(heuristic * per_record),
+        }
+
+    def cascade_line(self) -> str | None:
+        c = self.cascade()
+        if c is None:
+            return None
+        # Short enough for the 120-column text summary whatever the counts.
+        return (
+            f"cascade: LLM judged {c['llm_records']:,} of "
+            f"{c['llm_records'] + c['heuristic_records']:,} ({c['llm_share']:.0%}); "
+            f"{c['calls_saved']:,} LLM calls saved (~{c['tokens_saved_estimate']:,} tokens)"
+        )
 
     def load_calibration(self, setting: str | None) -> None:
         """Load the calibration the results were judged with (``setting`` as the settings'
@@ -240,6 +277,9 @@ class Summary:
             for (a, b), f in zip(names, figures, strict=True)
         ]
         lines = [self.confidence_line()]
+        cascade = self.cascade_line()
+        if cascade is not None:
+            lines.append(cascade)
         lines.append(render_table(head, rows, left=2, rule_before={len(rows) - 1}))
         backend = ", ".join(sorted(self.backends)) or "-"
         invalid = self.invalid if self.invalid_known else "not counted (pass --dead-letters)"

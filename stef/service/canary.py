@@ -244,7 +244,10 @@ def build_canary(
 
     def judge(sample: Sequence[Labelled]) -> list[Item]:
         # No metrics: canary records stay out of every live record metric.
-        pipeline = build_pipeline(plain, without_sampling(rules()), backend, metrics=None)
+        # No cascade: the canary watches the LLM itself, on every one of its records.
+        pipeline = build_pipeline(
+            plain, without_sampling(rules()), backend, metrics=None, cascade=False
+        )
         return judge_all(pipeline, sample, concurrency=config.concurrency)
 
     try:

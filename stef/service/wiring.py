@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stef.calibration import calibration_for
+from stef.errors import ConfigError
 from stef.io import Sink, Source
 from stef.io.checkpoint import Checkpoint
 from stef.io.discard import DiscardSink
@@ -19,7 +20,7 @@ from stef.judges.llm import LlmJudge, build_llm_judge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.models import Backfill
-from stef.pipeline import Pipeline
+from stef.pipeline import Cascade, Pipeline
 from stef.rules import RuleSet
 from stef.settings import Settings
 
@@ -65,16 +66,29 @@ def build_pipeline(
     metrics: Metrics | None = None,
     *,
     backfill: Backfill | None = None,
+    cascade: bool = True,
 ) -> Pipeline:
     """The record path with the settings' field mapping, limits and dead-letter cap; with the
     heuristic as a second opinion when another backend decides (``llm.second_opinion``);
     ``backfill`` marks every result (``stef backfill`` only); the calibration of the settings
     (or the backend's default) applied to every result.
 
+    With ``llm.verdict: cascade`` (and ``cascade`` true; the canary passes false, it watches the
+    LLM itself) the heuristic judges first, with its default calibration, and ``backend`` only
+    the records it escalates; ``calibration`` is then the LLM's.
+
     Raises:
         ConfigError: the calibration file is bad or was fitted for another judge.
     """
     calibration = calibration_for(settings.calibration, backend.info)
+    stages: Cascade | None = None
+    if cascade and _cascade_mode(settings) and backend.info.backend != "heuristic":
+        heuristic = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
+        first = calibration_for(None, heuristic.info)
+        if first is None:
+            raise ConfigError("llm.verdict cascade needs the heuristic's calibration")
+        stages = Cascade(backend, calibration, settings.cascade_below)
+        backend, calibration = heuristic, first
     if metrics is not None and calibration is not None:
         metrics.set_calibration(calibration)
     second = None
@@ -92,7 +106,13 @@ def build_pipeline(
         backfill=backfill,
         calibration=calibration,
         review_below=settings.review_below,
+        cascade=stages,
     )
+
+
+def _cascade_mode(settings: Settings) -> bool:
+    """``llm.verdict`` is ``cascade`` (read by name: the verdict modes live in the LLM config)."""
+    return getattr(settings.llm, "verdict", None) == "cascade"
 
 
 def open_source(endpoint: Endpoint, settings: Settings) -> Source:

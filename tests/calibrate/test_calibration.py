@@ -26,11 +26,14 @@ from stef.cli import main
 from stef.errors import ConfigError
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
+from stef.judges.llm import build_llm_judge
+from stef.judges.llm.config import LlmConfig
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput, Result, SampleVote
-from stef.pipeline import Pipeline
+from stef.pipeline import Cascade, Pipeline
 from stef.rules import AppRules, RuleSet
 from stef.summary import Summary
+from stef.testing.fake_server import FakeLlmServer
 from tests.calibrate.conftest import labels_file
 
 RECORD = {"id": "r1", "question": "How many singers are there?", "sql": "SELECT COUNT(*) FROM s"}
@@ -331,3 +334,64 @@ def test_estimated_accuracy_gauges_only_when_the_judge_can_resolve_it() -> None:
             assert low <= value <= high and high - low <= 0.2
         else:
             assert math.isnan(value) and math.isnan(low) and math.isnan(high)
+
+
+# ------------------------------------------------------------------------- cascade (item 5)
+
+
+def test_cascade_sends_only_unsure_or_unsafe_records_to_the_llm_and_counts_the_savings() -> None:
+    heuristic = HeuristicJudge()
+    cal = calibration_for(None, heuristic.info)
+    assert cal is not None
+    records = [
+        # Every question value found: the heuristic's most confident reading.
+        {"id": "sure", "question": "How many orders in 'APAC'?",
+         "sql": "SELECT COUNT(*) FROM orders WHERE region = 'APAC'", "app": "a"},
+        # One of the question's values missing from the SQL: the heuristic is unsure.
+        {"id": "unsure", "question": "How many orders in 'EMEA' in 2023?",
+         "sql": "SELECT COUNT(*) FROM orders WHERE region = 'EMEA'", "app": "a"},
+        # Unsafe SQL goes to the LLM whatever the heuristic's confidence.
+        {"id": "unsafe", "question": "Remove old orders", "sql": "DELETE FROM orders", "app": "a"},
+    ]  # fmt: skip
+    plain = Pipeline(RuleSet(AppRules()), heuristic, calibration=cal)
+    confidence = {}
+    for r in records:
+        res = plain.process(json.dumps(r).encode(), {}).result
+        assert res is not None and res.components is not None
+        confidence[r["id"]] = res.components.confidence
+    below = (confidence["sure"] + confidence["unsure"]) / 2
+    assert confidence["unsure"] < below < confidence["sure"]
+    registry = CollectorRegistry()
+    with FakeLlmServer() as server:
+        llm = build_llm_judge(LlmConfig(base_url=server.base_url, model="m"))
+        try:
+            pipeline = Pipeline(
+                RuleSet(AppRules()),
+                heuristic,
+                metrics=Metrics(registry),
+                calibration=cal,
+                cascade=Cascade(llm, None, below),
+            )
+            results = {
+                r["id"]: pipeline.process(json.dumps(r).encode(), {}).result for r in records
+            }
+        finally:
+            llm.close()
+        asked = len(server.requests)
+    backends = {k: v.judge.backend for k, v in results.items() if v is not None}
+    assert backends == {"sure": "heuristic", "unsure": "llm", "unsafe": "llm"}
+    assert asked == 2  # the LLM saw two records of three
+    sure = results["sure"]
+    assert sure is not None and sure.components is not None
+    assert sure.components.confidence_source == "calibrated"
+    unsure = results["unsure"]
+    assert unsure is not None and unsure.components is not None
+    assert unsure.components.confidence_source == "self_reported" and unsure.judge.model == "m"
+    count = registry.get_sample_value
+    assert count("stef_cascade_records_total", {"app": "a", "decided_by": "heuristic"}) == 1
+    assert count("stef_cascade_records_total", {"app": "a", "decided_by": "llm"}) == 2
+    summary = Summary().extend(r for r in results.values() if r is not None)
+    cascade = summary.as_dict()["cascade"]
+    assert cascade["llm_records"] == 2 and cascade["calls_saved"] == 1
+    assert cascade["tokens_per_llm_record"] > 0
+    assert summary.table().splitlines()[1].startswith("cascade: LLM judged 2 of 3 (67%)")
