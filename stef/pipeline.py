@@ -18,7 +18,13 @@ from typing import Any
 
 import structlog
 
-from stef.calibration import Calibration, confidence_in, raw_signal, token_probability
+from stef.calibration import (
+    P_FLOOR,
+    Calibration,
+    confidence_in,
+    raw_signal,
+    token_probability,
+)
 from stef.errors import InvalidInput, JudgeError
 from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter
 from stef.judges.base import Judge, JudgeRequest
@@ -434,7 +440,8 @@ def _calibrated(
         return raw, confidence_in(passes, p), "calibrated", p
     if token_p is not None:
         return raw, confidence_in(passes, token_p), "token_probability", None
-    return raw, confidence, "self_reported", None
+    # A judge's own word never says "certain": only a calibration or token probabilities may.
+    return raw, min(confidence, 1 - P_FLOOR), "self_reported", None
 
 
 def _evaluated(

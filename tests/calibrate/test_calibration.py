@@ -395,3 +395,24 @@ def test_cascade_sends_only_unsure_or_unsafe_records_to_the_llm_and_counts_the_s
     assert cascade["llm_records"] == 2 and cascade["calls_saved"] == 1
     assert cascade["tokens_per_llm_record"] > 0
     assert summary.table().splitlines()[1].startswith("cascade: LLM judged 2 of 3 (67%)")
+
+
+class _SureJudge(_TokenJudge):
+    """An LLM that says "confidence 1.0" and gives no token probabilities."""
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        reply = self.inner.judge(request)
+        out = reply.output.model_copy(update={"confidence": 1.0})
+        return JudgeReply(output=out, usage=reply.usage)
+
+
+def test_no_result_says_certain_on_a_judge_s_own_word() -> None:
+    result = (
+        Pipeline(RuleSet(AppRules()), _SureJudge(0.5))
+        .process(json.dumps(RECORD).encode(), {})
+        .result
+    )
+    assert result is not None and result.components is not None
+    assert result.components.confidence_source == "self_reported"
+    assert result.components.confidence == 0.99
+    assert result.components.raw_signal == 1.0  # the verdict axis still reads the 1.0
