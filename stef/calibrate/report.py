@@ -277,11 +277,19 @@ def render(
         "",
     ]
     if best is not None:
+        # With a calibration the tables read p_correct x 100: say it on p's own scale.
+        on_p = pass_rule is not None and pass_rule.startswith("p_correct")
+        what, value, default = (
+            ("p_correct", f"{best.value / 100:.4g}", f"{threshold / 100:.4g}")
+            if on_p
+            else ("score", f"{best.value:g}", f"{threshold:g}")
+        )
         out.append(
-            f"kappa-maximising threshold: score >= {best.value:g} "
+            f"kappa-maximising threshold: {what} >= {value} "
             f"(kappa {_fmt(best.kappa, False)}, "
             f"balanced accuracy {_fmt(best.balanced_accuracy)}) "
-            f"-- beside the default {threshold:g} (kappa {_fmt(rep['kappa'], False)}), not instead"
+            f"-- beside the {'calibration' if on_p else 'default'} {default} "
+            f"(kappa {_fmt(rep['kappa'], False)}), not instead"
         )
     out += ["", *render_probability(rep, probability)]
     for dim in DIMENSIONS:

@@ -170,9 +170,11 @@ def _print_report(
     if args.plot:
         write_histogram(args.plot, items, threshold, best.value if best else None)
     if args.json:
+        # On p_correct's own scale (0-1) when a calibration decides.
+        scale = 100.0 if cal is not None else 1.0
         context = header(
-            threshold=threshold,
-            best=best,
+            threshold=threshold / scale,
+            best=None if best is None else replace(best, value=best.value / scale),
             backend=backend,
             resamples=args.resamples,
             seed=args.seed,

@@ -173,6 +173,7 @@ def test_calibrate_json_reports_probability_figures(
     assert len(out["reliability"]) == 10
     # The default heuristic calibration decides pass/fail on p_correct.
     assert out["pass_rule"].startswith("p_correct >= ")
+    assert 0 < out["pass_threshold"] < 1  # on p_correct's scale, as the rule says
     assert out["probability"] == "p_correct"
 
 
