@@ -417,3 +417,12 @@ def test_no_result_says_certain_on_a_judge_s_own_word() -> None:
     assert result.components.confidence_source == "self_reported"
     assert result.components.confidence == 0.99
     assert result.components.raw_signal == 1.0  # the verdict axis still reads the 1.0
+
+
+def test_a_missing_calibration_file_is_a_usage_error_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEF_CALIBRATION", str(tmp_path / "missing.json"))
+    assert main(["judge", "--question", "q", "--sql", "SELECT 1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "missing.json" in err
