@@ -125,7 +125,9 @@ def _fit(args: argparse.Namespace, items: list[Item], info: JudgeInfo) -> int:
             raw=i.raw,
             label=i.label,
             source=i.source or i.app or "unknown",
-            raw_pass=i.score is not None and i.score >= args.pass_threshold,
+            # The uncalibrated decision, whatever calibration is loaded: the raw signal at
+            # --pass-threshold / 100 (for the heuristic: its raw score >= the threshold).
+            raw_pass=i.raw >= args.pass_threshold / 100,
         )
         for i in items
         if i.raw is not None

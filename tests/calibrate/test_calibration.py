@@ -154,6 +154,14 @@ def test_calibrate_fit_then_a_different_judge_exits_2(
     assert written.judge.backend == "heuristic" and written.labels == 8
     printed = json.loads(capsys.readouterr().out)
     assert printed["fit"] == str(out) and "cross_source" in printed["metrics"]
+    # --fit fits the raw signal whatever calibration is loaded (the default one here).
+    plain = tmp_path / "plain.json"
+    args = ["calibrate", str(labels), "--fit", str(plain), "--calibration", "none", "--json"]
+    assert main(args) == 0
+    capsys.readouterr()
+    unloaded = load_calibration(plain)
+    assert unloaded.map == written.map and unloaded.threshold == written.threshold
+    assert unloaded.metrics["kappa_raw"] == written.metrics["kappa_raw"]
     data = json.loads(out.read_text())
     data["judge"]["backend"] = "llm"
     out.write_text(json.dumps(data), encoding="utf-8")
