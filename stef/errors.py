@@ -13,8 +13,10 @@ StefError
 │   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
 ├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
 │                            once and then raises LlmReplyError (never leaves the judge)
-└── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
-                             refused that one message (it is replaced by a minimal dead letter)
+├── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
+│                            refused that one message (it is replaced by a minimal dead letter)
+└── CommitError              a source could not commit acknowledged positions (Kafka offsets,
+                             a file checkpoint); retried at the next commit, counted, escalated
 
 Private control-flow errors (the LLM client's ``_BadBody``, retried and then raised as
 LlmTransportError) derive from StefError too and never leave their module. Third-party errors are
@@ -188,3 +190,16 @@ class SinkError(StefError):
     def __init__(self, message: str, *, rejected: bool = False) -> None:
         super().__init__(message)
         self.rejected = rejected
+
+
+class CommitError(StefError):
+    """A source could not commit the positions of acknowledged records; nothing is lost (the
+    next commit retries, a restart redelivers from the last commit).
+
+    Attributes:
+        source: the kind of source: ``kafka`` or ``file``.
+    """
+
+    def __init__(self, message: str, *, source: str) -> None:
+        super().__init__(message)
+        self.source = source

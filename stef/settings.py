@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stef.errors import ConfigError
 from stef.io.urls import Endpoint, parse_endpoint
@@ -149,6 +149,12 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        results_include_input: every result carries the record's question, enriched question
+            and SQL under ``input`` (what ``stef review`` and ``stef report`` show); false
+            leaves them out where results must not repeat the agent's log.
+        commit_failures_unhealthy: ``/healthz`` fails once this many commits in a row (Kafka
+            offsets, a followed file's checkpoint) have failed; each failure is retried at the
+            next commit and counted in ``stef_commit_failures_total``.
         calibration: the calibration file that maps the judge's raw signal to P(correct)
             (``stef calibrate LABELS --fit FILE``); unset: the package's default for the
             backend (the heuristic ships one; an LLM has none); ``none``: no calibration.
@@ -193,9 +199,26 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    results_include_input: bool = True
+    commit_failures_unhealthy: int = Field(10, ge=1)
+
     calibration: str | None = None
     review_below: float = Field(0.6, ge=0, le=1)
     cascade_below: float = Field(0.6, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _llm_fits_the_record_timeout(self) -> Settings:
+        # A slow but healthy record must not outlast record_timeout_s: /healthz would fail and
+        # the liveness probe restart the replica in the middle of it.
+        budget = self.llm.record_budget_s
+        if self.llm.configured and budget > self.record_timeout_s:
+            raise ValueError(
+                f"the LLM judge may take {budget:g} s on one record (llm.timeout_s, "
+                "max_retries, max_total_retry_s, backoff_max_s, samples and one re-ask), more "
+                f"than record_timeout_s {self.record_timeout_s:g} s: raise record_timeout_s to "
+                f"{budget:g} or lower the LLM budget"
+            )
+        return self
 
     @field_validator("source")
     @classmethod
@@ -313,6 +336,8 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "results_include_input",
+    "commit_failures_unhealthy",
     "calibration",
     "review_below",
     "cascade_below",

@@ -107,6 +107,7 @@ def build_pipeline(
         calibration=calibration,
         review_below=settings.review_below,
         cascade=stages,
+        include_input=settings.results_include_input,
     )
 
 
