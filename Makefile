@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.runtime
 LOCKS := requirements/build.txt requirements/run.txt requirements/test.txt
 UV_VERSION := 0.13.9
 
-.PHONY: setup services run test test-latest lock lint wheel-check bench clean
+.PHONY: setup services run test test-latest lock lint wheel-check bench clean calibration
 
 setup: $(STAMP)
 
@@ -51,6 +51,12 @@ wheel-check: setup
 test: services lint
 	bash scripts/run-tests.sh
 	bash scripts/check-wheel.sh $(PY)
+
+# The heuristic's default calibration (raw score -> P(correct)), fitted on the bundled labels; the
+# raw signal is fitted whatever calibration is loaded (docs/calibration.md).
+DEV_LABELS ?= ../shared/data/judge-dev.jsonl
+calibration: $(RUN_STAMP)
+	$(BIN)/stef calibrate $(DEV_LABELS) --no-progress --fit stef/calibrations/heuristic.json
 
 bench: services
 	$(BIN)/python -m bench.run

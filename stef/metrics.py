@@ -10,8 +10,10 @@ multi-line value into every scrape.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -26,6 +28,12 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from stef.calibration import (
+    MAX_HALF_WIDTH,
+    AccuracyEstimate,
+    Calibration,
+    estimate_from_moments,
+)
 from stef.logs import dropped_lines
 from stef.models import ISSUE_LABELS, REPAIR_KINDS, Result
 
@@ -97,6 +105,10 @@ def sane_label(value: str) -> bool:
     return _SANE_LABEL.fullmatch(value) is not None
 
 
+# Records per app over which the accuracy is estimated.
+ESTIMATE_WINDOW = 1000
+
+
 class BoundedLabels:
     """The values one label may take when they come from input (apps, agents, model names).
 
@@ -145,6 +157,7 @@ class Metrics:
         self._reported = BoundedLabels(MAX_REPORTED_MODELS, "other")
         self._lock = threading.Lock()
         self._newest: dict[str, float] = {}
+        self._estimator: AccuracyWindow | None = None
         self._register_quality(registry)
         self._register_llm(registry)
         self._register_service(registry)
@@ -196,6 +209,38 @@ class Metrics:
         self.unsafe = Counter(
             "stef_unsafe_sql_total",
             "Records whose SQL mutates or stacks statements",
+            ["app"],
+            registry=r,
+        )
+        self.needs_review = Counter(
+            "stef_needs_review_total",
+            "Evaluated records whose confidence is below the review bound (needs_review)",
+            ["app"],
+            registry=r,
+        )
+        self.cascade = Counter(
+            "stef_cascade_records_total",
+            "llm.verdict cascade: records decided by the heuristic alone (an LLM call saved) "
+            "or sent to the LLM",
+            ["app", "decided_by"],
+            registry=r,
+        )
+        self.estimated_accuracy = Gauge(
+            "stef_estimated_accuracy",
+            "Agent accuracy estimated from p_correct over the last window of evaluated records "
+            "(adjusted classify-and-count); NaN when the judge cannot resolve it",
+            ["app"],
+            registry=r,
+        )
+        self.estimated_accuracy_low = Gauge(
+            "stef_estimated_accuracy_low",
+            "Lower end of the 95% CI of stef_estimated_accuracy",
+            ["app"],
+            registry=r,
+        )
+        self.estimated_accuracy_high = Gauge(
+            "stef_estimated_accuracy_high",
+            "Upper end of the 95% CI of stef_estimated_accuracy",
             ["app"],
             registry=r,
         )
@@ -387,6 +432,7 @@ class Metrics:
         self.second_opinions.labels(app=a)
         self.disagreements.labels(app=a)
         self.split_verdicts.labels(app=a)
+        self.needs_review.labels(app=a)
 
     def prime_model(self, model: str) -> None:
         """Create the zero-valued series of a configured LLM model: samples by outcome and model
@@ -434,6 +480,25 @@ class Metrics:
             # A Result read back from a file is not checked against the Issue literal.
             label = issue if issue in ISSUE_LABELS else "other"
             self.issues.labels(app=app, issue=label).inc()
+        if result.needs_review:
+            self.needs_review.labels(app=app).inc()
+        if result.judge.p_correct is not None and self._estimator is not None:
+            est = self._estimator.add(app, result.judge.p_correct)
+            value, low, high = (
+                (math.nan, math.nan, math.nan) if est is None else (est.value, est.low, est.high)
+            )
+            self.estimated_accuracy.labels(app=app).set(value)
+            self.estimated_accuracy_low.labels(app=app).set(low)
+            self.estimated_accuracy_high.labels(app=app).set(high)
+
+    def observe_cascade(self, app: str | None, escalated: bool) -> None:
+        """One record of a cascade: decided by the heuristic alone, or sent to the LLM."""
+        decided_by = "llm" if escalated else "heuristic"
+        self.cascade.labels(app=self.app_label(app), decided_by=decided_by).inc()
+
+    def set_calibration(self, calibration: Calibration, window: int = ESTIMATE_WINDOW) -> None:
+        """Estimate each app's accuracy from the p_correct of its last ``window`` results."""
+        self._estimator = AccuracyWindow(calibration, window)
 
     def _observe_judge_watch(self, app: str, result: Result) -> None:
         """The second opinion and the sample vote of an evaluated result."""
@@ -555,6 +620,35 @@ class Metrics:
             self.canary_agreement.labels(backend=backend, model=model, measure=measure).set(value)
         if at is not None:
             self.canary_last_run.labels(backend=backend, model=model).set(at)
+
+
+class AccuracyWindow:
+    """The last ``window`` p_correct values per app, with running sums: the estimate is O(1)
+    per record. Thread-safe."""
+
+    def __init__(self, calibration: Calibration, window: int) -> None:
+        self.calibration = calibration
+        self.window = window
+        self._values: dict[str, deque[float]] = {}
+        self._sums: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, app: str, p: float) -> AccuracyEstimate | None:
+        """Add one p_correct; the app's estimate, or None when its CI is wider than ±0.10."""
+        with self._lock:
+            values = self._values.setdefault(app, deque())
+            sums = self._sums.setdefault(app, [0.0, 0.0])
+            values.append(p)
+            sums[0] += p
+            sums[1] += p * p
+            if len(values) > self.window:
+                old = values.popleft()
+                sums[0] -= old
+                sums[1] -= old * old
+            n, total, squares = len(values), sums[0], sums[1]
+        cal = self.calibration
+        est = estimate_from_moments(n, total, squares, cal.mean_p_correct, cal.mean_p_wrong)
+        return None if est is None or est.half_width > MAX_HALF_WIDTH else est
 
 
 def judge_error_reason(error: str | None) -> str:

@@ -312,6 +312,9 @@ class JudgeInfo(_Frozen):
     reported_model: str | None = None
     samples: SampleVote | None = None
     second_opinion: SecondOpinion | None = None
+    p_correct: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="calibrated P(the SQL answers the question)"
+    )
 
     @model_serializer(mode="wrap")
     def _without_unset_record_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -325,7 +328,7 @@ class JudgeInfo(_Frozen):
 
 
 # The JudgeInfo fields that only an LLM judgment sets; left out of the JSON when unset.
-_PER_RECORD_INFO = ("reported_model", "samples", "second_opinion")
+_PER_RECORD_INFO = ("reported_model", "samples", "second_opinion", "p_correct")
 
 
 # ------------------------------------------------------------------------------------- result
@@ -357,6 +360,16 @@ class Components(_Frozen):
     leniency: int
     confidence: float
     confidence_multiplier: float
+    raw_signal: float | None = Field(
+        default=None,
+        description="the judge's raw signal in 0-1 (heuristic: uncalibrated score / 100; LLM: "
+        "P(Yes), else verdict and self-reported confidence on one axis); what --fit fits",
+    )
+    confidence_source: Literal["calibrated", "token_probability", "self_reported"] | None = Field(
+        default=None,
+        description="where confidence comes from: a calibration file, the endpoint's token "
+        "probabilities, or the judge's own word",
+    )
 
 
 class Safety(_Frozen):
@@ -485,6 +498,9 @@ class Result(_Frozen):
     )
     reference: Reference | None = Field(
         None, description="the comparison with the record's reference SQL; absent without one"
+    )
+    needs_review: bool = Field(
+        default=False, description="confidence below the review bound (setting review_below)"
     )
 
     @model_serializer(mode="wrap")

@@ -18,6 +18,13 @@ from typing import Any
 
 import structlog
 
+from stef.calibration import (
+    P_FLOOR,
+    Calibration,
+    confidence_in,
+    raw_signal,
+    token_probability,
+)
 from stef.errors import InvalidInput, JudgeError
 from stef.io import Oversized
 from stef.io.database import Database
@@ -89,6 +96,27 @@ class Processed:
         return self.result is not None
 
 
+@dataclass(frozen=True)
+class Cascade:
+    """The second stage of ``llm.verdict: cascade``: the LLM, called only for records whose
+    calibrated heuristic confidence is below ``below``, and for unsafe-looking SQL.
+
+    Attributes:
+        backend: the LLM judge.
+        calibration: the LLM's calibration (None: its token probabilities, else its own word).
+        below: the heuristic confidence under which a record goes to the LLM.
+    """
+
+    backend: Judge
+    calibration: Calibration | None
+    below: float
+
+    def escalates(self, heuristic: Result, spec: SqlSpec) -> bool:
+        """The heuristic's result is not sure enough, failed, or the SQL looks unsafe."""
+        c = heuristic.components
+        return c is None or c.confidence < self.below or _unsafe(spec)
+
+
 def sampled_in(record_id: str, rate: float) -> bool:
     """Deterministic sampling on the record id, so every replica takes the same decision."""
     if rate >= 1.0:
@@ -115,6 +143,14 @@ class Pipeline:
             changes the result. None asks no one else.
         backfill: the range of the ``stef backfill`` run, set on every result it writes;
             None for every other command.
+        calibration: maps the judge's raw signal to ``judge.p_correct`` and the confidence
+            Γ is taken from (:mod:`stef.calibration`); None: token probabilities when the
+            judge gave them, else its self-reported confidence.
+        review_below: a result whose confidence is below this gets ``needs_review``; None:
+            never.
+        cascade: ``llm.verdict: cascade``: ``backend`` (the heuristic, with ``calibration``)
+            judges first, and the cascade's LLM only the records it escalates. None: one
+            backend judges every record.
         include_input: every result carries the record's question, enriched question and SQL
             (``input``), so a reviewer can read what was judged.
         references: reference SQL by question (:func:`stef.stages.reference.question_key`),
@@ -135,6 +171,9 @@ class Pipeline:
         guess_dialect: bool = True,
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
+        calibration: Calibration | None = None,
+        review_below: float | None = None,
+        cascade: Cascade | None = None,
         include_input: bool = True,
         references: Mapping[str, str] | None = None,
         reference_db: Database | None = None,
@@ -148,6 +187,9 @@ class Pipeline:
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.guess_dialect = guess_dialect
         self.backfill = backfill
+        self.calibration = calibration
+        self.review_below = review_below
+        self.cascade = cascade
         self.include_input = include_input
         self.references: Mapping[str, str] = references or {}
         self.reference_db = reference_db
@@ -267,13 +309,61 @@ class Pipeline:
             return Result(outcome="skipped_sampling", safety=_safety(spec), **base)
         request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
         self._within_budget(cpu_started)
+        cascade = self.cascade
+        result = self._judge_by(
+            self.backend,
+            self.calibration,
+            request,
+            norm,
+            rules,
+            base,
+            started,
+            cpu_started,
+            count_repairs=cascade is None,
+        )
+        if cascade is None:
+            return self._referenced(result, record, request, rules)
+        escalate = cascade.escalates(result, request.sql_spec)
+        if self.metrics is not None:
+            self.metrics.observe_cascade(record.app, escalate)
+        if not escalate:
+            return self._referenced(result, record, request, rules)
+        # The heuristic could not tell (or the SQL looks unsafe): the LLM decides.
+        info = cascade.backend.info.model_copy(update={"rules_version": ruleset.version})
+        result = self._judge_by(
+            cascade.backend,
+            cascade.calibration,
+            request,
+            norm,
+            rules,
+            _labels(record, info),
+            time.perf_counter(),
+            cpu_started,
+        )
+        return self._referenced(result, record, request, rules)
+
+    def _judge_by(
+        self,
+        backend: Judge,
+        calibration: Calibration | None,
+        request: JudgeRequest,
+        norm: Normalized,
+        rules: AppRules,
+        base: dict[str, Any],
+        started: float,
+        cpu_started: float,
+        count_repairs: bool = True,
+    ) -> Result:
+        """One backend's judgment of the request, scored, with its calibration applied."""
         spec = request.sql_spec
         try:
-            reply = self.backend.judge(request)
+            reply = backend.judge(request)
         except JudgeError as exc:
             if _unsafe(spec):
                 # Safety never depends on the judge: it holds when the reply fails.
-                return _unsafe_without_judge(exc, spec, norm, rules, started, base)
+                return self._reviewed(
+                    _unsafe_without_judge(exc, spec, norm, rules, started, base, calibration)
+                )
             return Result(
                 outcome="judge_error",
                 error=f"{exc.reason}: {exc.detail}",
@@ -292,19 +382,31 @@ class Pipeline:
         output, verified = verify(reply.output, request)
         self._within_budget(cpu_started)
         repairs = [*output.repairs, *verified]
-        if self.metrics is not None and repairs:
+        if self.metrics is not None and repairs and count_repairs:
             self.metrics.observe_repairs([repair_kind(r) for r in repairs])
         if not spec.parsed and not is_sql_text(request.record.sql):
             # Prose in place of SQL (an apology, the question echoed) answers nothing.
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
         result = _with_decisions(
-            _evaluated(output, spec, norm, rules, usage, base), output, repairs
+            _evaluated(output, spec, norm, rules, usage, base, calibration), output, repairs
         )
-        result = self._with_judge_details(result, reply.output, request)
-        # The SQL judged (taken out of a fence), with the reference the judge was not shown.
+        return self._reviewed(self._with_judge_details(result, reply.output, request))
+
+    def _referenced(
+        self, result: Result, record: InputRecord, request: JudgeRequest, rules: AppRules
+    ) -> Result:
+        """The result held against the record's reference SQL, when it has one (reference
+        mode): the SQL judged (out of its fence) with the reference the judge was not shown."""
         judged = record.model_copy(update={"sql": request.record.sql})
         return with_reference(result, judged, rules, self.references, self.reference_db)
+
+    def _reviewed(self, result: Result) -> Result:
+        """``needs_review`` when the result's confidence is below the bound."""
+        c = result.components
+        if self.review_below is None or c is None or c.confidence >= self.review_below:
+            return result
+        return result.model_copy(update={"needs_review": True})
 
     def _within_budget(self, cpu_started: float) -> None:
         used = time.thread_time() - cpu_started
@@ -424,6 +526,27 @@ def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:
     }
 
 
+def _calibrated(
+    backend: str,
+    verdict: Verdict,
+    confidence: float,
+    raw_score: float,
+    token_p: float | None,
+    calibration: Calibration | None,
+) -> tuple[float, float, str, float | None]:
+    """The confidence in ``verdict`` and where it comes from, from the judge's raw signal:
+    (raw signal, confidence, confidence source, p_correct)."""
+    raw = raw_signal(backend, verdict, confidence, raw_score, token_p)
+    passes = verdict in PASSING_VERDICTS
+    if calibration is not None:
+        p = round(calibration.map(raw), 4)
+        return raw, confidence_in(passes, p), "calibrated", p
+    if token_p is not None:
+        return raw, confidence_in(passes, token_p), "token_probability", None
+    # A judge's own word never says "certain": only a calibration or token probabilities may.
+    return raw, min(confidence, 1 - P_FLOOR), "self_reported", None
+
+
 def _evaluated(
     out: JudgeOutput,
     spec: SqlSpec,
@@ -431,10 +554,26 @@ def _evaluated(
     rules: AppRules,
     usage: Usage,
     base: dict[str, Any],
+    calibration: Calibration | None = None,
 ) -> Result:
-    """Alignment and score of a judge's answer: the result of an evaluated record."""
+    """Alignment and score of a judge's answer: the result of an evaluated record. The score
+    is computed once with the judge's own confidence (the heuristic's raw signal), then again
+    with the confidence the calibration or the token probabilities give."""
     alignment, status, leniency = align(out, spec, norm, rules)
     scored = score(status, out.verdict, leniency, out.confidence, spec, rules)
+    info: JudgeInfo = base["judge"]
+    raw, confidence, source, p = _calibrated(
+        info.backend,
+        scored.verdict,
+        out.confidence,
+        scored.score,
+        token_probability(out),
+        calibration,
+    )
+    if confidence != out.confidence:
+        scored = score(status, out.verdict, leniency, confidence, spec, rules)
+    if p is not None:
+        base = {**base, "judge": info.model_copy(update={"p_correct": p})}
     return Result(
         outcome="evaluated",
         score=scored.score,
@@ -445,8 +584,10 @@ def _evaluated(
             verdict=scored.verdict,
             verdict_score=scored.verdict_score,
             leniency=leniency,
-            confidence=out.confidence,
+            confidence=confidence,
             confidence_multiplier=scored.multiplier,
+            raw_signal=raw,
+            confidence_source=source,
         ),
         enrichment=out.enrichment,
         question_spec=out.question_spec,
@@ -482,10 +623,17 @@ def _unsafe_without_judge(
     rules: AppRules,
     started: float,
     base: dict[str, Any],
+    calibration: Calibration | None = None,
 ) -> Result:
     """Mutating or stacked SQL whose judge failed: the safety override decides alone."""
     # No judge: nothing is known of the question's filters, so none counts as applied.
     scored = score(FilterStatus.NOT_APPLIED, Verdict.INCORRECT, 0, 1.0, spec, rules)
+    info: JudgeInfo = base["judge"]
+    raw, confidence, source, p = _calibrated(
+        info.backend, Verdict.INCORRECT, 1.0, scored.score, None, calibration
+    )
+    if p is not None:
+        base = {**base, "judge": info.model_copy(update={"p_correct": p})}
     return Result(
         outcome="evaluated",
         score=scored.score,
@@ -497,8 +645,10 @@ def _unsafe_without_judge(
             verdict=scored.verdict,
             verdict_score=scored.verdict_score,
             leniency=0,
-            confidence=1.0,
+            confidence=confidence,
             confidence_multiplier=scored.multiplier,
+            raw_signal=raw,
+            confidence_source=source,
         ),
         sql_spec=spec,
         normalizations=_normalizations(norm, unsafe=True),

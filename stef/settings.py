@@ -194,6 +194,13 @@ class Settings(BaseModel):
             answers, or the group cannot be rejoined after a broker restart) before
             ``/readyz`` fails and the command exits 1 (a restart starts afresh); ``stef
             backfill`` then says where it stopped.
+        calibration: the calibration file that maps the judge's raw signal to P(correct)
+            (``stef calibrate LABELS --fit FILE``); unset: the package's default for the
+            backend (the heuristic ships one; an LLM has none); ``none``: no calibration.
+        review_below: results whose confidence is below this get ``needs_review: true``.
+        cascade_below: with ``llm.verdict: cascade``, records whose calibrated heuristic
+            confidence is below this (and unsafe-looking SQL) go to the LLM; the others are
+            decided by the heuristic alone.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -233,6 +240,10 @@ class Settings(BaseModel):
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
     results_include_input: bool = True
     commit_failures_unhealthy: int = Field(10, ge=1)
+
+    calibration: str | None = None
+    review_below: float = Field(0.6, ge=0, le=1)
+    cascade_below: float = Field(0.6, ge=0, le=1)
 
     @model_validator(mode="after")
     def _llm_fits_the_record_timeout(self) -> Settings:
@@ -381,6 +392,9 @@ _ENV_KEYS = (
     "log_format",
     "log_deps_level",
     "source_unreachable_timeout_s",
+    "calibration",
+    "review_below",
+    "cascade_below",
 )
 _STRUCTURED = (
     "kafka_consumer",

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stef.models import Result
+from stef.calibration import MAX_HALF_WIDTH, Calibration, calibration_for, estimate_accuracy
+from stef.models import JudgeInfo, Result
 from stef.stats import quantile
 from stef.text_table import render_table
 
@@ -38,10 +39,16 @@ class Group:
     skipped: int = 0
     scores: list[float] = field(default_factory=list)
     tiers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+    p_correct: list[float] = field(default_factory=list)
+    needs_review: int = 0
 
     def add(self, result: Result) -> None:
         self.received += 1
+        if result.needs_review:
+            self.needs_review += 1
         if result.outcome == "evaluated":
+            if result.judge.p_correct is not None:
+                self.p_correct.append(result.judge.p_correct)
             self.evaluated += 1
             if result.score is not None:
                 self.scores.append(result.score)
@@ -84,6 +91,11 @@ class Summary:
     invalid: int = 0
     invalid_known: bool = True
     backends: set[str] = field(default_factory=set)
+    calibration: Calibration | None = None
+    sources: dict[str, int] = field(default_factory=dict)
+    judge: JudgeInfo | None = None
+    by_backend: dict[str, int] = field(default_factory=dict)
+    llm_tokens: int = 0
 
     def add(self, result: Result) -> None:
         key = (
@@ -93,6 +105,15 @@ class Summary:
         )
         self.groups[key].add(result)
         self.backends.add(result.judge.backend)
+        self.judge = self.judge or result.judge
+        if result.outcome != "skipped_sampling":
+            backend = result.judge.backend
+            self.by_backend[backend] = self.by_backend.get(backend, 0) + 1
+            if backend != "heuristic":
+                self.llm_tokens += result.usage.prompt_tokens + result.usage.completion_tokens
+        if result.components is not None and result.components.confidence_source:
+            source = result.components.confidence_source
+            self.sources[source] = self.sources.get(source, 0) + 1
 
     def extend(self, results: Iterable[Result]) -> Summary:
         for r in results:
@@ -107,6 +128,8 @@ class Summary:
             t.judge_errors += g.judge_errors
             t.skipped += g.skipped
             t.scores.extend(g.scores)
+            t.p_correct.extend(g.p_correct)
+            t.needs_review += g.needs_review
             for k, v in g.tiers.items():
                 t.tiers[k] += v
         return t
@@ -129,11 +152,107 @@ class Summary:
     def as_dict(self) -> dict[str, Any]:
         """Every figure of every group, untruncated; null where a group has no score."""
         rows = [_row(app, agent, version, g) for (app, agent, version), g in self._items()]
+        for row, (_, g) in zip(rows, self._items(), strict=True):
+            row.update(self._estimate(g))
         return {
             "groups": rows[:-1],
             "total": rows[-1],
             "invalid": self.invalid if self.invalid_known else None,
             "judge_backends": sorted(self.backends),
+            "confidence": self.confidence_line(),
+            "cascade": self.cascade(),
+        }
+
+    def cascade(self) -> dict[str, Any] | None:
+        """With ``llm.verdict: cascade`` (results of the heuristic and of an LLM together): how
+        many records the LLM judged, how many calls the heuristic saved, and their tokens at the
+        LLM's mean per record. None when one backend judged every record."""
+        heuristic = self.by_backend.get("heuristic", 0)
+        llm = sum(n for b, n in self.by_backend.items() if b != "heuristic")
+        if not heuristic or not llm:
+            return None
+        per_record = self.llm_tokens / llm
+        return {
+            "llm_records": llm,
+            "heuristic_records": heuristic,
+            "llm_share": round(llm / (llm + heuristic), 4),
+            "calls_saved": heuristic,
+            "tokens_per_llm_record": round(per_record, 1),
+            "tokens_saved_estimate": round(heuristic * per_record),
+        }
+
+    def cascade_line(self) -> str | None:
+        c = self.cascade()
+        if c is None:
+            return None
+        # Short enough for the 120-column text summary whatever the counts.
+        return (
+            f"cascade: LLM judged {c['llm_records']:,} of "
+            f"{c['llm_records'] + c['heuristic_records']:,} ({c['llm_share']:.0%}); "
+            f"{c['calls_saved']:,} LLM calls saved (~{c['tokens_saved_estimate']:,} tokens)"
+        )
+
+    def load_calibration(self, setting: str | None) -> None:
+        """Load the calibration the results were judged with (``setting`` as the settings'
+        ``calibration``), when they carry calibrated confidences.
+
+        Raises:
+            ConfigError: the file is bad or was fitted for another judge.
+        """
+        if self.judge is not None and self.sources.get("calibrated"):
+            self.calibration = calibration_for(setting, self.judge)
+
+    def confidence_line(self) -> str:
+        """Which confidence the results carry: calibrated (by what), token probabilities, or the
+        judge's own word (not a probability)."""
+        if not self.sources:
+            return "confidence: no evaluated result"
+        parts = []
+        for source, n in sorted(self.sources.items(), key=lambda kv: -kv[1]):
+            if source == "calibrated":
+                what = (
+                    self.calibration.describe()
+                    if self.calibration is not None
+                    else "a calibration file"
+                )
+                parts.append(f"calibrated ({what})")
+            elif source == "token_probability":
+                parts.append("the model's token probabilities, uncalibrated")
+            else:
+                parts.append("self-reported by the judge, not a probability (no calibration)")
+            if len(self.sources) > 1:
+                parts[-1] += f" on {n:,} results"
+        return "confidence: " + "; ".join(parts)
+
+    def _estimate(self, g: Group) -> dict[str, Any]:
+        """The group's accuracy estimated from p_correct (adjusted classify-and-count), or null
+        with the reason."""
+        cal = self.calibration
+        note: str | None = None
+        est = None
+        if cal is None or not g.p_correct:
+            note = (
+                "no calibrated p_correct in these results"
+                if not g.p_correct
+                else "the calibration that gave p_correct is not loaded (setting calibration)"
+            )
+        else:
+            est = estimate_accuracy(g.p_correct, cal.mean_p_correct, cal.mean_p_wrong)
+            if est is None:
+                note = "this judge does not separate correct from wrong SQL (no resolution)"
+            elif est.half_width > MAX_HALF_WIDTH:
+                note = (
+                    f"this judge cannot estimate the agent's accuracy over {est.n:,} records: "
+                    f"its CI is +-{est.half_width:.2f} (resolution {cal.resolution:.3f}); label "
+                    "records, use references or a stronger model"
+                )
+                est = None
+        return {
+            "needs_review": g.needs_review,
+            "estimated_accuracy": None
+            if est is None
+            else {"value": est.value, "low": est.low, "high": est.high},
+            "estimated_accuracy_note": note,
         }
 
     def table(self) -> str:
@@ -157,7 +276,11 @@ class Summary:
             [_cut(a, caps[0]), _cut(b, caps[1]), *f]
             for (a, b), f in zip(names, figures, strict=True)
         ]
-        lines = [render_table(head, rows, left=2, rule_before={len(rows) - 1})]
+        lines = [self.confidence_line()]
+        cascade = self.cascade_line()
+        if cascade is not None:
+            lines.append(cascade)
+        lines.append(render_table(head, rows, left=2, rule_before={len(rows) - 1}))
         backend = ", ".join(sorted(self.backends)) or "-"
         invalid = self.invalid if self.invalid_known else "not counted (pass --dead-letters)"
         errors = self.total().judge_errors
@@ -220,7 +343,11 @@ def _row(app: str, agent: str, version: str, g: Group) -> dict[str, Any]:
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    flat = {k: v for k, v in row.items() if k not in ("tier_counts", "tier_shares")}
+    skip = ("tier_counts", "tier_shares", "estimated_accuracy")
+    flat = {k: v for k, v in row.items() if k not in skip}
+    est = row.get("estimated_accuracy")
+    for key in ("value", "low", "high"):
+        flat[f"estimated_accuracy_{key}"] = None if est is None else est[key]
     for t in TIERS:
         flat[t] = row["tier_counts"][t]
     for t in TIERS:

@@ -57,9 +57,10 @@ def test_make_run_script_talks_and_fits_120_columns() -> None:
     rows = {
         tuple(ln.split()[:2]): ln.split() for ln in lines if ln.startswith(("sales", "support"))
     }
-    # Release 2.1 drops the year of year questions: its sales mean falls well below 2.0's.
-    assert (
-        float(rows[("sales", "sql-agent@2.1")][3]) < float(rows[("sales", "sql-agent@2.0")][3]) - 15
+    # Release 2.1 drops the year of year questions: its sales mean falls well below 2.0's (by a
+    # quarter at least: the heuristic's calibrated confidence scales every score by Γ <= 0.8).
+    assert float(rows[("sales", "sql-agent@2.1")][3]) < 0.75 * float(
+        rows[("sales", "sql-agent@2.0")][3]
     )
     assert "invalid input lines (dead letters): 16" in proc.stdout
 

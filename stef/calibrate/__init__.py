@@ -15,5 +15,8 @@ specificity there instead.
 
 The modules, in the order a run uses them: :mod:`stef.calibrate.labels` reads and judges the
 labelled records, :mod:`stef.calibrate.agreement` computes the statistics,
-:mod:`stef.calibrate.report` lays them out, :mod:`stef.calibrate.plot` draws the charts (SVG).
+:mod:`stef.calibrate.measures` the probability figures (AUC, Brier, ECE, resolution),
+:mod:`stef.calibrate.report` lays them out, :mod:`stef.calibrate.plot` draws the charts (SVG),
+and :mod:`stef.calibrate.fit` fits a calibration (``--fit``; the file format and its use at judge
+time are :mod:`stef.calibration`).
 """

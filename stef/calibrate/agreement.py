@@ -176,6 +176,8 @@ class Item:
     complexity: str | None = None
     error_types: tuple[str, ...] = ()
     verdict: str | None = None
+    raw: float | None = None
+    p_correct: float | None = None
 
     def predicted(self, threshold: float) -> bool | None:
         return None if self.score is None else self.score >= threshold

@@ -136,11 +136,15 @@ def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Result | No
 
 def _item(rec: Labelled, result: Result | None) -> Item:
     app = rec.payload.get("app")
+    raw: float | None = None
+    p_correct: float | None = None
     if result is None or result.outcome != "evaluated" or result.score is None:
         score, verdict = None, None
     else:
         score = result.score
         verdict = str(result.components.verdict) if result.components else None
+        raw = result.components.raw_signal if result.components else None
+        p_correct = result.judge.p_correct
     return Item(
         label=rec.label,
         score=score,
@@ -149,4 +153,6 @@ def _item(rec: Labelled, result: Result | None) -> Item:
         complexity=result.complexity if result is not None else None,
         error_types=rec.error_types,
         verdict=verdict,
+        raw=raw,
+        p_correct=p_correct,
     )

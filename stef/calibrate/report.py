@@ -18,6 +18,8 @@ from stef.calibrate.agreement import (
     sensitivity,
     specificity,
 )
+from stef.calibrate.measures import Scored, drop_figures, probability_metrics, reliability
+from stef.calibration import Calibration
 from stef.text_table import render_table
 
 POSITIVE = "correct"
@@ -40,7 +42,19 @@ def metrics(
         "specificity": _round(specificity(c)),
         "confusion": c.as_dict(),
         "judge_errors": sum(1 for i in items if i.score is None),
+        **probability_metrics(points(items), with_ci=False),
     }
+
+
+def points(items: Sequence[Item]) -> list[Scored]:
+    """The items' probability of being correct: p_correct when a calibration gave one, else
+    the raw signal; judge errors have none."""
+    out: list[Scored] = []
+    for i in items:
+        p = i.p_correct if i.p_correct is not None else i.raw
+        if p is not None and i.score is not None:
+            out.append(Scored(p, i.label))
+    return out
 
 
 def _round(x: float | None) -> float | None:
@@ -65,7 +79,12 @@ def _groups(items: Sequence[Item], dimension: str) -> dict[str, list[Item]]:
 
 
 def report(
-    items: Sequence[Item], threshold: float, *, resamples: int = MIN_RESAMPLES, seed: int = 0
+    items: Sequence[Item],
+    threshold: float,
+    *,
+    resamples: int = MIN_RESAMPLES,
+    seed: int = 0,
+    window: int = 1000,
 ) -> dict[str, Any]:
     """The ``--json`` object: the overall figures plus ``breakdown`` by dimension and value."""
     out = metrics(items, threshold, resamples=resamples, seed=seed)
@@ -76,7 +95,33 @@ def report(
         }
         for dim in DIMENSIONS
     }
+    pts = points(items)
+    out.update(probability_metrics(pts, resamples=resamples, seed=seed))
+    out["reliability"] = [
+        {**row, "mean_p": _round(row["mean_p"]), "observed": _round(row["observed"])}
+        for row in reliability(pts)
+    ]
+    # Per source when the labels name sources, else per app: the mean over them counts each
+    # once, so the largest does not stand for all.
+    dim = "source" if any(i.source for i in items) else "app"
+    per = {}
+    for value, group in _groups(items, dim).items():
+        m = metrics(group, threshold, resamples=resamples, seed=seed)
+        m.update(probability_metrics(points(group), resamples=resamples, seed=seed))
+        per[value] = m
+    out["per_source"] = per
+    out["per_source_dimension"] = dim
+    out["mean_over_sources"] = {
+        key: _mean([m[key] for m in per.values()])
+        for key in ("auc", "brier", "ece", "kappa", "balanced_accuracy")
+    }
+    out.update(drop_figures(pts, window, resamples=resamples, seed=seed))
     return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), 4) if present else None
 
 
 def header(
@@ -106,6 +151,76 @@ def header(
         "resamples": resamples,
         "seed": seed,
     }
+
+
+def render_probability(rep: dict[str, Any], probability: str) -> list[str]:
+    """AUC, Brier, ECE, resolution and the detectable drop; per source; the reliability table."""
+    ci = rep["auc_ci"]
+    ci_text = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+    out = [
+        f"probability of correct: {probability}",
+        f"AUC {_fmt(rep['auc'], False)}{ci_text}   Brier {_fmt(rep['brier'], False)}   "
+        f"ECE {_fmt(rep['ece'], False)} (10 equal-width bins; a constant at the base rate has "
+        "ECE ~0 and AUC 0.5: read them together)",
+    ]
+    if rep["resolution"] is not None:
+        r_ci, d_ci = rep["resolution_ci"], rep["min_drop_ci"]
+        drop = rep["min_drop"]
+        out.append(
+            f"resolution E[p|correct] - E[p|wrong]: {rep['resolution']:.3f} "
+            f"[{r_ci[0]:.3f}, {r_ci[1]:.3f}]; smallest accuracy drop a window of "
+            f"{rep['window']:,} records can detect: "
+            + ("none (no resolution)" if drop is None else f"{drop:.3f}")
+            + ("" if d_ci[0] is None or d_ci[1] is None else f" [{d_ci[0]:.3f}, {d_ci[1]:.3f}]")
+            + ("" if d_ci[1] is not None else " [-, no resolution at the CI's low end]")
+        )
+    head = ["", "n", "AUC", "AUC 95% CI", "Brier", "ECE", "kappa", "bal.acc", "errors"]
+    rows = [
+        [
+            name,
+            str(m["n"]),
+            _fmt(m["auc"], False),
+            "-" if m["auc_ci"] is None else f"[{m['auc_ci'][0]:.3f}, {m['auc_ci'][1]:.3f}]",
+            _fmt(m["brier"], False),
+            _fmt(m["ece"], False),
+            _fmt(m["kappa"], False),
+            _fmt(m["balanced_accuracy"]),
+            str(m["judge_errors"]),
+        ]
+        for name, m in rep["per_source"].items()
+    ]
+    mean = rep["mean_over_sources"]
+    rows.append(
+        [
+            "mean over " + ("sources" if rep["per_source_dimension"] == "source" else "apps"),
+            str(len(rep["per_source"])),
+            _fmt(mean["auc"], False),
+            "",
+            _fmt(mean["brier"], False),
+            _fmt(mean["ece"], False),
+            _fmt(mean["kappa"], False),
+            _fmt(mean["balanced_accuracy"]),
+            "",
+        ]
+    )
+    out += ["", f"by {rep['per_source_dimension']}: probability figures"]
+    out.append(render_table(head, rows))
+    out += ["", "reliability (p binned; observed: share actually correct)"]
+    out.append(
+        render_table(
+            ["p", "n", "mean p", "observed"],
+            [
+                [
+                    f"{row['bin'][0]:.1f}-{row['bin'][1]:.1f}",
+                    str(row["n"]),
+                    _fmt(row["mean_p"], False),
+                    _fmt(row["observed"], False),
+                ]
+                for row in rep["reliability"]
+            ],
+        )
+    )
+    return out
 
 
 def _fmt(x: float | None, pct: bool = True) -> str:
@@ -146,11 +261,14 @@ def render(
     backend: str,
     resamples: int,
     reformatted: bool,
+    probability: str = "raw signal",
+    pass_rule: str | None = None,
 ) -> str:
-    """The readable report: the overall row, the threshold search, one table per dimension."""
+    """The readable report: the overall row, the threshold search, the probability figures, one
+    table per dimension."""
     sql = "re-formatted by sqlglot" if reformatted else "as logged"
     out = [
-        f"judge: {backend}   pass threshold: score >= {threshold:g}   "
+        f"judge: {backend}   pass threshold: {pass_rule or f'score >= {threshold:g}'}   "
         f"positive class: {POSITIVE} (label true)   sql: {sql}",
         f"kappa CI: percentile bootstrap, {resamples} resamples; judge errors count as wrong "
         "predictions (on a correct item a false negative, on a wrong item a false positive)",
@@ -159,16 +277,103 @@ def render(
         "",
     ]
     if best is not None:
+        # With a calibration the tables read p_correct x 100: say it on p's own scale.
+        on_p = pass_rule is not None and pass_rule.startswith("p_correct")
+        what, value, default = (
+            ("p_correct", f"{best.value / 100:.4g}", f"{threshold / 100:.4g}")
+            if on_p
+            else ("score", f"{best.value:g}", f"{threshold:g}")
+        )
         out.append(
-            f"kappa-maximising threshold: score >= {best.value:g} "
+            f"kappa-maximising threshold: {what} >= {value} "
             f"(kappa {_fmt(best.kappa, False)}, "
             f"balanced accuracy {_fmt(best.balanced_accuracy)}) "
-            f"-- beside the default {threshold:g} (kappa {_fmt(rep['kappa'], False)}), not instead"
+            f"-- beside the {'calibration' if on_p else 'default'} {default} "
+            f"(kappa {_fmt(rep['kappa'], False)}), not instead"
         )
+    out += ["", *render_probability(rep, probability)]
     for dim in DIMENSIONS:
         groups = rep["breakdown"][dim]
         if not groups:
             continue
         out += ["", f"by {dim.replace('_', ' ')}"]
         out.append(render_table(_HEADER, [_row(v, m) for v, m in groups.items()]))
+    return "\n".join(out)
+
+
+def render_fit(cal: Calibration, path: str, *, judge_errors: int = 0) -> str:
+    """What ``--fit`` wrote, and how the map did on sources it was not fitted on."""
+    m = cal.metrics
+    cross = m["cross_source"]
+    mean = cross["mean_over_sources"]
+    out = [
+        f"calibration written to {path}: {cal.describe()}",
+        f"map: {cal.map.kind}, chosen by leave-one-source-out Brier (mean over held-out "
+        f"sources): "
+        + ", ".join(
+            f"{kind} {v['brier']:.4f}" if v["brier"] is not None else f"{kind} -"
+            for kind, v in m["candidates"].items()
+        ),
+        f"pass threshold on p_correct (kappa-maximising on the {cal.labels:,} labels): "
+        f"{cal.threshold:.4f}"
+        + (f"; {judge_errors} judge errors left out (no raw signal)" if judge_errors else ""),
+        f"resolution on the labels: E[p|correct] {cal.mean_p_correct:.3f} - "
+        f"E[p|wrong] {cal.mean_p_wrong:.3f} = {cal.resolution:.3f}; on sources the map "
+        f"never saw: {_fmt(cross.get('resolution'), False)}",
+        "",
+        "cross-source (each source predicted by a map fitted on the others):",
+    ]
+    head = ["", "n", "AUC", "Brier", "ECE", "kappa", "kappa raw"]
+    rows = [
+        [
+            name,
+            str(v["n"]),
+            _fmt(v["auc"], False),
+            _fmt(v["brier"], False),
+            _fmt(v["ece"], False),
+            _fmt(v["kappa"], False),
+            _fmt(v["kappa_raw"], False),
+        ]
+        for name, v in cross["per_source"].items()
+    ]
+    rows.append(
+        [
+            "pooled",
+            str(cal.labels),
+            _fmt(cross["auc"], False),
+            _fmt(cross["brier"], False),
+            _fmt(cross["ece"], False),
+            _fmt(cross["kappa"], False),
+            _fmt(cross["kappa_raw"], False),
+        ]
+    )
+    rows.append(
+        [
+            "mean over sources",
+            str(len(cross["per_source"])),
+            _fmt(mean["auc"], False),
+            _fmt(mean["brier"], False),
+            _fmt(mean["ece"], False),
+            _fmt(mean["kappa"], False),
+            _fmt(mean["kappa_raw"], False),
+        ]
+    )
+    out.append(render_table(head, rows))
+    w = m["weighting"]
+    unweighted = w["cross_source_unweighted"]
+    out += [
+        "",
+        f"source weights: {w['scheme']}; share of records -> share of weight: "
+        + ", ".join(
+            f"{k} {100 * v['records']:.0f}% -> {100 * v['weight']:.0f}%"
+            for k, v in w["weight_share"].items()
+        ),
+        "without weights (cross-source): "
+        f"pooled ECE {_fmt(unweighted['ece'], False)}, "
+        f"mean-over-sources ECE {_fmt(unweighted['mean_over_sources']['ece'], False)}, "
+        f"Brier {_fmt(unweighted['mean_over_sources']['brier'], False)}",
+        f"in-sample (fitted and measured on all labels): AUC {_fmt(m['auc'], False)}, "
+        f"Brier {_fmt(m['brier'], False)}, ECE {_fmt(m['ece'], False)}, "
+        f"kappa {_fmt(m['kappa'], False)} (raw {_fmt(m['kappa_raw'], False)})",
+    ]
     return "\n".join(out)

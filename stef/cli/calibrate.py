@@ -6,19 +6,23 @@ import argparse
 import contextlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, best_threshold
+from stef.calibrate.fit import Point, fit
 from stef.calibrate.joined import disagreements, join, render_disagreements
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
 from stef.calibrate.reference import reference_agreement
-from stef.calibrate.report import header, render, report
+from stef.calibrate.report import header, render, render_fit, report
+from stef.calibration import Calibration, judged_of
 from stef.cli.common import add_common, report_error, settings_of
 from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
+from stef.models import JudgeInfo
 from stef.review.records import RecordsError
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
@@ -54,6 +58,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument(
+        "--fit",
+        type=Path,
+        metavar="FILE",
+        help="fit a calibration (raw signal -> P(correct)) on these labels and write it here",
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="calibration file applied at judge time; none: off (env STEF_CALIBRATION; "
+        "default: the backend's own, the heuristic ships one)",
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        default=1000,
+        help="records per window for the smallest detectable accuracy drop (default 1000)",
+    )
+    p.add_argument(
         "--results", type=Path, help="results already judged (JSONL), joined to --labels by id"
     )
     p.add_argument("--labels", type=Path, help="labels JSONL (stef review's), with --results")
@@ -70,8 +92,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     """``stef calibrate ...``; returns the exit status."""
-    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-        print("stef calibrate: --concurrency and --limit must be at least 1", file=sys.stderr)
+    if args.concurrency < 1 or args.window < 1 or (args.limit is not None and args.limit < 1):
+        print(
+            "stef calibrate: --concurrency, --window and --limit must be at least 1",
+            file=sys.stderr,
+        )
         return Exit.USAGE
     if args.resamples < MIN_RESAMPLES:
         print(f"stef calibrate: --resamples must be at least {MIN_RESAMPLES}", file=sys.stderr)
@@ -80,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_joined(args)
     try:
         # The labels file uses STEF's own field names: no field mapping applies to it.
-        settings = settings_of(args, {"field_mapping": {}})
+        settings = settings_of(args, {"field_mapping": {}, "calibration": args.calibration})
         records = read_labels(args.file, args.limit)
         rules = without_sampling(load_rules(settings.rules))
     except ValueError as exc:
@@ -98,47 +123,113 @@ def run(args: argparse.Namespace) -> int:
         except StefError as exc:
             return report_error("stef calibrate", exc)
         stack.callback(backend.close)
+        try:
+            pipeline = build_pipeline(settings, rules, backend)
+        except StefError as exc:
+            return report_error("stef calibrate", exc)
         items = judge_all(
-            build_pipeline(settings, rules, backend),
+            pipeline,
             records,
             concurrency=args.concurrency,
             reformat=args.reformat,
             on_progress=progress.update_to,
         )
     progress.close()
+    if args.fit is not None:
+        return _fit(args, items, backend.info)
     with_reference = reference_agreement(records, rules, reformat=args.reformat)
-    _print_report(args, items, backend.info.backend, with_reference)
+    _print_report(args, items, backend.info.backend, pipeline.calibration, with_reference)
+    return Exit.OK
+
+
+def _fit(args: argparse.Namespace, items: list[Item], info: JudgeInfo) -> int:
+    """Fit a calibration on the raw signal (whatever calibration is loaded), write it, say what
+    it does across sources."""
+    points = [
+        Point(
+            raw=i.raw,
+            label=i.label,
+            source=i.source or i.app or "unknown",
+            # The uncalibrated decision, whatever calibration is loaded: the raw signal at
+            # --pass-threshold / 100 (for the heuristic: its raw score >= the threshold).
+            raw_pass=i.raw >= args.pass_threshold / 100,
+        )
+        for i in items
+        if i.raw is not None
+    ]
+    try:
+        cal = fit(points, judged_of(info), labels_file=args.file.name)
+    except ValueError as exc:
+        print(f"stef calibrate: {exc}", file=sys.stderr)
+        return Exit.FAILURE
+    try:
+        args.fit.parent.mkdir(parents=True, exist_ok=True)
+        args.fit.write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        return report_error("stef calibrate", exc)
+    if args.json:
+        print(json.dumps({"fit": str(args.fit), **cal.model_dump(mode="json")}))
+    else:
+        print(render_fit(cal, str(args.fit), judge_errors=len(items) - len(points)))
     return Exit.OK
 
 
 def _print_report(
-    args: argparse.Namespace, items: list[Item], backend: str, with_reference: dict[str, Any]
+    args: argparse.Namespace,
+    items: list[Item],
+    backend: str,
+    cal: Calibration | None,
+    with_reference: dict[str, Any],
 ) -> None:
-    rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
-    best = best_threshold(items, args.pass_threshold)
+    threshold = args.pass_threshold
+    pass_rule = f"score >= {threshold:g}"
+    if cal is not None:
+        # With a calibration, pass/fail is p_correct >= the threshold fitted with it; the
+        # agreement tables read p_correct x 100 where they read the score.
+        items = [
+            replace(i, score=None if i.p_correct is None else i.p_correct * 100) for i in items
+        ]
+        threshold = cal.threshold * 100
+        pass_rule = f"p_correct >= {cal.threshold:g}"
+    rep = report(items, threshold, resamples=args.resamples, seed=args.seed, window=args.window)
+    probability = (
+        f"p_correct (calibration: {cal.describe()})"
+        if cal is not None
+        else "the raw signal (no calibration: not a probability until fitted, see --fit)"
+    )
+    best = best_threshold(items, threshold)
     if args.plot:
-        write_histogram(args.plot, items, args.pass_threshold, best.value if best else None)
+        write_histogram(args.plot, items, threshold, best.value if best else None)
     if args.json:
+        # On p_correct's own scale (0-1) when a calibration decides.
+        scale = 100.0 if cal is not None else 1.0
         context = header(
-            threshold=args.pass_threshold,
-            best=best,
+            threshold=threshold / scale,
+            best=None if best is None else replace(best, value=best.value / scale),
             backend=backend,
             resamples=args.resamples,
             seed=args.seed,
             reformatted=args.reformat,
         )
         plot = {"plot": str(args.plot) if args.plot else None}
+        extra = {
+            "pass_rule": pass_rule,
+            "calibration": None if cal is None else cal.describe(),
+            "probability": "p_correct" if cal is not None else "raw_signal",
+        }
         reference = {"reference": with_reference}
-        print(json.dumps({**context, **plot, **rep, **reference}, ensure_ascii=False))
+        print(json.dumps({**context, **extra, **plot, **rep, **reference}, ensure_ascii=False))
         return
     print(
         render(
             rep,
-            threshold=args.pass_threshold,
+            threshold=threshold,
             best=best,
             backend=backend,
             resamples=args.resamples,
             reformatted=args.reformat,
+            probability=probability,
+            pass_rule=pass_rule,
         )
     )
     if with_reference["n"]:

@@ -66,9 +66,11 @@ def run(args: argparse.Namespace) -> int:
         except StefError as exc:
             return report_error("stef judge", exc)
         stack.callback(backend.close)
-        processed = build_pipeline(settings, rules, backend).process(
-            payload, {"file": "-", "line": 1}
-        )
+        try:
+            pipeline = build_pipeline(settings, rules, backend)
+        except StefError as exc:
+            return report_error("stef judge", exc)
+        processed = pipeline.process(payload, {"file": "-", "line": 1})
     if processed.result is None:
         print(f"stef judge: invalid input ({processed.reason}): {processed.error}", file=sys.stderr)
         return Exit.FAILURE

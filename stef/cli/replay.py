@@ -4,6 +4,7 @@ summary table per app and agent. Results are written in the order they finish.""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 from pathlib import Path
@@ -129,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
     except StefError as exc:
         return report_error("stef replay", exc)
     tally.progress.close()
+    # The service loaded the same calibration at start: it cannot fail here but be safe.
+    with contextlib.suppress(StefError):
+        tally.summary.load_calibration(settings.calibration)
     print(tally.summary.table())
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)

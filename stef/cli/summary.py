@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stef.errors import StefError
 from stef.exits import Exit
 from stef.models import Result
+from stef.settings import load_settings
 from stef.summary import FORMATS, Summary
 
 
@@ -19,6 +21,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=FORMATS,
         default="text",
         help="text: one screen (120 columns); json, csv, markdown: every figure, full names",
+    )
+    s.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="the calibration the results were judged with, for the estimated accuracy "
+        "(env STEF_CALIBRATION; default: the backend's own; none: no estimate)",
     )
     s.set_defaults(func=run)
 
@@ -44,5 +52,10 @@ def run(args: argparse.Namespace) -> int:
         where = getattr(exc, "filename", None) or args.file
         print(f"stef summary: {where}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return Exit.FAILURE
+    try:
+        summary.load_calibration(load_settings(None, {"calibration": args.calibration}).calibration)
+    except StefError as exc:
+        print(f"stef summary: {exc}", file=sys.stderr)
+        return Exit.USAGE
     print(summary.render(args.format))
     return Exit.OK

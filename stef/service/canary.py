@@ -31,7 +31,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
@@ -244,8 +244,21 @@ def build_canary(
 
     def judge(sample: Sequence[Labelled]) -> list[Item]:
         # No metrics: canary records stay out of every live record metric.
-        pipeline = build_pipeline(plain, without_sampling(rules()), backend, metrics=None)
-        return judge_all(pipeline, sample, concurrency=config.concurrency)
+        # No cascade: the canary watches the LLM itself, on every one of its records.
+        pipeline = build_pipeline(
+            plain, without_sampling(rules()), backend, metrics=None, cascade=False
+        )
+        items = judge_all(pipeline, sample, concurrency=config.concurrency)
+        cal = pipeline.calibration
+        if cal is None:
+            return items
+        # With a calibration, pass/fail is p_correct >= its threshold, as in stef calibrate:
+        # the score is scaled by the calibrated Γ and pass_threshold no longer reads it.
+        return [
+            replace(i, score=None if i.score is None or i.p_correct is None else
+                    (100.0 if i.p_correct >= cal.threshold else 0.0))
+            for i in items
+        ]  # fmt: skip
 
     try:
         return Canary(config, judge, metrics, backend)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stef.calibration import calibration_for
 from stef.errors import ConfigError
 from stef.io import Sink, Source
 from stef.io.checkpoint import Checkpoint
@@ -21,7 +22,7 @@ from stef.judges.llm import LlmJudge, build_llm_judge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.models import Backfill
-from stef.pipeline import Pipeline
+from stef.pipeline import Cascade, Pipeline
 from stef.rules import RuleSet
 from stef.settings import Settings
 
@@ -67,10 +68,31 @@ def build_pipeline(
     metrics: Metrics | None = None,
     *,
     backfill: Backfill | None = None,
+    cascade: bool = True,
 ) -> Pipeline:
     """The record path with the settings' field mapping, limits and dead-letter cap; with the
     heuristic as a second opinion when another backend decides (``llm.second_opinion``);
-    ``backfill`` marks every result (``stef backfill`` only)."""
+    ``backfill`` marks every result (``stef backfill`` only); the calibration of the settings
+    (or the backend's default) applied to every result.
+
+    With ``llm.verdict: cascade`` (and ``cascade`` true; the canary passes false, it watches the
+    LLM itself) the heuristic judges first, with its default calibration, and ``backend`` only
+    the records it escalates; ``calibration`` is then the LLM's.
+
+    Raises:
+        ConfigError: the calibration file is bad or was fitted for another judge.
+    """
+    calibration = calibration_for(settings.calibration, backend.info)
+    stages: Cascade | None = None
+    if cascade and _cascade_mode(settings) and backend.info.backend != "heuristic":
+        heuristic = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
+        first = calibration_for(None, heuristic.info)
+        if first is None:
+            raise ConfigError("llm.verdict cascade needs the heuristic's calibration")
+        stages = Cascade(backend, calibration, settings.cascade_below)
+        backend, calibration = heuristic, first
+    if metrics is not None and calibration is not None:
+        metrics.set_calibration(calibration)
     second = None
     if backend.info.backend != "heuristic" and settings.llm.second_opinion:
         second = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
@@ -84,6 +106,9 @@ def build_pipeline(
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
         backfill=backfill,
+        calibration=calibration,
+        review_below=settings.review_below,
+        cascade=stages,
         include_input=settings.results_include_input,
         references=load_references(settings.references) if settings.references else None,
         reference_db=_reference_db(settings),
@@ -97,6 +122,11 @@ def _reference_db(settings: Settings) -> Database | None:
     if ref.execute is None:
         return None
     return open_database(ref.execute, timeout_s=ref.timeout_s, max_rows=ref.max_rows)
+
+
+def _cascade_mode(settings: Settings) -> bool:
+    """``llm.verdict`` is ``cascade`` (read by name: the verdict modes live in the LLM config)."""
+    return getattr(settings.llm, "verdict", None) == "cascade"
 
 
 def open_source(endpoint: Endpoint, settings: Settings) -> Source:

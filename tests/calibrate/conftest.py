@@ -20,7 +20,23 @@ KEYS = {
     "specificity",
     "confusion",
     "judge_errors",
+    "auc",
+    "auc_ci",
+    "brier",
+    "ece",
     "breakdown",
+}
+# The keys only the overall report has: the probability figures of issue 22.
+OVERALL_KEYS = {
+    "reliability",
+    "per_source",
+    "per_source_dimension",
+    "mean_over_sources",
+    "resolution",
+    "resolution_ci",
+    "window",
+    "min_drop",
+    "min_drop_ci",
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stef.cli import main
-from tests.calibrate.conftest import KEYS, labels_file
+from tests.calibrate.conftest import KEYS, OVERALL_KEYS, labels_file
 from tests.conftest import ROOT, SHARED_DATA
 
 
@@ -20,9 +20,9 @@ def test_cli_json_has_exactly_the_keys(
     plot = tmp_path / "hist.svg"
     assert main(["calibrate", str(labels_file(tmp_path)), "--json", "--plot", str(plot)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == KEYS | {
+    assert set(out) == KEYS | OVERALL_KEYS | {
         "backend", "pass_threshold", "best_threshold", "positive_class", "sql", "resamples",
-        "seed", "plot", "reference",
+        "seed", "plot", "pass_rule", "calibration", "probability", "reference",
     }  # fmt: skip
     # Two records carry gold_sql: a's generated SQL reads another table (Incorrect), b's too.
     assert out["reference"]["n"] == 2 and set(out["reference"]) == {"kappa", "auc", "n"}
@@ -36,7 +36,9 @@ def test_cli_table_names_the_positive_class_and_best_threshold(
 ) -> None:
     for var in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    assert main(["calibrate", str(labels_file(tmp_path)), "--pass-threshold", "60"]) == 0
+    args = ["calibrate", str(labels_file(tmp_path)), "--pass-threshold", "60"]
+    # The score threshold decides only without a calibration (the heuristic ships one).
+    assert main([*args, "--calibration", "none"]) == 0
     text = capsys.readouterr().out
     assert "positive class: correct" in text
     assert "pass threshold: score >= 60" in text

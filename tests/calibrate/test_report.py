@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stef.calibrate.agreement import Item
 from stef.calibrate.report import DIMENSIONS, report
-from tests.calibrate.conftest import KEYS
+from tests.calibrate.conftest import KEYS, OVERALL_KEYS
 
 
 def test_report_keys_and_breakdowns() -> None:
@@ -15,7 +15,7 @@ def test_report_keys_and_breakdowns() -> None:
         Item(True, None, "B", "spider", None, (), None),
     ]
     rep = report(items, 75.0, resamples=2000, seed=0)
-    assert set(rep) == KEYS
+    assert set(rep) == KEYS | OVERALL_KEYS
     assert rep["confusion"] == {"tp": 1, "fp": 1, "tn": 1, "fn": 1}
     assert rep["judge_errors"] == 1
     assert len(rep["kappa_ci"]) == 2

@@ -36,7 +36,12 @@ def test_judge_flags_subprocess() -> None:
     result = json.loads(proc.stdout)
     assert result["outcome"] == "evaluated" and result["app"] == "sales"
     assert result["sql_spec"]["dialect"] == "snowflake"
-    assert result["score"] == 100.0 and result["tier"] == "excellent"
+    # Every filter found (Φ before Γ is 100), but the heuristic's calibrated confidence is below
+    # the multiplier's top cut-off: it cannot say excellent (issue 22).
+    c = result["components"]
+    assert c["confidence_source"] == "calibrated" and 0 < result["judge"]["p_correct"] < 1
+    assert result["score"] == 100.0 * c["confidence_multiplier"] < 100.0
+    assert result["tier"] != "excellent"
 
 
 def test_judge_needs_question_and_sql(capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,7 +122,11 @@ def test_replay_reports_invalid_lines(tmp_path: Path) -> None:
     assert d["outcome"] in ("evaluated", "skipped_sampling")
 
 
-def test_summary_of_results_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_of_results_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The judge's own confidence (no calibration): the figures below are the paper's Φ unscaled.
+    monkeypatch.setenv("STEF_CALIBRATION", "none")
     log = tmp_path / "log.jsonl"
     log.write_text(
         "\n".join(

@@ -48,7 +48,9 @@ def test_text_fits_120_columns_and_names_the_columns(
     text = _summary(capsys, str(results), "--dead-letters", str(dead))
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 120
-    assert lines[0].split() == [
+    # The first line says which confidence the results carry (issue 22), then the table.
+    assert lines[0].startswith("confidence: ")
+    assert lines[1].split() == [
         "app",
         "agent@version",
         "records",

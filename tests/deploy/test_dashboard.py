@@ -77,6 +77,7 @@ def test_panels_the_issue_asks_for() -> None:
         "consumer lag", "p10", "freshness", "dead letters by reason", "judge errors by reason",
         "cpu", "resident memory", "open files", "judge disagreement share", "split sample votes",
         "reported model and model changes", "canary agreement", "judge repairs by kind",
+        "estimated agent accuracy", "needs review share", "cascade",
     ):  # fmt: skip
         assert words in titles, words
 
