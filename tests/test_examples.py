@@ -66,10 +66,13 @@ def test_make_run_script_talks_and_fits_120_columns() -> None:
 
 
 def test_setup_for_run_installs_no_test_tools() -> None:
-    """``make run`` installs the runtime only; ``make test`` adds the test extra."""
+    """``make run`` installs the runtime lock only; ``make test`` the test lock."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "run: $(RUN_STAMP)" in makefile
     assert "setup.sh $(PY) $(VENV) run" in makefile and "setup.sh $(PY) $(VENV) test" in makefile
     script = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
-    run_branch = script.split("run)", 1)[1].split(";;", 1)[0]
-    assert "pip install" in run_branch and "[test]" not in run_branch
+    assert '-r "requirements/$what.txt"' in script
+    run_lock = (ROOT / "requirements" / "run.txt").read_text(encoding="utf-8")
+    test_lock = (ROOT / "requirements" / "test.txt").read_text(encoding="utf-8")
+    for tool in ("pytest", "mypy", "ruff", "hypothesis", "playwright"):
+        assert f"\n{tool}==" not in run_lock and f"\n{tool}==" in test_lock, tool
