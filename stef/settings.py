@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stef.errors import ConfigError
 from stef.io.urls import Endpoint, parse_endpoint
-from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.config import LlmConfig, check_env_names
 from stef.stages.validate import FIELDS, FieldMapping, Limits
 
 
@@ -354,6 +354,7 @@ def load_settings(
     llm_env = LlmConfig.from_env(source).model_dump(exclude_unset=True)
     try:
         data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
+        _check_llm_endpoint(data["llm"], llm_file, source)
         return Settings.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
@@ -373,9 +374,28 @@ _OTHER_VARIABLES = {
 }
 
 
+def _check_llm_endpoint(
+    llm: LlmConfig, llm_file: Mapping[str, Any], env: Mapping[str, str]
+) -> None:
+    """LLM settings without an endpoint would judge with the heuristic, silently: the endpoint
+    was most likely meant to be set too (or was set under a misspelt name)."""
+    if llm.configured:
+        return
+    given = sorted(f"llm.{k}" for k in llm_file) + sorted(
+        n for n, v in env.items() if n.startswith("STEF_LLM_") and v.strip()
+    )
+    if given:
+        raise ConfigError(
+            f"LLM settings given ({', '.join(given)}) but no endpoint: set STEF_LLM_BASE_URL "
+            "(llm.base_url) or STEF_LLM_API_KEY (llm.api_key, for api.openai.com), or remove "
+            "them to judge with the heuristic"
+        )
+
+
 def _check_env_names(source: Mapping[str, str]) -> None:
     """A misspelt variable must not be ignored silently, as an unknown config key is not: every
     STEF_* name is a setting, STEF_LLM_* (read by LlmConfig), or a process-level variable."""
+    check_env_names(source)
     known = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | _OTHER_VARIABLES
     unknown = sorted(
         name
