@@ -73,11 +73,11 @@ def test_a_misspelt_llm_variable_is_a_usage_error_with_a_suggestion(
 
 
 def test_llm_settings_without_an_endpoint_are_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="STEF_LLM_MODEL.*no endpoint"):
+    with pytest.raises(ConfigError, match=r"STEF_LLM_MODEL.*no endpoint"):
         load_settings(env={"STEF_LLM_MODEL": "gpt-5", "STEF_LLM_SAMPLES": "3"})
     config = tmp_path / "stef.yaml"
     config.write_text("llm: {model: gpt-5}\n")
-    with pytest.raises(ConfigError, match="llm.model.*no endpoint"):
+    with pytest.raises(ConfigError, match=r"llm\.model.*no endpoint"):
         load_settings(config, env={})
     assert load_settings(env={"STEF_LLM_MODEL": "m", "STEF_LLM_API_KEY": "k"}).llm.configured
 
