@@ -7,6 +7,7 @@ stef summary    the summary table of a results JSONL file
 stef rules      check rules files (line-numbered errors) or print their JSON schema
 stef run        the service
 stef calibrate  agreement with human labels
+stef check      the settings, the rules and the LLM endpoint, checked at once
 
 Exit statuses are defined once, in :mod:`stef.exits`.
 """
@@ -17,7 +18,7 @@ import argparse
 import sys
 
 from stef import __version__
-from stef.cli import backfill, calibrate, judge, replay, rules, run, summary
+from stef.cli import backfill, calibrate, check, judge, replay, rules, run, summary
 from stef.exits import Exit
 from stef.logs import LEVELS, configure_logging
 
@@ -29,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (judge, replay, summary, rules, run, calibrate, backfill):
+    for command in (judge, replay, summary, rules, run, calibrate, backfill, check):
         command.add_parser(sub)
     return p
 

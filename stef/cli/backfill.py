@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.errors import ConfigError, StefError
 from stef.io import Envelope
 from stef.io.kafka_range import KafkaRangeSource
@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         'the live service is not disturbed. Every result carries "backfill": {"from", '
         '"to"}; results and dead letters written to Kafka carry the header stef-backfill: '
         "FROM/TO; --metrics-port serves stef_backfill_* metrics, never the live ones. Exit "
-        "status: 0 done, 1 a sink failed or a record never finished, 2 invalid settings.",
+        "status: 0 done, 1 a sink failed or a record never finished, 2 invalid settings, "
+        "3 the LLM endpoint failed its check before any record was read.",
     )
     p.add_argument("--source", required=True, help="kafka://HOST:PORT/TOPIC")
     p.add_argument(
@@ -155,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
     except StefError as exc:
         return report_error("stef backfill", exc)
     configure_logging(settings.log_level)
+    unusable = preflight("stef backfill", settings)
+    if unusable is not None:
+        return unusable
     endpoint = settings.source_endpoint
     source = KafkaRangeSource(
         list(endpoint.bootstrap),

@@ -13,7 +13,7 @@ from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, bes
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
 from stef.calibrate.report import header, render, report
-from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.rules import load_rules
@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         print(f"stef calibrate: {args.file} has no labelled records", file=sys.stderr)
         return Exit.FAILURE
+    unusable = preflight("stef calibrate", settings)
+    if unusable is not None:
+        return unusable
     progress = _progress(len(records), sys.stderr.isatty() and not args.no_progress)
     with contextlib.ExitStack() as stack:
         try:

@@ -41,6 +41,7 @@ from stef.pipeline import Pipeline, Processed
 from stef.rules.watch import RulesWatcher
 from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
+from stef.service.judge_errors import JudgeErrorLog
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
 from stef.settings import Settings
 
@@ -122,6 +123,7 @@ class Service:
         self._dead_workers: list[str] = []
         self._lag_labels: set[tuple[str, int]] = set()
         self.counts = {"received": 0, "results": 0, "dead_letters": 0}
+        self.judge_errors = JudgeErrorLog()
 
     def _judging(
         self, backend: Judge | None, *, with_canary: bool, backfill: Backfill | None
@@ -197,6 +199,7 @@ class Service:
         finally:
             self.health.ready = False
             self._shutdown()
+            self.judge_errors.flush()
         if self._fatal is not None:
             log.error("service_failed", error=str(self._fatal))
             return Exit.FAILURE
@@ -400,6 +403,7 @@ class Service:
                 latency_ms=round((time.perf_counter() - started) * 1000, 3),
                 **envelope.position,
             )
+            self.judge_errors.observe(result)
             _send(self.results, processed, self._ack(envelope, processed))
         else:
             log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)

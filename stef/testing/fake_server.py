@@ -33,6 +33,8 @@ whose text is not in the question is dropped by the verify stage).
 ``FakeLlmServer(reject_json_schema=400)`` answers every request that asks for ``response_format``
 ``json_schema`` with that status (a server without structured-output support), to exercise the
 fallback to ``json_object``. ``latency_s`` adds a fixed delay to every answer (benchmarks).
+``FakeLlmServer(api_key="sk-...")`` answers 401 to every request (the models list included) whose
+bearer token is not that key, with OpenAI's error body (which echoes the key it got).
 Usage numbers, unless scripted, estimate tokens as characters / 4.
 
 From a shell (a stand-in endpoint for ``stef replay`` or a benchmark; stops on SIGINT/SIGTERM)::
@@ -235,7 +237,26 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def _refused(self) -> bool:
+        """Answer 401 when the server wants a key and the request's bearer token is not it."""
+        want = self.server.owner.api_key
+        got = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        if want is None or got == want:
+            return False
+        body = {
+            "error": {
+                "message": f"Incorrect API key provided: {got}.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        }
+        self._send(401, json.dumps(body).encode())
+        return True
+
     def do_GET(self) -> None:
+        if self._refused():
+            return
         if self.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
             self._send(200, json.dumps(body).encode())
@@ -258,6 +279,10 @@ class _Handler(BaseHTTPRequestHandler):
             at=time.monotonic(),
         )
         owner = self.server.owner
+        if self._refused():
+            with owner._lock:
+                owner._requests.append(received)  # refused requests are requests received too
+            return
         owner._inflight(+1)
         try:
             step = owner._next_step(received)
@@ -324,6 +349,7 @@ class FakeLlmServer:
         reject_json_schema: status to answer ``json_schema`` requests with (None: accept them).
         latency_s: fixed delay before every answer.
         port: the loopback port to bind (0: any free one).
+        api_key: the bearer token every request must carry (None: any, or none).
     """
 
     def __init__(
@@ -333,8 +359,10 @@ class FakeLlmServer:
         reject_json_schema: int | None = None,
         latency_s: float = 0.0,
         port: int = 0,
+        api_key: str | None = None,
     ) -> None:
         self.default = default or judge_like
+        self.api_key = api_key
         self.port = port
         self.reject_json_schema = reject_json_schema
         self.latency_s = latency_s
