@@ -30,6 +30,7 @@ Example config file::
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -38,9 +39,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from stef.errors import ConfigError
+from stef.errors import ConfigError, RulesError
 from stef.io.urls import Endpoint, parse_endpoint
 from stef.judges.llm.config import LlmConfig, check_env_names
+from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.stages.validate import FIELDS, FieldMapping, Limits
 
 
@@ -317,10 +319,13 @@ _STRUCTURED = (
 
 def _env_value(key: str, text: str) -> Any:
     if key in _STRUCTURED:
+        name = f"STEF_{key.upper()}"
         try:
-            return yaml.safe_load(text)
+            return load_yaml(text, name)[1]
         except yaml.YAMLError as exc:
-            raise ConfigError(f"STEF_{key.upper()} is not valid YAML/JSON: {exc}") from exc
+            raise ConfigError(" ".join(f"{name} is not valid YAML/JSON: {exc}".split())) from exc
+        except RulesError as exc:  # nested too deep, an integer too long ...
+            raise ConfigError(f"{name} is not valid YAML/JSON: {exc}") from exc
     return text
 
 
@@ -339,28 +344,54 @@ def load_settings(
     _check_env_names(source)
     data: dict[str, Any] = {}
     config = config or source.get("STEF_CONFIG") or None
+    node = None
     if config is not None:
-        data.update(_read_config(config))
+        node, loaded = _read_config(config)
+        data.update(loaded)
+    from_file = set(data)
     for key in _ENV_KEYS:
         text = source.get(f"STEF_{key.upper()}", "").strip()
         if text:
             data[key] = _env_value(key, text)
+            from_file.discard(key)
     for key, value in (overrides or {}).items():
         if value is not None:
             data[key] = value
+            from_file.discard(key)
     llm_file = data.pop("llm", None) or {}
     if not isinstance(llm_file, dict):
-        raise ConfigError("config: 'llm' must be a mapping")
+        raise ConfigError(f"config {config}:{line_of(node, ('llm',))}: 'llm' must be a mapping")
     llm_env = LlmConfig.from_env(source).model_dump(exclude_unset=True)
     try:
         data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
-        _check_llm_endpoint(data["llm"], llm_file, source)
+    except ValidationError as exc:
+        file_keys = {k for k in llm_file if k not in llm_env}
+        raise ConfigError(_problems(exc, config, node, ("llm",), file_keys)) from exc
+    _check_llm_endpoint(data["llm"], llm_file, source)
+    try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid settings: {problems}") from exc
+        raise ConfigError(_problems(exc, config, node, (), from_file)) from exc
+
+
+def _problems(
+    exc: ValidationError,
+    config: str | Path | None,
+    node: Any,
+    prefix: tuple[str, ...],
+    file_keys: set[str],
+) -> str:
+    """One line of every validation problem; a value from the config file is located there
+    (``FILE:LINE``), so a wrong type names the file and the line to fix."""
+    said = []
+    for e in exc.errors(include_url=False):
+        loc = (*prefix, *(str(p) for p in e["loc"]))
+        name = ".".join(loc) or "settings"
+        if config is not None and e["loc"] and str(e["loc"][0]) in file_keys:
+            said.append(f"{config}:{line_of(node, loc)}: {name}: {e['msg']}")
+        else:
+            said.append(f"{name}: {e['msg']}")
+    return "invalid settings: " + "; ".join(said)
 
 
 # Process-level variables read elsewhere: the config path, the prompts folder, the log level, and
@@ -410,15 +441,47 @@ def _check_env_names(source: Mapping[str, str]) -> None:
         )
 
 
-def _read_config(config: str | Path) -> dict[str, Any]:
+def _read_config(config: str | Path) -> tuple[Any, dict[str, Any]]:
+    """The composed YAML node (for line numbers) and the mapping of a config file.
+
+    Read as rules files are: the file type checked before it is opened (a FIFO would block the
+    start for ever), at most 1 MiB, UTF-8, and YAML with caps on nesting, values and integer
+    length, so any file gives one line naming it (and the line) within a second.
+
+    Raises:
+        ConfigError: ``config FILE[:LINE]: what is wrong``.
+    """
+    path = str(config)
     try:
-        loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"config {path}: is a directory, not a settings file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"config {path}: is not a regular file")
+        if info.st_size > MAX_RULES_BYTES:
+            raise ConfigError(f"config {path}: larger than 1 MiB ({info.st_size} bytes)")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_RULES_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"config {config}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"config {path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_RULES_BYTES:
+        raise ConfigError(f"config {path}: larger than 1 MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"config {path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
+        ) from exc
+    try:
+        node, loaded = load_yaml(text, path)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config {config}: not valid YAML: {exc}") from exc
+        # PyYAML's message spans lines ("while parsing ... in <string>"): folded to one.
+        raise ConfigError(" ".join(f"config {yaml_problem(exc, path)}".split())) from exc
+    except RulesError as exc:
+        raise ConfigError(f"config {exc.problems[0]}") from exc
     if loaded is None:
-        return {}
+        return node, {}
     if not isinstance(loaded, dict):
-        raise ConfigError(f"config {config}: top level must be a mapping of settings")
-    return loaded
+        raise ConfigError(f"config {path}:1: top level must be a mapping of settings")
+    return node, loaded
