@@ -165,3 +165,19 @@ def test_a_metrics_port_already_taken_is_one_line(
         args += ["--dead-letters", f"file:{tmp_path / 'd.jsonl'}", "--metrics-port", str(port)]
         assert _timed(args, 5.0) == Exit.USAGE
     _one_line(capsys.readouterr().err, f"127.0.0.1:{port}")
+
+
+# A directory is a rules directory (one file per app), so it is not among the bad cases here.
+RULES_CASES = ["invalid_utf8", "5000_digit_integer", "5000_deep_nesting", "fifo", "missing"]
+RULES_CASES += ["huge", "not_a_mapping", "not_yaml"]
+
+
+@pytest.mark.parametrize("case", RULES_CASES)
+def test_a_bad_rules_file_is_one_line(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, _ = CASES[case]
+    path = tmp_path / "rules.yaml"
+    make(path)
+    assert _timed(["check", "--rules", str(path)]) == Exit.USAGE
+    _one_line(capsys.readouterr().err, str(path))
