@@ -29,6 +29,7 @@ Example config file::
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from collections.abc import Mapping
@@ -37,11 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stef.errors import ConfigError, RulesError
 from stef.io.urls import Endpoint, parse_endpoint
-from stef.judges.llm.config import LlmConfig, check_env_names
+from stef.judges.llm.config import LlmConfig, check_env_names, read_secret_file
+from stef.logs import register_secret
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.stages.validate import FIELDS, FieldMapping, Limits
 
@@ -201,6 +204,16 @@ class Settings(BaseModel):
         parse_endpoint(value, what="sink")
         return value
 
+    @field_validator("kafka_consumer")
+    @classmethod
+    def _consumer_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _kafka_options(value, "consumer")
+
+    @field_validator("kafka_producer")
+    @classmethod
+    def _producer_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _kafka_options(value, "producer")
+
     @field_validator("field_mapping")
     @classmethod
     def _mapping(cls, value: dict[str, str]) -> dict[str, str]:
@@ -269,6 +282,48 @@ class Settings(BaseModel):
     @property
     def inflight_bytes_bound(self) -> int:
         return self.max_inflight_bytes
+
+
+# kafka-python options that hold a secret; ``<name>_file`` reads it from a file instead.
+KAFKA_SECRETS = ("sasl_plain_password", "ssl_password")
+# Options STEF sets itself: a value given for them would be overridden, or break delivery.
+_KAFKA_OWN = {"bootstrap_servers", "group_id", "enable_auto_commit"}
+
+
+def _kafka_options(value: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``kafka_consumer`` / ``kafka_producer`` checked at start: every name is a kafka-python
+    option (a misspelt ``sasl_mechansim`` would otherwise surface as a connection failure), and
+    ``sasl_plain_password_file`` / ``ssl_password_file`` are read into their option."""
+    if not value:
+        return value
+    known = set((KafkaConsumer if kind == "consumer" else KafkaProducer).DEFAULT_CONFIG)
+    known |= {f"{k}_file" for k in KAFKA_SECRETS}
+    out = dict(value)
+    for name in value:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ValueError(f"{name!r} is not a kafka-python {kind} option{hint}")
+        if name in _KAFKA_OWN:
+            raise ValueError(f"{name!r} is set by STEF (from the URL and the settings)")
+    for secret in KAFKA_SECRETS:
+        path = out.pop(f"{secret}_file", None)
+        if path is None:
+            continue
+        if secret in out:
+            raise ValueError(f"give {secret} or {secret}_file, not both")
+        out[secret] = read_secret_file(str(path))
+    return out
+
+
+def _register_secrets(settings: Settings) -> None:
+    """The secrets of the settings, redacted from every log line from now on."""
+    if settings.llm.api_key is not None:
+        register_secret(settings.llm.api_key.get_secret_value())
+    for options in (settings.kafka_consumer, settings.kafka_producer):
+        for name in KAFKA_SECRETS:
+            if isinstance(options.get(name), str):
+                register_secret(options[name])
 
 
 # Settings a ``STEF_<NAME>`` variable may set (structured ones take YAML/JSON text).
@@ -369,9 +424,11 @@ def load_settings(
         raise ConfigError(_problems(exc, config, node, ("llm",), file_keys)) from exc
     _check_llm_endpoint(data["llm"], llm_file, source)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_problems(exc, config, node, (), from_file)) from exc
+    _register_secrets(settings)
+    return settings
 
 
 def _problems(

@@ -93,3 +93,18 @@ def test_a_base_url_without_a_scheme_is_a_usage_error(
     assert main(["replay", str(log), "--no-progress"]) == Exit.USAGE
     err = capsys.readouterr().err
     assert "STEF_LLM_BASE_URL" in err and "Traceback" not in err
+
+
+def test_an_api_key_with_a_line_break_is_refused_without_printing_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: accepted; every call failed in the HTTP library, whose debug lines quoted the key.
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"question": "How many?", "sql": "SELECT 1"}\n')
+    monkeypatch.setenv("STEF_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("STEF_LLM_MODEL", "m")
+    monkeypatch.setenv("STEF_LLM_API_KEY", "sk-first-half-of-key\nsecond-half-of-key")
+    assert main(["--log-level", "debug", "replay", str(log), "--no-progress"]) == Exit.USAGE
+    err = capsys.readouterr().err
+    assert "STEF_LLM_API_KEY" in err and "line break" in err
+    assert "first-half" not in err and "second-half" not in err

@@ -144,6 +144,17 @@ class LlmConfig(BaseModel):
         rest = {k: v for k, v in data.items() if k != "api_key_file"}
         return {**rest, "api_key": read_secret_file(str(data["api_key_file"]))}
 
+    @field_validator("api_key")
+    @classmethod
+    def _one_line_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # A key with a line break cannot go in a header: every call would fail, and the HTTP
+        # library's error quotes the header (the key) at debug level. Refused at start.
+        if value is not None and any(
+            ord(c) < 32 or ord(c) == 127 for c in value.get_secret_value()
+        ):
+            raise ValueError("contains a line break or a control character (a key is one line)")
+        return value
+
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
@@ -206,10 +217,14 @@ class LlmConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{_ENV_VARS.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"invalid LLM settings: {problems}") from exc
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    """The variable of a validation error's location; an error of the whole model (no location)
+    comes from the key file, the only check across fields."""
+    return _ENV_VARS.get(str(loc[0]), str(loc[0])) if loc else _ENV_VARS["api_key_file"]
 
 
 def check_env_names(source: Mapping[str, str]) -> None:
