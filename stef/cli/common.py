@@ -66,7 +66,11 @@ def preflight(command: str, settings: Settings) -> int | None:
             file=sys.stderr,
         )
         return Exit.JUDGE_ERROR
-    structlog.get_logger(__name__).info("llm_endpoint_checked", result=checked.describe())
+    log = structlog.get_logger(__name__)
+    # A model the list does not name is said, not refused: Azure lists models, not deployments.
+    (log.warning if checked.model_listed is False else log.info)(
+        "llm_endpoint_checked", model=settings.llm.model, result=checked.describe()
+    )
     return None
 
 

@@ -193,3 +193,11 @@ def test_the_error_log_counts_per_reason_between_lines() -> None:
     said = [(x["reason"], x["count"], x["total"]) for x in logs]
     assert said == [("timeout", 1, 1), ("http_401", 1, 1), ("timeout", 5, 6)]
     assert errors.totals["timeout"][0] == 6
+
+
+def test_check_says_when_the_models_list_does_not_name_the_model(
+    server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _endpoint(monkeypatch, server.base_url, RIGHT, STEF_LLM_MODEL="my-deployment")
+    assert main(["check"]) == Exit.OK  # a note, not a failure: Azure lists models, not deployments
+    assert "does not name the configured model" in capsys.readouterr().out
