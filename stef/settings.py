@@ -43,7 +43,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stef.errors import ConfigError, RulesError
 from stef.io.urls import Endpoint, parse_endpoint
-from stef.judges.llm.config import LlmConfig, check_env_names, read_secret_file
+from stef.judges.llm.config import (
+    PROCESS_LLM_VARIABLES,
+    LlmConfig,
+    check_env_names,
+    read_secret_file,
+)
 from stef.logs import register_secret
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.stages.validate import FIELDS, FieldMapping, Limits
@@ -470,7 +475,9 @@ def _check_llm_endpoint(
     if llm.configured:
         return
     given = sorted(f"llm.{k}" for k in llm_file) + sorted(
-        n for n, v in env.items() if n.startswith("STEF_LLM_") and v.strip()
+        n
+        for n, v in env.items()
+        if n.startswith("STEF_LLM_") and v.strip() and n not in PROCESS_LLM_VARIABLES
     )
     if given:
         raise ConfigError(

@@ -108,3 +108,11 @@ def test_an_api_key_with_a_line_break_is_refused_without_printing_it(
     err = capsys.readouterr().err
     assert "STEF_LLM_API_KEY" in err and "line break" in err
     assert "first-half" not in err and "second-half" not in err
+
+
+def test_the_process_budgets_sharing_the_llm_prefix_are_known() -> None:
+    # Per-replica budgets of any backend: neither misspelt nor "LLM settings without endpoint".
+    env = {"STEF_LLM_REQUESTS_PER_S": "5", "STEF_LLM_TOKENS_PER_MIN": "20000"}
+    settings = load_settings(env=env)
+    assert (settings.llm_requests_per_s, settings.llm_tokens_per_min) == (5, 20000)
+    assert not settings.llm.configured

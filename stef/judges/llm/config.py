@@ -55,6 +55,10 @@ _ENV_VARS = {
     "preflight": "STEF_LLM_PREFLIGHT",
 }
 
+# Process settings (``llm_requests_per_s``, ``llm_tokens_per_min``: per-replica budgets that apply
+# to any backend) whose variables share the prefix; they are not LlmConfig's.
+PROCESS_LLM_VARIABLES = frozenset({"STEF_LLM_REQUESTS_PER_S", "STEF_LLM_TOKENS_PER_MIN"})
+
 # A secret file larger than this is not a key (a wrong path to a log or a binary).
 _SECRET_FILE_LIMIT = 64 * 1024
 
@@ -234,7 +238,7 @@ def check_env_names(source: Mapping[str, str]) -> None:
     Raises:
         ConfigError: names every unknown variable, with the nearest known name.
     """
-    known = set(_ENV_VARS.values())
+    known = set(_ENV_VARS.values()) | PROCESS_LLM_VARIABLES
     unknown = sorted(n for n in source if n.startswith("STEF_LLM_") and n not in known)
     if not unknown:
         return
