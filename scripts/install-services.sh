@@ -11,6 +11,14 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   # The Debian package starts a system Prometheus on :9090; tests start their own, so stop it.
   $sudo systemctl stop prometheus 2>/dev/null || $sudo service prometheus stop 2>/dev/null || true
 fi
+# Headless Chromium for the page tests (tests/review): Debian's package, driven by the Python
+# playwright package of the test extra with this binary (nothing downloads a browser).
+if ! command -v chromium >/dev/null; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
 if [ -f scripts/install-deploy-tools.sh ]; then
   bash scripts/install-deploy-tools.sh
 fi

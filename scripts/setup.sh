@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Create the virtualenv and install STEF. Idempotent.
-#   setup.sh PY VENV run    the runtime only (what `make run` needs)
-#   setup.sh PY VENV test   the runtime, the test tools and the compiled sqlglot (`make test`)
+# Create the virtualenv and install STEF from the lock files (requirements/README.md). Idempotent.
+#   setup.sh PY VENV run      the runtime only (what `make run` needs), from requirements/run.txt
+#   setup.sh PY VENV test     the runtime, the test tools and sqlglot[c], from requirements/test.txt
+#   setup.sh PY VENV latest   the same as test, but the newest allowed versions (make test-latest)
 set -euo pipefail
 py=${1:-python3.11}
 venv=${2:-.venv}
@@ -9,21 +10,22 @@ what=${3:-test}
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 case "$what" in
-  run)
-    echo "setup: installing STEF's runtime into $venv (test tools: make test)" >&2
+  run | test)
+    [ "$what" = run ] && echo "setup: installing STEF's runtime into $venv (test tools: make test)" >&2
+    # pip and setuptools first, from the lock: STEF itself is built with them, without isolation.
+    "${pip[@]}" --require-hashes --no-deps -r requirements/build.txt
+    "${pip[@]}" --require-hashes --no-deps -r "requirements/$what.txt"
     # The build backend warns about editable installs in general; it is noise on a first run.
-    PYTHONWARNINGS=ignore "$venv/bin/python" -m pip install -q --disable-pip-version-check -e .
+    PYTHONWARNINGS=ignore "${pip[@]}" --no-deps --no-build-isolation -e .
     ;;
-  test)
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e ".[test]"
-    # The compiled sqlglot extra is faster; it is optional, so a failed build is not fatal.
-    "$venv/bin/python" -m pip install -q "sqlglot[c]" ||
-      echo "setup: sqlglot[c] did not install; using pure-Python sqlglot" >&2
+  latest)
+    "${pip[@]}" --upgrade pip setuptools
+    "${pip[@]}" --upgrade -e ".[test,fast]"
     ;;
   *)
-    echo "setup: third argument is run or test, not $what" >&2
+    echo "setup: third argument is run, test or latest, not $what" >&2
     exit 2
     ;;
 esac

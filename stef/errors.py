@@ -15,8 +15,10 @@ StefError
 │                            unreachable, refused the key, no chat API at the URL
 ├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
 │                            once and then raises LlmReplyError (never leaves the judge)
-└── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
-                             refused that one message (it is replaced by a minimal dead letter)
+├── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
+│                            refused that one message (it is replaced by a minimal dead letter)
+└── CommitError              a source could not commit acknowledged positions (Kafka offsets,
+                             a file checkpoint); retried at the next commit, counted, escalated
 
 Private control-flow errors (the LLM client's ``_BadBody``, retried and then raised as
 LlmTransportError) derive from StefError too and never leave their module. Third-party errors are
@@ -207,3 +209,16 @@ class EndpointError(StefError):
         self.message = message
         said = f"HTTP {status}: {message}" if status is not None else message
         super().__init__(f"LLM endpoint {url}: {said}")
+
+
+class CommitError(StefError):
+    """A source could not commit the positions of acknowledged records; nothing is lost (the
+    next commit retries, a restart redelivers from the last commit).
+
+    Attributes:
+        source: the kind of source: ``kafka`` or ``file``.
+    """
+
+    def __init__(self, message: str, *, source: str) -> None:
+        super().__init__(message)
+        self.source = source

@@ -105,4 +105,30 @@ def configure_logging(level: str | None = None) -> None:
 
 
 def _stderr_logger(*args: object) -> structlog.WriteLogger:
-    return structlog.WriteLogger(sys.stderr)
+    return _SafeWriteLogger(sys.stderr)
+
+
+_dropped = 0
+_dropped_lock = threading.Lock()
+
+
+def dropped_lines() -> int:
+    """Log lines lost since the process started because stderr refused them (closed or full)."""
+    return _dropped
+
+
+class _SafeWriteLogger(structlog.WriteLogger):
+    """A log line never raises into the code that logs it: a stderr that is closed or full (a
+    replay run with ``2>/dev/full``) drops the line and counts it, as :mod:`logging` handlers do
+    (``Handler.handleError``). A worker that logs must not die of it, or leak its record."""
+
+    def msg(self, message: str) -> None:
+        global _dropped
+        try:
+            super().msg(message)
+        except (OSError, ValueError):  # ValueError: the stream was closed
+            with _dropped_lock:
+                _dropped += 1
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg

@@ -26,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from stef.logs import dropped_lines
 from stef.models import ISSUE_LABELS, REPAIR_KINDS, Result
 
 # Every 10 points plus the tier edges (50, 75, 90) and 85/95: coarser buckets (the tier edges
@@ -76,7 +77,12 @@ _HTTP_REASON = re.compile(r"http_[1-5][0-9][0-9]")
 # How a canary run ended (stef.service.canary): every sampled record scored; the judge failed on
 # some; the run could not judge at all (the file unreadable, an unexpected error).
 CANARY_OUTCOMES = ("ok", "judge_error", "failed")
-CANARY_MEASURES = ("kappa", "accuracy")
+# Where a callback around an acknowledged record raised (stef.service.loop): the command's
+# observer (replay's summary and progress), the source's done callback, the record's handling
+# outside the pipeline (logging, sending).
+CALLBACKS = ("observer", "source", "worker")
+# The kinds of source whose commits (Kafka offsets, a followed file's checkpoint) can fail.
+COMMIT_SOURCES = ("kafka", "file")
 
 # `_created` series double the scrape (71 of 127 lines on the sample) and no panel or alert reads
 # them. A process-wide switch in prometheus_client, so it is thrown when this module loads.
@@ -91,6 +97,37 @@ def sane_label(value: str) -> bool:
     return _SANE_LABEL.fullmatch(value) is not None
 
 
+class BoundedLabels:
+    """The values one label may take when they come from input (apps, agents, model names).
+
+    Configured values (``known``) are used as they are and any other value is ``overflow``;
+    with nothing configured, the first ``limit`` label-like values seen are kept. Thread-safe.
+
+    Args:
+        limit: distinct values kept when none are configured.
+        overflow: the label of every other value.
+        known: the configured values; None: none configured.
+    """
+
+    def __init__(self, limit: int, overflow: str, known: Iterable[str] | None = None) -> None:
+        self.known: set[str] | None = set(known) if known is not None else None
+        self.limit = limit
+        self.overflow = overflow
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if self.known is not None:
+            return value if value in self.known else self.overflow
+        with self._lock:
+            if value in self._seen:
+                return value
+            if len(self._seen) >= self.limit or not sane_label(value):
+                return self.overflow
+            self._seen.add(value)
+            return value
+
+
 class Metrics:
     """Every STEF metric, registered on the registry it is given."""
 
@@ -103,20 +140,17 @@ class Metrics:
         max_agents: int = 20,
         max_apps: int = 20,
     ) -> None:
-        self.known_apps: set[str] | None = set(known_apps) if known_apps is not None else None
-        self._apps: set[str] = set()
-        self._max_apps = max_apps
-        self._agents: set[str] = set(known_agents or [])
-        self._agents_fixed = known_agents is not None
-        self._max_agents = max_agents
+        self._apps = BoundedLabels(max_apps, "unknown", known_apps)
+        self._agents = BoundedLabels(max_agents, "other", known_agents)
+        self._reported = BoundedLabels(MAX_REPORTED_MODELS, "other")
         self._lock = threading.Lock()
         self._newest: dict[str, float] = {}
-        self._reported: set[str] = set()
         self._register_quality(registry)
         self._register_llm(registry)
         self._register_service(registry)
         self._register_watch(registry)
         self._register_canary(registry)
+        self._register_seams(registry)
         # CPU seconds, resident memory, open files of this process (Linux /proc; elsewhere none).
         ProcessCollector(registry=registry)
         # An app without a rules file counts as "unknown": its first unsafe statement must raise
@@ -296,35 +330,53 @@ class Metrics:
             registry=r,
         )
 
+    def _register_seams(self, r: CollectorRegistry) -> None:
+        """Where the service's seams failed: callbacks, commits, log lines (zeros at start)."""
+        self.callback_errors = Counter(
+            "stef_callback_errors_total",
+            "Callbacks around an acknowledged record that raised (logged; the record's slot is "
+            "released all the same)",
+            ["callback"],
+            registry=r,
+        )
+        for callback in CALLBACKS:
+            self.callback_errors.labels(callback=callback)
+        self.commit_failures = Counter(
+            "stef_commit_failures_total",
+            "Commits of acknowledged positions that failed (Kafka offsets, file checkpoint)",
+            ["source"],
+            registry=r,
+        )
+        for source in COMMIT_SOURCES:
+            self.commit_failures.labels(source=source)
+        self.uncommitted = Gauge(
+            "stef_uncommitted_records",
+            "Records done (result or dead letter acknowledged) whose position is not committed",
+            registry=r,
+        )
+        r.register(_DroppedLogLines())
+
     # ---------------------------------------------------------------------------- label bounding
+
+    @property
+    def known_apps(self) -> set[str] | None:
+        """The apps with rules (None: no rules configured, the first ``max_apps`` seen)."""
+        return self._apps.known
+
+    @known_apps.setter
+    def known_apps(self, apps: set[str] | None) -> None:
+        self._apps.known = apps
 
     def app_label(self, app: str | None) -> str:
         """The app's label: configured apps as they are, any other ``unknown``."""
-        if app is None:
-            return "default"
-        if self.known_apps is not None:
-            return app if app in self.known_apps else "unknown"
-        with self._lock:
-            if app in self._apps:
-                return app
-            if len(self._apps) >= self._max_apps or not sane_label(app):
-                return "unknown"
-            self._apps.add(app)
-            return app
+        return "default" if app is None else self._apps(app)
 
     def agent_label(self, agent: str | None, version: str | None) -> str:
         """``agent@version``: when in ``known_agents``, or (none configured) among the first
         ``max_agents`` label-like values seen; any other agent is ``other``."""
         if agent is None:
             return "unknown"
-        value = f"{agent}@{version}" if version else agent
-        with self._lock:
-            if value in self._agents:
-                return value
-            if self._agents_fixed or len(self._agents) >= self._max_agents or not sane_label(value):
-                return "other"
-            self._agents.add(value)
-            return value
+        return self._agents(f"{agent}@{version}" if version else agent)
 
     def prime_app(self, app: str | None) -> None:
         """Create the zero-valued series of an app that alerts read, so rates, ratios and
@@ -351,13 +403,7 @@ class Metrics:
     def reported_label(self, reported: str) -> str:
         """A reported model name as a label: the first ``MAX_REPORTED_MODELS`` label-like names
         seen, any other ``other`` (the name comes from the endpoint, not from configuration)."""
-        with self._lock:
-            if reported in self._reported:
-                return reported
-            if len(self._reported) >= MAX_REPORTED_MODELS or not sane_label(reported):
-                return "other"
-            self._reported.add(reported)
-            return reported
+        return self._reported(reported)
 
     # -------------------------------------------------------------------------------- observers
 
@@ -370,6 +416,9 @@ class Metrics:
             # An unsafe record whose judge failed is evaluated by the safety override alone; its
             # judge still failed and counts here.
             self.judge_errors.labels(app=app, reason=judge_error_reason(result.error)).inc()
+        if result.safety.mutating or result.safety.multiple_statements:
+            # Sampled-out records too: safety is checked on every record, judged or not.
+            self.unsafe.labels(app=app).inc()
         if result.outcome != "evaluated" or result.components is None:
             return
         self._observe_judge_watch(app, result)
@@ -390,8 +439,6 @@ class Metrics:
             # A Result read back from a file is not checked against the Issue literal.
             label = issue if issue in ISSUE_LABELS else "other"
             self.issues.labels(app=app, issue=label).inc()
-        if result.safety.mutating or result.safety.multiple_statements:
-            self.unsafe.labels(app=app).inc()
 
     def _observe_judge_watch(self, app: str, result: Result) -> None:
         """The second opinion and the sample vote of an evaluated result."""
@@ -483,6 +530,12 @@ class Metrics:
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
         self.consumer_lag.labels(topic=topic, partition=str(partition)).set(lag)
 
+    def observe_callback_error(self, callback: str) -> None:
+        self.callback_errors.labels(callback=callback if callback in CALLBACKS else "other").inc()
+
+    def observe_commit_failure(self, source: str) -> None:
+        self.commit_failures.labels(source=source if source in COMMIT_SOURCES else "other").inc()
+
     def observe_rules_reload(self, outcome: str) -> None:
         self.rules_reload.labels(outcome=outcome).inc()
 
@@ -532,6 +585,25 @@ def record_time(timestamp: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+class _DroppedLogLines(Collector):
+    """``stef_log_lines_dropped_total``: a process-wide count kept by :mod:`stef.logs` (a log
+    line that failed cannot report itself), read at each scrape."""
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family(0)]
+
+    def collect(self) -> Iterable[Metric]:
+        return [self._family(dropped_lines())]
+
+    @staticmethod
+    def _family(value: int) -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "stef_log_lines_dropped",
+            "Log lines lost because stderr refused them (closed or full)",
+            value=value,
+        )
 
 
 class BackfillMetrics(Collector):

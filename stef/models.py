@@ -377,6 +377,14 @@ class Backfill(_Frozen):
     to: str | None = None
 
 
+class ResultInput(_Frozen):
+    """The record's own text a reviewer reads beside the verdict (``results_include_input``)."""
+
+    question: str
+    enriched_question: str | None = None
+    sql: str
+
+
 class Result(_Frozen):
     """One result per record (SPEC §3)."""
 
@@ -410,6 +418,11 @@ class Result(_Frozen):
     backfill: Backfill | None = Field(
         None, description="set by stef backfill only; absent (not null) from live results"
     )
+    input: ResultInput | None = Field(
+        None,
+        description="the question, enriched question and SQL judged (results_include_input); "
+        "absent (not null) when left out",
+    )
 
     @model_serializer(mode="wrap")
     def _live_without_backfill(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -418,6 +431,8 @@ class Result(_Frozen):
         data: dict[str, Any] = handler(self)
         if self.backfill is None:
             data.pop("backfill", None)
+        if self.input is None:
+            data.pop("input", None)
         return data
 
     def to_json(self) -> str:

@@ -31,6 +31,7 @@ from stef.models import (
     JudgeInfo,
     JudgeOutput,
     Result,
+    ResultInput,
     Safety,
     SecondOpinion,
     SqlSpec,
@@ -38,6 +39,7 @@ from stef.models import (
     Verdict,
 )
 from stef.rules import AppRules, RuleSet
+from stef.sql.extract import extract_sql
 from stef.sql.safety import is_sql_text
 from stef.stages.align import align
 from stef.stages.complexity import complexity
@@ -53,6 +55,8 @@ log = structlog.get_logger(__name__)
 SAFETY_OVERRIDE = "safety_override"
 # Named when the "SQL" is not SQL at all (no statement keyword): verdict Incorrect.
 NOT_SQL_OVERRIDE = "not_sql_override"
+# Named when the SQL was taken out of a markdown fence or a "SQL:" label around it.
+SQL_EXTRACTED = "sql_extracted"
 
 # The short message of an unexpected exception kept in its dead letter and log line.
 _MAX_INTERNAL_MESSAGE = 300
@@ -107,6 +111,8 @@ class Pipeline:
             changes the result. None asks no one else.
         backfill: the range of the ``stef backfill`` run, set on every result it writes;
             None for every other command.
+        include_input: every result carries the record's question, enriched question and SQL
+            (``input``), so a reviewer can read what was judged.
     """
 
     def __init__(
@@ -121,6 +127,7 @@ class Pipeline:
         guess_dialect: bool = True,
         second_opinion: Judge | None = None,
         backfill: Backfill | None = None,
+        include_input: bool = True,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -131,6 +138,7 @@ class Pipeline:
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.guess_dialect = guess_dialect
         self.backfill = backfill
+        self.include_input = include_input
 
     @property
     def rules(self) -> RuleSet:
@@ -154,9 +162,16 @@ class Pipeline:
                 if self.metrics is not None:
                     self.metrics.observe_invalid(self._app_of(payload), exc.reason)
                 return self._dead(exc.reason, exc.detail, position, payload, key)
-            result = self.judge_record(record)
+            try:
+                result = self.judge_record(record)
+            except InvalidInput as exc:  # past the CPU budget: judged, but too costly to keep
+                if self.metrics is not None:
+                    self.metrics.observe_invalid(record.app, exc.reason)
+                return self._dead(exc.reason, exc.detail, position, payload, key)
             if self.backfill is not None:
                 result = result.model_copy(update={"backfill": self.backfill})
+            if self.include_input:
+                result = result.model_copy(update={"input": _input_of(record)})
             value = result.to_json().encode("utf-8")
             if self.metrics is not None:
                 self.metrics.observe_result(result)
@@ -197,15 +212,25 @@ class Pipeline:
         return app if isinstance(app, str) else None
 
     def judge_record(self, record: InputRecord) -> Result:
-        """Judge one valid record. Judge failures become outcome ``judge_error``, never a score."""
+        """Judge one valid record. Judge failures become outcome ``judge_error``, never a score.
+
+        Raises:
+            InvalidInput: ``limits_exceeded`` when the record has cost more CPU than
+                ``limits.max_record_cpu_s`` (checked after the analysis and after the judge).
+        """
         started = time.perf_counter()
+        cpu_started = time.thread_time()
         ruleset = self.rules
         rules = ruleset.for_app(record.app)
         info = self.backend.info.model_copy(update={"rules_version": ruleset.version})
         base = _labels(record, info)
         if not sampled_in(record.id, rules.sampling_rate):
-            return Result(outcome="skipped_sampling", **base)
+            # Sampling saves the judge, never the safety check: an unsampled DELETE still counts.
+            sql = extract_sql(record.sql) or record.sql
+            spec = sqlspec(sql, record.dialect or rules.dialect, guess=self.guess_dialect)
+            return Result(outcome="skipped_sampling", safety=_safety(spec), **base)
         request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
+        self._within_budget(cpu_started)
         spec = request.sql_spec
         try:
             reply = self.backend.judge(request)
@@ -229,10 +254,11 @@ class Pipeline:
             usage = usage.model_copy(update={"latency_ms": _ms_since(started)})
         # The judge's claims are checked whatever the backend; repairs go with the result.
         output, verified = verify(reply.output, request)
+        self._within_budget(cpu_started)
         repairs = [*output.repairs, *verified]
         if self.metrics is not None and repairs:
             self.metrics.observe_repairs([repair_kind(r) for r in repairs])
-        if not spec.parsed and not is_sql_text(record.sql):
+        if not spec.parsed and not is_sql_text(request.record.sql):
             # Prose in place of SQL (an apology, the question echoed) answers nothing.
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
@@ -240,6 +266,15 @@ class Pipeline:
             _evaluated(output, spec, norm, rules, usage, base), output, repairs
         )
         return self._with_judge_details(result, reply.output, request)
+
+    def _within_budget(self, cpu_started: float) -> None:
+        used = time.thread_time() - cpu_started
+        if used > self.limits.max_record_cpu_s:
+            raise InvalidInput(
+                "limits_exceeded",
+                f"cpu_seconds: {used:.2f} > {self.limits.max_record_cpu_s:g} "
+                "(the record path's CPU budget for one record)",
+            )
 
     def _with_judge_details(
         self, result: Result, answer: JudgeOutput, request: JudgeRequest
@@ -287,9 +322,15 @@ def judge_request(
     record: InputRecord, rules: AppRules, *, guess_dialect: bool = True
 ) -> tuple[JudgeRequest, Normalized]:
     """What a backend is asked about one record: its SQL analysed in the record's (or the
-    app's) dialect and normalized under the app's rules; the normalization with it."""
+    app's) dialect and normalized under the app's rules; the normalization with it. SQL logged
+    inside a markdown fence or after a ``SQL:`` label is taken out first (``sql_extracted``)."""
+    extracted = extract_sql(record.sql)
+    if extracted is not None:
+        record = record.model_copy(update={"sql": extracted})
     spec = sqlspec(record.sql, record.dialect or rules.dialect, guess=guess_dialect)
     norm = normalize(record, spec, rules)
+    if extracted is not None:
+        norm = replace(norm, normalizations=[SQL_EXTRACTED, *norm.normalizations])
     request = JudgeRequest(
         record=record,
         sql_spec=spec,
@@ -322,6 +363,12 @@ def _with_decisions(result: Result, output: JudgeOutput, repairs: list[str]) -> 
     }
     alignment = result.alignment.model_copy(update={"decided_by": decided})
     return result.model_copy(update={"alignment": alignment, "repairs": repairs})
+
+
+def _input_of(record: InputRecord) -> ResultInput:
+    return ResultInput(
+        question=record.question, enriched_question=record.enriched_question, sql=record.sql
+    )
 
 
 def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import yaml
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stef.errors import ConfigError, RulesError
 from stef.io.urls import Endpoint, parse_endpoint
@@ -159,6 +159,12 @@ class Settings(BaseModel):
             (:class:`~stef.judges.heuristic.judge.HeuristicOptions` says by how much).
         canary: the labelled records re-judged on a schedule to watch the judge itself
             (:class:`CanarySettings`; off unless ``canary.path`` is set).
+        results_include_input: every result carries the record's question, enriched question
+            and SQL under ``input`` (what ``stef review`` and ``stef report`` show); false
+            leaves them out where results must not repeat the agent's log.
+        commit_failures_unhealthy: ``/healthz`` fails once this many commits in a row (Kafka
+            offsets, a followed file's checkpoint) have failed; each failure is retried at the
+            next commit and counted in ``stef_commit_failures_total``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -196,6 +202,22 @@ class Settings(BaseModel):
     guess_dialect: bool = True
     heuristic: HeuristicSettings = Field(default_factory=lambda: HeuristicSettings())
     canary: CanarySettings = Field(default_factory=lambda: CanarySettings())
+    results_include_input: bool = True
+    commit_failures_unhealthy: int = Field(10, ge=1)
+
+    @model_validator(mode="after")
+    def _llm_fits_the_record_timeout(self) -> Settings:
+        # A slow but healthy record must not outlast record_timeout_s: /healthz would fail and
+        # the liveness probe restart the replica in the middle of it.
+        budget = self.llm.record_budget_s
+        if self.llm.configured and budget > self.record_timeout_s:
+            raise ValueError(
+                f"the LLM judge may take {budget:g} s on one record (llm.timeout_s, "
+                "max_retries, max_total_retry_s, backoff_max_s, samples and one re-ask), more "
+                f"than record_timeout_s {self.record_timeout_s:g} s: raise record_timeout_s to "
+                f"{budget:g} or lower the LLM budget"
+            )
+        return self
 
     @field_validator("source")
     @classmethod
@@ -365,6 +387,8 @@ _ENV_KEYS = (
     "guess_dialect",
     "heuristic",
     "canary",
+    "results_include_input",
+    "commit_failures_unhealthy",
 )
 _STRUCTURED = (
     "kafka_consumer",

@@ -43,11 +43,12 @@ def _registered() -> dict[str, tuple[str, set[str], tuple[float, ...]]]:
         name = wrapper._name + ("_total" if kind == "counter" else "")
         buckets = tuple(getattr(wrapper, "_upper_bounds", ())[:-1])  # +Inf is implied
         out[name] = (kind, set(wrapper._labelnames), buckets)
-    # What the process collector exports (nothing where /proc is missing).
+    # What the process collector exports (nothing where /proc is missing), and the other
+    # collectors' families (the log lines dropped, read from stef.logs at each scrape).
     for family in registry.collect():
-        if family.name.startswith("process_"):
-            name = family.name + ("_total" if family.type == "counter" else "")
-            out[name] = (family.type, set(), ())
+        name = family.name + ("_total" if family.type == "counter" else "")
+        if family.name.startswith("process_") or name not in out:
+            out[name] = (family.type, {k for s in family.samples for k in s.labels}, ())
     # What `stef backfill` serves in place of the live families.
     served = CollectorRegistry()
     BackfillMetrics(served, metrics)

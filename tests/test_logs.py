@@ -157,3 +157,29 @@ def test_a_registered_secret_is_redacted_from_every_line_in_every_form(
     assert text.count("[REDACTED]") >= 3
     for part in ("sk-logs-test-first-line", "second-line-0123456789"):
         assert part not in text
+
+
+class _FullStream(io.StringIO):
+    """A stderr on a full disk: every write fails."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_log_line_stderr_refuses_is_dropped_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the OSError reached the worker that logged, which died with its record's slot."""
+    from prometheus_client import CollectorRegistry
+
+    from stef.logs import dropped_lines
+    from stef.metrics import Metrics
+
+    configure_logging("info")
+    registry = CollectorRegistry()
+    Metrics(registry)
+    before = dropped_lines()
+    monkeypatch.setattr("sys.stderr", _FullStream())
+    structlog.get_logger("t").warning("record_dead_lettered", reason="not_json")
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    structlog.get_logger("t").warning("written")
+    assert dropped_lines() == before + 1
+    assert registry.get_sample_value("stef_log_lines_dropped_total") == before + 1

@@ -9,7 +9,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from stef.judges.heuristic.judge import HeuristicJudge
-from stef.metrics import DEAD_LETTER_REASONS, Metrics, judge_error_reason, record_time
+from stef.metrics import (
+    DEAD_LETTER_REASONS,
+    BoundedLabels,
+    Metrics,
+    judge_error_reason,
+    record_time,
+)
 from stef.models import Result
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
@@ -262,3 +268,22 @@ def test_process_collector_on_and_created_series_off() -> None:
     if Path("/proc/self/stat").exists():
         assert registry.get_sample_value("process_resident_memory_bytes") > 0
         assert registry.get_sample_value("process_cpu_seconds_total") is not None
+
+
+def test_bounded_labels_configured_or_the_first_seen() -> None:
+    """One class bounds the label values that come from input (apps, agents, model names)."""
+    fixed = BoundedLabels(2, "unknown", ["sales"])
+    assert [fixed(v) for v in ("sales", "support", "sales")] == ["sales", "unknown", "sales"]
+    fixed.known = {"sales", "support"}  # a rules reload adds an app
+    assert fixed("support") == "support"
+    first = BoundedLabels(2, "other")
+    seen = [first(v) for v in ("a", "bad value", "b", "c", "a")]
+    assert seen == ["a", "other", "b", "other", "a"]
+    metrics = Metrics(CollectorRegistry(), known_agents=[], max_agents=5)
+    assert metrics.agent_label("sql-agent", "2.0") == "other"  # none configured: all other
+
+
+def test_without_known_apps_the_first_max_apps_are_labels() -> None:
+    metrics = Metrics(CollectorRegistry(), max_apps=2)
+    labels = [metrics.app_label(a) for a in ("sales", "x" * 100, "support", "hr", None)]
+    assert labels == ["sales", "unknown", "support", "unknown", "default"]

@@ -73,6 +73,32 @@ def test_a_valid_record_becomes_its_result_json(registry: CollectorRegistry) -> 
     assert _counted(registry, "sales", "evaluated") == 1.0
 
 
+@pytest.mark.parametrize(
+    ("sql", "mutating", "stacked"),
+    [
+        pytest.param("DELETE FROM orders", True, False, id="delete"),
+        pytest.param("SELECT 1; DROP TABLE orders", True, True, id="stacked drop"),
+        pytest.param("SELECT COUNT(*) FROM orders", False, False, id="select"),
+    ],
+)
+def test_a_sampled_out_record_is_still_checked_for_safety(
+    registry: CollectorRegistry, sql: str, mutating: bool, stacked: bool
+) -> None:
+    # The critical alert (StefUnsafeSql) reads stef_unsafe_sql_total: sampling must not blind it.
+    rules = RuleSet(AppRules(), {"sales": AppRules(sampling_rate=0.0)})
+    pipe = Pipeline(rules, HeuristicJudge(), metrics=Metrics(registry, known_apps=["sales"]))
+    out = pipe.process(_payload(sql=sql), FILE)
+    assert out.result is not None and out.result.outcome == "skipped_sampling"
+    assert (out.result.safety.mutating, out.result.safety.multiple_statements) == (
+        mutating,
+        stacked,
+    )
+    assert out.result.score is None and out.result.components is None
+    unsafe = registry.get_sample_value("stef_unsafe_sql_total", {"app": "sales"})
+    assert (unsafe or 0.0) == (1.0 if mutating or stacked else 0.0)
+    assert _counted(registry, "sales", "skipped_sampling") == 1.0
+
+
 def test_a_record_without_id_is_keyed_by_the_id_it_is_given() -> None:
     processed = Pipeline(RULES, HeuristicJudge()).process(_payload(id=None), FILE)
     assert processed.result is not None
@@ -228,6 +254,32 @@ def test_the_field_mapping_and_limits_are_applied() -> None:
     assert long.reason == "too_large"
     unmapped = pipeline.process(b'{"question": "How many users?", "sql": "SELECT 1"}', FILE)
     assert unmapped.reason == "missing_field"
+
+
+def test_a_record_past_its_cpu_budget_is_a_dead_letter(registry: CollectorRegistry) -> None:
+    pipe = Pipeline(
+        RuleSet(AppRules()),
+        HeuristicJudge(),
+        limits=Limits(max_record_cpu_s=1e-9),
+        metrics=Metrics(registry, known_apps=["sales"]),
+    )
+    out = pipe.process(_payload(), KAFKA)
+    assert out.result is None and out.reason == "limits_exceeded"
+    letter = json.loads(out.value)
+    assert letter["error"].startswith("cpu_seconds: ")
+    assert letter["source"] == KAFKA and original_payload(letter) == _payload()
+    assert _counted(registry, "sales", "invalid") == 1.0
+
+
+def test_the_costliest_known_record_stays_within_the_cpu_budget() -> None:
+    # Issue 21: 790 question numbers against an OR chain of 1,900 took 1.9 s of CPU.
+    numbers = [str(1000 + i) for i in range(1900)]
+    record = {
+        "question": " ".join(numbers[:790]),
+        "sql": "SELECT * FROM t WHERE " + " OR ".join(f"x = {n}" for n in numbers),
+    }
+    out = Pipeline(RuleSet(AppRules()), HeuristicJudge()).process(json.dumps(record).encode(), FILE)
+    assert out.result is not None and out.result.outcome == "evaluated", out.error
 
 
 def test_every_dead_letter_is_counted_by_reason() -> None:

@@ -133,3 +133,29 @@ def test_unknown_keys_in_the_file_are_rejected(tmp_path: Path, text: str, messag
 def test_an_unreadable_config_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load_settings(tmp_path / "missing.yaml", env={})
+
+
+_LLM_ENV = {"STEF_LLM_BASE_URL": "http://127.0.0.1:9/v1", "STEF_LLM_MODEL": "m"}
+
+
+def test_an_llm_budget_beyond_the_record_timeout_is_refused() -> None:
+    """Before: 3 samples of 4 retries of 60 s each were accepted beside a 600 s record timeout,
+    and the liveness probe restarted the replica in the middle of a slow, healthy record."""
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env={**_LLM_ENV, "STEF_LLM_SAMPLES": "3"})
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "record_timeout_s 600" in message and "1440 s" in message
+    assert load_settings(env={**_LLM_ENV, "STEF_LLM_SAMPLES": "3", "STEF_RECORD_TIMEOUT_S": "1440"})
+
+
+def test_the_llm_budget_counts_slot_waits_retries_backoffs_reasks_and_samples() -> None:
+    settings = load_settings(env=_LLM_ENV)
+    assert settings.llm.record_budget_s == 2 * (120 + 2 * 60)  # the retry budget binds
+    few = load_settings(
+        env={**_LLM_ENV, "STEF_LLM_TIMEOUT_S": "5", "STEF_LLM_MAX_RETRIES": "1"},
+        overrides={"record_timeout_s": 200},
+    )
+    assert few.llm.record_budget_s == 2 * (2 * 10 + 30)  # the attempts bind
+    # The heuristic judge has no LLM budget: any record timeout goes.
+    assert load_settings(env={}, overrides={"record_timeout_s": 1}).record_timeout_s == 1

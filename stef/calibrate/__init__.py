@@ -15,5 +15,5 @@ specificity there instead.
 
 The modules, in the order a run uses them: :mod:`stef.calibrate.labels` reads and judges the
 labelled records, :mod:`stef.calibrate.agreement` computes the statistics,
-:mod:`stef.calibrate.report` lays them out, :mod:`stef.calibrate.plot` draws the score histograms.
+:mod:`stef.calibrate.report` lays them out, :mod:`stef.calibrate.plot` draws the charts (SVG).
 """

@@ -1,113 +1,26 @@
-"""``stef calibrate --plot``: score histograms of correct vs incorrect items, as a PNG.
+"""Charts as SVG text: the score histograms of ``stef calibrate --plot`` and of ``stef report``,
+and the reliability diagram of the report.
 
-Drawn with the standard library (zlib + struct and a 3x5 pixel font) so the judge does not pull in
-a plotting stack for one chart. Bars are the share of each class per 5-point score bin, so a
-skewed label balance does not hide the smaller class; the pass threshold is a blue dashed line,
-the κ-maximising one (when different) orange.
+SVG is text: no plotting stack, no binary encoder, and the report inlines it. Every label goes
+through :func:`xml.sax.saxutils.escape`, so an app name cannot become markup. Histogram bars are
+the share of each series per 5-point score bin, so a skewed balance does not hide the smaller
+series; the pass threshold is a blue dashed line, the κ-maximising one (when different) orange.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from stef.calibrate.agreement import Item
 
-Color = tuple[int, int, int]
-
-WHITE: Color = (255, 255, 255)
-BLACK: Color = (40, 40, 40)
-GREY: Color = (200, 200, 200)
-GREEN: Color = (46, 160, 67)
-RED: Color = (215, 58, 73)
-BLUE: Color = (3, 102, 214)
-ORANGE: Color = (230, 130, 20)
+GREEN, RED, BLUE, ORANGE, GREY, INK = "#2ea043", "#d73a49", "#0366d6", "#e6821e", "#888", "#333"
 
 BIN = 5
 BINS = 100 // BIN
 
-# A 3x5 pixel font: five rows of three pixels per glyph.
-_FONT: dict[str, str] = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111",
-    "3": "111001111001111", "4": "101101111001001", "5": "111100111001111",
-    "6": "111100111101111", "7": "111001001001001", "8": "111101111101111",
-    "9": "111101111001111", "A": "010101111101101", "B": "110101110101110",
-    "C": "011100100100011", "D": "110101101101110", "E": "111100110100111",
-    "F": "111100110100100", "G": "011100101101011", "H": "101101111101101",
-    "I": "111010010010111", "J": "001001001101010", "K": "101101110101101",
-    "L": "100100100100111", "M": "101111111101101", "N": "110101101101101",
-    "O": "010101101101010", "P": "110101110100100", "Q": "010101101110011",
-    "R": "110101110101101", "S": "011100010001110", "T": "111010010010010",
-    "U": "101101101101111", "V": "101101101101010", "W": "101101111111101",
-    "X": "101101010101101", "Y": "101101010010010", "Z": "111001010100111",
-    " ": "000000000000000", ":": "000010000010000", "(": "001010010010001",
-    ")": "100010010010100", ".": "000000000000010", "%": "101001010100101",
-    "=": "000111000111000", ">": "100010001010100", "-": "000000111000000",
-    ",": "000000000010100", "/": "001001010100100",
-}  # fmt: skip
-
-
-class Canvas:
-    """An RGB raster with the few drawing operations the chart needs."""
-
-    def __init__(self, width: int, height: int, background: Color = WHITE) -> None:
-        self.width, self.height = width, height
-        self.pixels = bytearray(bytes(background) * (width * height))
-
-    def point(self, x: int, y: int, color: Color) -> None:
-        if 0 <= x < self.width and 0 <= y < self.height:
-            i = (y * self.width + x) * 3
-            self.pixels[i : i + 3] = bytes(color)
-
-    def rect(self, x0: int, y0: int, x1: int, y1: int, color: Color) -> None:
-        """Fill the rectangle with corners (x0, y0) and (x1, y1), both included."""
-        x0, x1 = max(0, min(x0, x1)), min(self.width - 1, max(x0, x1))
-        y0, y1 = max(0, min(y0, y1)), min(self.height - 1, max(y0, y1))
-        row = bytes(color) * (x1 - x0 + 1)
-        for y in range(y0, y1 + 1):
-            i = (y * self.width + x0) * 3
-            self.pixels[i : i + len(row)] = row
-
-    def vline(self, x: int, y0: int, y1: int, color: Color, dash: int = 0) -> None:
-        for y in range(min(y0, y1), max(y0, y1) + 1):
-            if not dash or (y // dash) % 2 == 0:
-                self.rect(x - 1, y, x, y, color)
-
-    def text(self, x: int, y: int, s: str, color: Color = BLACK, scale: int = 2) -> int:
-        """Draw ``s`` with its top-left at (x, y); returns the x after the last glyph."""
-        for ch in s.upper():
-            glyph = _FONT.get(ch, _FONT[" "])
-            for k, bit in enumerate(glyph):
-                if bit == "1":
-                    gx, gy = x + (k % 3) * scale, y + (k // 3) * scale
-                    self.rect(gx, gy, gx + scale - 1, gy + scale - 1, color)
-            x += 4 * scale
-        return x
-
-    def png(self) -> bytes:
-        """The raster as a PNG file (8-bit RGB, no interlace, filter 0 on every row)."""
-        stride = self.width * 3
-        raw = b"".join(
-            b"\x00" + bytes(self.pixels[y * stride : (y + 1) * stride]) for y in range(self.height)
-        )
-
-        def chunk(kind: bytes, data: bytes) -> bytes:
-            crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-        header = struct.pack(">IIBBBBB", self.width, self.height, 8, 2, 0, 0, 0)
-        return (
-            b"\x89PNG\r\n\x1a\n"
-            + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(raw, 9))
-            + chunk(b"IEND", b"")
-        )
-
-
-def text_width(s: str, scale: int = 2) -> int:
-    return len(s) * 4 * scale
+Series = tuple[str, str, Sequence[float]]  # name, colour, values (scores 0-100)
 
 
 def shares(scores: Sequence[float]) -> list[float]:
@@ -119,75 +32,141 @@ def shares(scores: Sequence[float]) -> list[float]:
     return [c / total if total else 0.0 for c in counts]
 
 
-def histogram_png(
-    correct: Sequence[float],
-    incorrect: Sequence[float],
-    threshold: float,
+def _text(x: float, y: float, s: str, *, anchor: str = "start", size: int = 12) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+        f'fill="{INK}">{escape(s)}</text>'
+    )
+
+
+def histogram_svg(
+    series: Sequence[Series],
     *,
-    best: float | None = None,
+    title: str,
+    markers: Sequence[tuple[str, str, float]] = (),
     width: int = 800,
-    height: int = 440,
-) -> bytes:
-    """The chart as PNG bytes: per bin, the share of correct (green) and incorrect (red) items."""
-    c = Canvas(width, height)
-    left, right, top, bottom = 60, 20, 70, 50
+    height: int = 360,
+) -> str:
+    """Side-by-side bars per 5-point score bin, one colour per series; ``markers`` are dashed
+    vertical lines ``(name, colour, score)``."""
+    left, right, top, bottom = 56, 20, 64, 46
     plot_w, plot_h = width - left - right, height - top - bottom
-    x_base, y_base = left, top + plot_h
+    base = top + plot_h
 
-    def x_of(score: float) -> int:
-        return x_base + round(max(0.0, min(100.0, score)) / 100 * plot_w)
+    def x_of(score: float) -> float:
+        return left + max(0.0, min(100.0, score)) / 100 * plot_w
 
-    good, bad = shares(correct), shares(incorrect)
-    peak = max([*good, *bad, 0.01])
+    binned = [shares(values) for _, _, values in series]
+    peak = max([s for b in binned for s in b] + [0.01])
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" role="img">',
+        f"<title>{escape(title)}</title>",
+        f'<rect width="{width}" height="{height}" fill="#fff"/>',
+        _text(left, 20, title, size=14),
+    ]
+    k = max(1, len(series))
     for i in range(BINS):
-        x0, x1 = x_of(i * BIN), x_of((i + 1) * BIN)
-        mid = (x0 + x1) // 2
-        for share, color, a, b in ((good[i], GREEN, x0 + 2, mid - 1), (bad[i], RED, mid, x1 - 2)):
-            h = round(share / peak * plot_h)
-            if h:
-                c.rect(a, y_base - h, b, y_base - 1, color)
-
-    # Axes, ticks every 10 points, and the peak share on the y axis.
-    c.rect(x_base - 1, top, x_base, y_base, BLACK)
-    c.rect(x_base, y_base, x_base + plot_w, y_base + 1, BLACK)
+        x0, x1 = x_of(i * BIN) + 2, x_of((i + 1) * BIN) - 2
+        w = (x1 - x0) / k
+        for j, (_, colour, _) in enumerate(series):
+            h = binned[j][i] / peak * plot_h
+            if h > 0:
+                parts.append(
+                    f'<rect x="{x0 + j * w:.1f}" y="{base - h:.1f}" width="{w:.1f}" '
+                    f'height="{h:.1f}" fill="{colour}"/>'
+                )
+    parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="{INK}"/>')
+    parts.append(f'<line x1="{left}" y1="{base}" x2="{left + plot_w}" y2="{base}" stroke="{INK}"/>')
     for score in range(0, 101, 10):
         x = x_of(score)
-        c.rect(x, y_base + 2, x, y_base + 6, BLACK)
-        label = str(score)
-        c.text(x - text_width(label) // 2, y_base + 10, label)
-    c.rect(x_base - 5, top, x_base - 2, top, BLACK)
-    peak_label = f"{100 * peak:.0f}%"
-    c.text(x_base - 8 - text_width(peak_label), top - 4, peak_label)
-    c.text(x_base + plot_w // 2 - text_width("SCORE") // 2, y_base + 28, "SCORE")
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 5}" stroke="{INK}"/>'
+        )
+        parts.append(_text(x, base + 18, str(score), anchor="middle"))
+    parts.append(_text(left + plot_w / 2, base + 36, "score", anchor="middle"))
+    parts.append(_text(left - 6, top + 4, f"{100 * peak:.0f}%", anchor="end"))
+    for _, colour, at in markers:
+        x = x_of(at)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="{colour}" '
+            'stroke-width="2" stroke-dasharray="6 4"/>'
+        )
+    x = float(left)
+    for name, colour in [(n, c) for n, c, _ in series] + [(n, c) for n, c, _ in markers]:
+        parts.append(f'<rect x="{x:.1f}" y="32" width="12" height="12" fill="{colour}"/>')
+        parts.append(_text(x + 17, 43, name))
+        x += 30 + 7 * len(name)
+    parts.append("</svg>")
+    return "\n".join(parts)
 
-    c.vline(x_of(threshold), top, y_base, BLUE, dash=6)
+
+def reliability_svg(
+    points: Sequence[tuple[float, float, int]],
+    *,
+    title: str,
+    x_label: str,
+    size: int = 360,
+) -> str:
+    """Observed share correct against predicted, one dot per bin ``(predicted, observed, n)``
+    (area grows with n), with the diagonal a calibrated judge would follow."""
+    left, right, top, bottom = 56, 20, 40, 46
+    plot_w, plot_h = size - left - right, size - top - bottom
+
+    def xy(p: float, q: float) -> tuple[float, float]:
+        return left + p * plot_w, top + (1 - q) * plot_h
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
+        f'viewBox="0 0 {size} {size}" font-family="sans-serif" role="img">',
+        f"<title>{escape(title)}</title>",
+        f'<rect width="{size}" height="{size}" fill="#fff"/>',
+        _text(left, 20, title, size=14),
+    ]
+    (x0, y0), (x1, y1) = xy(0, 0), xy(1, 1)
+    parts.append(
+        f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" stroke="{GREY}" stroke-dasharray="4 4"/>'
+    )
+    parts.append(f'<line x1="{x0}" y1="{y1}" x2="{x0}" y2="{y0}" stroke="{INK}"/>')
+    parts.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="{INK}"/>')
+    for t in (0, 0.5, 1):
+        x, _ = xy(t, 0)
+        _, y = xy(0, t)
+        parts.append(_text(x, y0 + 18, f"{t:g}", anchor="middle"))
+        parts.append(_text(x0 - 6, y + 4, f"{t:g}", anchor="end"))
+    parts.append(_text(left + plot_w / 2, y0 + 36, x_label, anchor="middle"))
+    most = max([n for _, _, n in points] + [1])
+    for p, q, n in points:
+        x, y = xy(p, q)
+        r = 3 + 9 * (n / most) ** 0.5
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{BLUE}" fill-opacity="0.7">'
+            f"<title>{escape(f'{n} labelled: predicted {p:.2f}, observed {q:.2f}')}</title>"
+            "</circle>"
+        )
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def calibration_histogram(
+    items: Sequence[Item], threshold: float, best: float | None = None
+) -> str:
+    """``stef calibrate --plot``: score histograms of the correct and the incorrect items."""
+    good = [i.score for i in items if i.label and i.score is not None]
+    bad = [i.score for i in items if not i.label and i.score is not None]
+    markers = [(f"threshold {threshold:g}", BLUE, threshold)]
     if best is not None and best != threshold:
-        c.vline(x_of(best), top, y_base, ORANGE, dash=3)
-
-    title = f"SCORES: CORRECT N={len(correct)} VS INCORRECT N={len(incorrect)}, SHARE PER CLASS"
-    c.text(left, 12, title, scale=2)
-    x = left
-    for color, name in (
-        (GREEN, "CORRECT"),
-        (RED, "INCORRECT"),
-        (BLUE, f"THRESHOLD {threshold:g}"),
-        *([(ORANGE, f"BEST KAPPA {best:g}")] if best is not None and best != threshold else []),
-    ):
-        c.rect(x, 36, x + 11, 47, color)
-        x = c.text(x + 18, 38, name) + 20
-    return c.png()
+        markers.append((f"best kappa {best:g}", ORANGE, best))
+    return histogram_svg(
+        [(f"correct n={len(good)}", GREEN, good), (f"incorrect n={len(bad)}", RED, bad)],
+        title="Scores of correct vs incorrect records (share per class)",
+        markers=markers,
+    )
 
 
 def write_histogram(
     path: Path, items: Sequence[Item], threshold: float, best: float | None = None
 ) -> None:
-    """The score histograms of correct and wrong items as a PNG at ``path`` (folders created)."""
+    """The score histograms of correct and wrong items as an SVG at ``path`` (folders created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(
-        histogram_png(
-            [i.score for i in items if i.label and i.score is not None],
-            [i.score for i in items if not i.label and i.score is not None],
-            threshold,
-            best=best,
-        )
-    )
+    path.write_text(calibration_histogram(items, threshold, best), encoding="utf-8")

@@ -7,6 +7,10 @@ stef summary    the summary table of a results JSONL file
 stef rules      check rules files (line-numbered errors) or print their JSON schema
 stef run        the service
 stef calibrate  agreement with human labels
+stef review     a page to label results
+stef report     one HTML file: per-app table, score distribution, worst records
+stef estimate   the agent's accuracy with a confidence interval (judge + labels)
+stef canary     grow the canary file from labelled results
 stef check      the settings, the rules and the LLM endpoint, checked at once
 
 Exit statuses are defined once, in :mod:`stef.exits`.
@@ -18,7 +22,20 @@ import argparse
 import sys
 
 from stef import __version__
-from stef.cli import backfill, calibrate, check, judge, replay, rules, run, summary
+from stef.cli import (
+    backfill,
+    calibrate,
+    canary,
+    check,
+    estimate,
+    judge,
+    replay,
+    report,
+    review,
+    rules,
+    run,
+    summary,
+)
 from stef.exits import Exit
 from stef.logs import LEVELS, configure_logging
 
@@ -30,7 +47,20 @@ def parser() -> argparse.ArgumentParser:
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (judge, replay, summary, rules, run, calibrate, backfill, check):
+    for command in (
+        judge,
+        replay,
+        summary,
+        rules,
+        run,
+        calibrate,
+        backfill,
+        review,
+        report,
+        estimate,
+        canary,
+        check,
+    ):
         command.add_parser(sub)
     return p
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
-import time
 from datetime import datetime
 from typing import Any
 
@@ -14,13 +12,12 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from stef.cli.common import add_common, preflight, report_error, settings_of
+from stef.cli.progress import Progress
 from stef.errors import ConfigError, StefError
-from stef.io import Envelope
 from stef.io.kafka_range import KafkaRangeSource
 from stef.logs import configure_logging
 from stef.metrics import BackfillMetrics
 from stef.models import Backfill
-from stef.pipeline import Processed
 from stef.service.health import HealthServer
 from stef.service.loop import Service
 from stef.service.wiring import open_sink
@@ -72,34 +69,6 @@ def _instant(text: str, flag: str) -> datetime:
     return when
 
 
-class _Progress:
-    """Records done of the range, on stderr when it is a terminal."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.total = 0
-        self.done = 0
-        self.started = time.monotonic()
-        self._last = 0.0
-        self._lock = threading.Lock()
-
-    def __call__(self, envelope: Envelope, processed: Processed) -> None:
-        with self._lock:
-            self.done += 1
-            now = time.monotonic()
-            if self.enabled and (now - self._last > 0.1 or self.done == self.total):
-                self._last = now
-                filled = int(30 * self.done / max(self.total, 1))
-                rate = self.done / max(now - self.started, 1e-9)
-                bar = "#" * filled + "." * (30 - filled)
-                sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {rate:.0f} rec/s")
-                sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-
-
 def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | None]:
     """The settings (the metrics port is the backfill's own flag, never STEF_METRICS_PORT) and
     the range."""
@@ -124,7 +93,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | 
 
 
 def _service(
-    settings: Settings, source: KafkaRangeSource, mark: Backfill, progress: _Progress
+    settings: Settings, source: KafkaRangeSource, mark: Backfill, progress: Progress
 ) -> Service:
     """The service on the range, with its results marked, serving only the backfill's metrics."""
     # Kafka consumers of the results tell a backfill from the live stream by this header too.
@@ -136,7 +105,7 @@ def _service(
         source=source,
         results=results,
         dead_letters=dead,
-        observer=progress,
+        observer=lambda envelope, processed: progress.step(),
         backfill=mark,
     )
     if settings.metrics_port is not None:
@@ -167,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         end,
         consumer_options=settings.kafka_consumer,
     )
-    progress = _Progress(sys.stderr.isatty() and not args.no_progress)
+    progress = Progress(None, sys.stderr.isatty() and not args.no_progress)
     mark = Backfill(**{"from": start.isoformat(), "to": end.isoformat() if end else None})
     service = None
     try:

@@ -4,16 +4,12 @@ summary table per app and agent. Results are written in the order they finish.""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
-
-from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no stubs (types-tqdm would)
 
 from stef.cli.common import add_common, preflight, report_error, settings_of
+from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.io import Envelope, Sink
@@ -59,80 +55,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.set_defaults(func=run)
 
 
-class _Progress:
-    """A tqdm progress bar on a terminal, nothing otherwise. Messages go above the bar: tqdm clears
-    it, prints the line, and draws it again, so a warning never runs into it."""
-
-    def __init__(self, total: int | None, enabled: bool, stream: TextIO | None = None) -> None:
-        self.enabled = enabled
-        self.stream = stream if stream is not None else sys.stderr
-        self._bar = tqdm(
-            total=total,
-            disable=not enabled,
-            file=self.stream,
-            unit="rec",
-            dynamic_ncols=True,
-            mininterval=0.1,
-            leave=True,
-        )
-
-    @property
-    def done(self) -> int:
-        return int(self._bar.n)
-
-    def step(self) -> None:
-        self._bar.update(1)
-
-    def message(self, text: str) -> None:
-        if self.enabled:
-            self._bar.write(text, file=self.stream)
-        else:
-            print(text, file=self.stream)
-
-    def close(self) -> None:
-        self._bar.close()
-
-    @contextlib.contextmanager
-    def above(self) -> Iterator[None]:
-        """While the bar is drawn, whatever else writes to ``sys.stderr`` (the service's log
-        lines) goes above it too, a whole line at a time."""
-        if not self.enabled:
-            yield
-            return
-        with contextlib.redirect_stderr(_AboveBar(self)):
-            yield
-
-
-class _AboveBar:
-    """A stderr stand-in that hands each complete line to :meth:`_Progress.message`."""
-
-    def __init__(self, progress: _Progress) -> None:
-        self.progress = progress
-        self._pending = ""
-        self._lock = threading.Lock()  # workers log from their own threads
-
-    def write(self, text: str) -> int:
-        with self._lock:
-            self._pending += text
-            *lines, self._pending = self._pending.split("\n")
-            for line in lines:
-                self.progress.message(line)
-        return len(text)
-
-    def flush(self) -> None:
-        with self._lock:
-            if self._pending:
-                self.progress.message(self._pending)
-                self._pending = ""
-
-    def isatty(self) -> bool:
-        return True
-
-
 class _Tally:
     """The observer of the replay: the summary, the progress bar, the --fail-on gate."""
 
-    def __init__(self, path: str, progress: _Progress, gates: set[str]) -> None:
+    def __init__(self, path: str, progress: Progress, gates: set[str]) -> None:
         self.path = path
         self.summary = Summary()
         self.progress = progress
@@ -150,12 +76,15 @@ class _Tally:
             else:
                 self.summary.invalid += 1
                 seen = {"invalid", processed.reason or ""}
+            self.tripped |= seen & self.gates
+            # Counted before anything is written to the terminal: a stderr that fails (closed,
+            # full) loses the message, never the summary or the --fail-on gate.
+            self.progress.step()
+            if result is None:
                 line = envelope.position.get("line")
                 self.progress.message(
                     f"{self.path}:{line}: invalid input ({processed.reason}): {processed.error}"
                 )
-            self.tripped |= seen & self.gates
-            self.progress.step()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     except (StefError, OSError) as exc:
         return report_error("stef replay", exc)
     total = _count_lines(args.file) if _show_progress(args) else None
-    tally = _Tally(args.file, _Progress(total, _show_progress(args)), gates)
+    tally = _Tally(args.file, Progress(total, _show_progress(args)), gates)
     try:
         service = Service(
             settings,

@@ -63,11 +63,19 @@ class Source(Protocol):
         ...
 
     def commit(self) -> None:
-        """Commit every acknowledged position (in order; a gap stops the commit)."""
+        """Commit every acknowledged position (in order; a gap stops the commit).
+
+        Raises:
+            CommitError: the commit failed; the next one retries it.
+        """
         ...
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Records behind the end, per (topic, partition); empty for sources without partitions."""
+        ...
+
+    def uncommitted(self) -> int:
+        """Records done (result or dead letter acknowledged) whose position is not committed."""
         ...
 
     def close(self) -> None:

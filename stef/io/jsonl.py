@@ -21,7 +21,7 @@ from typing import IO, BinaryIO
 
 import structlog
 
-from stef.errors import ConfigError, SinkError
+from stef.errors import CommitError, ConfigError, SinkError
 from stef.io import AckCallback, Envelope
 from stef.io.checkpoint import HEAD_BYTES, Checkpoint, FileIdentity, FilePosition, find_rotated
 from stef.io.offsets import OffsetTracker
@@ -192,14 +192,18 @@ class FileSource:
         except OSError as exc:
             # Like a failed Kafka commit: the next commit retries; a restart before it
             # redelivers from the last saved position (duplicates, never losses).
-            log.warning("checkpoint_save_failed", path=str(self.checkpoint.path), error=str(exc))
-            return
+            raise CommitError(
+                f"cannot save the checkpoint {self.checkpoint.path}: {exc}", source="file"
+            ) from exc
         for seq in [s for s in self._marks if s < upto]:
             del self._marks[seq]
         self._tracker.mark_committed(upto)
 
     def lag(self) -> dict[tuple[str, int], int]:
         return {}
+
+    def uncommitted(self) -> int:
+        return self._tracker.uncommitted if self.checkpoint is not None else 0
 
     def close(self) -> None:
         try:

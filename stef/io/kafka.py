@@ -29,7 +29,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
 )
 from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
-from stef.errors import ConfigError, SinkError
+from stef.errors import CommitError, ConfigError, SinkError
 from stef.io import AckCallback, Envelope
 from stef.io.offsets import OffsetTracker
 
@@ -187,14 +187,21 @@ class KafkaSource:
         try:
             self._consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
         except KafkaError as exc:
-            # A rebalance got there first: the new owner redelivers from the last commit.
-            log.warning("commit_failed", error=str(exc), partitions=len(offsets))
-            return
+            # A rebalance got there first, or the coordinator is away: the next commit
+            # retries; a new owner redelivers from the last commit.
+            raise CommitError(
+                f"offset commit of {len(offsets)} partitions failed: {exc}", source="kafka"
+            ) from exc
         for tp, offset in offsets.items():
             with self._lock:
                 tracker = self._trackers.get(tp)
             if tracker is not None:
                 tracker.mark_committed(offset)
+
+    def uncommitted(self) -> int:
+        with self._lock:
+            trackers = list(self._trackers.values())
+        return sum(t.uncommitted for t in trackers)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Per assigned partition: its end minus the oldest offset not yet done; partitions whose
@@ -227,7 +234,10 @@ class KafkaSource:
     def close(self) -> None:
         if self._consumer is None:
             return
-        self.commit()
+        try:
+            self.commit()
+        except CommitError as exc:  # the consumer is closed all the same; the rest redelivered
+            log.warning("commit_failed", error=str(exc))
         try:
             self._consumer.close(autocommit=False)
         except KafkaError as exc:

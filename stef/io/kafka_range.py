@@ -167,6 +167,10 @@ class KafkaRangeSource:
     def commit(self) -> None:
         """Nothing to commit: the backfill has no group (a rerun reads the range again)."""
 
+    def uncommitted(self) -> int:
+        """Nothing is ever committed: nothing waits for a commit."""
+        return 0
+
     def lag(self) -> dict[tuple[str, int], int]:
         """Records of the range not yet read, per partition."""
         return {

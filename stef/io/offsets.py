@@ -20,6 +20,11 @@ class OffsetTracker:
         self._done: set[int] = set()
         self._committable: int | None = None
         self._committed: int | None = None
+        # Records done in order (counted, not listed), and how many of them the last offered
+        # commit covered: done-but-uncommitted counts records, not offsets (Kafka leaves gaps).
+        self._settled = 0
+        self._offered: tuple[int, int] | None = None
+        self._settled_committed = 0
         # Offsets a worker has started judging and not finished; after revoke() no new one starts.
         self._started: set[int] = set()
         self.revoking = False
@@ -54,6 +59,7 @@ class OffsetTracker:
                 head = self._pending.popleft()
                 self._done.discard(head)
                 self._committable = head + 1
+                self._settled += 1
             if not self._pending:
                 self._lock.notify_all()
 
@@ -67,6 +73,7 @@ class OffsetTracker:
         with self._lock:
             if self._committable is None or self._committable == self._committed:
                 return None
+            self._offered = (self._committable, self._settled)
             return self._committable
 
     @property
@@ -84,6 +91,16 @@ class OffsetTracker:
     def mark_committed(self, offset: int) -> None:
         with self._lock:
             self._committed = offset
+            if self._offered is not None and self._offered[0] == offset:
+                self._settled_committed = self._offered[1]
+
+    @property
+    def uncommitted(self) -> int:
+        """Records done (in order or not) that no commit covers yet."""
+        with self._lock:
+            if self.closed:
+                return 0
+            return self._settled - self._settled_committed + len(self._done)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until nothing is in flight; False when the timeout came first."""

@@ -10,11 +10,13 @@ written by people while the service runs, so no edit may crash the loader, whate
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
+import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -33,6 +35,7 @@ from pydantic import (
 
 from stef.errors import RuleProblem, RulesError
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
+from stef.sql.dialects import dialect_names
 from stef.sql.predicates import condition_keys, parse_condition
 
 log = structlog.get_logger(__name__)
@@ -225,7 +228,7 @@ def _parse(text: str, path: str, app: str | None) -> AppRules:
                 path,
                 line_of(node, tuple(err["loc"])),
                 ".".join(str(p) for p in err["loc"]),
-                err["msg"] if err["type"] != "extra_forbidden" else "unknown key",
+                err["msg"] if err["type"] != "extra_forbidden" else _unknown_key(err["loc"]),
             )
             for err in exc.errors()
         ]
@@ -235,8 +238,34 @@ def _parse(text: str, path: str, app: str | None) -> AppRules:
     return rules
 
 
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the nearest of ``choices``, or nothing when none is near."""
+    near = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """The message for a key no rules model has, with the nearest key of its own mapping."""
+    model: type[BaseModel] = AppRules
+    for part in loc[:-1]:
+        annotation = (
+            model.model_fields[str(part)].annotation if str(part) in model.model_fields else None
+        )
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return "unknown key"
+        model = annotation
+    return "unknown key" + _did_you_mean(str(loc[-1]), model.model_fields)
+
+
+# A predicate where a column is expected: a comparison operator, or IN/LIKE/BETWEEN/IS.
+_PREDICATE_IN_COLUMN = re.compile(
+    r"\s*(?:[=<>!]|\b(?:not\s+)?(?:in|like|ilike|between|is)\b)", re.I
+)
+
+
 def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) -> list[RuleProblem]:
-    """Checks pydantic cannot express: benign filters must parse as SQL predicates."""
+    """Checks pydantic cannot express: a known dialect, benign filters that parse as SQL
+    predicates, ignore filters that name columns (not predicates)."""
     problems = []
     dialect = data.get("dialect") if isinstance(data.get("dialect"), str) else None
     if dialect is not None:
@@ -248,7 +277,8 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
                     path,
                     line_of(node, ("dialect",)),
                     "dialect",
-                    f"unknown sqlglot dialect {dialect!r}",
+                    f"unknown sqlglot dialect {dialect!r}"
+                    + _did_you_mean(dialect, dialect_names()),
                 )
             )
             dialect = None  # still check the filters, in the generic dialect
@@ -261,6 +291,22 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
                     line_of(node, ("benign_filters", i)),
                     f"benign_filters.{i}",
                     f"not a SQL predicate: {text!r}",
+                )
+            )
+    ignore = data.get("ignore_filters")
+    for i, text in enumerate(ignore if isinstance(ignore, list) else []):
+        if not isinstance(text, str):
+            continue
+        operator = _PREDICATE_IN_COLUMN.search(text)
+        if operator is not None and operator.start() > 0:
+            column = text[: operator.start()].strip()
+            problems.append(
+                RuleProblem(
+                    path,
+                    line_of(node, ("ignore_filters", i)),
+                    f"ignore_filters.{i}",
+                    f"takes column names, not predicates: {text[:80]!r} (did you mean "
+                    f"{column[:80]!r}? a fixed predicate belongs in benign_filters)",
                 )
             )
     return problems

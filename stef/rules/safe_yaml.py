@@ -142,6 +142,32 @@ def _check_aliases(root: yaml.Node, loader: _Limits) -> None:
             stack.extend((c, False) for c in _children(node) if id(c) not in done)
 
 
+def _check_duplicate_keys(root: yaml.Node, loader: _Limits) -> None:
+    """Reject a key given twice in one mapping: YAML readers keep the last silently, so a second
+    ``benign_filters:`` block would drop the first without a word."""
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # an alias: checked where it was defined
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, _ in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                    continue
+                line = key.start_mark.line + 1
+                if key.value in first:
+                    message = (
+                        f"key {key.value[:80]!r} is given twice (lines {first[key.value]} and "
+                        f"{line}); the second would silently replace the first"
+                    )
+                    raise loader.problem(key.start_mark, message)
+                first[key.value] = line
+        stack.extend(_children(node))
+
+
 def load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
     """The composed node (for line numbers) and the data of one YAML document."""
     bad = Reader.NON_PRINTABLE.search(text)
@@ -155,9 +181,56 @@ def load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
         if node is None:
             return None, None
         _check_aliases(node, loader)
+        _check_duplicate_keys(node, loader)
         return node, loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        # A scanner may give up on deep flow nesting before our composer counts it (libyaml
+        # does since PyYAML 6.0.4, in its own words): the depth is measured here, not read
+        # from its message, so the problem is the same whichever scanner ran.
+        deep_at = flow_too_deep(text, MAX_DEPTH)
+        if deep_at is not None:
+            problem = RuleProblem(path, deep_at, "", f"nested deeper than {MAX_DEPTH}")
+            raise RulesError([problem]) from exc
+        raise
     finally:
         loader.dispose()
+
+
+def flow_too_deep(text: str, limit: int) -> int | None:
+    """The 1-based line where flow brackets (``[``, ``{``) first nest deeper than ``limit``,
+    outside quoted scalars and comments; None when they never do."""
+    depth = 0
+    line = 1
+    quote = ""
+    prev = "\n"
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        if quote:
+            if ch == quote:
+                if quote == "'" and i + 1 < n and text[i + 1] == "'":
+                    i += 1  # '' is an escaped quote inside a single-quoted scalar
+                else:
+                    quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch == "#" and prev in " \t\n":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif ch in "'\"" and prev in " \t\n[{,:-":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        prev = ch
+        i += 1
+    return None
 
 
 def yaml_problem(exc: yaml.YAMLError, path: str) -> RuleProblem:

@@ -40,6 +40,9 @@ class RulesWatcher:
     """Hot reload: re-reads the rules path when a file changes; keeps each app's last good rules.
 
     At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
+    Every version that comes into effect (at start, after any reload, partial ones included) is
+    logged as ``rules_loaded`` before any reader can see it, so every ``rules_version`` a result
+    carries is in the log. Only one thread calls :meth:`check` (the run loop).
     """
 
     def __init__(
@@ -50,6 +53,13 @@ class RulesWatcher:
         self._rules = load_rules(self.path)
         self._stamp = self._fingerprint()
         self._on_reload = on_reload
+        log.info(
+            "rules_loaded",
+            path=str(self.path) if self.path is not None else None,
+            rules_version=self._rules.version,
+            previous_version=None,
+            outcome="start",
+        )
 
     @property
     def rules(self) -> RuleSet:
@@ -99,12 +109,22 @@ class RulesWatcher:
             return None
         self._stamp = stamp
         scan = scan_rules(self.path)
-        with self._lock:
-            rules, kept = merge_scan(self._rules, scan)
-            if rules.version != self._rules.version:  # same content: keep the object callers hold
-                self._rules = rules
-            rules = self._rules
+        current = self.rules
+        rules, kept = merge_scan(current, scan)
         problems = scan.problems
+        if rules.version != current.version:  # same content: keep the object callers hold
+            # Logged before it is published: no result can carry a version the log never named
+            # (a reload with errors applies the good files, so it makes a new version too).
+            log.info(
+                "rules_loaded",
+                path=str(self.path),
+                rules_version=rules.version,
+                previous_version=current.version,
+                outcome="error" if problems else "success",
+            )
+            with self._lock:
+                self._rules = rules
+        rules = self.rules
         if problems:
             log.error(
                 "rules_reload_rejected",

@@ -14,44 +14,43 @@ Supervision: a worker that dies or stays on one record past ``record_timeout_s``
 ``/healthz``; a sink that refuses one message (too large) gets a minimal dead letter in its place,
 so no single record stops its partition; a sink outage stops the service with nothing committed
 past what was written. The signal handler only records the signal; the loop acts on it.
+
+The in-flight window (:mod:`stef.service.window`), the ack policy (:mod:`stef.service.acks`) and
+the lifecycle (:mod:`stef.service.lifecycle`) live in their own modules, each testable alone;
+this one wires them and runs the loop and the workers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
-import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
-from types import FrameType
+from collections.abc import Sequence
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.errors import SinkError
+from stef.errors import CommitError
 from stef.exits import Exit
-from stef.io import AckCallback, Envelope, Sink, Source
-from stef.io.deadletter import dead_letter
+from stef.io import Envelope, Sink, Source
 from stef.judges.base import Judge
 from stef.metrics import Metrics
 from stef.models import Backfill
-from stef.pipeline import Pipeline, Processed
+from stef.pipeline import Pipeline
 from stef.rules.watch import RulesWatcher
+from stef.service.acks import AckPolicy, Observer, send
 from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
 from stef.service.judge_errors import JudgeErrorLog
+from stef.service.lifecycle import Lifecycle
+from stef.service.window import InFlightWindow
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
 from stef.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-# The replacement of a refused message keeps only this much of the original payload.
-_MIN_LETTER_BYTES = 4096
-
-# Called for every record once its result or dead letter is acknowledged (replay's summary).
-Observer = Callable[[Envelope, Processed], None]
+__all__ = ["Observer", "Service"]
 
 
 class Service:
@@ -89,7 +88,9 @@ class Service:
         self.watcher = RulesWatcher(settings.rules, on_reload=self._on_rules_reload)
         self.metrics = Metrics(
             self.registry,
-            known_apps=self.watcher.rules.known_apps,
+            # No rules configured: no apps are known, so the first label-like app names seen
+            # are the labels (docs/metrics.md), not one `unknown` for every app.
+            known_apps=self.watcher.rules.known_apps if settings.rules is not None else None,
             known_agents=settings.known_agents,
             max_agents=settings.max_agents,
         )
@@ -103,26 +104,28 @@ class Service:
         self.observer = observer
         self.health = HealthState()
         self.health.liveness.append(self._workers_problem)
+        self.health.liveness.append(self._acks_problem)
+        self.health.liveness.append(self._commits_problem)
         self.health.readiness.append(self.source.unreachable)
         self.server: HealthServer | None = None
-        self._stop = threading.Event()
-        self._stop_at: float | None = None
-        self._signals: list[int] = []
-        self._fatal: BaseException | None = None
-        self._closing = False
-        self._inflight = 0
-        self._inflight_bytes = 0
-        # The recent mean payload size: a fetch asks for no more records than fit the bytes
-        # bound (None until the first fetch, which asks for one record).
-        self._mean_bytes: float | None = None
-        self._last_ack = time.monotonic()
-        self._cv = threading.Condition()
+        self.window = InFlightWindow(settings.inflight_bound, settings.inflight_bytes_bound)
+        self.lifecycle = Lifecycle(self.health, lambda: self.window.count)
+        self.acks = AckPolicy(
+            self.window,
+            self.dead_letters,
+            self.metrics,
+            observer=observer,
+            on_fatal=self.lifecycle.fail,
+            closing=lambda: self.lifecycle.closing,
+        )
+        self._received = 0
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}
         self._dead_workers: list[str] = []
         self._lag_labels: set[tuple[str, int]] = set()
-        self.counts = {"received": 0, "results": 0, "dead_letters": 0}
+        # Commits failed in a row, and the last one's error.
+        self._commit_failures: tuple[int, str] = (0, "")
         self.judge_errors = JudgeErrorLog()
 
     def _judging(
@@ -147,26 +150,20 @@ class Service:
 
     def request_stop(self) -> None:
         """Stop fetching and drain (the first SIGTERM/SIGINT)."""
-        if not self._stop.is_set():
-            self._stop_at = time.monotonic()
-            self._stop.set()
-            log.info("shutdown_requested", inflight=self._inflight)
+        self.lifecycle.request_stop()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
-        (uncommitted work is redelivered). The handler only records the signal."""
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            self._signals.append(signum)
-            if len(self._signals) > 1:
-                os._exit(128 + signum)
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal."""
+        self.lifecycle.install_signal_handlers()
 
     @property
     def inflight(self) -> int:
-        return self._inflight
+        return self.window.count
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Records received, and results and dead letters acknowledged."""
+        return {"received": self._received, **self.acks.counts}
 
     def run(self) -> int:
         """Run until the source ends (a file without ``--follow``) or a stop is requested.
@@ -200,11 +197,11 @@ class Service:
             self.health.ready = False
             self._shutdown()
             self.judge_errors.flush()
-        if self._fatal is not None:
-            log.error("service_failed", error=str(self._fatal))
+        if self.lifecycle.fatal is not None:
+            log.error("service_failed", error=str(self.lifecycle.fatal))
             return Exit.FAILURE
         log.info("service_stopped", drained=drained, **self.counts)
-        if not drained and self._stop_at is None:
+        if not drained and self.lifecycle.stop_at is None:
             return Exit.FAILURE  # the end of a file, with records that never finished
         return Exit.OK
 
@@ -226,27 +223,14 @@ class Service:
 
     # ------------------------------------------------------------------------------- loop
 
-    def _full(self) -> bool:
-        s = self.settings
-        return self._inflight >= s.inflight_bound or self._inflight_bytes >= s.inflight_bytes_bound
-
-    def _room(self) -> int:
-        """How many records the next fetch may bring: within the records bound, and within the
-        bytes bound at the recent mean size (one record at least: the bytes bound is soft)."""
-        s = self.settings
-        if self._mean_bytes is None:
-            return 1
-        by_bytes = int((s.inflight_bytes_bound - self._inflight_bytes) / self._mean_bytes)
-        return max(1, min(s.inflight_bound - self._inflight, by_bytes))
-
     def _loop(self) -> None:
         s = self.settings
         paused = False
         next_commit = next_rules = time.monotonic()
-        while not self._stop.is_set():
+        while not self.lifecycle.stopped.is_set():
             self.health.beat()
-            if self._signals:
-                log.info("signal_received", signal=self._signals[0])
+            if self.lifecycle.signals:
+                log.info("signal_received", signal=self.lifecycle.signals[0])
                 self.request_stop()
                 break
             now = time.monotonic()
@@ -256,36 +240,30 @@ class Service:
             if now >= next_commit:
                 self._commit()
                 next_commit = now + s.commit_interval_s
-            if self._full():
+            if self.window.full():
                 if not paused:
                     self.source.pause()
                     paused = True
                 # A paused Kafka consumer is still polled: it keeps its membership and handles
                 # rebalances. Whatever a poll returns is handled, never dropped.
                 self._submit(self.source.poll(0, 0.05))
-                with self._cv:
-                    self._cv.wait_for(lambda: not self._full(), timeout=0.1)
+                self.window.wait_for_room(0.1)
                 continue
             if paused:
                 self.source.resume()
                 paused = False
-            envelopes = self.source.poll(self._room(), 0.2)
+            envelopes = self.source.poll(self.window.room(), 0.2)
             self._submit(envelopes)
             if not envelopes and self.source.exhausted:
-                log.info("source_exhausted", received=self.counts["received"])
+                log.info("source_exhausted", received=self._received)
                 break
 
     def _submit(self, envelopes: Sequence[Envelope]) -> None:
         if not envelopes:
             return
-        size = sum(len(e.payload) for e in envelopes)
-        with self._cv:
-            self._inflight += len(envelopes)
-            self._inflight_bytes += size
-        mean = size / len(envelopes)
-        self._mean_bytes = mean if self._mean_bytes is None else 0.8 * self._mean_bytes + 0.2 * mean
+        self.window.admit(envelopes)
         self.metrics.inflight.inc(len(envelopes))
-        self.counts["received"] += len(envelopes)
+        self._received += len(envelopes)
         for envelope in envelopes:
             self._work.put(envelope)
 
@@ -293,32 +271,34 @@ class Service:
         """Wait for in-flight work: after a stop request, up to the drain timeout; at the end of
         a file, as long as records keep finishing (none awaited past ``record_timeout_s``)."""
         while True:
-            with self._cv:
-                if self._inflight == 0:
-                    return True
-                now = time.monotonic()
-                if self._stop_at is not None:
-                    remaining = self._stop_at + self.settings.drain_timeout_s - now
-                else:
-                    remaining = self._last_ack + self.settings.record_timeout_s - now
-                if remaining <= 0:
-                    log.warning("drain_timeout", abandoned=self._inflight)
-                    return False
-                self._cv.wait(timeout=min(remaining, 0.5))
+            if self.window.count == 0:
+                return True
+            now = time.monotonic()
+            stop_at = self.lifecycle.stop_at
+            if stop_at is not None:
+                remaining = stop_at + self.settings.drain_timeout_s - now
+            else:
+                remaining = self.window.last_settled + self.settings.record_timeout_s - now
+            if remaining <= 0:
+                log.warning("drain_timeout", abandoned=self.window.count)
+                return False
+            self.window.wait_for_empty(min(remaining, 0.5))
             self.health.beat()
             self._commit()
-            if self._signals and self._stop_at is None:
+            if self.lifecycle.signals and self.lifecycle.stop_at is None:
                 self.request_stop()
 
     def _shutdown(self) -> None:
         # Work abandoned at the drain deadline may still finish and hit closed sinks: that is
         # expected (it is redelivered), not a failure of the run.
-        self._closing = True
+        self.lifecycle.closing = True
         for _ in self._workers:
             self._work.put(None)
         for sink in (self.results, self.dead_letters):
             with contextlib.suppress(Exception):
                 sink.flush(10.0)
+        with contextlib.suppress(Exception):  # counted there; close() commits again anyway
+            self._commit()
         try:
             self.source.close()  # commits what is acknowledged
         except Exception as exc:  # shutdown goes on; uncommitted work is redelivered
@@ -333,7 +313,22 @@ class Service:
             self.server = None
 
     def _commit(self) -> None:
-        self.source.commit()
+        try:
+            self.source.commit()
+        except CommitError as exc:
+            # Loud, not fatal: the next commit retries and nothing done is lost (a restart
+            # redelivers it). After commit_failures_unhealthy in a row, /healthz fails.
+            self._commit_failures = (self._commit_failures[0] + 1, str(exc))
+            self.metrics.observe_commit_failure(exc.source)
+            log.error(
+                "commit_failed",
+                source=exc.source,
+                error=str(exc),
+                in_a_row=self._commit_failures[0],
+            )
+        else:
+            self._commit_failures = (0, "")
+        self.metrics.uncommitted.set(self.source.uncommitted())
         lags = self.source.lag()
         for (topic, partition), lag in lags.items():
             self.metrics.set_lag(topic, partition, lag)
@@ -351,11 +346,28 @@ class Service:
 
     # ---------------------------------------------------------------------------- workers
 
+    def _acks_problem(self) -> str | None:
+        """Why ``/healthz`` must fail because records are held but none is settled: a leaked
+        slot or a sink that never calls back looks like this, while every worker is idle."""
+        waited = self.window.unsettled_for()
+        if waited > self.settings.record_timeout_s:
+            inflight = self.window.count
+            return f"{inflight} records in flight and no acknowledgement for {waited:.0f} s"
+        return None
+
+    def _commits_problem(self) -> str | None:
+        """Why ``/healthz`` must fail because commits keep failing (quix-streams raises
+        ``CheckpointConsumerCommitError``): a restart reconnects, and redelivers what is done."""
+        failures, last = self._commit_failures
+        if failures >= self.settings.commit_failures_unhealthy:
+            return f"{failures} commits in a row failed: {last}"
+        return None
+
     def _workers_problem(self) -> str | None:
         """Why ``/healthz`` must fail because of a worker: dead, or stuck on one record."""
         if self._dead_workers:
             return f"worker died: {', '.join(self._dead_workers)}"
-        dead = [t.name for t in self._workers if not t.is_alive() and not self._closing]
+        dead = [t.name for t in self._workers if not t.is_alive() and not self.lifecycle.closing]
         if dead:
             return f"worker not running: {', '.join(dead)}"
         now = time.monotonic()
@@ -374,6 +386,8 @@ class Service:
                 self._busy_since[name] = time.monotonic()
                 try:
                     self._handle(envelope)
+                except Exception as exc:  # outside the pipeline (which never raises): a bug
+                    self.acks.unhandled(envelope, exc)
                 finally:
                     self._busy_since.pop(name, None)
         except BaseException as exc:  # the worker is gone: say so where probes and logs see it
@@ -385,7 +399,7 @@ class Service:
             # Its partition went to another replica before this record's turn: that replica
             # reads it again from the last commit, so judging it here would only duplicate it.
             log.debug("record_skipped_revoked", **envelope.position)
-            self._released(envelope)
+            self.acks.release(envelope)
             return
         started = time.perf_counter()
         processed = self.pipeline.process(envelope.payload, envelope.position, envelope.key)
@@ -404,73 +418,7 @@ class Service:
                 **envelope.position,
             )
             self.judge_errors.observe(result)
-            _send(self.results, processed, self._ack(envelope, processed))
+            send(self.results, processed, self.acks.callback(envelope, processed))
         else:
             log.warning("record_dead_lettered", reason=processed.reason, **envelope.position)
-            _send(self.dead_letters, processed, self._ack(envelope, processed))
-
-    def _count(self, name: str) -> None:
-        with self._cv:
-            self.counts[name] += 1
-
-    def _ack(
-        self, envelope: Envelope, processed: Processed, *, fallback: bool = True
-    ) -> AckCallback:
-        called = threading.Event()
-
-        def on_ack(error: BaseException | None) -> None:
-            if called.is_set():
-                return  # a sink that both raised and called back: the record is settled once
-            called.set()
-            if error is None:
-                envelope.on_done()
-                self._count("results" if processed.is_result else "dead_letters")
-                if self.observer is not None:
-                    self.observer(envelope, processed)
-            elif fallback and isinstance(error, SinkError) and error.rejected:
-                # The sink refuses this one message: a minimal dead letter takes its place, so
-                # the partition moves on. If that is refused too, the sink is really down.
-                self._replace_rejected(envelope, processed, error)
-                return
-            elif self._closing:
-                log.warning("abandoned_record_not_written", error=str(error), **envelope.position)
-            else:
-                # Not done: its offset is never committed, so a restart redelivers it.
-                log.error("sink_failed", error=str(error), **envelope.position)
-                if self._fatal is None:
-                    self._fatal = error
-                    self.health.failed = str(error)
-                self.request_stop()
-            self._released(envelope)
-
-        return on_ack
-
-    def _released(self, envelope: Envelope) -> None:
-        """The record no longer counts against the in-flight bounds."""
-        with self._cv:
-            self._inflight -= 1
-            self._inflight_bytes -= len(envelope.payload)
-            self._last_ack = time.monotonic()
-            self._cv.notify_all()
-        self.metrics.inflight.dec()
-
-    def _replace_rejected(self, envelope: Envelope, processed: Processed, error: SinkError) -> None:
-        log.error("sink_rejected_record", error=str(error), **envelope.position)
-        self.metrics.observe_dead_letter("sink_rejected")
-        letter = dead_letter(
-            "sink_rejected",
-            f"{error}; the {'result' if processed.is_result else 'dead letter'} was refused",
-            envelope.position,
-            envelope.payload,
-            max_bytes=_MIN_LETTER_BYTES,  # a prefix, the length and sha256 of the original
-        )
-        replacement = Processed(value=letter, key=envelope.key, reason="sink_rejected")
-        _send(self.dead_letters, replacement, self._ack(envelope, replacement, fallback=False))
-
-
-def _send(sink: Sink, processed: Processed, on_ack: AckCallback) -> None:
-    """Write through a sink that may raise instead of calling back: either way, one ack."""
-    try:
-        sink.send(processed.key, processed.value, on_ack)
-    except Exception as exc:  # a sink's own bug must not leave the record in flight for ever
-        on_ack(SinkError(f"{type(exc).__name__}: {exc}"))
+            send(self.dead_letters, processed, self.acks.callback(envelope, processed))

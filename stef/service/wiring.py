@@ -81,6 +81,7 @@ def build_pipeline(
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
         backfill=backfill,
+        include_input=settings.results_include_input,
     )
 
 

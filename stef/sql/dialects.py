@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.dialect import Dialect, Dialects
 
 # The node metadata sqlglot's parser records for every identifier and literal: where it was in
 # the text. STEF never reads it, and copying it is most of the cost of ``Expression.copy`` (a
@@ -26,6 +26,14 @@ def dialect_of(name: str | None) -> Dialect:
         ValueError: ``name`` is not a dialect sqlglot knows (not cached: raised every time).
     """
     return Dialect.get_or_raise(name)
+
+
+@lru_cache(maxsize=1)
+def dialect_names() -> tuple[str, ...]:
+    """The sqlglot dialects a record or a rules file may name (plugins registered at import time
+    included)."""
+    names = {d.value for d in Dialects} | set(Dialect.classes)
+    return tuple(sorted(n for n in names if n))
 
 
 def drop_positions(node: exp.Expr) -> None:

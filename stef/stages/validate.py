@@ -1,7 +1,8 @@
 """First stage: raw bytes of one logged request -> a valid :class:`InputRecord`, or InvalidInput.
 
 Agent logs rarely use STEF's field names, so a :class:`FieldMapping` maps them (``user_query`` ->
-``question``, ``payload.sql`` -> ``sql``: dotted paths reach into nested objects).
+``question``, ``payload.sql`` -> ``sql``: dotted paths reach into nested objects, ``[N]`` into
+lists). An epoch ``timestamp`` (seconds or milliseconds) becomes ISO 8601 UTC text.
 
 Validation is also the cost guard of the pipeline: parsing and judging hold the GIL, so one
 pathological record (thousands of nested subqueries, a chain of CTEs, unclosed comments) would
@@ -16,15 +17,16 @@ import json
 import math
 import re
 import unicodedata
+from datetime import UTC, datetime
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from sqlglot.dialects.dialect import Dialect, Dialects
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from stef.errors import InvalidInput
 from stef.models import InputRecord
+from stef.sql.dialects import dialect_names
 
 FIELDS = (
     "id",
@@ -44,11 +46,19 @@ _TEXTS = ("question", "enriched_question", "sql")
 
 
 class FieldMapping(BaseModel):
-    """STEF field name -> the field's path in the agent's log record (dotted for nesting)."""
+    """STEF field name -> the field's path in the agent's log record: dotted for nesting, with
+    list indexes in brackets (``request.messages[0].content``, ``turns[-1].sql``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fields: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("fields")
+    @classmethod
+    def _paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value.values():
+            path_parts(path)  # a path that cannot be read is a settings error, not silence
+        return value
 
     def source_of(self, name: str) -> str:
         return self.fields.get(name, name)
@@ -80,6 +90,11 @@ class Limits(BaseModel):
         max_digit_run: digits in one number: a JSON integer, or a run of digits in the question,
             its rewrite or the SQL. Python refuses to convert integers of more than 4300 digits
             to or from text, so this stays well below that.
+        max_record_cpu_s: CPU seconds the record path may spend on one record (analysis,
+            judge, checks; waiting for an LLM is not CPU). The counts above keep every record
+            known under half of the default; a record past it is a dead letter
+            (``limits_exceeded``, detail ``cpu_seconds``), so no shape the counts miss can
+            hold a worker (and the GIL) for long.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -94,28 +109,62 @@ class Limits(BaseModel):
     max_sql_ctes: int = Field(64, ge=0)
     max_sql_tokens: int = Field(8_000, ge=1)
     max_digit_run: int = Field(100, ge=1, le=4_000)
+    max_record_cpu_s: float = Field(1.0, gt=0)
+
+
+# A field path: keys joined by dots, each optionally followed by bracketed list indexes.
+_PATH = re.compile(r"[^.\[\]]+(?:\[-?\d{1,6}\])*(?:\.[^.\[\]]+(?:\[-?\d{1,6}\])*)*")
+_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
+
+
+@lru_cache(maxsize=256)
+def path_parts(path: str) -> tuple[str | int, ...]:
+    """The steps of a field path: keys (text) and list indexes (integers).
+
+    Raises:
+        ValueError: the path is not keys joined by dots with optional ``[N]`` list indexes.
+    """
+    if _PATH.fullmatch(path) is None:
+        raise ValueError(
+            f"field path {path[:80]!r} is not keys joined by dots with optional [N] list "
+            "indexes (as in request.messages[0].content)"
+        )
+    return tuple(m[1] if m[1] is not None else int(m[2]) for m in _PATH_STEP.finditer(path))
 
 
 def _lookup(obj: dict[str, Any], path: str) -> Any:
     cur: Any = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
+    for part in path_parts(path):
+        if isinstance(part, int):
+            if not isinstance(cur, list) or not -len(cur) <= part < len(cur):
+                return None
+        elif not isinstance(cur, dict) or part not in cur:
             return None
         cur = cur[part]
     return cur
+
+
+# Epoch numbers by magnitude: seconds up to year 5138, then milli-, micro- and nanoseconds.
+_EPOCH_SCALES = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6), (1e20, 1e9))
+
+
+def epoch_time(value: int | float) -> str | None:
+    """An epoch number (seconds, milliseconds, microseconds or nanoseconds, told apart by their
+    magnitude) as ISO 8601 UTC text; None when it is none of those (negative, too large)."""
+    if value < 0:
+        return None
+    for bound, per_second in _EPOCH_SCALES:
+        if value < bound:
+            when = datetime.fromtimestamp(value / per_second, tz=UTC)
+            whole = value % per_second == 0
+            return when.isoformat(timespec="seconds" if whole else "milliseconds")
+    return None
 
 
 def record_id(app: str | None, question: str, enriched: str | None, sql: str) -> str:
     """A stable id for records that carry none: a hash of (app, Qu, Qe, S)."""
     key = json.dumps([app, question, enriched, sql], ensure_ascii=False)
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-
-
-@lru_cache(maxsize=1)
-def dialect_names() -> tuple[str, ...]:
-    """The sqlglot dialects a record may name (plugins registered at import time included)."""
-    names = {d.value for d in Dialects} | set(Dialect.classes)
-    return tuple(sorted(n for n in names if n))
 
 
 # --------------------------------------------------------------------------------- the checks
@@ -345,8 +394,11 @@ def _fields(obj: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]:
         if name == "metadata":
             if not isinstance(value, dict):
                 raise InvalidInput("wrong_type", "field 'metadata' must be an object")
+        elif name == "timestamp" and isinstance(value, int | float) and not isinstance(value, bool):
+            # Epoch numbers are times: as text they would not parse as one (the freshness gauge).
+            value = epoch_time(value) or str(value)
         elif (
-            name in ("id", "agent_version", "timestamp")
+            name in ("id", "agent_version")
             and isinstance(value, int | float)
             and (not isinstance(value, bool))
         ):

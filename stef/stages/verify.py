@@ -14,6 +14,7 @@ the question passes unchanged.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -90,32 +91,75 @@ def _comparable(value: str) -> bool:
     return _is_number(value) or bool(_DATE_LIKE.fullmatch(value))
 
 
+@dataclass(frozen=True)
+class _Literals:
+    """A predicate's literal values indexed once, so that holding many question values against
+    one long OR chain or IN list costs a lookup each, not a scan (it was values x literals)."""
+
+    values: tuple[str, ...]
+    exact: frozenset[str]
+    ordered: tuple[str, ...]  # sorted, for the values that start with a question value
+
+
+# Keyed by the identity of a predicate's values tuple, which the entry keeps alive (so the id is
+# not reused): hashing a tuple of 1,900 literals on every lookup would cost what the index saves.
+_LITERALS: dict[tuple[int, bool], tuple[tuple[str, ...], _Literals]] = {}
+_LITERALS_MAX = 1024
+
+
+def _literals(values: tuple[str, ...], comparable_only: bool) -> _Literals:
+    key = (id(values), comparable_only)
+    entry = _LITERALS.get(key)
+    if entry is not None and entry[0] is values:
+        return entry[1]
+    kept = tuple(
+        v for v in values if v and (not comparable_only or _comparable(v) or _DATE_LIKE.match(v))
+    )
+    lits = _Literals(kept, frozenset(kept), tuple(sorted(kept)))
+    if len(_LITERALS) >= _LITERALS_MAX:
+        _LITERALS.clear()  # records come and go; a full table is simply started again
+    _LITERALS[key] = (values, lits)
+    return lits
+
+
+def _dated_prefix(value: str, lits: _Literals) -> bool:
+    """A year or date against a finer or coarser one: 2023 ~ '2023-05-01' ~ 202305 (either side
+    date-like, the shorter one at least 4 characters, one a prefix of the other)."""
+    value_dated = bool(_DATE_LIKE.match(value))
+    if len(value) >= 4:
+        # Literals that start with the value: a contiguous run of the sorted literals.
+        at = bisect.bisect_left(lits.ordered, value)
+        while at < len(lits.ordered) and lits.ordered[at].startswith(value):
+            if value_dated or _DATE_LIKE.match(lits.ordered[at]):
+                return True
+            at += 1
+    # Literals the value starts with: its prefixes of 4 characters or more.
+    return any(
+        value[:k] in lits.exact and (value_dated or bool(_DATE_LIKE.match(value[:k])))
+        for k in range(4, len(value))
+    )
+
+
 def agrees(value: str, pred: Predicate) -> bool | None:
     """Whether a predicate's literal values agree with a folded question value.
 
     None when they cannot be compared (no literal, an expression, a quarter).
     """
-    values = [v for v in pred.values if v]
-    if _comparable(value):
-        # A number or date is held only against numbers and dates: 'FY23' is another spelling.
-        values = [v for v in values if _comparable(v) or _DATE_LIKE.match(v)]
+    comparable = _comparable(value)
+    # A number or date is held only against numbers and dates: 'FY23' is another spelling.
+    lits = _literals(pred.values, comparable)
+    values = lits.values
     if not values or pred.op not in _VALUE_OPS or _QUARTER.fullmatch(value):
         return None
     if pred.op == "between" and len(values) == 2 and all(_is_number(v) for v in values):
         low, high = sorted(float(v) for v in values)
         if _is_number(value) and low <= float(value) <= high:
             return True
-    for v in values:
-        if v == value:
-            return True
-        # A year or date against a finer or coarser one: 2023 ~ '2023-05-01' ~ 202305.
-        dated = (_DATE_LIKE.match(value) or _DATE_LIKE.match(v)) and min(len(v), len(value)) >= 4
-        if dated and (v.startswith(value) or value.startswith(v)):
-            return True
-        # A name inside a longer one (LIKE '%China%', 'Acme' ~ 'Acme Corp').
-        named = not _comparable(value) and len(value) >= 3 and len(v) >= 3
-        if named and (value in v or v in value):
-            return True
+    if value in lits.exact or _dated_prefix(value, lits):
+        return True
+    # A name inside a longer one (LIKE '%China%', 'Acme' ~ 'Acme Corp').
+    if not comparable and len(value) >= 3:
+        return any(len(v) >= 3 and (value in v or v in value) for v in values)
     return False
 
 

@@ -17,7 +17,7 @@ def test_cli_json_has_exactly_the_keys(
 ) -> None:
     for var in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    plot = tmp_path / "hist.png"
+    plot = tmp_path / "hist.svg"
     assert main(["calibrate", str(labels_file(tmp_path)), "--json", "--plot", str(plot)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == KEYS | {
@@ -26,7 +26,7 @@ def test_cli_json_has_exactly_the_keys(
     }  # fmt: skip
     assert out["n"] == 4 and out["judge_errors"] == 1  # the invalid record (question: 7)
     assert set(out["confusion"]) == {"tp", "fp", "tn", "fn"}
-    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert plot.read_text().startswith("<svg ")
 
 
 def test_cli_table_names_the_positive_class_and_best_threshold(

@@ -1,29 +1,45 @@
-"""The score histograms: a valid PNG with both classes drawn, and the bins."""
+"""The charts: well-formed SVG with every series drawn, labels escaped, and the bins."""
 
 from __future__ import annotations
 
-import struct
-import zlib
+import xml.etree.ElementTree as ET
 
-from stef.calibrate.plot import histogram_png, shares
+from stef.calibrate.agreement import Item
+from stef.calibrate.plot import (
+    GREEN,
+    RED,
+    calibration_histogram,
+    histogram_svg,
+    reliability_svg,
+    shares,
+)
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
-def test_plot_is_a_valid_png() -> None:
-    data = histogram_png([90.0, 100.0, 80.0], [10.0, 55.0, 100.0], 75.0, best=80.0)
-    assert data.startswith(b"\x89PNG\r\n\x1a\n")
-    pos, chunks = 8, []
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
-        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc
-        chunks.append((kind, body))
-        pos += 12 + length
-    assert [k for k, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
-    width, height = struct.unpack(">II", chunks[0][1][:8])
-    raw = zlib.decompress(chunks[1][1])
-    assert len(raw) == height * (1 + 3 * width)
-    assert bytes((46, 160, 67)) in raw and bytes((215, 58, 73)) in raw  # both classes drawn
+def _item(label: bool, score: float) -> Item:
+    return Item(label=label, score=score, source=None, app=None, complexity=None,
+                error_types=(), verdict=None)  # fmt: skip
+
+
+def test_calibration_plot_is_svg_with_both_classes() -> None:
+    items = [_item(True, s) for s in (90.0, 100.0, 80.0)]
+    items += [_item(False, s) for s in (10.0, 55.0, 100.0)]
+    root = ET.fromstring(calibration_histogram(items, 75.0, best=80.0))
+    assert root.tag == f"{SVG}svg"
+    fills = {r.get("fill") for r in root.iter(f"{SVG}rect")}
+    assert GREEN in fills and RED in fills
+    dashed = [ln for ln in root.iter(f"{SVG}line") if ln.get("stroke-dasharray")]
+    assert len(dashed) == 2  # the threshold and the best kappa
+
+
+def test_labels_are_escaped() -> None:
+    svg = histogram_svg([("<script>x</script>", GREEN, [50.0])], title="a & <b>")
+    root = ET.fromstring(svg)  # well-formed: nothing in a name became markup
+    assert not list(root.iter(f"{SVG}script"))
+    assert "<script>x" not in svg
+    rel = reliability_svg([(0.5, 0.4, 10)], title="<i>", x_label="p")
+    assert not list(ET.fromstring(rel).iter(f"{SVG}i"))
 
 
 def test_histogram_bins() -> None:

@@ -47,7 +47,9 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
 
 
 def _one_line(err: str, name: str) -> str:
-    lines = [x for x in err.splitlines() if x.strip()]
+    # The error is one plain line; the service's JSON log lines (``rules_loaded`` at info, say)
+    # may come before it.
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("{")]
     assert len(lines) == 1, err
     assert name in lines[0] and "Traceback" not in err
     return lines[0]

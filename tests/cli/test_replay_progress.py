@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stef.cli import main
-from stef.cli.replay import _Progress
+from stef.cli.progress import Progress as _Progress
 
 
 def test_a_message_is_a_line_of_its_own_above_the_bar() -> None:
@@ -68,3 +68,16 @@ def test_log_lines_go_above_the_bar_too() -> None:
     bar.close()
     segments = re.split(r"[\r\n]", out.getvalue())
     assert '{"event": "record_dead_lettered", "reason": "not_json"}' in segments
+
+
+def test_a_total_known_later_and_a_caller_that_counts_for_itself() -> None:
+    """The same bar serves stef backfill (the range is resolved after the bar is made) and stef
+    calibrate (its judging loop reports how many are done)."""
+    out = io.StringIO()
+    bar = _Progress(total=None, enabled=True, stream=out)
+    bar.total = 4
+    bar.update_to(3)
+    bar.step()
+    bar.close()
+    assert bar.done == 4
+    assert "4/4" in out.getvalue().rsplit("\r", 1)[-1]

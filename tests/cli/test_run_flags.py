@@ -172,3 +172,19 @@ def test_start_from_and_compression_flags_on_the_real_broker(
     assert sorted(json.loads(m.value)["id"] for m in out) == [f"r-{i:06d}" for i in range(3, 6)]
     assert decoded["gzip"] > before
     assert all(n == 0 for c, n in decoded.items() if c != "gzip")
+
+
+def test_an_llm_budget_beyond_the_record_timeout_exits_2_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stef.cli import main
+
+    for name in [n for n in os.environ if n.startswith("STEF_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("STEF_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("STEF_LLM_MODEL", "m")
+    monkeypatch.setenv("STEF_LLM_SAMPLES", "3")
+    assert main(["run", "--source", "-", "--metrics-port", "off"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert "record_timeout_s" in err and "samples" in err

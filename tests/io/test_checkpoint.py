@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stef.errors import ConfigError
+from stef.errors import CommitError, ConfigError
 from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
@@ -193,8 +193,12 @@ def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
     s = _source(log, state_dir / "cp")
     _ack(_poll(s))
     state_dir.write_text("a file where the checkpoint's directory should be")
-    s.commit()  # cannot create the directory: logged, not raised
+    with pytest.raises(CommitError) as failed:  # cannot create the directory: the caller counts it
+        s.commit()
+    assert failed.value.source == "file"
+    assert s.uncommitted() == 1
     state_dir.unlink()
     s.commit()
     assert json.loads((state_dir / "cp").read_text())["line"] == 1
+    assert s.uncommitted() == 0
     s.close()

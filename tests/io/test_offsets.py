@@ -71,3 +71,21 @@ def test_after_revoke_no_record_starts_and_the_commit_stops_at_the_first_skipped
     # where the next owner (or this replica, seeking to low_water) reads again.
     assert t.committable() == 12
     assert t.low_water == 12
+
+
+def test_uncommitted_counts_records_done_and_not_yet_committed() -> None:
+    t = OffsetTracker()
+    for offset in (10, 11, 15, 16):  # a gap: records, not offsets, are counted
+        t.add(offset)
+    t.done(16)
+    assert t.uncommitted == 1  # done out of order: still not committed
+    t.done(10)
+    t.done(11)
+    offset = t.committable()
+    assert offset == 12
+    assert t.uncommitted == 3
+    t.mark_committed(offset)
+    assert t.uncommitted == 1
+    t.done(15)
+    assert t.committable() == 17
+    assert t.uncommitted == 2  # the failed commit is not marked: both still wait

@@ -61,7 +61,7 @@ YAML_CASES = [
     ("5000-digit integer", b"dialect: postgres\nlimit_min: " + b"9" * 5000 + b"\n", 2, "integer"),
     ("hex integer past the limit", b"limit_min: 0x" + b"f" * 5000 + b"\n", 1, "integer"),
     ("sexagesimal integer", b"limit_min: " + b"59:" * 20_000 + b"1\n", 1, "integer"),
-    ("impossible date", b"limit_min: 5\nnotes: [2024-02-30]\n", 2, "day is out of range"),
+    ("impossible date", b"limit_min: 5\nnotes: [2024-02-30]\n", 2, "unreadable value"),
     ("NUL byte", b"limit_min: 5\n\x00\n", 2, "control character U+0000"),
     ("recursive alias", b"limit_min: 5\nnotes: &n [*n]\n", 2, "alias refers to a node"),
     (
@@ -247,3 +247,22 @@ def test_a_good_file_after_the_caps_still_loads(tmp_path: Path, loader: str) -> 
     d = rules_dir_with(tmp_path, "sales.yaml", f"limit_min: 9\nnotes:\n{notes}".encode())
     rules = load_rules(d).for_app("sales")
     assert rules.limit_min == 9 and len(rules.notes) == 2000
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        pytest.param("notes: " + "[" * 33, 1, id="33 brackets"),
+        pytest.param("notes: " + "[" * 32 + "]" * 32, None, id="32 brackets"),
+        pytest.param("a: 1\nb:\n  " + "{x: " * 40, 3, id="braces on line 3"),
+        pytest.param("notes: ['" + "[" * 40 + "']", None, id="inside single quotes"),
+        pytest.param('notes: ["' + "[" * 40 + '"]', None, id="inside double quotes"),
+        pytest.param('notes: ["\\"' + "[" * 40 + '"]', None, id="escaped double quote"),
+        pytest.param("notes: ['it''s" + "[" * 40 + "']", None, id="doubled single quote"),
+        pytest.param("# " + "[" * 40 + "\nnotes: [x]", None, id="comment"),
+        pytest.param("notes: [x] # " + "{" * 40, None, id="trailing comment"),
+    ],
+)
+def test_flow_depth_is_measured_by_stef(text: str, line: int | None) -> None:
+    # The nesting problem must not depend on which scanner gave up first, or on its wording.
+    assert stef.rules.safe_yaml.flow_too_deep(text, stef.rules.safe_yaml.MAX_DEPTH) == line

@@ -34,7 +34,11 @@ def test_unknown_key_is_reported_with_line(tmp_path: Path) -> None:
     with pytest.raises(RulesError) as info:
         load_rules(f)
     (problem,) = info.value.problems
-    assert (problem.line, problem.location, problem.message) == (3, "limitt", "unknown key")
+    assert (problem.line, problem.location, problem.message) == (
+        3,
+        "limitt",
+        "unknown key (did you mean 'limit_min'?)",
+    )
 
 
 def test_every_problem_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

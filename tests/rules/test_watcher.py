@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,9 @@ def test_new_app_whose_first_file_is_broken_is_not_known(rules_dir: Path) -> Non
     assert w.rules.known_apps == ["sales", "support"]
     assert w.rules.version == version
     event = rejected(logs)
-    assert event["problems"] == [f"{rules_dir / 'billing.yaml'}:1: [limitt] unknown key"]
+    assert event["problems"] == [
+        f"{rules_dir / 'billing.yaml'}:1: [limitt] unknown key (did you mean 'limit_min'?)"
+    ]
     assert event["kept_last_good"] == []
 
 
@@ -215,3 +218,46 @@ def test_no_path_never_reloads() -> None:
     w, outcomes = watch(None)
     assert w.check() is None
     assert w.rules.default.limit_min == 1000 and outcomes == []
+
+
+def test_every_version_in_effect_is_logged_before_a_reader_sees_it(rules_dir: Path) -> None:
+    """Issue 21: under fast edits, results carried rules versions never logged as loaded (a
+    reload with a broken file still applies the good ones: a new version, logged only as
+    rejected). Each version in effect is logged ``rules_loaded`` before it is published, and
+    each change is a counted reload."""
+    unlogged: list[str] = []
+    seen: set[str] = set()
+    stop = threading.Event()
+    with capture_logs() as logs:
+        w, outcomes = watch(rules_dir)
+
+        def reader() -> None:  # a worker judging records while the rules change
+            while not stop.is_set():
+                version = w.rules.version
+                if version not in seen:
+                    seen.add(version)
+                    loaded = {
+                        e["rules_version"] for e in list(logs) if e["event"] == "rules_loaded"
+                    }
+                    if version not in loaded:
+                        unlogged.append(version)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        for i in range(50):
+            broken = i % 3 == 0  # an editor's save caught half written
+            write(rules_dir / "sales.yaml", "limit_min: [\n" if broken else f"limit_min: {i}\n")
+            write(rules_dir / "support.yaml", f"dialect: postgres\nsampling_rate: 0.{i % 9 + 1}\n")
+            w.check()
+        stop.set()
+        thread.join()
+    loaded = [e for e in logs if e["event"] == "rules_loaded"]
+    assert unlogged == []
+    assert seen <= {e["rules_version"] for e in loaded}
+    assert loaded[0]["outcome"] == "start"
+    changes = loaded[1:]
+    assert (
+        len(changes) == len(outcomes) == 50
+    )  # every edit changed support: one counted reload each
+    assert [e["outcome"] for e in changes] == outcomes
+    assert "error" in outcomes

@@ -223,9 +223,9 @@ def test_backfill_metrics_are_their_own_families_not_the_live_ones(
     # 0 while the range is being resolved at start, then its size.
     sizes = [s["stef_backfill_range_records"][()] for s in scrapes]
     assert set(sizes) <= {0, 4} and sizes[-1] == 4 and sizes == sorted(sizes), sizes
-    # Without rules no app is configured: the records count under app "unknown".
+    # Without rules the first app names seen are the labels (docs/metrics.md): "sales".
     counted = [
-        s["stef_backfill_records"].get((("app", "unknown"), ("outcome", "evaluated")), 0.0)
+        s["stef_backfill_records"].get((("app", "sales"), ("outcome", "evaluated")), 0.0)
         for s in scrapes
     ]
     assert counted == sorted(counted) and 1 <= counted[-1] <= 4, counted

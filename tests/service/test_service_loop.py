@@ -130,7 +130,7 @@ def test_poison_record_becomes_a_dead_letter_and_the_loop_goes_on(tmp_path: Path
     assert "ZeroDivisionError" in letters[0]["error"]
     assert json.loads(letters[0]["payload"])["question"] == poison
     poison_count = registry.get_sample_value(
-        "stef_records_total", {"app": "unknown", "outcome": "internal_error"}
+        "stef_records_total", {"app": "sales", "outcome": "internal_error"}
     )
     assert poison_count == len(poisoned)
 

@@ -85,6 +85,59 @@ def test_field_mapping_with_dotted_paths() -> None:
     assert "payload.sql" in info.value.detail
 
 
+def test_field_mapping_reaches_into_lists() -> None:
+    # Chat-style agent logs keep the question and the SQL in a list of messages.
+    mapping = FieldMapping(
+        fields={"question": "request.messages[0].content", "sql": "turns[-1].output.sql"}
+    )
+    record = {
+        "request": {"messages": [{"content": "How many orders?"}, {"content": "ignored"}]},
+        "turns": [{"output": {"sql": "SELECT 0"}}, {"output": {"sql": "SELECT COUNT(*) FROM o"}}],
+    }
+    r = validate(record, mapping)
+    assert (r.question, r.sql) == ("How many orders?", "SELECT COUNT(*) FROM o")
+    for missing in ({**record, "turns": []}, {**record, "turns": {"-1": {}}}):
+        with pytest.raises(InvalidInput) as info:
+            validate(missing, mapping)
+        assert info.value.reason == "missing_field"
+
+
+@pytest.mark.parametrize("path", ["", "a.", ".a", "a..b", "a[x]", "a[0]b", "[0]", "a.[0]"])
+def test_a_field_path_that_cannot_be_read_is_refused_when_configured(path: str) -> None:
+    with pytest.raises(ValueError, match="field path"):
+        FieldMapping(fields={"sql": path})
+
+
+@pytest.mark.parametrize(
+    ("value", "iso"),
+    [
+        pytest.param(1732550000, "2024-11-25T15:53:20+00:00", id="seconds"),
+        pytest.param(1732550000.25, "2024-11-25T15:53:20.250+00:00", id="fractional seconds"),
+        pytest.param(1732550000123, "2024-11-25T15:53:20.123+00:00", id="milliseconds"),
+        pytest.param(1732550000123456, "2024-11-25T15:53:20.123+00:00", id="microseconds"),
+        pytest.param(-5, "-5", id="negative stays text"),
+    ],
+)
+def test_epoch_timestamps_are_read_as_times(value: float, iso: str) -> None:
+    r = validate({"question": "q", "sql": "SELECT 1", "timestamp": value})
+    assert r.timestamp == iso
+
+
+def test_an_epoch_timestamp_moves_the_freshness_gauge() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from stef.metrics import Metrics
+
+    registry = CollectorRegistry()
+    pipe = Pipeline(
+        load_rules(None), HeuristicJudge(), metrics=Metrics(registry, known_apps=["sales"])
+    )
+    record = {"question": "q", "sql": "SELECT 1", "timestamp": 1732550000123, "app": "sales"}
+    pipe.process(json.dumps(record).encode(), {"file": "x", "line": 1})
+    newest = registry.get_sample_value("stef_newest_record_timestamp_seconds", {"app": "sales"})
+    assert newest == pytest.approx(1732550000.123)
+
+
 def test_unknown_fields_are_ignored_not_passed_on() -> None:
     r = validate({"question": "q", "sql": "SELECT 1", "gold_sql": "SELECT 2", "label": True})
     assert "gold_sql" not in r.model_dump()

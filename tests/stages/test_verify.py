@@ -215,3 +215,50 @@ def test_the_heuristic_backend_passes_unchanged_on_the_paper_cases(case: dict[st
     verified, repairs = verify(output, request)
     assert repairs == []
     assert verified is output
+
+
+def _agrees_cpu(n: int) -> float:
+    import time
+
+    from stef.models import Predicate
+    from stef.stages.verify import agrees
+
+    values = tuple(str(1000 + i) for i in range(n))
+    pred = Predicate(id=1, lhs="b", op="or", rhs="", text="", values=values)
+    started = time.process_time()
+    found = [agrees(v, pred) for v in values]
+    elapsed = time.process_time() - started
+    assert all(found)
+    return elapsed
+
+
+def test_question_values_against_one_long_or_chain_cost_linear_time() -> None:
+    # Issue 21: 790 question numbers against an OR chain of 1,900 took 1.9 s of CPU (every value
+    # held against every literal); the literals are indexed once per predicate now.
+    from stef.stages.verify import agrees
+
+    small = max(_agrees_cpu(1000), 1e-4)
+    agrees.__globals__["_LITERALS"].clear()
+    assert _agrees_cpu(8000) / small < 24  # linear: ~8; quadratic: ~64
+
+
+@pytest.mark.parametrize(
+    ("value", "literals", "expected"),
+    [
+        pytest.param("2023", ("2023-05-01",), True, id="year against a date"),
+        pytest.param("2023-05-01", ("2023",), True, id="date against a year"),
+        pytest.param("202305", ("2023",), True, id="yyyymm against a year"),
+        pytest.param("2023", ("2022-05-01",), False, id="another year"),
+        pytest.param("123", ("1234",), False, id="short number prefix"),
+        pytest.param("12345", ("1234",), False, id="not date-like"),
+        pytest.param("china", ("%china%", "x"), True, id="name inside a pattern"),
+        pytest.param("fy23", ("2023",), False, id="FY23 is another spelling"),
+        pytest.param("42", ("abc",), None, id="number against text only"),
+    ],
+)
+def test_agrees_keeps_its_meaning(value: str, literals: tuple[str, ...], expected: bool) -> None:
+    from stef.models import Predicate
+    from stef.stages.verify import agrees
+
+    pred = Predicate(id=1, lhs="b", op="in", rhs="", text="", values=literals)
+    assert agrees(value, pred) is expected

@@ -178,6 +178,11 @@ class _BadBody(StefError):
         super().__init__(detail)
 
 
+class _NoSlot(StefError):
+    """No concurrency slot came free within ``timeout_s``. Internal: retried, then raised as
+    LlmTransportError ``timeout``."""
+
+
 @dataclass
 class _Call:
     """The state of one :meth:`ChatClient.complete` across its attempts (mutable, one thread).
@@ -335,6 +340,10 @@ class ChatClient:
             detail = f"cannot reach the LLM endpoint: {redact(exc.__cause__ or exc, self._secrets)}"
             self._backoff_or_raise(call, exc, "connection_error", detail, elapsed)
             return None
+        except _NoSlot as exc:
+            # Every slot busy for a whole timeout: retried like a timeout, within the budget.
+            self._backoff_or_raise(call, None, "timeout", str(exc), call.elapsed())
+            return None
         except _BadBody as exc:
             # A gateway's error page or a proxy's error object on a 200: often transient.
             self._backoff_or_raise(call, None, "bad_response", exc.detail, call.elapsed())
@@ -360,11 +369,20 @@ class ChatClient:
         ``call.t0`` is reset once a concurrency slot is free: the wait for one is not the call's
         time.
         """
-        with self._slots:
+        # Bounded: a record waiting for ever behind busy slots would outlast record_timeout_s
+        # (llm.record_budget_s counts this wait as one timeout_s per attempt).
+        if not self._slots.acquire(timeout=self.config.timeout_s):
+            raise _NoSlot(
+                f"no LLM concurrency slot free within {self.config.timeout_s} s "
+                f"(llm.max_concurrency {self.config.max_concurrency})"
+            )
+        try:
             call.t0 = time.monotonic()
             with self._lock:
                 call.sent = self._params.body()
             raw = self._create(build(call.mode), call.mode, call.schema, call.sent)
+        finally:
+            self._slots.release()
         return _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
 
     def _on_status(self, exc: openai.APIStatusError, call: _Call, elapsed: float) -> None:

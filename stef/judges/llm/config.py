@@ -183,6 +183,23 @@ class LlmConfig(BaseModel):
             self.api_key is not None and bool(self.api_key.get_secret_value())
         )
 
+    @property
+    def record_budget_s(self) -> float:
+        """The longest one record's judgment can take, retries and waits included.
+
+        One HTTP attempt waits at most ``timeout_s`` for a concurrency slot, then at most
+        ``timeout_s`` for the answer. One call makes ``1 + max_retries`` attempts with a backoff
+        of at most ``backoff_max_s`` between them, and starts no retry after
+        ``max_total_retry_s``. A sample is a call and at most one re-ask; samples run one after
+        the other.
+        """
+        attempt = 2 * self.timeout_s
+        call = min(
+            (self.max_retries + 1) * attempt + self.max_retries * self.backoff_max_s,
+            self.max_total_retry_s + attempt,
+        )
+        return self.samples * 2 * call
+
     def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
         """Dollars for one call, or None when the model has no price."""
         price = self.prices.get(model)

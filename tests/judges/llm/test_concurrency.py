@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,3 +30,29 @@ def test_calls_in_flight_never_exceed_max_concurrency(
     assert all(r.outcome == "evaluated" and r.score == 80.0 for r in results)
     assert len(srv.chat_requests()) == 24
     assert 2 <= srv.peak_inflight <= 3
+
+
+def test_the_wait_for_a_concurrency_slot_is_bounded(
+    server: FakeLlmServer,
+    judge_factory: Callable[..., LlmJudge],
+    pipeline_for: Callable[[LlmJudge], Pipeline],
+) -> None:
+    """Before: a record waited for ever while every slot was held."""
+    judge = judge_factory(server, max_concurrency=1, timeout_s=0.3, max_retries=1)
+    pipeline = pipeline_for(judge)
+    slots = judge._client._slots
+    slots.acquire()  # the one slot, held past the record's whole budget
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(pipeline.judge_record(make_record())), daemon=True
+    )
+    try:
+        worker.start()
+        worker.join(10)
+        assert not worker.is_alive(), "the record is still waiting for a slot"
+    finally:
+        slots.release()
+    [result] = results
+    assert result.outcome == "judge_error"
+    assert (result.error or "").startswith("timeout")
+    assert server.chat_requests() == []

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Re-resolve requirements/*.txt (hashed) from pyproject.toml and requirements/build.in with uv.
+#   lock.sh PY UV_VERSION
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${1:-python3.11}
+uv_version=${2:?uv version}
+tools=build/lock-tools
+if [ ! -x "$tools/bin/uv" ] || [ "$("$tools/bin/uv" --version | cut -d' ' -f2)" != "$uv_version" ]; then
+  "$py" -m venv "$tools"
+  "$tools/bin/python" -m pip install -q "uv==$uv_version"
+fi
+compile() {
+  # --universal: the markers hold on every platform (the image, a developer's laptop, CI).
+  "$tools/bin/uv" pip compile --quiet --generate-hashes --universal --python-version 3.11 \
+    --custom-compile-command "make lock" "$@"
+}
+compile requirements/build.in -o requirements/build.txt
+compile pyproject.toml -o requirements/run.txt
+compile pyproject.toml --extra test --extra fast -o requirements/test.txt
+echo "lock: requirements/build.txt run.txt test.txt written; commit them" >&2

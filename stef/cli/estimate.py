@@ -1,0 +1,101 @@
+"""``stef estimate``: the agent's accuracy per app, from the judge's calibrated P(correct) and a
+random sample of human labels (:mod:`stef.calibrate.estimate`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from stef.calibrate.estimate import Estimate, estimate
+from stef.exits import Exit
+from stef.review.labels import truth
+from stef.review.records import Record, RecordsError, p_correct, read_results
+from stef.text_table import render_table
+
+ALL = "(all)"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "estimate",
+        help="the agent's accuracy with a 95%% confidence interval (judge + labels)",
+        description="Prediction-powered inference: the mean of the judge's calibrated "
+        "P(correct) over every evaluated record, corrected by the mean of (label - P(correct)) "
+        "over the labelled ones, with its 95%% interval, per app; beside it the interval from "
+        "the labels alone. Only labels given in stef review's random order (or from a file "
+        "that does not say) are used: labels picked by doubt are not a sample.",
+    )
+    p.add_argument("--results", type=Path, required=True, help="results JSONL")
+    p.add_argument("--labels", type=Path, required=True, help="labels JSONL (stef review's)")
+    p.add_argument(
+        "--all-labels",
+        action="store_true",
+        help="use the labels of the teaching order too (biased toward doubtful records)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object, per app")
+    p.set_defaults(func=run)
+
+
+def estimates(records: list[Record], labels: dict[str, bool]) -> dict[str, Estimate]:
+    """Per app (and :data:`ALL`): the estimate over its evaluated records."""
+    groups: dict[str, dict[str, float | None]] = {ALL: {}}
+    for rec in records:
+        if rec.get("outcome") != "evaluated":
+            continue
+        app = rec.get("app") if isinstance(rec.get("app"), str) else "(none)"
+        p = p_correct(rec)
+        groups[ALL][rec["id"]] = p
+        groups.setdefault(str(app), {})[rec["id"]] = p
+    return {app: estimate(ps, labels) for app, ps in sorted(groups.items())}
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        records = read_results(args.results)
+        labels = truth(args.labels, random_only=not args.all_labels)
+    except RecordsError as exc:
+        print(f"stef estimate: {exc}", file=sys.stderr)
+        return Exit.FAILURE
+    result = estimates(records, labels)
+    if args.json:
+        print(json.dumps({app: e.as_dict() for app, e in result.items()}))
+        return Exit.OK
+    print(render(result))
+    return Exit.OK
+
+
+def _ci(d: dict[str, Any] | None) -> str:
+    if not d or d.get("estimate") is None:
+        return "-"
+    return f"{d['estimate']:.1%} [{d['low']:.1%}, {d['high']:.1%}]"
+
+
+def render(result: dict[str, Estimate]) -> str:
+    rows = []
+    for app, e in result.items():
+        d = e.as_dict()
+        labels_only = d["labels_only"]
+        rows.append(
+            [
+                app,
+                str(e.n),
+                str(e.n_labelled),
+                _ci(d),
+                _ci(labels_only if isinstance(labels_only, dict) else None),
+            ]
+        )
+    out = render_table(
+        ["app", "records", "labelled", "judge + labels (95% CI)", "labels only"], rows
+    )
+    notes = []
+    if any(e.missing_p for e in result.values()):
+        notes.append(
+            "no estimate where records have no judge.p_correct: it needs a calibrated judge; "
+            "the labels-only interval stands alone"
+        )
+    if any(e.n_labelled < 2 for e in result.values()):
+        notes.append("an estimate needs at least two labelled records of the app")
+    return "\n".join([out, *notes])

@@ -1,0 +1,69 @@
+"""The lifecycle of one replica: a stop requested (the first SIGTERM/SIGINT, or a failure), a
+second signal that exits at once, the failure that makes the run exit 1, and the closing phase
+in which a late failure of abandoned work is expected."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+import structlog
+
+from stef.service.health import HealthState
+
+log = structlog.get_logger(__name__)
+
+
+class Lifecycle:
+    """Whether the replica runs, drains, failed or closes.
+
+    Args:
+        health: the probes' state (a failure fails ``/healthz`` and ``/readyz`` for good).
+        inflight: how many records are in flight (logged with a stop request).
+
+    Attributes:
+        stopped: set once a stop is requested; the loop stops fetching and drains.
+        stop_at: when it was requested (the drain deadline counts from it); None before.
+        signals: the signals received, in order (the handler only records them).
+        fatal: the error that failed the run (exit 1), or None.
+        closing: True once the service shuts down.
+    """
+
+    def __init__(self, health: HealthState, inflight: Callable[[], int]) -> None:
+        self.health = health
+        self._inflight = inflight
+        self.stopped = threading.Event()
+        self.stop_at: float | None = None
+        self.signals: list[int] = []
+        self.fatal: BaseException | None = None
+        self.closing = False
+
+    def request_stop(self) -> None:
+        """Stop fetching and drain (the first SIGTERM/SIGINT)."""
+        if not self.stopped.is_set():
+            self.stop_at = time.monotonic()
+            self.stopped.set()
+            log.info("shutdown_requested", inflight=self._inflight())
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
+        (uncommitted work is redelivered). The handler only records the signal."""
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.signals.append(signum)
+            if len(self.signals) > 1:
+                os._exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def fail(self, error: BaseException) -> None:
+        """A record cannot be settled: stop with nothing committed past it (exit 1)."""
+        if self.fatal is None:
+            self.fatal = error
+            self.health.failed = str(error)
+        self.request_stop()

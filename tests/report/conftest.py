@@ -1,0 +1,3 @@
+from tests.review.browser import browser
+
+__all__ = ["browser"]
