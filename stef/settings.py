@@ -445,7 +445,7 @@ def load_settings(
     llm_file = data.pop("llm", None) or {}
     if not isinstance(llm_file, dict):
         raise ConfigError(f"config {config}:{line_of(node, ('llm',))}: 'llm' must be a mapping")
-    llm_env = LlmConfig.from_env(source).model_dump(exclude_unset=True)
+    llm_env = LlmConfig.from_env(_llm_variables(source)).model_dump(exclude_unset=True)
     try:
         data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
     except ValidationError as exc:
@@ -491,6 +491,13 @@ _OTHER_VARIABLES = {
 }
 
 
+def _llm_variables(source: Mapping[str, str]) -> dict[str, str]:
+    """The ``STEF_LLM_*`` variables of :class:`LlmConfig`: the prefix is shared by process settings
+    (``llm_requests_per_s`` is ``STEF_LLM_REQUESTS_PER_S``), which are not LLM settings."""
+    own = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | PROCESS_LLM_VARIABLES
+    return {k: v for k, v in source.items() if k.startswith("STEF_LLM_") and k not in own}
+
+
 def _check_llm_endpoint(
     llm: LlmConfig, llm_file: Mapping[str, Any], env: Mapping[str, str]
 ) -> None:
@@ -499,9 +506,7 @@ def _check_llm_endpoint(
     if llm.configured:
         return
     given = sorted(f"llm.{k}" for k in llm_file) + sorted(
-        n
-        for n, v in env.items()
-        if n.startswith("STEF_LLM_") and v.strip() and n not in PROCESS_LLM_VARIABLES
+        n for n, v in env.items() if n in _llm_variables(env) and v.strip()
     )
     if given:
         raise ConfigError(
@@ -514,7 +519,7 @@ def _check_llm_endpoint(
 def _check_env_names(source: Mapping[str, str]) -> None:
     """A misspelt variable must not be ignored silently, as an unknown config key is not: every
     STEF_* name is a setting, STEF_LLM_* (read by LlmConfig), or a process-level variable."""
-    check_env_names(source)
+    check_env_names(_llm_variables(source))
     known = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | _OTHER_VARIABLES
     unknown = sorted(
         name
