@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.errors import CommitError
+from stef.errors import CommitError, ConfigError
 from stef.exits import Exit
 from stef.io import Envelope, Sink, Source
 from stef.judges.base import Judge
@@ -178,7 +178,15 @@ class Service:
     def _run(self) -> int:
         s = self.settings
         if s.metrics_port is not None and self.server is None:
-            self.server = HealthServer(self.registry, self.health, s.metrics_host, s.metrics_port)
+            try:
+                self.server = HealthServer(
+                    self.registry, self.health, s.metrics_host, s.metrics_port
+                )
+            except ConfigError:  # the port is taken: nothing started, the sinks are let go
+                for sink in (self.results, self.dead_letters):
+                    with contextlib.suppress(Exception):
+                        sink.close()
+                raise
             self.server.start()
         if self.canary is not None:
             self.canary.start()

@@ -94,9 +94,9 @@ def cache_key(
 class JudgeCache:
     """Thread-safe LRU in front of an optional SQLite file.
 
-    A failure of the file after it opened (a full disk, an I/O error) drops the file level for
-    the rest of the process: the run goes on with the in-process level, the failure is logged
-    and counted (``on_failure``), and no record is lost to it.
+    A write to the file that fails after it opened (a full disk, an I/O error) drops the file
+    level for the rest of the process: the run goes on with the in-process level, the failure
+    is logged and counted (``on_failure``), and no record is lost to it.
 
     Args:
         size: LRU entries (0: no in-process level).
@@ -132,13 +132,9 @@ class JudgeCache:
             if text is not None:
                 self._lru.move_to_end(key)
             elif self._db is not None:
-                try:
-                    row = self._db.execute(
-                        "SELECT value FROM judge_cache WHERE key = ?", (key,)
-                    ).fetchone()
-                except sqlite3.Error as exc:
-                    row = None
-                    self._drop_file(exc)
+                row = self._db.execute(
+                    "SELECT value FROM judge_cache WHERE key = ?", (key,)
+                ).fetchone()
                 if row is not None:
                     text = str(row[0])
                     self._remember(key, text)
