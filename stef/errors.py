@@ -11,6 +11,8 @@ StefError
 │   ├── LlmTransportError    timeouts, connection errors, 429/5xx, bodies that are not a
 │   │                        chat completion (``bad_response``), after retries
 │   └── LlmReplyError        refused, or empty/cut off/not JSON/invalid after the re-ask
+├── EndpointError            the LLM endpoint is unusable at start (the preflight check):
+│                            unreachable, refused the key, no chat API at the URL
 ├── ReplyInvalid             one LLM reply unusable; internal to the LLM judge, which re-asks
 │                            once and then raises LlmReplyError (never leaves the judge)
 ├── SinkError                a sink could not acknowledge a write; ``rejected`` when the sink
@@ -192,6 +194,23 @@ class SinkError(StefError):
     def __init__(self, message: str, *, rejected: bool = False) -> None:
         super().__init__(message)
         self.rejected = rejected
+
+
+class EndpointError(StefError):
+    """The preflight check found the LLM endpoint unusable before any record was read.
+
+    Attributes:
+        url: the base URL checked.
+        status: the HTTP status of the failed check; None when no answer came.
+        message: what the endpoint said, redacted and capped, or why no answer came.
+    """
+
+    def __init__(self, url: str, status: int | None, message: str) -> None:
+        self.url = url
+        self.status = status
+        self.message = message
+        said = f"HTTP {status}: {message}" if status is not None else message
+        super().__init__(f"LLM endpoint {url}: {said}")
 
 
 class CommitError(StefError):

@@ -285,6 +285,11 @@ class Metrics:
             registry=r,
         )
         self.cache_hits = Counter("stef_cache_hits_total", "Judge cache hits", registry=r)
+        self.cache_failures = Counter(
+            "stef_cache_failures_total",
+            "Judge cache files given up after a failure (a full disk): the run goes on without",
+            registry=r,
+        )
         self.cache_misses = Counter("stef_cache_misses_total", "Judge cache misses", registry=r)
 
     def _register_service(self, r: CollectorRegistry) -> None:
@@ -583,6 +588,9 @@ class Metrics:
 
     def observe_cache(self, hit: bool) -> None:
         (self.cache_hits if hit else self.cache_misses).inc()
+
+    def observe_cache_failure(self) -> None:
+        self.cache_failures.inc()
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
         self.consumer_lag.labels(topic=topic, partition=str(partition)).set(lag)

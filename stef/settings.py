@@ -29,18 +29,28 @@ Example config file::
 
 from __future__ import annotations
 
+import difflib
 import os
+import stat
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stef.errors import ConfigError
+from stef.errors import ConfigError, RulesError
 from stef.io.urls import Endpoint, parse_endpoint
-from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.config import (
+    PROCESS_LLM_VARIABLES,
+    LlmConfig,
+    check_env_names,
+    read_secret_file,
+)
+from stef.logs import register_secret
+from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.stages.validate import FIELDS, FieldMapping, Limits
 
 
@@ -277,6 +287,16 @@ class Settings(BaseModel):
         parse_endpoint(value, what="sink")
         return value
 
+    @field_validator("kafka_consumer")
+    @classmethod
+    def _consumer_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _kafka_options(value, "consumer")
+
+    @field_validator("kafka_producer")
+    @classmethod
+    def _producer_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _kafka_options(value, "producer")
+
     @field_validator("field_mapping")
     @classmethod
     def _mapping(cls, value: dict[str, str]) -> dict[str, str]:
@@ -349,6 +369,48 @@ class Settings(BaseModel):
     @property
     def inflight_bytes_bound(self) -> int:
         return self.max_inflight_bytes
+
+
+# kafka-python options that hold a secret; ``<name>_file`` reads it from a file instead.
+KAFKA_SECRETS = ("sasl_plain_password", "ssl_password")
+# Options STEF sets itself: a value given for them would be overridden, or break delivery.
+_KAFKA_OWN = {"bootstrap_servers", "group_id", "enable_auto_commit"}
+
+
+def _kafka_options(value: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``kafka_consumer`` / ``kafka_producer`` checked at start: every name is a kafka-python
+    option (a misspelt ``sasl_mechansim`` would otherwise surface as a connection failure), and
+    ``sasl_plain_password_file`` / ``ssl_password_file`` are read into their option."""
+    if not value:
+        return value
+    known = set((KafkaConsumer if kind == "consumer" else KafkaProducer).DEFAULT_CONFIG)
+    known |= {f"{k}_file" for k in KAFKA_SECRETS}
+    out = dict(value)
+    for name in value:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ValueError(f"{name!r} is not a kafka-python {kind} option{hint}")
+        if name in _KAFKA_OWN:
+            raise ValueError(f"{name!r} is set by STEF (from the URL and the settings)")
+    for secret in KAFKA_SECRETS:
+        path = out.pop(f"{secret}_file", None)
+        if path is None:
+            continue
+        if secret in out:
+            raise ValueError(f"give {secret} or {secret}_file, not both")
+        out[secret] = read_secret_file(str(path))
+    return out
+
+
+def _register_secrets(settings: Settings) -> None:
+    """The secrets of the settings, redacted from every log line from now on."""
+    if settings.llm.api_key is not None:
+        register_secret(settings.llm.api_key.get_secret_value())
+    for options in (settings.kafka_consumer, settings.kafka_producer):
+        for name in KAFKA_SECRETS:
+            if isinstance(options.get(name), str):
+                register_secret(options[name])
 
 
 # Settings a ``STEF_<NAME>`` variable may set (structured ones take YAML/JSON text).
@@ -426,10 +488,13 @@ def default_dead_letters(env: Mapping[str, str]) -> str:
 
 def _env_value(key: str, text: str) -> Any:
     if key in _STRUCTURED:
+        name = f"STEF_{key.upper()}"
         try:
-            return yaml.safe_load(text)
+            return load_yaml(text, name)[1]
         except yaml.YAMLError as exc:
-            raise ConfigError(f"STEF_{key.upper()} is not valid YAML/JSON: {exc}") from exc
+            raise ConfigError(" ".join(f"{name} is not valid YAML/JSON: {exc}".split())) from exc
+        except RulesError as exc:  # nested too deep, an integer too long ...
+            raise ConfigError(f"{name} is not valid YAML/JSON: {exc}") from exc
     return text
 
 
@@ -448,28 +513,57 @@ def load_settings(
     _check_env_names(source)
     data: dict[str, Any] = {}
     config = config or source.get("STEF_CONFIG") or None
+    node = None
     if config is not None:
-        data.update(_read_config(config))
+        node, loaded = _read_config(config)
+        data.update(loaded)
+    from_file = set(data)
     for key in _ENV_KEYS:
         text = source.get(f"STEF_{key.upper()}", "").strip()
         if text:
             data[key] = _env_value(key, text)
+            from_file.discard(key)
     for key, value in (overrides or {}).items():
         if value is not None:
             data[key] = value
+            from_file.discard(key)
     data.setdefault("dead_letters", default_dead_letters(source))
     llm_file = data.pop("llm", None) or {}
     if not isinstance(llm_file, dict):
-        raise ConfigError("config: 'llm' must be a mapping")
-    llm_env = LlmConfig.from_env(source).model_dump(exclude_unset=True)
+        raise ConfigError(f"config {config}:{line_of(node, ('llm',))}: 'llm' must be a mapping")
+    llm_env = LlmConfig.from_env(_llm_variables(source)).model_dump(exclude_unset=True)
     try:
         data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
-        return Settings.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid settings: {problems}") from exc
+        file_keys = {k for k in llm_file if k not in llm_env}
+        raise ConfigError(_problems(exc, config, node, ("llm",), file_keys)) from exc
+    _check_llm_endpoint(data["llm"], llm_file, source)
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc, config, node, (), from_file)) from exc
+    _register_secrets(settings)
+    return settings
+
+
+def _problems(
+    exc: ValidationError,
+    config: str | Path | None,
+    node: Any,
+    prefix: tuple[str, ...],
+    file_keys: set[str],
+) -> str:
+    """One line of every validation problem; a value from the config file is located there
+    (``FILE:LINE``), so a wrong type names the file and the line to fix."""
+    said = []
+    for e in exc.errors(include_url=False):
+        loc = (*prefix, *(str(p) for p in e["loc"]))
+        name = ".".join(loc) or "settings"
+        if config is not None and e["loc"] and str(e["loc"][0]) in file_keys:
+            said.append(f"{config}:{line_of(node, loc)}: {name}: {e['msg']}")
+        else:
+            said.append(f"{name}: {e['msg']}")
+    return "invalid settings: " + "; ".join(said)
 
 
 # Process-level variables read elsewhere: the config path, the prompts folder, the log level, and
@@ -484,9 +578,35 @@ _OTHER_VARIABLES = {
 }
 
 
+def _llm_variables(source: Mapping[str, str]) -> dict[str, str]:
+    """The ``STEF_LLM_*`` variables of :class:`LlmConfig`: the prefix is shared by process settings
+    (``llm_requests_per_s`` is ``STEF_LLM_REQUESTS_PER_S``), which are not LLM settings."""
+    own = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | PROCESS_LLM_VARIABLES
+    return {k: v for k, v in source.items() if k.startswith("STEF_LLM_") and k not in own}
+
+
+def _check_llm_endpoint(
+    llm: LlmConfig, llm_file: Mapping[str, Any], env: Mapping[str, str]
+) -> None:
+    """LLM settings without an endpoint would judge with the heuristic, silently: the endpoint
+    was most likely meant to be set too (or was set under a misspelt name)."""
+    if llm.configured:
+        return
+    given = sorted(f"llm.{k}" for k in llm_file) + sorted(
+        n for n, v in env.items() if n in _llm_variables(env) and v.strip()
+    )
+    if given:
+        raise ConfigError(
+            f"LLM settings given ({', '.join(given)}) but no endpoint: set STEF_LLM_BASE_URL "
+            "(llm.base_url) or STEF_LLM_API_KEY (llm.api_key, for api.openai.com), or remove "
+            "them to judge with the heuristic"
+        )
+
+
 def _check_env_names(source: Mapping[str, str]) -> None:
     """A misspelt variable must not be ignored silently, as an unknown config key is not: every
     STEF_* name is a setting, STEF_LLM_* (read by LlmConfig), or a process-level variable."""
+    check_env_names(_llm_variables(source))
     known = {f"STEF_{key.upper()}" for key in _ENV_KEYS} | _OTHER_VARIABLES
     unknown = sorted(
         name
@@ -501,15 +621,47 @@ def _check_env_names(source: Mapping[str, str]) -> None:
         )
 
 
-def _read_config(config: str | Path) -> dict[str, Any]:
+def _read_config(config: str | Path) -> tuple[Any, dict[str, Any]]:
+    """The composed YAML node (for line numbers) and the mapping of a config file.
+
+    Read as rules files are: the file type checked before it is opened (a FIFO would block the
+    start for ever), at most 1 MiB, UTF-8, and YAML with caps on nesting, values and integer
+    length, so any file gives one line naming it (and the line) within a second.
+
+    Raises:
+        ConfigError: ``config FILE[:LINE]: what is wrong``.
+    """
+    path = str(config)
     try:
-        loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"config {path}: is a directory, not a settings file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"config {path}: is not a regular file")
+        if info.st_size > MAX_RULES_BYTES:
+            raise ConfigError(f"config {path}: larger than 1 MiB ({info.st_size} bytes)")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_RULES_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"config {config}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"config {path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_RULES_BYTES:
+        raise ConfigError(f"config {path}: larger than 1 MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"config {path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
+        ) from exc
+    try:
+        node, loaded = load_yaml(text, path)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config {config}: not valid YAML: {exc}") from exc
+        # PyYAML's message spans lines ("while parsing ... in <string>"): folded to one.
+        raise ConfigError(" ".join(f"config {yaml_problem(exc, path)}".split())) from exc
+    except RulesError as exc:
+        raise ConfigError(f"config {exc.problems[0]}") from exc
     if loaded is None:
-        return {}
+        return node, {}
     if not isinstance(loaded, dict):
-        raise ConfigError(f"config {config}: top level must be a mapping of settings")
-    return loaded
+        raise ConfigError(f"config {path}:1: top level must be a mapping of settings")
+    return node, loaded

@@ -126,6 +126,39 @@ def test_sqlglot_warnings_are_silenced() -> None:
     assert logging.getLogger("sqlglot").getEffectiveLevel() == logging.ERROR
 
 
+def test_a_registered_secret_is_redacted_from_every_line_in_every_form(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stef.logs import register_secret
+
+    secret = "sk-logs-test-first-line\nsecond-line-0123456789"
+    register_secret(secret)
+    configure_logging("debug")
+    monkeypatch.setattr("sys.stderr", stderr)
+    handler = logging.StreamHandler(stderr)
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    configure_logging("debug")  # the filter goes on every handler of the root logger
+    try:
+        structlog.get_logger().debug("llm_request", headers={"Authorization": f"Bearer {secret}"})
+        # What httpcore logs at debug for a header it refuses: the repr, newline escaped.
+        header = f"Bearer {secret}".encode()
+        logging.getLogger("httpcore.http11").debug("send_request_headers.failed %r", header)
+        try:
+            raise ValueError(f"Illegal header value {header!r}")
+        except ValueError:
+            logging.getLogger("httpx").exception("request failed")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    text = stderr.getvalue()
+    assert text.count("[REDACTED]") >= 3
+    for part in ("sk-logs-test-first-line", "second-line-0123456789"):
+        assert part not in text
+
+
 class _FullStream(io.StringIO):
     """A stderr on a full disk: every write fails."""
 

@@ -16,7 +16,7 @@ def test_settings_precedence_file_env_flags(tmp_path: Path) -> None:
     cfg = tmp_path / "stef.yaml"
     cfg.write_text(
         "source: file:a.jsonl\nconcurrency: 2\nfield_mapping: {question: user_query}\n"
-        "llm: {model: from-file, timeout_s: 5}\n"
+        "llm: {base_url: 'http://127.0.0.1:8000/v1', model: from-file, timeout_s: 5}\n"
     )
     s = load_settings(
         cfg,

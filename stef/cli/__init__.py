@@ -11,6 +11,7 @@ stef review     a page to label results
 stef report     one HTML file: per-app table, score distribution, worst records
 stef estimate   the agent's accuracy with a confidence interval (judge + labels)
 stef canary     grow the canary file from labelled results
+stef check      the settings, the rules and the LLM endpoint, checked at once
 
 Exit statuses are defined once, in :mod:`stef.exits`.
 """
@@ -25,6 +26,7 @@ from stef.cli import (
     backfill,
     calibrate,
     canary,
+    check,
     estimate,
     judge,
     replay,
@@ -69,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
         report,
         estimate,
         canary,
+        check,
     ):
         command.add_parser(sub)
     return p

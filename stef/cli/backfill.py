@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.progress import Progress
 from stef.errors import ConfigError, StefError
 from stef.exits import Exit
@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "FROM/TO; --metrics-port serves stef_backfill_* metrics, never the live ones. Exit "
         "status: 0 done, 1 a sink failed, a record never finished, or the run stopped before "
         "the range's end (a signal, the broker lost: it prints the --resume that finishes it), "
-        "2 invalid settings.",
+        "2 invalid settings, 3 the LLM endpoint failed its check before any record was read.",
     )
     p.add_argument("--source", required=True, help="kafka://HOST:PORT/TOPIC")
     p.add_argument(
@@ -177,6 +177,9 @@ def run(args: argparse.Namespace) -> int:
     except StefError as exc:
         return report_error("stef backfill", exc)
     configure_logging(settings.log_level, settings.log_format, settings.log_deps_level)
+    unusable = preflight("stef backfill", settings)
+    if unusable is not None:
+        return unusable
     endpoint = settings.source_endpoint
     source = KafkaRangeSource(
         list(endpoint.bootstrap),

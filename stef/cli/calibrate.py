@@ -18,7 +18,7 @@ from stef.calibrate.plot import write_histogram
 from stef.calibrate.reference import reference_agreement
 from stef.calibrate.report import header, render, render_fit, report
 from stef.calibration import Calibration, judged_of
-from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         print(f"stef calibrate: {args.file} has no labelled records", file=sys.stderr)
         return Exit.FAILURE
+    unusable = preflight("stef calibrate", settings)
+    if unusable is not None:
+        return unusable
     progress = Progress(len(records), sys.stderr.isatty() and not args.no_progress)
     with contextlib.ExitStack() as stack:
         try:

@@ -8,8 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stef.errors import RulesError, StefError
+import structlog
+
+from stef.errors import EndpointError, RulesError, StefError
 from stef.exits import Exit
+from stef.judges.llm.preflight import check_endpoint
 from stef.logs import FORMATS, LEVELS
 from stef.settings import Settings, load_settings
 
@@ -59,6 +62,29 @@ def settings_of(
         llm = settings.llm.model_copy(update={"cache_path": Path(cache)})
         settings = settings.model_copy(update={"llm": llm})
     return settings
+
+
+def preflight(command: str, settings: Settings) -> int | None:
+    """Check the LLM endpoint once before any record is read (``llm.preflight``); print why it
+    is unusable and give the exit status, or None to go on (no LLM configured, or it answers).
+    """
+    if not settings.llm.configured or not settings.llm.preflight:
+        return None
+    try:
+        checked = check_endpoint(settings.llm)
+    except EndpointError as exc:
+        print(
+            f"{command}: {exc} (model {settings.llm.model}; check STEF_LLM_BASE_URL and "
+            "STEF_LLM_API_KEY, or run stef check)",
+            file=sys.stderr,
+        )
+        return Exit.JUDGE_ERROR
+    log = structlog.get_logger(__name__)
+    # A model the list does not name is said, not refused: Azure lists models, not deployments.
+    (log.warning if checked.model_listed is False else log.info)(
+        "llm_endpoint_checked", model=settings.llm.model, result=checked.describe()
+    )
+    return None
 
 
 def report_error(command: str, exc: BaseException) -> int:

@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
@@ -30,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="judge a JSONL agent log and print a summary",
         description="Judge every line of a JSONL agent log through the service's record path. "
         "Exit status: 0 done, 1 an output failed or a record never finished, 2 usage, "
+        "3 the LLM endpoint failed its check before any record was read, or every judged "
+        "record is a judge error (or more than --max-judge-error-rate of them), "
         "4 an outcome named by --fail-on occurred.",
     )
     r.add_argument("file", help="JSONL file, or - for stdin")
@@ -42,6 +44,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--fail-on",
         default="",
         help=f"comma-separated outcomes that make the exit status 4: {', '.join(GATES)}",
+    )
+    r.add_argument(
+        "--max-judge-error-rate",
+        type=float,
+        metavar="RATE",
+        help="exit 3 when more than this share (0-1) of the judged records are judge errors "
+        "(default: only when every one is)",
     )
     add_common(r)
     r.set_defaults(func=run)
@@ -98,12 +107,20 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency is not None and args.concurrency < 1:
         print("stef replay: --concurrency must be at least 1", file=sys.stderr)
         return Exit.USAGE
+    rate = args.max_judge_error_rate
+    if rate is not None and not 0 <= rate <= 1:
+        print("stef replay: --max-judge-error-rate is a share, from 0 to 1", file=sys.stderr)
+        return Exit.USAGE
     try:
         settings = settings_of(
             args,
             {"concurrency": args.concurrency, "metrics_port": "off", "follow": False},
             cache=args.cache,
         )
+        # Before the outputs are replaced: a replay that cannot judge leaves them as they were.
+        unusable = preflight("stef replay", settings)
+        if unusable is not None:
+            return unusable
         results = _sink(args.output)
         dead = _sink(args.dead_letters)
     except (StefError, OSError) as exc:
@@ -134,13 +151,52 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.suppress(StefError):
         tally.summary.load_calibration(settings.calibration)
     print(tally.summary.table())
+    reasons = service.judge_errors.totals
+    if reasons:
+        print(_reasons_line(reasons))
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
         return status
     if tally.tripped:
         print(f"stef replay: --fail-on: {', '.join(sorted(tally.tripped))}", file=sys.stderr)
         return Exit.GATE
+    failed = _judge_errors_beyond(tally.summary, sum(n for n, _ in reasons.values()), rate)
+    if failed is not None:
+        print(f"stef replay: {failed}", file=sys.stderr)
+        return Exit.JUDGE_ERROR
     return Exit.OK
+
+
+def _reasons_line(reasons: dict[str, tuple[int, str]]) -> str:
+    """The judge errors by reason, the most frequent first, each with its latest message."""
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1][0], item[0]))
+    return "judge error reasons: " + "; ".join(
+        f"{reason} x{count} ({_cut(detail, 160)})" for reason, (count, detail) in ranked
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _judge_errors_beyond(summary: Summary, failed: int, rate: float | None) -> str | None:
+    """Why the judge errors fail the replay, or None: the judge failed on every judged record,
+    or on more than ``rate`` of them. ``failed`` counts the records whose judge failed, those an
+    unsafe statement still scored (the safety override) included; sampled-out records are not
+    judged and do not count."""
+    total = summary.total()
+    judged = total.evaluated + total.judge_errors
+    if not judged or not failed:
+        return None
+    share = min(failed, judged) / judged
+    if failed >= judged:
+        return f"the judge failed on every judged record ({judged}); the reasons are above"
+    if rate is not None and share > rate:
+        return (
+            f"the judge failed on {failed} of {judged} judged records ({share:.1%}), "
+            f"more than --max-judge-error-rate {rate:g}"
+        )
+    return None
 
 
 def _show_progress(args: argparse.Namespace) -> bool:

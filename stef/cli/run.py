@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stef.cli.common import add_common, report_error, settings_of
+from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.errors import SourceLost, StefError
 from stef.exits import Exit
 from stef.logs import configure_logging
@@ -21,7 +21,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the service: judge every logged request of a source, at least once",
         description="The STEF service: judge every logged request of a source, at least once. "
         "Exit status: 0 after a clean stop or the end of a file source; 1 when a sink failed; "
-        "2 for invalid settings or rules; 128 + the signal number on a second SIGTERM/SIGINT.",
+        "2 for invalid settings or rules; 3 when the LLM endpoint fails its check at start; "
+        "128 + the signal number on a second SIGTERM/SIGINT.",
         epilog="Precedence: defaults < --config file < STEF_* environment < flags. "
         "LLM endpoint: STEF_LLM_* (none configured: the heuristic judge).",
     )
@@ -120,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"canary": canary})
     # The service logs at its own level: one line per record at info, its default.
     configure_logging(settings.log_level, settings.log_format, settings.log_deps_level)
+    unusable = preflight("stef run", settings)
+    if unusable is not None:
+        return unusable
     try:
         service = Service(settings, with_canary=True)
     except (StefError, OSError) as exc:

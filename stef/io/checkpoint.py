@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -26,6 +27,8 @@ from stef.errors import ConfigError
 HEAD_BYTES = 4096
 
 _VERSION = 1
+# A checkpoint is a few hundred bytes; a larger file is not one (and is not read into memory).
+_MAX_BYTES = 64 * 1024
 
 # A saved position is padded to a whole slot (JSON ignores the spaces), so the file it is
 # written into can be reused in place by the next save.
@@ -101,14 +104,22 @@ class Checkpoint:
                 (starting over would re-judge a whole log; that is the operator's call).
         """
         try:
-            text = self.path.read_text(encoding="utf-8")
+            info = self.path.stat()
+            # The type before the open: opening a FIFO would block the start for ever.
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(f"checkpoint {self.path}: not a regular file")
+            with self.path.open("rb") as f:
+                raw = f.read(_MAX_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise ConfigError(f"checkpoint {self.path}: {exc.strerror or exc}") from exc
+        if len(raw) > _MAX_BYTES:
+            raise ConfigError(f"checkpoint {self.path}: larger than a checkpoint can be")
         try:
-            position = FilePosition.model_validate(json.loads(text))
-        except (ValueError, ValidationError) as exc:
+            position = FilePosition.model_validate(json.loads(raw.decode("utf-8")))
+        except (ValueError, ValidationError, RecursionError) as exc:
+            # UnicodeDecodeError and an integer past the int-str limit are ValueErrors too.
             raise ConfigError(f"checkpoint {self.path}: not a file source checkpoint") from exc
         if position.source != source:
             raise ConfigError(

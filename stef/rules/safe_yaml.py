@@ -236,7 +236,8 @@ def flow_too_deep(text: str, limit: int) -> int | None:
 def yaml_problem(exc: yaml.YAMLError, path: str) -> RuleProblem:
     mark = getattr(exc, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
-    return RuleProblem(path, line, "", f"not valid YAML: {exc}")
+    # PyYAML's message spans lines ("while parsing ...\n  in <string>"): one line per problem.
+    return RuleProblem(path, line, "", " ".join(f"not valid YAML: {exc}".split()))
 
 
 def line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:

@@ -11,6 +11,14 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from stef.errors import ConfigError
+
+# Connections served at once (a thread each); more are closed at once. Probes and a scrape need
+# a handful: the bound keeps idle or slow clients from growing a thread per connection.
+MAX_CONNECTIONS = 32
+# A connection that sends no complete request within this is dropped (its thread ends).
+IDLE_TIMEOUT_S = 10.0
+
 
 class HealthState:
     """What the probes report. The run loop calls :meth:`beat` every turn.
@@ -72,14 +80,31 @@ class HealthServer:
         state: the probes' state.
         host: interface to bind (127.0.0.1 by default in the settings).
         port: 0 lets the system pick one; read :attr:`port` after :meth:`start`.
+        max_connections: connections served at once (one thread each); more are closed.
+        idle_timeout_s: a connection silent for this long is dropped.
+
+    Raises:
+        ConfigError: the address cannot be bound (the port is taken, the host is not local).
     """
 
     def __init__(
-        self, registry: CollectorRegistry, state: HealthState, host: str, port: int
+        self,
+        registry: CollectorRegistry,
+        state: HealthState,
+        host: str,
+        port: int,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
-        handler = _handler(registry, state)
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
+        handler = _handler(registry, state, idle_timeout_s)
+        try:
+            self._server = _BoundedServer((host, port), handler, max_connections)
+        except OSError as exc:
+            raise ConfigError(
+                f"metrics server {host}:{port}: {exc.strerror or exc} (set metrics_port to a "
+                "free port, 0 for any, or off)"
+            ) from exc
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="stef-health", daemon=True
         )
@@ -98,7 +123,44 @@ class HealthServer:
         self._thread.join(timeout=5)
 
 
-def _handler(registry: CollectorRegistry, state: HealthState) -> type[BaseHTTPRequestHandler]:
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` of them: past the bound a new
+    connection is closed at once instead of growing another thread."""
+
+    daemon_threads = True
+    # The default backlog (5) drops connections arriving faster than one accept: a client then
+    # waits a second or more for its SYN to be sent again, probes included.
+    request_queue_size = 128
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        max_connections: int,
+    ) -> None:
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread started: its slot is free again
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _handler(
+    registry: CollectorRegistry, state: HealthState, idle_timeout_s: float = IDLE_TIMEOUT_S
+) -> type[BaseHTTPRequestHandler]:
     routes: dict[str, Callable[[], tuple[int, bytes, str]]] = {
         "/metrics": lambda: (200, generate_latest(registry), CONTENT_TYPE_LATEST),
         "/healthz": lambda: _probe(*state.healthy()),
@@ -106,6 +168,8 @@ def _handler(registry: CollectorRegistry, state: HealthState) -> type[BaseHTTPRe
     }
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = idle_timeout_s  # the socket's timeout: a silent client ends its thread
+
         def do_GET(self) -> None:
             route = routes.get(self.path.split("?", 1)[0])
             if route is None:

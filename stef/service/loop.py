@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import structlog
 from prometheus_client import CollectorRegistry
 
-from stef.errors import CommitError
+from stef.errors import CommitError, ConfigError
 from stef.exits import Exit
 from stef.io import Envelope, Sink, Source
 from stef.io.jsonl import JsonlSink
@@ -43,6 +43,7 @@ from stef.rules.watch import RulesWatcher
 from stef.service.acks import AckPolicy, Observer, send
 from stef.service.canary import Canary, build_canary
 from stef.service.health import HealthServer, HealthState
+from stef.service.judge_errors import JudgeErrorLog
 from stef.service.lifecycle import Lifecycle
 from stef.service.window import InFlightWindow
 from stef.service.wiring import build_backend, build_pipeline, open_sink, open_source
@@ -130,6 +131,7 @@ class Service:
         self._lag_labels: set[tuple[str, int]] = set()
         # Commits failed in a row, and the last one's error.
         self._commit_failures: tuple[int, str] = (0, "")
+        self.judge_errors = JudgeErrorLog()
 
     def _judging(
         self, backend: Judge | None, *, with_canary: bool, backfill: Backfill | None
@@ -181,7 +183,15 @@ class Service:
     def _run(self) -> int:
         s = self.settings
         if s.metrics_port is not None and self.server is None:
-            self.server = HealthServer(self.registry, self.health, s.metrics_host, s.metrics_port)
+            try:
+                self.server = HealthServer(
+                    self.registry, self.health, s.metrics_host, s.metrics_port
+                )
+            except ConfigError:  # the port is taken: nothing started, the sinks are let go
+                for sink in (self.results, self.dead_letters):
+                    with contextlib.suppress(Exception):
+                        sink.close()
+                raise
             self.server.start()
         if self.canary is not None:
             self.canary.start()
@@ -202,6 +212,7 @@ class Service:
         finally:
             self.health.ready = False
             self._shutdown()
+            self.judge_errors.flush()
         if self.lifecycle.fatal is not None:
             log.error("service_failed", error=str(self.lifecycle.fatal))
             return Exit.FAILURE
@@ -424,6 +435,7 @@ class Service:
                 latency_ms=round((time.perf_counter() - started) * 1000, 3),
                 **envelope.position,
             )
+            self.judge_errors.observe(result)
             send(self.results, processed, self.acks.callback(envelope, processed))
         else:
             if self._log_dead_letters:

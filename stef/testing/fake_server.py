@@ -33,6 +33,11 @@ whose text is not in the question is dropped by the verify stage).
 ``FakeLlmServer(reject_json_schema=400)`` answers every request that asks for ``response_format``
 ``json_schema`` with that status (a server without structured-output support), to exercise the
 fallback to ``json_object``. ``latency_s`` adds a fixed delay to every answer (benchmarks).
+``FakeLlmServer(unsupported_params=("temperature", "max_tokens"))`` answers like GPT-5 and the
+o-series: a request carrying one of those parameters gets OpenAI's 400 naming it (``param``,
+``code`` ``unsupported_parameter`` or ``unsupported_value``), the first one sent in that order.
+``FakeLlmServer(api_key="sk-...")`` answers 401 to every request (the models list included) whose
+bearer token is not that key, with OpenAI's error body (which echoes the key it got).
 Usage numbers, unless scripted, estimate tokens as characters / 4.
 
 From a shell (a stand-in endpoint for ``stef replay`` or a benchmark; stops on SIGINT/SIGTERM)::
@@ -90,6 +95,8 @@ class Error:
     status: int
     message: str = "scripted error"
     retry_after: float | str | None = None
+    param: str | None = None  # OpenAI's ``error.param``: the request parameter at fault
+    code: str | None = None  # ``error.code``; None: the status
 
 
 @dataclass(frozen=True)
@@ -235,7 +242,26 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def _refused(self) -> bool:
+        """Answer 401 when the server wants a key and the request's bearer token is not it."""
+        want = self.server.owner.api_key
+        got = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        if want is None or got == want:
+            return False
+        body = {
+            "error": {
+                "message": f"Incorrect API key provided: {got}.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        }
+        self._send(401, json.dumps(body).encode())
+        return True
+
     def do_GET(self) -> None:
+        if self._refused():
+            return
         if self.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
             self._send(200, json.dumps(body).encode())
@@ -258,6 +284,10 @@ class _Handler(BaseHTTPRequestHandler):
             at=time.monotonic(),
         )
         owner = self.server.owner
+        if self._refused():
+            with owner._lock:
+                owner._requests.append(received)  # refused requests are requests received too
+            return
         owner._inflight(+1)
         try:
             step = owner._next_step(received)
@@ -277,7 +307,14 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {}
             if step.retry_after is not None:
                 headers["Retry-After"] = str(step.retry_after)
-            body = {"error": {"message": step.message, "type": "fake", "code": str(step.status)}}
+            error: dict[str, Any] = {
+                "message": step.message,
+                "type": "fake",
+                "code": step.code or str(step.status),
+            }
+            if step.param is not None:
+                error["param"] = step.param
+            body = {"error": error}
             self._send(step.status, json.dumps(body).encode(), headers)
         elif isinstance(step, Raw):
             self._send(step.status, step.body, content_type=step.content_type)
@@ -324,6 +361,9 @@ class FakeLlmServer:
         reject_json_schema: status to answer ``json_schema`` requests with (None: accept them).
         latency_s: fixed delay before every answer.
         port: the loopback port to bind (0: any free one).
+        api_key: the bearer token every request must carry (None: any, or none).
+        unsupported_params: request parameters answered with a 400 naming them (a model that
+            refuses them, as GPT-5 refuses ``temperature`` and ``max_tokens``).
     """
 
     def __init__(
@@ -333,8 +373,12 @@ class FakeLlmServer:
         reject_json_schema: int | None = None,
         latency_s: float = 0.0,
         port: int = 0,
+        api_key: str | None = None,
+        unsupported_params: tuple[str, ...] = (),
     ) -> None:
         self.default = default or judge_like
+        self.api_key = api_key
+        self.unsupported_params = unsupported_params
         self.port = port
         self.reject_json_schema = reject_json_schema
         self.latency_s = latency_s
@@ -440,9 +484,34 @@ class FakeLlmServer:
                     self.reject_json_schema,
                     "response_format json_schema is not supported by this server",
                 )
+            refused = self._refused_param(received)
+            if refused is not None:
+                return refused
             if self._script:
                 return self._script.popleft()
         return self._default(received)
+
+    def _refused_param(self, received: Received) -> Error | None:
+        """OpenAI's answer to a parameter the model does not take, for the first one sent."""
+        for param in self.unsupported_params:
+            if param not in received.body:
+                continue
+            if param == "max_tokens":
+                message = (
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead."
+                )
+                return Error(400, message, param=param, code="unsupported_parameter")
+            value = received.body[param]
+            message = (
+                f"Unsupported value: '{param}' does not support {value} with this model. "
+                "Only the default (1) value is supported."
+                if param == "temperature"
+                else f"Unsupported parameter: '{param}' is not supported with this model."
+            )
+            code = "unsupported_value" if param == "temperature" else "unsupported_parameter"
+            return Error(400, message, param=param, code=code)
+        return None
 
     def _default(self, received: Received) -> Step:
         return self.default(received)

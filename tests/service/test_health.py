@@ -131,3 +131,29 @@ def test_metrics_serves_the_registry(server: HealthServer, registry: CollectorRe
 @pytest.mark.parametrize("path", ["/", "/health", "/metrics/extra", "/readyz/"])
 def test_other_paths_are_not_found(server: HealthServer, path: str) -> None:
     assert get(server, path)[:2] == (404, "not found\n")
+
+
+def test_idle_connections_hold_a_bounded_number_of_threads(
+    registry: CollectorRegistry, state: HealthState
+) -> None:
+    import socket
+    import threading
+
+    state.ready = True
+    before = threading.active_count()
+    srv = HealthServer(
+        registry, state, "127.0.0.1", 0, max_connections=8, idle_timeout_s=1.0
+    ).start()
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(200):  # connected, never a request: each would hold a thread for ever
+            idle.append(socket.create_connection(("127.0.0.1", srv.port)))
+        time.sleep(0.5)
+        # Before: 200 handler threads. The server's own thread, and at most 8 handlers.
+        assert threading.active_count() - before <= 1 + 8
+        time.sleep(1.5)  # the idle connections time out; the probes are answered again
+        assert get(srv, "/readyz")[:2] == (200, "ready\n")
+    finally:
+        for s in idle:
+            s.close()
+        srv.close()

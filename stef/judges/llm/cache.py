@@ -9,6 +9,7 @@ the vote).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -16,12 +17,14 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 from pydantic import ValidationError
 
+from stef.errors import ConfigError
 from stef.judges.base import JudgeRequest
 from stef.models import JudgeOutput
 from stef.sql.canonical import SQL_STRING
@@ -91,27 +94,36 @@ def cache_key(
 class JudgeCache:
     """Thread-safe LRU in front of an optional SQLite file.
 
+    A write to the file that fails after it opened (a full disk, an I/O error) drops the file
+    level for the rest of the process: the run goes on with the in-process level, the failure
+    is logged and counted (``on_failure``), and no record is lost to it.
+
     Args:
         size: LRU entries (0: no in-process level).
         path: SQLite file (created if absent), or None.
+        on_failure: called once when the file level is dropped (a metric).
+
+    Raises:
+        ConfigError: the file cannot be opened as a SQLite cache (not SQLite, a directory,
+            unwritable), at start.
     """
 
-    def __init__(self, size: int = 10_000, path: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        size: int = 10_000,
+        path: str | Path | None = None,
+        on_failure: Callable[[], None] | None = None,
+    ) -> None:
         self._size = size
+        self._path = path
+        self._on_failure = on_failure
         self._lru: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self.hits = 0
         self.misses = 0
         if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            # One connection shared by the worker threads, serialized by the lock.
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS judge_cache "
-                "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
-            )
+            self._db = _open(Path(path))
 
     def get(self, key: str) -> JudgeOutput | None:
         """The cached output, counting a hit or a miss."""
@@ -145,10 +157,23 @@ class JudgeCache:
         with self._lock:
             self._remember(key, text)
             if self._db is not None:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO judge_cache (key, value, created) VALUES (?, ?, ?)",
-                    (key, text, time.time()),
-                )
+                try:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO judge_cache (key, value, created) VALUES (?, ?, ?)",
+                        (key, text, time.time()),
+                    )
+                except sqlite3.Error as exc:
+                    self._drop_file(exc)
+
+    def _drop_file(self, exc: sqlite3.Error) -> None:
+        """Go on without the file (the lock is held): a full disk must not fail every record."""
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):  # given up: closing it is best effort
+                db.close()
+        log.warning("judge_cache_file_dropped", path=str(self._path), error=str(exc))
+        if self._on_failure is not None:
+            self._on_failure()
 
     def _remember(self, key: str, text: str) -> None:
         if self._size <= 0:
@@ -163,3 +188,29 @@ class JudgeCache:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """The cache file, created if absent, its table ready.
+
+    Raises:
+        ConfigError: not a SQLite database, a directory, or not writable.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection shared by the worker threads, serialized by the lock.
+        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"LLM cache {path}: cannot be opened: {exc}") from exc
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS judge_cache "
+            "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+        )
+    except sqlite3.Error as exc:
+        db.close()
+        raise ConfigError(
+            f"LLM cache {path}: not a usable SQLite cache ({exc}); remove it or set another path"
+        ) from exc
+    return db

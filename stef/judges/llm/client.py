@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -48,6 +48,22 @@ _REJECT_STATUSES = frozenset({400, 422})
 _REJECT_HINTS = ("response_format", "json_schema", "schema", "grammar", "guided", "structured")
 
 Messages = list[dict[str, str]]
+
+# Request parameters a server may refuse for a model (GPT-5 and the o-series refuse
+# ``temperature`` and ``max_tokens``): a 400 naming one makes the client adapt, once per model.
+_ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "reasoning_effort")
+# Words of a refusal of a parameter itself (not of its value being too large, say).
+_UNSUPPORTED = re.compile(
+    r"unsupported|not supported|does not support|unrecognized|unknown|not permitted|"
+    r"not allowed|extra (?:inputs|fields)",
+    re.IGNORECASE,
+)
+# Reasoning models by name: they take max_completion_tokens and only the default temperature.
+# ``gpt-5-chat`` is GPT-5's non-reasoning variant, which takes a temperature.
+_REASONING = re.compile(r"^(?:o\d|gpt-5)(?!.*-chat)", re.IGNORECASE)
+# The completion cap of a reasoning model when none is set: its reasoning counts against the cap,
+# and 1024 tokens often end in reasoning, with no content.
+REASONING_MAX_TOKENS = 8192
 
 # Endpoint text in an exception or a log is cut to this many characters, after redaction.
 DETAIL_LIMIT = 300
@@ -177,6 +193,8 @@ class _Call:
         attempts: HTTP calls made so far.
         retries: backoffs slept so far (the json_object fallback is not one).
         fell_back: the fallback to ``json_object`` was taken (it is taken once).
+        adapted: request parameters changed after the server refused them (each once).
+        sent: the adaptable parameters of the last attempt's request.
         t0: when the current attempt began, reset once it holds a concurrency slot.
         schema: the request's JSON schema for ``json_schema`` mode (None: the generic one).
     """
@@ -188,6 +206,8 @@ class _Call:
     retries: int = 0
     fell_back: bool = False
     t0: float = 0.0
+    adapted: set[str] = field(default_factory=set)
+    sent: dict[str, Any] = field(default_factory=dict)
 
     def elapsed(self) -> float:
         """Seconds the current attempt has taken."""
@@ -249,6 +269,7 @@ class ChatClient:
         self._lock = threading.Lock()
         # The structured-output mode this endpoint accepts; "auto" until the first answer.
         self._mode: str = config.response_format
+        self._params = _Params.of(config)
 
     @property
     def mode(self) -> str:
@@ -357,7 +378,9 @@ class ChatClient:
             )
         try:
             call.t0 = time.monotonic()
-            raw = self._create(build(call.mode), call.mode, call.schema)
+            with self._lock:
+                call.sent = self._params.body()
+            raw = self._create(build(call.mode), call.mode, call.schema, call.sent)
         finally:
             self._slots.release()
         return _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
@@ -370,6 +393,9 @@ class ChatClient:
         """
         status = exc.status_code
         message = _message(exc, self._secrets)
+        if self._adapt(exc, message, call):
+            self._observe("retry", elapsed)
+            return
         if self._rejects_schema(status, message, call.mode) and not call.fell_back:
             # Not a retry: the same request in the mode the server may support.
             self._observe("retry", elapsed)
@@ -395,15 +421,19 @@ class ChatClient:
             ) from None
         self._backoff_or_raise(call, None, reason, detail, elapsed, wait, status)
 
-    def _create(self, messages: Messages, mode: str, schema: dict[str, Any] | None) -> Any:
+    def _create(
+        self,
+        messages: Messages,
+        mode: str,
+        schema: dict[str, Any] | None,
+        params: dict[str, Any],
+    ) -> Any:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "temperature": self.config.temperature,
             "response_format": response_format(mode, schema),
+            **params,
         }
-        if self.config.max_tokens is not None:
-            body["max_tokens"] = self.config.max_tokens
         # The lean path: the openai client's own request (headers, auth, timeout, its error
         # classes for every failure) with a body serialized here. ``chat.completions.create``
         # would walk the body (the reply schema included) through its typed-dict transform
@@ -415,6 +445,30 @@ class ChatClient:
             cast_to=_HttpResponse,
             content=json.dumps(body, separators=(",", ":")).encode(),
         )
+
+    def _adapt(self, exc: openai.APIStatusError, message: str, call: _Call) -> bool:
+        """The server refused a request parameter by name (a 400 such as GPT-5's "Unsupported
+        parameter: 'max_tokens'"): change it for this model and send again. Not a retry, and
+        each parameter once per call, so a server that refuses every variant ends the call."""
+        if exc.status_code not in _REJECT_STATUSES:
+            return False
+        param = _refused_param(exc.body, message, call.sent)
+        if param is None or param in call.adapted:
+            return False
+        call.adapted.add(param)
+        with self._lock:
+            if param not in self._params.body():
+                return True  # another call adapted it meanwhile: send again as it is now
+            change = self._params.adapt(param)
+        log.warning(
+            "llm_parameter_adapted",
+            model=self.model,
+            parameter=param,
+            change=change,
+            status=exc.status_code,
+            message=message,
+        )
+        return True
 
     def _rejects_schema(self, status: int, message: str, mode: str) -> bool:
         """The endpoint refused the structured-output request itself (not the call in general)."""
@@ -486,6 +540,79 @@ class ChatClient:
                 completion_tokens=c,
                 cost_usd=self.config.cost(self.model, p, c) if (p or c) else None,
             )
+
+
+@dataclass
+class _Params:
+    """The sampling and length parameters sent to one model, as adapted so far (the client's
+    lock guards it).
+
+    Attributes:
+        token_key: ``max_tokens`` or ``max_completion_tokens``.
+        max_tokens: the completion cap (None: not sent).
+        temperature: None when the model takes only its default.
+        reasoning_effort: None when not configured or refused.
+    """
+
+    token_key: str
+    max_tokens: int | None
+    temperature: float | None
+    reasoning_effort: str | None
+
+    @classmethod
+    def of(cls, config: LlmConfig) -> _Params:
+        reasoning = bool(config.model and _REASONING.match(config.model.rsplit("/", 1)[-1]))
+        key = config.token_param
+        if key == "auto":
+            key = "max_completion_tokens" if reasoning else "max_tokens"
+        cap = config.max_tokens
+        if reasoning and "max_tokens" not in config.model_fields_set:
+            cap = REASONING_MAX_TOKENS
+        return cls(
+            token_key=key,
+            max_tokens=cap,
+            temperature=None if reasoning else config.temperature,
+            reasoning_effort=config.reasoning_effort,
+        )
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            out[self.token_key] = self.max_tokens
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        return out
+
+    def adapt(self, param: str) -> str:
+        """Stop sending ``param`` in the refused form; returns what changed, for the log."""
+        if param in ("max_tokens", "max_completion_tokens"):
+            other = "max_completion_tokens" if param == "max_tokens" else "max_tokens"
+            self.token_key = other
+            return f"{param} sent as {other}"
+        if param == "temperature":
+            self.temperature = None
+        else:
+            self.reasoning_effort = None
+        return f"{param} no longer sent"
+
+
+def _refused_param(body: object, message: str, sent: dict[str, Any]) -> str | None:
+    """The request parameter a 400 refuses, if it names one that was sent: OpenAI's error
+    ``param`` field, else a sent parameter's name in a message that says it is unsupported."""
+    err = body.get("error", body) if isinstance(body, dict) else None
+    param = err.get("param") if isinstance(err, dict) else None
+    if isinstance(param, str) and param in sent and param in _ADAPTABLE:
+        return param
+    if not _UNSUPPORTED.search(message):
+        return None
+    named = [
+        (m.start(), p)
+        for p in _ADAPTABLE
+        if p in sent and (m := re.search(rf"\b{p}\b", message)) is not None
+    ]
+    return min(named)[1] if named else None
 
 
 def _message(exc: openai.APIStatusError, secrets: Iterable[str]) -> str:

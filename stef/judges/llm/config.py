@@ -6,17 +6,30 @@ Read from the environment (``STEF_LLM_*``) once at start, validated, frozen. The
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from stef.errors import ConfigError
 
 ResponseFormatMode = Literal["auto", "json_schema", "json_object"]
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 
 
 # The environment variable of each field, for from_env and for its error messages.
@@ -36,7 +49,18 @@ _ENV_VARS = {
     "temperature": "STEF_LLM_TEMPERATURE",
     "samples": "STEF_LLM_SAMPLES",
     "second_opinion": "STEF_LLM_SECOND_OPINION",
+    "api_key_file": "STEF_LLM_API_KEY_FILE",
+    "reasoning_effort": "STEF_LLM_REASONING_EFFORT",
+    "token_param": "STEF_LLM_TOKEN_PARAM",
+    "preflight": "STEF_LLM_PREFLIGHT",
 }
+
+# Process settings (``llm_requests_per_s``, ``llm_tokens_per_min``: per-replica budgets that apply
+# to any backend) whose variables share the prefix; they are not LlmConfig's.
+PROCESS_LLM_VARIABLES = frozenset({"STEF_LLM_REQUESTS_PER_S", "STEF_LLM_TOKENS_PER_MIN"})
+
+# A secret file larger than this is not a key (a wrong path to a log or a binary).
+_SECRET_FILE_LIMIT = 64 * 1024
 
 
 class ModelPrice(BaseModel):
@@ -74,6 +98,16 @@ class LlmConfig(BaseModel):
             the share of samples that agree scales the confidence (docs/llm.md, "Samples").
         second_opinion: the heuristic judge also judges every record the LLM judged; its
             verdict is kept in the result and disagreements are counted.
+        api_key_file: read the key from this file (a mounted secret, ``/run/secrets/...``) at
+            start, into ``api_key`` (this field is then None); its surrounding whitespace is
+            dropped. Exclusive with ``api_key``.
+        reasoning_effort: sent as ``reasoning_effort`` (reasoning models: GPT-5, o-series);
+            None: not sent.
+        token_param: the name of the completion cap in the request: ``auto`` sends
+            ``max_completion_tokens`` to GPT-5 and o-series models and ``max_tokens`` to others,
+            and switches once when the server names the one it rejects.
+        preflight: ``replay``, ``run``, ``backfill`` and ``calibrate`` check the endpoint once
+            (its models list) before reading any record, and stop when it is unusable.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -95,6 +129,52 @@ class LlmConfig(BaseModel):
     cache_size: int = Field(10_000, ge=0)
     samples: int = Field(1, ge=1, le=15)
     second_opinion: bool = True
+    api_key_file: Path | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    token_param: TokenParam = "auto"
+    preflight: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_from_file(cls, data: Any) -> Any:
+        """``api_key_file`` read into ``api_key`` at start, so a secret need not sit in the
+        environment; a file that cannot be read is a settings error naming the file."""
+        if not isinstance(data, dict) or not data.get("api_key_file"):
+            return data
+        if data.get("api_key"):
+            raise ValueError("give api_key or api_key_file, not both")
+        # The path is not kept: the key is what the rest of STEF reads, and a merge of file and
+        # environment settings must not see both.
+        rest = {k: v for k, v in data.items() if k != "api_key_file"}
+        return {**rest, "api_key": read_secret_file(str(data["api_key_file"]))}
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_line_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # A key with a line break cannot go in a header: every call would fail, and the HTTP
+        # library's error quotes the header (the key) at debug level. Refused at start.
+        if value is not None and any(
+            ord(c) < 32 or ord(c) == 127 for c in value.get_secret_value()
+        ):
+            raise ValueError("contains a line break or a control character (a key is one line)")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        parts = urlsplit(value)
+        # "localhost:8000/v1" parses as scheme "localhost": every record would then fail with a
+        # connection error after five retries; say it once, at start.
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(
+                f"must be an http:// or https:// URL with a host, e.g. http://{value}"
+                if "://" not in value
+                else "must be an http:// or https:// URL with a host"
+            )
+        return value
 
     @property
     def configured(self) -> bool:
@@ -142,6 +222,7 @@ class LlmConfig(BaseModel):
             ConfigError: a value does not validate (the message names the variable, not the key).
         """
         source = os.environ if env is None else env
+        check_env_names(source)
         data: dict[str, object] = {}
         for field, var in _ENV_VARS.items():
             value = source.get(var, "").strip()
@@ -157,7 +238,61 @@ class LlmConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{_ENV_VARS.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"invalid LLM settings: {problems}") from exc
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    """The variable of a validation error's location; an error of the whole model (no location)
+    comes from the key file, the only check across fields."""
+    return _ENV_VARS.get(str(loc[0]), str(loc[0])) if loc else _ENV_VARS["api_key_file"]
+
+
+def check_env_names(source: Mapping[str, str]) -> None:
+    """Every ``STEF_LLM_*`` name is one this module reads: a misspelt one (``STEF_LLM_BASEURL``)
+    would otherwise leave the endpoint unset and swap the LLM judge for the heuristic one.
+
+    Raises:
+        ConfigError: names every unknown variable, with the nearest known name.
+    """
+    known = set(_ENV_VARS.values()) | PROCESS_LLM_VARIABLES
+    unknown = sorted(n for n in source if n.startswith("STEF_LLM_") and n not in known)
+    if not unknown:
+        return
+    said = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        said.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    raise ConfigError(
+        f"unknown LLM variable{'s' if len(unknown) > 1 else ''} {', '.join(said)}; "
+        f"the STEF_LLM_* variables are {', '.join(sorted(known))}"
+    )
+
+
+def read_secret_file(path: str) -> str:
+    """The secret in a file (a Kubernetes or Docker secret), without surrounding whitespace.
+
+    The file type is checked before it is opened: a FIFO would block the start for ever.
+
+    Raises:
+        ValueError: not a regular file, unreadable, too large, not UTF-8, or empty (the
+            message names the file, never its content).
+    """
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{path}: not a regular file")
+    if info.st_size > _SECRET_FILE_LIMIT:
+        raise ValueError(f"{path}: {info.st_size} bytes is too large for a secret")
+    try:
+        with open(path, "rb") as f:
+            text = f.read(_SECRET_FILE_LIMIT + 1).decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    if not text.strip():
+        raise ValueError(f"{path}: empty")
+    return text.strip()

@@ -142,7 +142,11 @@ class LlmJudge:
             "json_object": self.prompts.render("system.j2", schema_json=self._schema_json),
         }
         self._client = ChatClient(config, metrics, sleep=sleep)
-        self._cache = JudgeCache(config.cache_size, config.cache_path)
+        self._cache = JudgeCache(
+            config.cache_size,
+            config.cache_path,
+            on_failure=metrics.observe_cache_failure if metrics is not None else None,
+        )
         self._info = JudgeInfo(
             backend=BACKEND, model=config.model, prompt_version=self.prompts.version
         )

@@ -1,0 +1,203 @@
+"""A broken LLM setup is loud (issue 25 §1): the endpoint is checked before any record is read,
+``stef check`` checks settings, rules and endpoint, and judge errors are logged with their reason,
+listed in the replay summary and fail a replay where the judge failed on every record."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from stef.cli import main
+from stef.exits import Exit
+from stef.models import JudgeInfo, Result
+from stef.service.judge_errors import JudgeErrorLog
+from stef.testing.fake_server import Error, FakeLlmServer
+from tests.calibrate.conftest import labels_file
+
+RIGHT = "sk-right-key-0123456789"
+WRONG = "sk-wrong-key-9876543210"
+RECORD = {"question": "How many orders in 2023?", "sql": "SELECT COUNT(*) FROM orders"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLlmServer]:
+    with FakeLlmServer(api_key=RIGHT) as fake:
+        yield fake
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps({**RECORD, "id": str(i)}) + "\n" for i in range(4)))
+    return path
+
+
+def _endpoint(mp: pytest.MonkeyPatch, url: str, key: str, **more: str) -> None:
+    for name in list(__import__("os").environ):
+        if name.startswith("STEF_"):
+            mp.delenv(name)
+    mp.setenv("STEF_LLM_BASE_URL", url)
+    mp.setenv("STEF_LLM_MODEL", "fake-model")
+    mp.setenv("STEF_LLM_API_KEY", key)
+    mp.setenv("STEF_LLM_MAX_RETRIES", "0")
+    for name, value in more.items():
+        mp.setenv(name, value)
+
+
+def _commands(log: Path, tmp_path: Path) -> dict[str, list[str]]:
+    return {
+        "replay": ["replay", str(log), "--no-progress", "-o", str(tmp_path / "out.jsonl")],
+        "run": [
+            "run",
+            "--source",
+            f"file:{log}",
+            "--results",
+            f"file:{tmp_path / 'run.jsonl'}",
+            "--metrics-port",
+            "off",
+        ],
+        # Nothing listens on port 9: the preflight fails before the broker is tried.
+        "backfill": [
+            "backfill",
+            "--source",
+            "kafka://127.0.0.1:9/topic",
+            "--from",
+            "2026-01-01T00:00Z",
+        ],
+        "calibrate": ["calibrate", str(labels_file(tmp_path)), "--no-progress"],
+        "check": ["check"],
+    }
+
+
+@pytest.mark.parametrize("command", ["replay", "run", "backfill", "calibrate", "check"])
+def test_a_wrong_key_stops_every_command_before_any_record(
+    command: str,
+    server: FakeLlmServer,
+    log: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _endpoint(monkeypatch, server.base_url, WRONG)
+    out = tmp_path / "out.jsonl"
+    out.write_text("kept\n")
+    assert main(_commands(log, tmp_path)[command]) == Exit.JUDGE_ERROR
+    err = capsys.readouterr().err
+    line = [x for x in err.splitlines() if "LLM endpoint" in x]
+    assert len(line) == 1, err
+    assert server.base_url in line[0] and "HTTP 401" in line[0] and "Incorrect API key" in line[0]
+    assert WRONG not in err and "Traceback" not in err
+    assert server.chat_requests() == []  # no record reached the judge
+    assert out.read_text() == "kept\n"  # a replay that cannot judge replaces nothing
+    assert not (tmp_path / "run.jsonl").exists()
+
+
+def test_an_unreachable_endpoint_is_named(
+    log: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _endpoint(monkeypatch, f"http://127.0.0.1:{port}/v1", RIGHT)
+    assert main(["replay", str(log), "--no-progress"]) == Exit.JUDGE_ERROR
+    err = capsys.readouterr().err
+    assert f"http://127.0.0.1:{port}/v1" in err and "cannot connect" in err
+
+
+def test_the_preflight_can_be_turned_off(
+    server: FakeLlmServer, log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _endpoint(monkeypatch, server.base_url, WRONG, STEF_LLM_PREFLIGHT="false")
+    # Every record is then a judge error, and that fails the replay too.
+    assert main(["replay", str(log), "--no-progress"]) == Exit.JUDGE_ERROR
+    assert len(server.chat_requests()) == 4
+
+
+def test_check_passes_with_the_right_key_and_names_the_judge(
+    server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _endpoint(monkeypatch, server.base_url, RIGHT)
+    assert main(["check"]) == Exit.OK
+    out = capsys.readouterr().out
+    assert "settings: ok" in out and "rules: ok" in out
+    assert "model fake-model" in out and server.base_url in out
+
+
+def test_check_without_an_endpoint_names_the_heuristic_and_refuses_bad_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("STEF_LLM_BASE_URL", "STEF_LLM_API_KEY", "STEF_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["check"]) == Exit.OK
+    assert "judge: heuristic" in capsys.readouterr().out
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("sampling_rate: lots\n")
+    assert main(["check", "--rules", str(bad)]) == Exit.USAGE
+
+
+def test_judge_errors_are_logged_with_their_reason_listed_and_fail_the_replay(
+    log: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = "The model `fake-model` does not exist"
+    with FakeLlmServer(default=lambda r: Error(404, missing)) as server:
+        _endpoint(monkeypatch, server.base_url, RIGHT)
+        # Before: exit 0, nothing on stderr about why.
+        assert main(["replay", str(log), "--no-progress"]) == Exit.JUDGE_ERROR
+    captured = capsys.readouterr()
+    lines = [json.loads(x) for x in captured.err.splitlines() if x.startswith("{")]
+    warnings = [x for x in lines if x["event"] == "judge_error"]
+    # Rate-limited: the first at once, the rest counted in one line at the end of the run.
+    assert [w["count"] for w in warnings] == [1, 3]
+    assert {w["reason"] for w in warnings} == {"http_404"}
+    assert all(w["level"] == "warning" and missing in w["error"] for w in warnings)
+    assert "judge error reasons: http_404 x4" in captured.out and missing in captured.out
+    assert "failed on every judged record" in captured.err
+
+
+@pytest.mark.parametrize(("bound", "status"), [("0.2", Exit.JUDGE_ERROR), ("0.5", Exit.OK)])
+def test_max_judge_error_rate_bounds_the_share(
+    bound: str, status: int, log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeLlmServer() as server:
+        server.script(Error(404, "scripted"))  # one record of four: 25%
+        _endpoint(monkeypatch, server.base_url, "")
+        args = ["replay", str(log), "--no-progress", "--max-judge-error-rate", bound]
+        assert main(args) == status
+
+
+def test_the_error_log_counts_per_reason_between_lines() -> None:
+    now = [0.0]
+    errors = JudgeErrorLog(interval_s=60, clock=lambda: now[0])
+
+    def failed(error: str) -> Result:
+        return Result(
+            id="r",
+            app="sales",
+            outcome="judge_error",
+            error=error,
+            judge=JudgeInfo(backend="llm", model="m", prompt_version="v"),
+        )
+
+    with capture_logs() as logs:
+        for _ in range(5):
+            errors.observe(failed("timeout: no answer within 60 s"))
+        errors.observe(failed("http_401: HTTP 401 from the LLM endpoint: bad key"))
+        now[0] = 61.0
+        errors.observe(failed("timeout: no answer within 60 s"))
+        errors.flush()
+    said = [(x["reason"], x["count"], x["total"]) for x in logs]
+    assert said == [("timeout", 1, 1), ("http_401", 1, 1), ("timeout", 5, 6)]
+    assert errors.totals["timeout"][0] == 6
+
+
+def test_check_says_when_the_models_list_does_not_name_the_model(
+    server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _endpoint(monkeypatch, server.base_url, RIGHT, STEF_LLM_MODEL="my-deployment")
+    assert main(["check"]) == Exit.OK  # a note, not a failure: Azure lists models, not deployments
+    assert "does not name the configured model" in capsys.readouterr().out
