@@ -133,26 +133,17 @@ def test_a_registered_secret_is_redacted_from_every_line_in_every_form(
 
     secret = "sk-logs-test-first-line\nsecond-line-0123456789"
     register_secret(secret)
-    configure_logging("debug")
+    configure_logging("debug", deps_level="debug")  # the clients' debug lines too
     monkeypatch.setattr("sys.stderr", stderr)
-    handler = logging.StreamHandler(stderr)
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    configure_logging("debug")  # the filter goes on every handler of the root logger
+    # Every line on STEF's stderr stream, structlog's and the standard library's, in any form.
+    structlog.get_logger().debug("llm_request", headers={"Authorization": f"Bearer {secret}"})
+    # What httpcore logs at debug for a header it refuses: the repr, newline escaped.
+    header = f"Bearer {secret}".encode()
+    logging.getLogger("httpcore.http11").debug("send_request_headers.failed %r", header)
     try:
-        structlog.get_logger().debug("llm_request", headers={"Authorization": f"Bearer {secret}"})
-        # What httpcore logs at debug for a header it refuses: the repr, newline escaped.
-        header = f"Bearer {secret}".encode()
-        logging.getLogger("httpcore.http11").debug("send_request_headers.failed %r", header)
-        try:
-            raise ValueError(f"Illegal header value {header!r}")
-        except ValueError:
-            logging.getLogger("httpx").exception("request failed")
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
+        raise ValueError(f"Illegal header value {header!r}")
+    except ValueError:
+        logging.getLogger("httpx").exception("request failed")
     text = stderr.getvalue()
     assert text.count("[REDACTED]") >= 3
     for part in ("sk-logs-test-first-line", "second-line-0123456789"):
