@@ -70,12 +70,9 @@ def dead_letter(
     if len(error) > MAX_ERROR_CHARS:
         error = error[:MAX_ERROR_CHARS] + "…"
     keyed = _key_fields(key)
-    letter = _encode({**_letter(reason, error, position, payload), **keyed})
-    if len(letter) <= max_bytes:
-        return letter
     keep = min(len(payload), max_bytes)
     if whole is None:
-        letter = _encode(_letter(reason, error, position, payload))
+        letter = _encode({**_letter(reason, error, position, payload), **keyed})
         if len(letter) <= max_bytes:
             return letter
         whole = Oversized(len(payload), hashlib.sha256(payload).hexdigest())
@@ -83,7 +80,6 @@ def dead_letter(
     while True:
         # JSON escaping can grow text up to 6x (control characters), base64 by 4/3: halve until
         # the letter fits; the loop ends because an empty prefix always fits.
-        keep //= 2
         capped = {**_letter(reason, error, position, payload[:keep]), **keyed}
         capped["payload_truncated"] = True
         capped["payload_bytes"] = whole.size

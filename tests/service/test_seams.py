@@ -4,6 +4,7 @@ probes say when either fails (issue 21, section 4)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -198,6 +199,7 @@ def test_failed_commits_are_counted_exported_and_fail_healthz_after_n(tmp_path: 
 
     try:
         _wait(lambda: service.health.is_ready()[0])
+        shutil.rmtree(blocked, ignore_errors=True)  # the checkpoint's directory, made at start
         blocked.write_text("a file where the checkpoint's directory should be")
         log.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(4)))
         _wait(lambda: value("stef_commit_failures_total", source="file") >= 3)
