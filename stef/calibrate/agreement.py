@@ -178,6 +178,7 @@ class Item:
     verdict: str | None = None
     raw: float | None = None
     p_correct: float | None = None
+    invalid: str | None = None  # the dead-letter reason of a record that is not valid input
 
     def predicted(self, threshold: float) -> bool | None:
         return None if self.score is None else self.score >= threshold

@@ -15,10 +15,9 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 
 from stef.calibrate.agreement import Item
-from stef.models import Result
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, Processed
 from stef.rules import RuleSet
-from stef.stages.validate import FIELDS
+from stef.stages.validate import FIELDS, FieldMapping, path_parts
 
 
 @dataclass(frozen=True)
@@ -33,8 +32,18 @@ class Labelled:
     gold_sql: str | None = None
 
 
-def read_labels(path: Path, limit: int | None = None) -> list[Labelled]:
+def read_labels(
+    path: Path, limit: int | None = None, *, mapped: FieldMapping | None = None
+) -> list[Labelled]:
     """Parse the labels file.
+
+    Args:
+        path: the JSONL labels file.
+        limit: read at most this many records.
+        mapped: the field mapping the judge applies, when the file is in the agent's own field
+            names: each record then goes to the judge whole (less its label and reference,
+            which the judge never sees), for the mapping to find its fields. None: the file
+            uses STEF's field names and only those reach the judge.
 
     Raises:
         ValueError: a line that is not a JSON object with a boolean ``label`` (with its number).
@@ -61,7 +70,7 @@ def read_labels(path: Path, limit: int | None = None) -> list[Labelled]:
                     line=n,
                     # Only the judge's own input fields: gold_sql, label and the annotations
                     # never reach the judge (the reference is measured apart).
-                    payload={k: v for k, v in obj.items() if k in FIELDS and k != "gold_sql"},
+                    payload=_judged_fields(obj, mapped),
                     label=obj["label"],
                     source=source if isinstance(source, str) else None,
                     error_types=tuple(dict.fromkeys(types)),
@@ -69,6 +78,14 @@ def read_labels(path: Path, limit: int | None = None) -> list[Labelled]:
                 )
             )
     return out
+
+
+def _judged_fields(obj: dict[str, Any], mapped: FieldMapping | None) -> dict[str, Any]:
+    """What of a labelled record reaches the judge: never its label or its reference."""
+    if mapped is None or not mapped.fields:
+        return {k: v for k, v in obj.items() if k in FIELDS and k != "gold_sql"}
+    hidden = {"label", "gold_sql", str(path_parts(mapped.source_of("gold_sql"))[0])}
+    return {k: v for k, v in obj.items() if k not in hidden}
 
 
 def without_sampling(rules: RuleSet) -> RuleSet:
@@ -104,9 +121,9 @@ def judge_all(
     on_progress: Callable[[int], None] | None = None,
 ) -> list[Item]:
     """Judge every record, at most ``concurrency`` in flight, results in input order."""
-    results: list[Result | None] = []
+    results: list[Processed] = []
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        window: deque[Future[Result | None]] = deque()
+        window: deque[Future[Processed]] = deque()
         for rec in records:
             if len(window) >= concurrency * 2:
                 results.append(window.popleft().result())
@@ -120,7 +137,7 @@ def judge_all(
     return [_item(rec, res) for rec, res in zip(records, results, strict=True)]
 
 
-def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Result | None:
+def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Processed:
     payload = rec.payload
     if reformat and isinstance(payload.get("sql"), str):
         app = payload.get("app")
@@ -130,11 +147,12 @@ def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Result | No
         )
         payload = {**payload, "sql": reformat_sql(payload["sql"], dialect)}
     raw = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    # The one record path; a dead letter (invalid input) has no score: a judge error.
-    return pipeline.process(raw, {"file": "labels", "line": rec.line}).result
+    # The one record path; a dead letter (invalid input) is counted as invalid, not judged.
+    return pipeline.process(raw, {"file": "labels", "line": rec.line})
 
 
-def _item(rec: Labelled, result: Result | None) -> Item:
+def _item(rec: Labelled, processed: Processed) -> Item:
+    result = processed.result
     app = rec.payload.get("app")
     raw: float | None = None
     p_correct: float | None = None
@@ -155,4 +173,5 @@ def _item(rec: Labelled, result: Result | None) -> Item:
         verdict=verdict,
         raw=raw,
         p_correct=p_correct,
+        invalid=processed.reason if result is None else None,
     )

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,10 @@ def run(args: argparse.Namespace) -> int:
     if args.results is not None or args.labels is not None or args.file is None:
         return _run_joined(args)
     try:
-        # The labels file uses STEF's own field names: no field mapping applies to it.
-        settings = settings_of(args, {"field_mapping": {}, "calibration": args.calibration})
-        records = read_labels(args.file, args.limit)
+        # The labels file is in STEF's field names, or in the agent's with --config's
+        # field_mapping (each record then goes to the judge whole, less label and reference).
+        settings = settings_of(args, {"calibration": args.calibration})
+        records = read_labels(args.file, args.limit, mapped=settings.mapping)
         rules = without_sampling(load_rules(settings.rules))
     except ValueError as exc:
         print(f"stef calibrate: {exc}", file=sys.stderr)
@@ -138,11 +140,33 @@ def run(args: argparse.Namespace) -> int:
             on_progress=progress.update_to,
         )
     progress.close()
+    items, invalid = [i for i in items if i.invalid is None], [i for i in items if i.invalid]
+    if invalid:
+        print(_invalid_line(invalid, len(records), settings.field_mapping), file=sys.stderr)
+        if not items:
+            return Exit.FAILURE
     if args.fit is not None:
         return _fit(args, items, backend.info)
     with_reference = reference_agreement(records, rules, reformat=args.reformat)
     _print_report(args, items, backend.info.backend, pipeline.calibration, with_reference)
     return Exit.OK
+
+
+def _invalid_line(invalid: list[Item], total: int, mapping: dict[str, str]) -> str:
+    """The line saying how many labelled records were not valid input (left out of every
+    figure, never counted as judge errors), with the commonest reason and its likely cause."""
+    reasons = Counter(i.invalid for i in invalid)
+    reason, count = reasons.most_common(1)[0]
+    hint = ""
+    if reason == "missing_field":
+        hint = (
+            f"; field_mapping is {mapping}" if mapping else "; no field_mapping is set"
+        ) + " (a --config file with field_mapping reads the agent's own field names)"
+    every = "every one" if len(invalid) == total else f"{len(invalid)}"
+    return (
+        f"stef calibrate: {every} of {total} labelled records is not valid input, left out "
+        f"(most common: {reason}, {count}){hint}"
+    )
 
 
 def _fit(args: argparse.Namespace, items: list[Item], info: JudgeInfo) -> int:
