@@ -26,7 +26,8 @@ def test_cli_json_has_exactly_the_keys(
     }  # fmt: skip
     # Two records carry gold_sql: a's generated SQL reads another table (Incorrect), b's too.
     assert out["reference"]["n"] == 2 and set(out["reference"]) == {"kappa", "auc", "n"}
-    assert out["n"] == 4 and out["judge_errors"] == 1  # the invalid record (question: 7)
+    # The invalid record (question: 7) is left out as invalid input, not counted as a judge error.
+    assert out["n"] == 3 and out["judge_errors"] == 0
     assert set(out["confusion"]) == {"tp", "fp", "tn", "fn"}
     assert plot.read_text().startswith("<svg ")
 
