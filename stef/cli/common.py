@@ -101,3 +101,18 @@ def report_error(command: str, exc: BaseException) -> int:
         print(f"{command}: {where}{exc.strerror or exc}", file=sys.stderr)
         return Exit.FAILURE
     raise exc
+
+
+def every_record_invalid(
+    command: str, count: int, reason: str | None, mapping: dict[str, str]
+) -> str:
+    """The line of a run whose every record was a dead letter, with the likely cause: most
+    often the agent's log uses other field names than the ``field_mapping`` in force."""
+    why = f" (most common reason: {reason})" if reason else ""
+    if reason in (None, "missing_field"):
+        why += (
+            f"; is field_mapping {mapping} right for this log?"
+            if mapping
+            else "; does the log use other field names? set field_mapping (docs/input-record.md)"
+        )
+    return f"{command}: every one of the {count} records was invalid input{why}"

@@ -7,9 +7,16 @@ import argparse
 import contextlib
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 
-from stef.cli.common import add_common, preflight, report_error, settings_of
+from stef.cli.common import (
+    add_common,
+    every_record_invalid,
+    preflight,
+    report_error,
+    settings_of,
+)
 from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
@@ -65,6 +72,7 @@ class _Tally:
         self.progress = progress
         self.gates = gates
         self.tripped: set[str] = set()
+        self.invalid_reasons: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def __call__(self, envelope: Envelope, processed: Processed) -> None:
@@ -76,6 +84,7 @@ class _Tally:
                 seen = {result.outcome, result.tier or ""}
             else:
                 self.summary.invalid += 1
+                self.invalid_reasons[processed.reason or "unknown"] += 1
                 seen = {"invalid", processed.reason or ""}
             self.tripped |= seen & self.gates
             # Counted before anything is written to the terminal: a stderr that fails (closed,
@@ -157,6 +166,13 @@ def run(args: argparse.Namespace) -> int:
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
         return status
+    if tally.summary.invalid and not tally.summary.groups:
+        common = tally.invalid_reasons.most_common(1)[0][0]
+        line = every_record_invalid(
+            "stef replay", tally.summary.invalid, common, settings.field_mapping
+        )
+        print(line, file=sys.stderr)
+        return Exit.FAILURE
     if tally.tripped:
         print(f"stef replay: --fail-on: {', '.join(sorted(tally.tripped))}", file=sys.stderr)
         return Exit.GATE

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stef.cli.common import add_common, preflight, report_error, settings_of
+from stef.cli.common import (
+    add_common,
+    every_record_invalid,
+    preflight,
+    report_error,
+    settings_of,
+)
 from stef.errors import SourceLost, StefError
 from stef.exits import Exit
 from stef.logs import configure_logging
@@ -130,10 +136,17 @@ def run(args: argparse.Namespace) -> int:
         return report_error("stef run", exc)
     service.install_signal_handlers()
     try:
-        return service.run()
+        status = service.run()
     except SourceLost as exc:  # gone while running: a restart starts afresh
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.FAILURE
     except StefError as exc:  # the source could not be reached at start
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.USAGE
+    finite = settings.source_endpoint.kind != "kafka" and not settings.follow
+    dead, judged = service.counts["dead_letters"], service.counts["results"]
+    if status == Exit.OK and finite and dead and not judged:
+        # A log read to its end without one result: the field names, most likely.
+        print(every_record_invalid("stef run", dead, None, settings.field_mapping), file=sys.stderr)
+        return Exit.FAILURE
+    return status
