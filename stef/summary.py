@@ -1,4 +1,6 @@
-"""Per-app/agent summary of results, the paper's Table 4: mean score, P90, coverage, tiers.
+"""Per-app/agent summary of results, the paper's Table 4: mean score, P10/P50/P90, coverage,
+tiers; what the judging cost (tokens, cache hits, cost where priced), why the judge failed, and
+the worst records.
 
 Coverage and sampled-out are reported apart, as deploy/README defines them: *coverage* is the
 share of the group's records that got a score (judge errors and sampled-out records count against
@@ -9,9 +11,10 @@ with no failures reads coverage 50%, sampled out 50%.
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,9 +44,22 @@ class Group:
     tiers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
     p_correct: list[float] = field(default_factory=list)
     needs_review: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    cost_usd: float = 0.0
+    priced: int = 0  # results whose usage carried a cost (a price table is configured)
+    judge_error_reasons: Counter[str] = field(default_factory=Counter)
 
     def add(self, result: Result) -> None:
         self.received += 1
+        usage = result.usage
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cache_hits += usage.cache_hit
+        if usage.cost_usd is not None:
+            self.cost_usd += usage.cost_usd
+            self.priced += 1
         if result.needs_review:
             self.needs_review += 1
         if result.outcome == "evaluated":
@@ -56,6 +72,7 @@ class Group:
                 self.tiers[result.tier] += 1
         elif result.outcome == "judge_error":
             self.judge_errors += 1
+            self.judge_error_reasons[(result.error or "unknown").split(":", 1)[0]] += 1
         else:
             self.skipped += 1
 
@@ -67,6 +84,33 @@ class Group:
     def p90(self) -> float | None:
         # Nearest rank: the P90 is a score some record got.
         return quantile(self.scores, 0.9, "nearest_rank") if self.scores else None
+
+    @property
+    def p10(self) -> float | None:
+        """The quantile that moves when a release goes wrong: its worst tenth."""
+        return quantile(self.scores, 0.1, "nearest_rank") if self.scores else None
+
+    @property
+    def p50(self) -> float | None:
+        return quantile(self.scores, 0.5, "nearest_rank") if self.scores else None
+
+    def merge(self, other: Group) -> None:
+        """Add ``other``'s counters to this group's (the TOTAL row)."""
+        self.received += other.received
+        self.evaluated += other.evaluated
+        self.judge_errors += other.judge_errors
+        self.skipped += other.skipped
+        self.scores.extend(other.scores)
+        self.p_correct.extend(other.p_correct)
+        self.needs_review += other.needs_review
+        for k, v in other.tiers.items():
+            self.tiers[k] += v
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cache_hits += other.cache_hits
+        self.cost_usd += other.cost_usd
+        self.priced += other.priced
+        self.judge_error_reasons.update(other.judge_error_reasons)
 
     @property
     def coverage(self) -> float:
@@ -96,6 +140,8 @@ class Summary:
     judge: JudgeInfo | None = None
     by_backend: dict[str, int] = field(default_factory=dict)
     llm_tokens: int = 0
+    worst_n: int = 0  # keep this many lowest-scored evaluated records (stef summary --worst)
+    _worst: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, result: Result) -> None:
         key = (
@@ -105,6 +151,8 @@ class Summary:
         )
         self.groups[key].add(result)
         self.backends.add(result.judge.backend)
+        if self.worst_n and result.outcome == "evaluated" and result.score is not None:
+            self._keep_worst(result)
         self.judge = self.judge or result.judge
         if result.outcome != "skipped_sampling":
             backend = result.judge.backend
@@ -115,6 +163,26 @@ class Summary:
             source = result.components.confidence_source
             self.sources[source] = self.sources.get(source, 0) + 1
 
+    def _keep_worst(self, result: Result) -> None:
+        # A max-heap of the N lowest (scores negated): memory bounded by N, not by the file.
+        row = {
+            "id": result.id,
+            "app": result.app,
+            "score": result.score,
+            "tier": result.tier,
+            "issues": list(result.issues),
+            "question": result.input.question if result.input is not None else None,
+        }
+        entry = (-(result.score or 0.0), result.id, row)
+        if len(self._worst) < self.worst_n:
+            heapq.heappush(self._worst, entry)
+        elif entry[0] > self._worst[0][0]:
+            heapq.heapreplace(self._worst, entry)
+
+    def worst(self) -> list[dict[str, Any]]:
+        """The kept lowest-scored records, lowest first (ties by id)."""
+        return [row for _, _, row in sorted(self._worst, key=lambda e: (-e[0], e[1]))]
+
     def extend(self, results: Iterable[Result]) -> Summary:
         for r in results:
             self.add(r)
@@ -123,15 +191,7 @@ class Summary:
     def total(self) -> Group:
         t = Group()
         for g in self.groups.values():
-            t.received += g.received
-            t.evaluated += g.evaluated
-            t.judge_errors += g.judge_errors
-            t.skipped += g.skipped
-            t.scores.extend(g.scores)
-            t.p_correct.extend(g.p_correct)
-            t.needs_review += g.needs_review
-            for k, v in g.tiers.items():
-                t.tiers[k] += v
+            t.merge(g)
         return t
 
     def _items(self) -> list[tuple[tuple[str, str, str], Group]]:
@@ -161,6 +221,7 @@ class Summary:
             "judge_backends": sorted(self.backends),
             "confidence": self.confidence_line(),
             "cascade": self.cascade(),
+            **({"worst": self.worst()} if self.worst_n else {}),
         }
 
     def cascade(self) -> dict[str, Any] | None:
@@ -259,7 +320,7 @@ class Summary:
         """A fixed-width text table no wider than :data:`TEXT_WIDTH`, one row per group and a
         total row, then a legend."""
         # Short headers keep a 40-character agent within 120 columns; the legend spells them out.
-        head = ["app", "agent@version", "records", "mean", "p90", "coverage", "sampled"]
+        head = ["app", "agent@version", "records", "mean", "p10", "coverage", "sampled"]
         head += ["excel.", "good", "marg.", "poor"]
         figures = [_text_figures(g) for _, g in self._items()]
         names = [
@@ -288,6 +349,14 @@ class Summary:
             f"judge: {backend}; judge errors: {errors}; invalid input lines (dead letters): "
             f"{invalid}"
         )
+        total = self.total()
+        if total.judge_error_reasons:
+            lines.append(_cut("judge error reasons: " + _reasons(total), TEXT_WIDTH))
+        lines.append(_cut(_cost_line(total), TEXT_WIDTH))
+        lines.append(
+            "p10: the score a tenth of the evaluated records fall below (it moves first when a "
+            "release goes wrong)"
+        )
         lines.append(
             "coverage: evaluated / records (sampled-out records and judge errors count against "
             "it); sampled: share sampled out"
@@ -296,6 +365,16 @@ class Summary:
             "excel./good/marg./poor: tier shares of the evaluated records; every figure: "
             "stef summary --format json|csv|markdown"
         )
+        for row in self.worst():
+            issues = ",".join(row["issues"])
+            question = f" {row['question']!r}" if row["question"] else ""
+            lines.append(
+                _cut(
+                    f"worst: {row['score']:5.1f} {row['tier'] or '-':<9} {row['id']} "
+                    f"[{row['app'] or '-'}] {issues}{question}",
+                    TEXT_WIDTH,
+                )
+            )
         return "\n".join(lines)
 
     def _csv(self) -> str:
@@ -334,16 +413,35 @@ def _row(app: str, agent: str, version: str, g: Group) -> dict[str, Any]:
         "judge_errors": g.judge_errors,
         "skipped_sampling": g.skipped,
         "mean": round(g.mean, 2) if g.mean is not None else None,
+        "p10": g.p10,
+        "p50": g.p50,
         "p90": g.p90,
         "coverage": round(g.coverage, 4),
         "sampled_out": round(g.sampled_out, 4),
         "tier_counts": dict(g.tiers),
         "tier_shares": {t: round(g.tier_share(t), 4) for t in TIERS},
+        "prompt_tokens": g.prompt_tokens,
+        "completion_tokens": g.completion_tokens,
+        "cache_hits": g.cache_hits,
+        "cost_usd": round(g.cost_usd, 6) if g.priced else None,
+        "judge_error_reasons": dict(g.judge_error_reasons.most_common()),
     }
 
 
+def _reasons(g: Group) -> str:
+    return ", ".join(f"{reason} x{n}" for reason, n in g.judge_error_reasons.most_common())
+
+
+def _cost_line(g: Group) -> str:
+    cost = f"${g.cost_usd:,.4f}" if g.priced else "unknown (no price table)"
+    return (
+        f"cost: {g.prompt_tokens:,} prompt + {g.completion_tokens:,} completion tokens; "
+        f"cache hits: {g.cache_hits:,}; cost: {cost}"
+    )
+
+
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    skip = ("tier_counts", "tier_shares", "estimated_accuracy")
+    skip = ("tier_counts", "tier_shares", "estimated_accuracy", "judge_error_reasons")
     flat = {k: v for k, v in row.items() if k not in skip}
     est = row.get("estimated_accuracy")
     for key in ("value", "low", "high"):
@@ -356,11 +454,11 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _text_figures(g: Group) -> list[str]:
-    mean, p90 = g.mean, g.p90
+    mean, p10 = g.mean, g.p10
     return [
         str(g.received),
         f"{mean:.1f}" if mean is not None else "-",
-        f"{p90:.1f}" if p90 is not None else "-",
+        f"{p10:.1f}" if p10 is not None else "-",
         f"{g.coverage:.1%}",
         f"{g.sampled_out:.1%}",
         *[f"{g.tier_share(t):.1%}" for t in TIERS],

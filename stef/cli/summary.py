@@ -28,11 +28,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the calibration the results were judged with, for the estimated accuracy "
         "(env STEF_CALIBRATION; default: the backend's own; none: no estimate)",
     )
+    s.add_argument(
+        "--worst",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also list the N lowest-scored evaluated records (id, app, score, issues, question)",
+    )
     s.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = Summary()
+    if args.worst < 0:
+        print("stef summary: --worst must be at least 0", file=sys.stderr)
+        return Exit.USAGE
+    summary = Summary(worst_n=args.worst)
     try:
         with open(args.file, encoding="utf-8") as f:
             for n, line in enumerate(f, start=1):

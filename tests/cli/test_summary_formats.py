@@ -55,7 +55,7 @@ def test_text_fits_120_columns_and_names_the_columns(
         "agent@version",
         "records",
         "mean",
-        "p90",
+        "p10",
         "coverage",
         "sampled",
         "excel.",
@@ -125,3 +125,58 @@ def test_bad_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
         main(["summary", "x.jsonl", "--format", "yaml"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def _results_with_usage(tmp_path: Path) -> Path:
+    """Three results as an LLM judge writes them: tokens, a cache hit, a price, a failure."""
+    from stef.models import JudgeInfo, Result, Usage
+
+    judge = JudgeInfo(backend="llm", model="m")
+    rows = [
+        Result(
+            id="a", app="x", outcome="evaluated", score=90.0, tier="excellent", judge=judge,
+            usage=Usage(prompt_tokens=300, completion_tokens=5, cost_usd=0.001),
+        ),
+        Result(
+            id="b", app="x", outcome="evaluated", score=20.0, tier="poor",
+            issues=["filters_missing"], judge=judge,
+            usage=Usage(prompt_tokens=310, completion_tokens=4, cache_hit=True),
+        ),
+        Result(
+            id="c", app="x", outcome="judge_error", error="http_401: wrong key", judge=judge,
+            usage=Usage(prompt_tokens=0, completion_tokens=0),
+        ),
+    ]  # fmt: skip
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(r.to_json() + "\n" for r in rows))
+    return path
+
+
+def test_summary_says_cost_tokens_cache_hits_and_why_the_judge_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _results_with_usage(tmp_path)
+    text = _summary(capsys, str(path), "--calibration", "none")
+    assert "judge error reasons: http_401 x1" in text
+    assert "610 prompt + 9 completion tokens; cache hits: 1; cost: $0.0010" in text
+    total = json.loads(_summary(capsys, str(path), "--format", "json", "--calibration", "none"))[
+        "total"
+    ]
+    assert (total["prompt_tokens"], total["completion_tokens"], total["cache_hits"]) == (610, 9, 1)
+    assert total["cost_usd"] == 0.001
+    assert total["judge_error_reasons"] == {"http_401": 1}
+    assert (total["p10"], total["p50"], total["p90"]) == (20.0, 20.0, 90.0)
+
+
+def test_worst_n_lists_the_lowest_scores_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _results_with_usage(tmp_path)
+    text = _summary(capsys, str(path), "--worst", "1", "--calibration", "none")
+    worst = [line for line in text.splitlines() if line.startswith("worst:")]
+    assert len(worst) == 1 and " b " in worst[0] and "filters_missing" in worst[0]
+    data = json.loads(
+        _summary(capsys, str(path), "--worst", "5", "--format", "json", "--calibration", "none")
+    )
+    assert [row["id"] for row in data["worst"]] == ["b", "a"]
+    assert main(["summary", str(path), "--worst", "-1"]) == 2
