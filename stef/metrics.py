@@ -438,6 +438,9 @@ class Metrics:
         self.disagreements.labels(app=a)
         self.split_verdicts.labels(app=a)
         self.needs_review.labels(app=a)
+        for decided_by in ("heuristic", "llm"):
+            # Zero unless llm.verdict is cascade: the dashboard's cascade panel reads it.
+            self.cascade.labels(app=a, decided_by=decided_by)
 
     def prime_model(self, model: str) -> None:
         """Create the zero-valued series of a configured LLM model: samples by outcome and model
