@@ -172,7 +172,9 @@ def test_limits_in_the_config_apply_to_judge_and_replay(tmp_path: Path) -> None:
     replayed = _stef(
         "replay", str(log), "--config", str(config), "--dead-letters", str(dead), "--no-progress"
     )
-    assert replayed.returncode == Exit.OK, replayed.stderr
+    # Its only record is a dead letter: the replay says so and fails (issue 25 section 4).
+    assert replayed.returncode == Exit.FAILURE, replayed.stderr
+    assert "every one of the 1 records was invalid input" in replayed.stderr
     [letter] = [json.loads(x) for x in dead.read_text(encoding="utf-8").splitlines()]
     assert letter["reason"] == "too_large"
     assert letter["source"] == {"file": str(log), "line": 1}
