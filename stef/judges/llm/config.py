@@ -12,11 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from stef.errors import ConfigError
 
 ResponseFormatMode = Literal["auto", "json_schema", "json_object"]
+# How the LLM gives its verdict (docs/llm.md, "Verdict modes"): the structured reply, one
+# Yes/No token read as P(Yes), or the deterministic judge first and the LLM only where it is unsure.
+VerdictMode = Literal["structured", "probability", "cascade"]
 
 
 # The environment variable of each field, for from_env and for its error messages.
@@ -36,6 +39,8 @@ _ENV_VARS = {
     "temperature": "STEF_LLM_TEMPERATURE",
     "samples": "STEF_LLM_SAMPLES",
     "second_opinion": "STEF_LLM_SECOND_OPINION",
+    "verdict": "STEF_LLM_VERDICT",
+    "top_logprobs": "STEF_LLM_TOP_LOGPROBS",
 }
 
 
@@ -95,6 +100,16 @@ class LlmConfig(BaseModel):
     cache_size: int = Field(10_000, ge=0)
     samples: int = Field(1, ge=1, le=15)
     second_opinion: bool = True
+    verdict: VerdictMode = "structured"
+    top_logprobs: int = Field(10, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _probability_needs(self) -> LlmConfig:
+        if self.verdict == "probability" and self.top_logprobs < 2:
+            raise ValueError("verdict probability reads P(Yes) and P(No): top_logprobs >= 2")
+        if self.verdict == "probability" and self.samples > 1:
+            raise ValueError("verdict probability reads P(Yes) from one call: samples must be 1")
+        return self
 
     @property
     def configured(self) -> bool:
@@ -119,7 +134,8 @@ class LlmConfig(BaseModel):
         ``STEF_LLM_MAX_TOKENS``, ``STEF_LLM_RESPONSE_FORMAT``, ``STEF_LLM_CACHE`` (SQLite path),
         ``STEF_LLM_CACHE_SIZE``, ``STEF_LLM_PRICES`` (JSON: ``{"model": {"prompt": 0.15,
         "completion": 0.6}}``), ``STEF_LLM_TEMPERATURE``, ``STEF_LLM_SAMPLES``,
-        ``STEF_LLM_SECOND_OPINION`` (``true``/``false``). Empty values count as unset.
+        ``STEF_LLM_SECOND_OPINION`` (``true``/``false``), ``STEF_LLM_VERDICT``,
+        ``STEF_LLM_TOP_LOGPROBS``. Empty values count as unset.
 
         Raises:
             ConfigError: a value does not validate (the message names the variable, not the key).
@@ -141,6 +157,8 @@ class LlmConfig(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{_ENV_VARS.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()
+                f"{_ENV_VARS.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else 'STEF_LLM_*'}: "
+                f"{e['msg']}"
+                for e in exc.errors()
             )
             raise ConfigError(f"invalid LLM settings: {problems}") from exc

@@ -1,0 +1,94 @@
+"""Probability mode (``llm.verdict: probability``): the deterministic judge reads the question and
+matches its filters; the model is asked one short Yes/No question, and P(Yes) decides the verdict.
+
+The prompt holds the question, the enriched question, the SQL, the app rules that are set, and what
+STEF's checks found (each question filter and the predicates that match it, the heuristic's
+findings): a few hundred tokens instead of a few thousand, and one token back. The result's
+question spec, filter matches and enrichment are the heuristic judge's; the verdict and the
+confidence come from p = P(Yes) / (P(Yes) + P(No)), kept as ``token_probability``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stef.judges.base import JudgeRequest
+from stef.models import JudgeOutput, Verdict
+
+SYSTEM_TEMPLATE = "probability_system.j2"
+USER_TEMPLATE = "probability_user.j2"
+TEMPLATES = (SYSTEM_TEMPLATE, USER_TEMPLATE)
+
+# One word back, with room for a leading space or quote before it (yes_probability looks there).
+MAX_TOKENS = 3
+
+# P(Yes) at or above each bound gives the verdict beside it: the four labels split p in four, so
+# the score keeps the model's ordering instead of a pass/fail step.
+_VERDICT_BOUNDS = (
+    (0.9, Verdict.CORRECT),
+    (0.5, Verdict.LIKELY_CORRECT),
+    (0.1, Verdict.POTENTIALLY_INCORRECT),
+)
+# The app-rule keys that can change the answer; empty ones are left out of the prompt.
+_RULE_KEYS = ("column_mappings", "benign_filters", "ignore_filters", "notes")
+
+
+def probability_context(request: JudgeRequest, heuristic: JudgeOutput) -> dict[str, Any]:
+    """The template variables of one request: JSON-able data only.
+
+    Args:
+        request: the record and its analysis.
+        heuristic: the deterministic judge's output for the same request (its filter matches and
+            findings are listed as STEF's checks).
+    """
+    record = request.record
+    rules = request.rules.model_dump(mode="json", include=set(_RULE_KEYS))
+    return {
+        "question": record.question,
+        "enriched_question": record.enriched_question,
+        "sql": record.sql,
+        "rules": {k: v for k, v in rules.items() if v},
+        "checks": checks(request, heuristic),
+    }
+
+
+def checks(request: JudgeRequest, heuristic: JudgeOutput) -> list[str]:
+    """What STEF's deterministic reading found, one short line each: every question filter with
+    its status and the SQL predicates behind it, the conditions flagged, the findings."""
+    preds = {p.id: p.text for p in request.sql_spec.filters}
+    filters = heuristic.question_spec.filters
+    out: list[str] = []
+    for m in heuristic.filter_matches:
+        if m.filter >= len(filters):
+            continue
+        f = filters[m.filter]
+        label = f.text or f.rhs
+        shown = "; ".join(preds[i] for i in m.predicates if i in preds)
+        out.append(f"{label!r} {m.status}" + (f" by {shown}" if shown else ""))
+    out += [f"flag: {flag}" for flag in request.flags]
+    out.append(heuristic.rationale)
+    return out
+
+
+def verdict_of(p: float) -> Verdict:
+    """The verdict of P(Yes)."""
+    for bound, verdict in _VERDICT_BOUNDS:
+        if p >= bound:
+            return verdict
+    return Verdict.INCORRECT
+
+
+def probability_output(heuristic: JudgeOutput, p: float) -> JudgeOutput:
+    """The judge output of one record: the heuristic's reading, the verdict of ``p``, and a
+    confidence that is the model's own probability of that verdict's side."""
+    verdict = verdict_of(p)
+    passing = p >= 0.5
+    return heuristic.model_copy(
+        update={
+            "verdict": verdict,
+            "confidence": round(p if passing else 1.0 - p, 6),
+            "token_probability": round(p, 6),
+            "rationale": f"P(Yes) = {p:.3f} from the model's one-token answer; filters and "
+            f"enrichment from STEF's deterministic reading ({heuristic.rationale})",
+        }
+    )
