@@ -165,7 +165,6 @@ class LlmJudge:
         self._cache = JudgeCache(config.cache_size, config.cache_path)
         if self.mode == "probability":
             self.prompts.require(*TEMPLATES)
-            self._probability_system = self.prompts.render(SYSTEM_TEMPLATE)
         self._info = JudgeInfo(
             backend=BACKEND, model=config.model, prompt_version=self.prompts.version, mode=self.mode
         )
@@ -314,6 +313,23 @@ class LlmJudge:
         self._cache.put(key, output)
         return JudgeReply(output=output, usage=self._usage(calls, started, unanswered))
 
+    def probability_messages(self, request: JudgeRequest) -> Messages:
+        """The system and user messages of one request in probability mode."""
+        return self._probability_prompt(request)[2]
+
+    def _probability_prompt(
+        self, request: JudgeRequest
+    ) -> tuple[JudgeOutput, dict[str, Any], Messages]:
+        """STEF's deterministic reading of a request, the prompt's variables, its messages."""
+        reading = heuristic(request)
+        context = probability_context(request, reading)
+        system = self.prompts.render(SYSTEM_TEMPLATE)
+        messages: Messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self.prompts.render(USER_TEMPLATE, **context)},
+        ]
+        return reading, context, messages
+
     def _judge_probability(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
         """One record in probability mode: STEF's reading, one Yes/No token, P(Yes).
 
@@ -322,8 +338,7 @@ class LlmJudge:
                 neither Yes nor No was among the first tokens' alternatives (``no_yes_no``).
         """
         started = time.perf_counter()
-        reading = heuristic(request)
-        context = probability_context(request, reading)
+        reading, context, messages = self._probability_prompt(request)
         key = cache_key(
             request,
             prompt_version=f"{self._info.prompt_version}/probability",
@@ -334,10 +349,6 @@ class LlmJudge:
         cached = self._cached(key)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
-        messages: Messages = [
-            {"role": "system", "content": self._probability_system},
-            {"role": "user", "content": self.prompts.render(USER_TEMPLATE, **context)},
-        ]
         try:
             completion = self._client.complete(
                 lambda _mode: messages,

@@ -10,9 +10,11 @@ confidence come from p = P(Yes) / (P(Yes) + P(No)), kept as ``token_probability`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stef.judges.base import JudgeRequest
+from stef.judges.heuristic.question import in_words
 from stef.models import JudgeOutput, Verdict
 
 SYSTEM_TEMPLATE = "probability_system.j2"
@@ -29,8 +31,9 @@ _VERDICT_BOUNDS = (
     (0.5, Verdict.LIKELY_CORRECT),
     (0.1, Verdict.POTENTIALLY_INCORRECT),
 )
-# The app-rule keys that can change the answer; empty ones are left out of the prompt.
-_RULE_KEYS = ("column_mappings", "benign_filters", "ignore_filters", "notes")
+# The leading name of a rule's filter text ("is_spam = false" -> is_spam).
+_LEADING_NAME = re.compile(r"\s*([A-Za-z_][\w.]*)")
+_WORD = re.compile(r"[^\W\d_][\w]*")
 
 
 def probability_context(request: JudgeRequest, heuristic: JudgeOutput) -> dict[str, Any]:
@@ -42,19 +45,48 @@ def probability_context(request: JudgeRequest, heuristic: JudgeOutput) -> dict[s
             findings are listed as STEF's checks).
     """
     record = request.record
-    rules = request.rules.model_dump(mode="json", include=set(_RULE_KEYS))
     return {
         "question": record.question,
         "enriched_question": record.enriched_question,
         "sql": record.sql,
-        "rules": {k: v for k, v in rules.items() if v},
+        "rules": relevant_rules(request),
         "checks": checks(request, heuristic),
     }
 
 
+def relevant_rules(request: JudgeRequest) -> dict[str, Any]:
+    """The app rules that touch this record: the column mappings whose term is in the question or
+    whose column is in the SQL, the benign and ignored filters on columns the SQL names, and the
+    notes. Empty ones are left out (every token of the prompt is paid on every record)."""
+    rules, record = request.rules, request.record
+    words = f"{record.question} {record.enriched_question or ''}".casefold()
+    sql = record.sql.casefold()
+
+    def in_sql(text: str) -> bool:
+        m = _LEADING_NAME.match(text)
+        return bool(m) and in_words(m.group(1).casefold().rsplit(".", 1)[-1], sql)
+
+    out: dict[str, Any] = {
+        "column_mappings": {
+            term: col
+            for term, col in rules.column_mappings.items()
+            if in_words(term.casefold(), words) or in_sql(col)
+        },
+        "benign_filters": [f for f in rules.benign_filters if in_sql(f)],
+        "ignore_filters": [f for f in rules.ignore_filters if in_sql(f)],
+        "notes": [n for n in rules.notes if _shares_a_word(n, words + " " + sql)],
+    }
+    return {k: v for k, v in out.items() if v}
+
+
+def _shares_a_word(note: str, text: str) -> bool:
+    """A note that names something of this record (a word of four letters or more)."""
+    return any(len(w) >= 4 and in_words(w, text) for w in _WORD.findall(note.casefold()))
+
+
 def checks(request: JudgeRequest, heuristic: JudgeOutput) -> list[str]:
     """What STEF's deterministic reading found, one short line each: every question filter with
-    its status and the SQL predicates behind it, the conditions flagged, the findings."""
+    its status and the SQL predicates behind it, the conditions flagged, the issues found."""
     preds = {p.id: p.text for p in request.sql_spec.filters}
     filters = heuristic.question_spec.filters
     out: list[str] = []
@@ -66,7 +98,9 @@ def checks(request: JudgeRequest, heuristic: JudgeOutput) -> list[str]:
         shown = "; ".join(preds[i] for i in m.predicates if i in preds)
         out.append(f"{label!r} {m.status}" + (f" by {shown}" if shown else ""))
     out += [f"flag: {flag}" for flag in request.flags]
-    out.append(heuristic.rationale)
+    issues = [i for i in heuristic.issues if i != "none"]
+    if issues:
+        out.append(f"issues: {', '.join(issues)}")
     return out
 
 
