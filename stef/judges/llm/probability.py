@@ -64,7 +64,7 @@ def relevant_rules(request: JudgeRequest) -> dict[str, Any]:
 
     def in_sql(text: str) -> bool:
         m = _LEADING_NAME.match(text)
-        return bool(m) and in_words(m.group(1).casefold().rsplit(".", 1)[-1], sql)
+        return m is not None and in_words(m.group(1).casefold().rsplit(".", 1)[-1], sql)
 
     out: dict[str, Any] = {
         "column_mappings": {
