@@ -210,6 +210,7 @@ REPAIR_KINDS = (
     "ungrounded_filter",
     "contradicted_match",
     "uncovered_value",
+    "repointed_match",
 )
 
 
