@@ -95,7 +95,7 @@ def test_probability_keeps_the_heuristic_reading(judge_factory: Make) -> None:
     assert "matched by year = 2023" in prompt
 
 
-def test_probability_reply_without_logprobs_is_a_judge_error(rules: object) -> None:
+def test_probability_reply_without_logprobs_is_a_judge_error() -> None:
     with FakeLlmServer() as server:
         server.script(Reply("Yes", logprobs=False))
         judge = LlmJudge(_config(server, verdict="probability"))
