@@ -62,21 +62,25 @@ def verdict_probability(text: str | None, tokens: Sequence[TokenLogprob] | None)
     quote, a space, another word) are left out. The four labels begin with four different
     letters, so the first token decides.
 
+    The verdict is found in the tokens' own text (a character split over two tokens, as in
+    non-ASCII rationales, may spell the reply differently from its content).
+
     Returns:
-        P(pass) / (P(pass) + P(fail)), or None when the tokens do not spell ``text`` or no
-        alternative at the verdict names a label.
+        P(pass) / (P(pass) + P(fail)), or None when the reply or its tokens hold no verdict, or
+        no alternative at the verdict names a label.
     """
-    if not text or not tokens:
+    if not text or not tokens or not _VERDICT_KEY.search(text):
         return None
-    found = list(_VERDICT_KEY.finditer(text))
-    if not found or "".join(t.token for t in tokens) != text:
+    spelt = "".join(t.token for t in tokens)
+    found = list(_VERDICT_KEY.finditer(spelt))
+    if not found:
         return None
     start = found[-1].end()
     offset = 0
     for entry in tokens:
         end = offset + len(entry.token)
         if offset <= start < end:
-            return _passing_share(_alternatives(entry), text[offset:start])
+            return _passing_share(_alternatives(entry), spelt[offset:start])
         offset = end
     return None
 

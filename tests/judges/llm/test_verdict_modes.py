@@ -269,8 +269,9 @@ def test_verdict_probability_reads_a_token_that_starts_before_the_value() -> Non
         _lp('"}', {'"}': 1.0}),
     ]
     assert verdict_probability(text, tokens) == pytest.approx(0.3 / 0.95)
-    # Tokens that do not spell the text are not read.
-    assert verdict_probability('{"verdict": "Correct"}', tokens) is None
+    # A reply, or tokens, without a verdict: nothing to read.
+    assert verdict_probability('{"rationale": "x"}', tokens) is None
+    assert verdict_probability(text, tokens[:3]) is None
 
 
 # --------------------------------------------------------------------------------- the cost
