@@ -195,12 +195,19 @@ class Row:
     seconds: float
 
 
-def judge_records(backend: Judge, records: Sequence[Labelled], *, show: bool) -> list[Row]:
+def judge_records(
+    backend: Judge, records: Sequence[Labelled], *, show: bool, budget_s: float | None = None
+) -> list[Row]:
+    """Judge the records one at a time; with ``budget_s``, no record starts after that many
+    seconds (the report counts the records judged: a run cut short says so)."""
     recorder = _Recorder(backend)
     pipeline = Pipeline(without_sampling(load_rules(RULES)), recorder)
     rows: list[Row] = []
     started = time.monotonic()
     for n, rec in enumerate(records, start=1):
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            print(f"  time budget spent after {n - 1} records", file=sys.stderr, flush=True)
+            break
         raw = json.dumps(rec.payload, ensure_ascii=False).encode()
         t0 = time.monotonic()
         result = pipeline.process(raw, {"file": "labels", "line": rec.line}).result
@@ -434,6 +441,13 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _write(out: Path, report: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> None:
+    """The report so far (after each mode: a long run stopped later keeps what it measured)."""
+    full = {**report, "rows": rows}
+    (out / "report.json").write_text(json.dumps(full, indent=1) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(markdown(report), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     summary = (__doc__ or "").split("\n")[0]
     parser = argparse.ArgumentParser(prog="python -m bench.eval", description=summary)
@@ -441,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--structured-size", type=int, default=SAMPLE_SIZE, help="structured mode")
     parser.add_argument("--modes", default="heuristic,probability,structured")
     parser.add_argument("--threads", type=int, default=1, help="llama-server threads (-t)")
+    parser.add_argument(
+        "--budget-s", type=float, default=None, help="per LLM mode: start no record after this"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--write-sample", action="store_true", help="draw bench/eval-sample.json")
     args = parser.parse_args(argv)
@@ -460,7 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     api_key = os.environ.get("EVAL_API_KEY") or None
     report: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "make eval " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join(
+            ["python -m bench.eval", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "labels": LABELS.name,
         "seed": SEED,
         "model": model,
@@ -492,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             HEURISTIC_PASS / 100,
         )
         report["stef_calibrate_heuristic"] = stef_calibrate(LABELS)
+        _write(args.out, report, rows_out)
     llm_modes = [m for m in ("probability", "structured") if m in modes]
     if llm_modes:
         with contextlib.ExitStack() as stack:
@@ -504,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"eval: {mode} mode on {len(chosen)} records", file=sys.stderr)
                 judge = build_llm_judge(llm_config(url, model, api_key, mode))
                 try:
-                    rows = judge_records(judge, chosen, show=True)
+                    rows = judge_records(judge, chosen, show=True, budget_s=args.budget_s)
                 finally:
                     judge.close()
                 rows_out[mode] = [asdict(r) for r in rows]
@@ -513,9 +533,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     record("structured (verdict token)", rows, "token", 0.5)
                     record("structured (self-reported)", rows, "self", 0.5)
-    report["rows"] = rows_out
-    (args.out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    (args.out / "report.md").write_text(markdown(report), encoding="utf-8")
+                _write(args.out, report, rows_out)
+    _write(args.out, report, rows_out)
     print(markdown(report))
     print(f"\neval: wrote {args.out / 'report.md'} and report.json", file=sys.stderr)
     return 0
