@@ -458,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget-s", type=float, default=None, help="per LLM mode: start no record after this"
     )
+    parser.add_argument(
+        "--structured-budget-s", type=float, default=None, help="structured mode's (--budget-s)"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--write-sample", action="store_true", help="draw bench/eval-sample.json")
     args = parser.parse_args(argv)
@@ -524,7 +527,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"eval: {mode} mode on {len(chosen)} records", file=sys.stderr)
                 judge = build_llm_judge(llm_config(url, model, api_key, mode))
                 try:
-                    rows = judge_records(judge, chosen, show=True, budget_s=args.budget_s)
+                    budget = args.budget_s
+                    if mode == "structured" and args.structured_budget_s is not None:
+                        budget = args.structured_budget_s
+                    rows = judge_records(judge, chosen, show=True, budget_s=budget)
                 finally:
                     judge.close()
                 rows_out[mode] = [asdict(r) for r in rows]
