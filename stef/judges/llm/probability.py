@@ -55,9 +55,9 @@ def probability_context(request: JudgeRequest, heuristic: JudgeOutput) -> dict[s
 
 
 def relevant_rules(request: JudgeRequest) -> dict[str, Any]:
-    """The app rules that touch this record: the column mappings whose term is in the question or
-    whose column is in the SQL, the benign and ignored filters on columns the SQL names, and the
-    notes. Empty ones are left out (every token of the prompt is paid on every record)."""
+    """The app rules that touch this record: the column mappings whose term is in the question,
+    the benign and ignored filters on columns the SQL names, and the notes that share a word with
+    the question. Empty ones are left out (every token of the prompt is paid on every record)."""
     rules, record = request.rules, request.record
     words = f"{record.question} {record.enriched_question or ''}".casefold()
     sql = record.sql.casefold()
@@ -70,11 +70,11 @@ def relevant_rules(request: JudgeRequest) -> dict[str, Any]:
         "column_mappings": {
             term: col
             for term, col in rules.column_mappings.items()
-            if in_words(term.casefold(), words) or in_sql(col)
+            if in_words(term.casefold(), words)
         },
         "benign_filters": [f for f in rules.benign_filters if in_sql(f)],
         "ignore_filters": [f for f in rules.ignore_filters if in_sql(f)],
-        "notes": [n for n in rules.notes if _shares_a_word(n, words + " " + sql)],
+        "notes": [n for n in rules.notes if _shares_a_word(n, words)],
     }
     return {k: v for k, v in out.items() if v}
 
@@ -95,8 +95,11 @@ def checks(request: JudgeRequest, heuristic: JudgeOutput) -> list[str]:
             continue
         f = filters[m.filter]
         label = f.text or f.rhs
+        # A match's predicate repeats the value; a mismatch's shows what the SQL has instead.
         shown = "; ".join(preds[i] for i in m.predicates if i in preds)
-        out.append(f"{label!r} {m.status}" + (f" by {shown}" if shown else ""))
+        out.append(
+            f"{label!r} {m.status}" + (f": {shown}" if shown and m.status != "matched" else "")
+        )
     out += [f"flag: {flag}" for flag in request.flags]
     issues = [i for i in heuristic.issues if i != "none"]
     if issues:

@@ -91,8 +91,16 @@ def test_probability_keeps_the_heuristic_reading(judge_factory: Make) -> None:
     assert out.filter_matches == reading.filter_matches
     assert out.enrichment == reading.enrichment
     # STEF's own matches reach the prompt: the model is told what the checks found.
-    assert "matched by region = 'APAC'" in prompt
-    assert "matched by year = 2023" in prompt
+    assert "'APAC' matched" in prompt
+    assert "'2023' matched" in prompt
+
+
+def test_probability_prompt_shows_what_the_sql_has_for_a_mismatch(judge_factory: Make) -> None:
+    wrong_year = {**RECORD, "sql": RECORD["sql"].replace("2023", "2022")}
+    with FakeLlmServer() as server:
+        judge_factory(server, verdict="probability").judge(request_for(wrong_year))
+        prompt = server.chat_requests()[-1].text("user")
+    assert "'2023' mismatched: year = 2022" in prompt
 
 
 def test_probability_reply_without_logprobs_is_a_judge_error() -> None:
