@@ -5,7 +5,12 @@ prompt from ``templates/*.j2`` with those listed as settled, asks the endpoint t
 :class:`ChatClient` with a schema whose predicate ids are the request's own, repairs what the
 reply can still get inconsistent (recorded in ``JudgeOutput.repairs``), re-asks once only when no
 usable verdict came back, and caches the result. The deterministic stages (SQL spec,
-normalization, verify, alignment, score) stay outside.
+normalization, verify, alignment, score) stay outside. When the endpoint sends log-probabilities,
+the verdict token's probability is kept (``JudgeOutput.token_probability``).
+
+In probability mode (``llm.verdict: probability``, :mod:`stef.judges.llm.probability`) the
+heuristic judge reads the record and the model answers one Yes/No token; P(Yes) decides. The
+endpoint is probed once at start (:meth:`LlmJudge.preflight`) for the log-probabilities it needs.
 
 :meth:`LlmJudge.judge` raises nothing but :class:`~stef.errors.JudgeError`: whatever the endpoint
 answers becomes a reply or a reason, and a bug of ours becomes reason ``internal``, so one
