@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.runtime
 LOCKS := requirements/build.txt requirements/run.txt requirements/test.txt
 UV_VERSION := 0.13.9
 
-.PHONY: setup services run test test-latest lock lint wheel-check bench clean calibration
+.PHONY: setup services run test test-latest lock lint wheel-check bench clean calibration eval
 
 setup: $(STAMP)
 
@@ -60,6 +60,19 @@ calibration: $(RUN_STAMP)
 
 bench: services
 	$(BIN)/python -m bench.run
+
+# The judge against the dev labels (docs/llm.md, "Measured"): the heuristic on every record, a real
+# model in probability and structured mode on the fixed sample of bench/eval-sample.json. Not part
+# of `make test`. A local llama-server with Qwen2.5-Coder-1.5B unless EVAL_BASE_URL (with
+# EVAL_MODEL, EVAL_API_KEY) names another endpoint. Structured mode costs ~20 s a record on CPU:
+# EVAL_STRUCTURED_SIZE (default 150) runs it on the first N of the sample.
+EVAL_SAMPLE_SIZE ?= 150
+EVAL_STRUCTURED_SIZE ?= 150
+EVAL_THREADS ?= 1
+eval: $(RUN_STAMP)
+	if [ -z "$$EVAL_BASE_URL" ]; then bash scripts/build-llama-server.sh && bash scripts/fetch-qwen.sh; fi
+	$(BIN)/python -m bench.eval --sample-size $(EVAL_SAMPLE_SIZE) \
+	  --structured-size $(EVAL_STRUCTURED_SIZE) --threads $(EVAL_THREADS)
 
 clean:
 	rm -rf $(VENV) .venv-latest .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

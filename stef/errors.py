@@ -135,7 +135,8 @@ class LlmReplyError(JudgeError):
 
     Reasons: ``refused`` (a refusal or a content filter; not re-asked), ``empty_reply``,
     ``truncated`` (``finish_reason: length``), ``invalid_json``, ``invalid_reply`` (JSON that
-    violates the schema or the request).
+    violates the schema or the request); in probability mode, not re-asked: ``no_logprobs``
+    (the reply had no log-probabilities) and ``no_yes_no`` (neither Yes nor No among them).
 
     Attributes:
         raw: the last raw reply text, redacted (for debugging; never logged at info).

@@ -76,6 +76,8 @@ JUDGE_ERROR_REASONS = (
     "refused",
     "internal",
     "closed",
+    "no_logprobs",
+    "no_yes_no",
 )
 # How one LLM sample ended: a usable verdict, or a failure after its own retries and re-ask.
 SAMPLE_OUTCOMES = ("answered", "failed")

@@ -215,6 +215,7 @@ REPAIR_KINDS = (
     "ungrounded_filter",
     "contradicted_match",
     "uncovered_value",
+    "repointed_match",
 )
 
 
@@ -255,6 +256,14 @@ class JudgeOutput(_Frozen):
     )
     reported_model: str | None = Field(
         default=None, description="the model the endpoint named in its reply (LLM only)"
+    )
+    token_probability: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="the model's own probability that the SQL is correct, read from its "
+        "log-probabilities: P(Yes) / (P(Yes) + P(No)) in probability mode, the passing side's "
+        "share at the verdict token in structured mode; None when the endpoint sent none",
     )
 
 
@@ -315,6 +324,9 @@ class JudgeInfo(_Frozen):
     p_correct: float | None = Field(
         default=None, ge=0.0, le=1.0, description="calibrated P(the SQL answers the question)"
     )
+    mode: str | None = Field(
+        default=None, description="the LLM verdict mode: structured, probability or cascade"
+    )
 
     @model_serializer(mode="wrap")
     def _without_unset_record_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -328,7 +340,7 @@ class JudgeInfo(_Frozen):
 
 
 # The JudgeInfo fields that only an LLM judgment sets; left out of the JSON when unset.
-_PER_RECORD_INFO = ("reported_model", "samples", "second_opinion", "p_correct")
+_PER_RECORD_INFO = ("reported_model", "samples", "second_opinion", "p_correct", "mode")
 
 
 # ------------------------------------------------------------------------------------- result

@@ -118,6 +118,18 @@ class Prompts:
         digest.update(extra_version.encode())
         return cls(folder, digest.hexdigest()[:12], env, templates)
 
+    def require(self, *names: str) -> None:
+        """Check that these templates are there (a mode's own, checked when it is chosen).
+
+        Raises:
+            TemplateError: one is missing from the template folder.
+        """
+        missing = [n for n in names if n not in self._templates]
+        if missing:
+            raise TemplateError(
+                f"missing prompt templates in {self.directory}: {', '.join(missing)}"
+            )
+
     def render(self, name: str, **context: Any) -> str:
         """Render one template.
 

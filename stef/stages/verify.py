@@ -3,8 +3,11 @@
 Runs after every backend, before alignment. A question filter must be grounded in the words of Qu
 or Qe (its value or its text found there, after folding case, whitespace and quotes); an ungrounded
 one is dropped. A ``matched`` claim whose predicates' literal values contradict the filter's value
-becomes ``mismatched``. A year, date or quoted value of Qu that no filter covers is added with the
-status STEF reads from the SQL. Each change is a repair string ``"<kind>: <detail>"``.
+is pointed at the predicates that do carry that value (a model that crossed the ids), or, when none
+does, becomes ``mismatched``. A year, date or quoted value of Qu -- or of Qe, the definitions the
+agent's enrichment spells out, unless the judge found that Qe drifts far from Qu -- that no filter
+covers is added with the status STEF reads from the SQL. Each change is a repair string
+``"<kind>: <detail>"``.
 
 The judge may still be right where this stage cannot tell (a coded value such as ``'F'`` for
 "female", a quarter written as a date range): only comparable values (numbers, years, dates,
@@ -17,12 +20,19 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from stef.judges.base import JudgeRequest
-from stef.judges.heuristic.question import Found, as_word, question_literals
-from stef.models import REPAIR_KINDS, FilterMatch, JudgeOutput, Predicate, QuestionFilter
+from stef.judges.heuristic.question import Found, as_word, in_words, question_literals
+from stef.models import (
+    REPAIR_KINDS,
+    EnrichmentStatus,
+    FilterMatch,
+    JudgeOutput,
+    Predicate,
+    QuestionFilter,
+)
 from stef.sql.canonical import norm_value
 
 # Question values STEF compares itself: unambiguous in the question and in SQL literals.
@@ -33,6 +43,8 @@ _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 _DATE_LIKE = re.compile(r"(?:19|20)\d\d(?:-\d\d){0,2}")
 _QUARTER = re.compile(r"q[1-4]")
+# "element = 'c'": the column a question (or its enrichment) compares a quoted value with.
+_COLUMN_BEFORE = re.compile(r"([A-Za-z_][\w.]*)\s*(?:=|==|!=|<>|\bin\b|\blike\b)\s*\(?\s*$", re.I)
 # Operators whose literal values say what the predicate selects.
 _VALUE_OPS = {"=", "!=", "<", "<=", ">", ">=", "like", "in", "between", "or"}
 
@@ -168,11 +180,15 @@ def agrees(value: str, pred: Predicate) -> bool | None:
 
 @dataclass(frozen=True)
 class _Sources:
-    """What the question says: folded Qu and Qe, and the strong literals of Qu."""
+    """What the question says: folded Qu and Qe, the strong literals of Qu, and those of Qe that
+    Qu does not state (the enrichment's definitions)."""
 
     texts: tuple[str, ...]
     quoted: frozenset[str]
     literals: tuple[Found, ...]
+    enriched: tuple[Found, ...] = ()
+    # The column each value of Qu or Qe is compared with in the text, where it says so.
+    columns: dict[tuple[str, tuple[int, int]], str] = field(default_factory=dict)
 
 
 def _sources(request: JudgeRequest) -> _Sources:
@@ -182,7 +198,31 @@ def _sources(request: JudgeRequest) -> _Sources:
         fold_value(f.value) for text in raw for f in question_literals(text) if f.kind == "value"
     }
     literals = tuple(f for f in question_literals(record.question) if f.kind in STRONG_KINDS)
-    return _Sources(tuple(fold_text(t) for t in raw), frozenset(quoted), literals)
+    asked = record.question.casefold()
+    # A word test: the enrichment's 'F' is not stated by the "f" of "female".
+    enriched = tuple(
+        f
+        for f in question_literals(record.enriched_question or "")
+        if f.kind in STRONG_KINDS and not in_words(f.value, asked)
+    )
+    columns = {
+        (f.text, f.span): column
+        for text, found in ((record.question, literals), (record.enriched_question, enriched))
+        for f in found
+        if text and (column := _column_before(text, f)) is not None
+    }
+    return _Sources(
+        tuple(fold_text(t) for t in raw), frozenset(quoted), literals, enriched, columns
+    )
+
+
+def _column_before(text: str, found: Found) -> str | None:
+    """The column the text compares a quoted value with ("refers to T1.element = 'c'" ->
+    ``element``), lower-case and without its qualifier; None when no comparison precedes it."""
+    if found.kind != "value":
+        return None
+    m = _COLUMN_BEFORE.search(text, 0, found.span[0])
+    return m.group(1).casefold().rsplit(".", 1)[-1] if m else None
 
 
 def _claimed_values(f: QuestionFilter, src: _Sources) -> list[str]:
@@ -213,6 +253,11 @@ def _checkable(value: str, src: _Sources) -> bool:
     return _comparable(value) or value in src.quoted
 
 
+def _agreeing(values: Sequence[str], preds: Sequence[Predicate]) -> list[int]:
+    """The ids of the predicates whose literal values agree with one of the filter's values."""
+    return [p.id for p in preds if any(agrees(v, p) for v in values)]
+
+
 def _contradicted(values: Sequence[str], m: FilterMatch, spec_preds: dict[int, Predicate]) -> bool:
     """A matched claim none of whose predicates agrees with the filter's comparable values."""
     verdicts = [agrees(v, spec_preds[i]) for v in values for i in m.predicates if i in spec_preds]
@@ -228,8 +273,9 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
         request: the record, its SQL spec and rules.
 
     Returns:
-        The output with ungrounded filters dropped, contradicted matches made ``mismatched``
-        and uncovered question values added, and one repair string per change.
+        The output with ungrounded filters dropped, contradicted matches re-pointed at the
+        predicates that carry the value (else made ``mismatched``), uncovered values of the
+        question and of a faithful enrichment added, and one repair string per change.
     """
     src = _sources(request)
     preds = {p.id: p for p in request.sql_spec.filters}
@@ -245,10 +291,21 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
         values = [v for v in _claimed_values(f, src) if _checkable(v, src)]
         if m.status == "matched" and _contradicted(values, m, preds):
             shown = "; ".join(preds[p].text for p in m.predicates if p in preds)
-            repairs.append(
-                f"contradicted_match: {_label(f)!r} -> {shown} compares another value; mismatched"
-            )
-            m = m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
+            own = _agreeing(values, request.sql_spec.filters)
+            if own:
+                # Crossed ids (filter 0 -> predicate 1): STEF's own match stands, not a mismatch.
+                carried = "; ".join(preds[p].text for p in own)
+                repairs.append(
+                    f"repointed_match: {_label(f)!r} -> {shown} compares another value; "
+                    f"matched by {carried}"
+                )
+                m = m.model_copy(update={"predicates": own, "decided_by": "stef"})
+            else:
+                repairs.append(
+                    f"contradicted_match: {_label(f)!r} -> {shown} compares another value; "
+                    "mismatched"
+                )
+                m = m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
         filters.append(f)
         if m.filter != len(filters) - 1:  # renumbered after a dropped filter (frozen: shared)
             m = m.model_copy(update={"filter": len(filters) - 1})
@@ -257,19 +314,52 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
     coverage = _Coverage()
     for f in filters:
         coverage.add(_Claim.of(f, src))
-    for found in src.literals if request.sql_spec.parsed else ():
+    # Qe's definitions count unless the judge found that Qe changed the question: then S is
+    # judged against Qu alone.
+    drifted = output.enrichment.status is EnrichmentStatus.MAJOR_DRIFT
+    uncovered: list[tuple[Found, str]] = [(f, "") for f in src.literals]
+    if not drifted:
+        uncovered += [(f, " (enrichment)") for f in src.enriched]
+    for found, where in uncovered if request.sql_spec.parsed else ():
         value = fold_value(found.value)
         if coverage.covers(value):
             continue
-        match = _stef_match(value, request.sql_spec.filters, len(filters))
-        filters.append(QuestionFilter(op=found.op, rhs=found.value, text=found.text, kind="stef"))
+        column = src.columns.get((found.text, found.span))
+        match = _stef_match(value, request.sql_spec.filters, len(filters), column)
+        text = found.text + where
+        filters.append(QuestionFilter(op=found.op, rhs=found.value, text=text, kind="stef"))
         coverage.add(_Claim.of(filters[-1], src))
         matches.append(match)
-        repairs.append(f"uncovered_value: {found.text!r} was not judged; {match.status} by STEF")
+        repairs.append(f"uncovered_value: {text!r} was not judged; {match.status} by STEF")
+        if column is not None and match.status == "mismatched":
+            _contradict_claims_on(match, text, filters, matches, repairs)
     if not repairs:
         return output, []
     qs = output.question_spec.model_copy(update={"filters": filters})
     return output.model_copy(update={"question_spec": qs, "filter_matches": matches}), repairs
+
+
+def _contradict_claims_on(
+    found: FilterMatch,
+    text: str,
+    filters: Sequence[QuestionFilter],
+    matches: list[FilterMatch],
+    repairs: list[str],
+) -> None:
+    """The judge's ``matched`` claims that stand only on predicates STEF just found comparing
+    the question's column with another value ("carbon" -> ``element = 'si'`` where Qe says
+    ``element = 'c'``): such a predicate does not apply the question, whatever the claim's words.
+    They become ``mismatched`` (in place)."""
+    wrong = set(found.predicates)
+    for i, m in enumerate(matches):
+        if m.decided_by != "judge" or m.status != "matched" or not m.predicates:
+            continue
+        if set(m.predicates) <= wrong:
+            repairs.append(
+                f"contradicted_match: {_label(filters[m.filter])!r} stands on the predicates "
+                f"that {text!r} finds comparing another value; mismatched"
+            )
+            matches[i] = m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
 
 
 def _label(f: QuestionFilter) -> str:
@@ -328,12 +418,21 @@ class _Coverage:
         return as_word(value, self._joined)
 
 
-def _stef_match(value: str, preds: Sequence[Predicate], index: int) -> FilterMatch:
+def _stef_match(
+    value: str, preds: Sequence[Predicate], index: int, column: str | None = None
+) -> FilterMatch:
     """STEF's own reading of a question value: matched by an agreeing predicate, mismatched by
-    predicates of the same kind with other values, else missing."""
+    predicates of the same kind with other values -- another date, or another value on the
+    column the question names (``element = 'c'`` against ``element = 'si'``) --, else missing."""
     hits = [p.id for p in preds if agrees(value, p)]
     if hits:
         return FilterMatch(filter=index, status="matched", predicates=hits, decided_by="stef")
+    if column is not None:
+        other = [p.id for p in preds if p.lhs == column and agrees(value, p) is False]
+        if other:
+            return FilterMatch(
+                filter=index, status="mismatched", predicates=other, decided_by="stef"
+            )
     if _DATE_LIKE.fullmatch(value):
         same = [
             p.id

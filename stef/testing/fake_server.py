@@ -18,6 +18,8 @@ request it receives, and answers each one from a script, then from a default::
             Reply(refusal="I cannot help"),       # content null, message.refusal set
             Reply(model="other-model"),           # the default reply, reporting another model
             Raw(200, completion_body([])),        # a chat completion with empty choices
+            Reply("Yes", token_probs={"Yes": 0.7, " Yes": 0.1, "No": 0.2}),  # P(Yes) = 0.8
+            Reply("No", logprobs=False),          # no log-probabilities in this answer
         )
         ...                                       # point the judge at server.base_url
         server.requests                           # [Received(...)], in arrival order
@@ -29,6 +31,17 @@ STEF did not already match (``stef_matched``) as matched, verdict ``Likely Corre
 0.9 (score 80 through the pipeline when STEF matched every predicate and no rule fires; a claim
 whose text is not in the question is dropped by the verify stage).
 ``FakeLlmServer(default=fn)`` replaces it; ``fn(received)`` returns a step.
+
+Log-probabilities: a request with ``logprobs: true`` gets a ``logprobs.content`` block, one entry
+per token of the reply (words, spaces and punctuation as tokens), each with its ``top_logprobs``
+(at most the number asked). Every token has probability 1 except at the decision: the first token
+of a plain-text reply, or the first token of the ``verdict`` value of a JSON reply. There the
+alternatives are ``Reply.token_probs`` (token -> probability), else the reply's own token and its
+opposite (``Correct``/``Incorrect``), weighted by the reply's ``confidence``. A request without
+``response_format`` (probability mode, its probe) gets ``Yes`` by default, with P(Yes) = 0.85
+spread over the spellings ``Yes``, `` Yes`` and ``yes`` against ``No``.
+``FakeLlmServer(logprobs=False)`` never sends log-probabilities (a server without them);
+``Reply(logprobs=False)`` leaves them out of one answer.
 
 ``FakeLlmServer(reject_json_schema=400)`` answers every request that asks for ``response_format``
 ``json_schema`` with that status (a server without structured-output support), to exercise the
@@ -42,7 +55,8 @@ Usage numbers, unless scripted, estimate tokens as characters / 4.
 
 From a shell (a stand-in endpoint for ``stef replay`` or a benchmark; stops on SIGINT/SIGTERM)::
 
-    python -m stef.testing.fake_server --port 8399 --latency-s 0.2 [--reject-json-schema 400]
+    python -m stef.testing.fake_server --port 8399 --latency-s 0.2 [--reject-json-schema 400] \
+        [--no-logprobs]
 
 prints its base URL on the first line of stdout.
 
@@ -56,6 +70,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import signal
 import socket
 import threading
@@ -77,7 +92,9 @@ class Reply:
 
     With ``refusal`` set, the message is a refusal: content null, ``refusal`` that text.
     ``model`` is the model the body reports (None: the one the request named), to script an
-    endpoint that swaps models behind the configured name.
+    endpoint that swaps models behind the configured name. ``token_probs``: the alternatives
+    at the decision token when log-probabilities are asked (see the module docstring);
+    ``logprobs=False`` sends none in this answer.
     """
 
     content: str | dict[str, Any] | None = None
@@ -86,6 +103,8 @@ class Reply:
     finish_reason: str = "stop"
     refusal: str | None = None
     model: str | None = None
+    token_probs: dict[str, float] | None = None
+    logprobs: bool = True
 
 
 @dataclass(frozen=True)
@@ -178,12 +197,19 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+# P(Yes) of the default answer to a plain-text request, over three spellings of Yes.
+DEFAULT_YES = {"Yes": 0.7, " Yes": 0.1, "yes": 0.05, "No": 0.15}
+
+
 def judge_like(
     received: Received, *, verdict: str = "Likely Correct", confidence: float = 0.9
 ) -> Reply:
     """A valid judge reply built from the prompt: each SQL predicate that STEF did not already
     match (the ``stef_matched`` block) is claimed as a matched question filter, in the reply
-    shape where each filter carries its own match."""
+    shape where each filter carries its own match. A request without ``response_format`` (the
+    probability mode's Yes/No question) is answered ``Yes`` with :data:`DEFAULT_YES`."""
+    if received.response_format_type is None:
+        return Reply("Yes", token_probs=DEFAULT_YES)
     blocks = data_blocks(received.text("user"))
     predicates = blocks.get("sql_predicates") or []
     settled = {i for m in blocks.get("stef_matched") or [] for i in m.get("predicates", [])}
@@ -359,6 +385,8 @@ class FakeLlmServer:
     Args:
         default: the answer when the script is empty; default :func:`judge_like`.
         reject_json_schema: status to answer ``json_schema`` requests with (None: accept them).
+        logprobs: send log-probabilities when a request asks for them (False: a server
+            without them, which ignores the parameters).
         latency_s: fixed delay before every answer.
         port: the loopback port to bind (0: any free one).
         api_key: the bearer token every request must carry (None: any, or none).
@@ -375,10 +403,12 @@ class FakeLlmServer:
         port: int = 0,
         api_key: str | None = None,
         unsupported_params: tuple[str, ...] = (),
+        logprobs: bool = True,
     ) -> None:
         self.default = default or judge_like
         self.api_key = api_key
         self.unsupported_params = unsupported_params
+        self.logprobs = logprobs
         self.port = port
         self.reject_json_schema = reject_json_schema
         self.latency_s = latency_s
@@ -553,7 +583,7 @@ class FakeLlmServer:
                     "index": 0,
                     "message": message,
                     "finish_reason": reply.finish_reason,
-                    "logprobs": None,
+                    "logprobs": self._logprobs(reply, text, received),
                 }
             ],
             "usage": {
@@ -563,11 +593,72 @@ class FakeLlmServer:
             },
         }
 
+    def _logprobs(self, reply: Reply, text: str | None, received: Received) -> Any:
+        """The ``logprobs`` block of one answer, or None (not asked, not sent, no text)."""
+        if not (received.body.get("logprobs") is True and self.logprobs and reply.logprobs):
+            return None
+        if text is None:
+            return None
+        top_n = received.body.get("top_logprobs")
+        top_n = top_n if isinstance(top_n, int) and not isinstance(top_n, bool) else 0
+        pieces = _TOKEN.findall(text)
+        at = _decision_index(pieces, text)
+        content = []
+        for i, piece in enumerate(pieces):
+            probs = _decision_probs(reply, piece) if i == at else {piece: 1.0}
+            chosen = probs.get(piece, 1e-6)
+            ranked = sorted(probs.items(), key=lambda kv: -kv[1])[: max(top_n, 0)]
+            content.append(
+                {
+                    "token": piece,
+                    "logprob": math.log(chosen),
+                    "bytes": list(piece.encode()),
+                    "top_logprobs": [
+                        {"token": t, "logprob": math.log(p), "bytes": list(t.encode())}
+                        for t, p in ranked
+                    ],
+                }
+            )
+        return {"content": content}
+
     def _default_reply(self, received: Received) -> Reply:
         step = self.default(received)
         if isinstance(step, Reply) and step.content is not None:
             return step
         return judge_like(received)
+
+
+# The fake tokenizer: runs of word characters, runs of whitespace, single punctuation marks.
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+_OPPOSITE = {"Correct": "Incorrect", "Likely": "Incorrect", "Potentially": "Correct"}
+_OPPOSITE["Incorrect"] = "Correct"
+
+
+def _decision_index(pieces: list[str], text: str) -> int:
+    """The token whose alternatives carry the decision: the verdict value's first token in a
+    JSON reply, the first token of anything else."""
+    key = text.rfind('"verdict"')
+    if key < 0:
+        return 0
+    colon = text.find(":", key + len('"verdict"'))
+    start = text.find('"', colon + 1) + 1 if colon >= 0 else 0
+    offset = 0
+    for i, piece in enumerate(pieces):
+        if offset >= start and piece.strip():
+            return i
+        offset += len(piece)
+    return 0
+
+
+def _decision_probs(reply: Reply, piece: str) -> dict[str, float]:
+    if reply.token_probs is not None:
+        return dict(reply.token_probs)
+    content = reply.content
+    confidence = content.get("confidence") if isinstance(content, dict) else None
+    opposite = _OPPOSITE.get(piece)
+    if opposite is None or not isinstance(confidence, int | float) or not 0 < confidence < 1:
+        return {piece: 1.0}
+    return {piece: float(confidence), opposite: 1.0 - float(confidence)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -576,11 +667,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-s", type=float, default=0.0)
     parser.add_argument("--reject-json-schema", type=int, default=None, metavar="STATUS")
+    parser.add_argument("--no-logprobs", action="store_true", help="never send logprobs")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with FakeLlmServer(
-        latency_s=args.latency_s, reject_json_schema=args.reject_json_schema, port=args.port
+        latency_s=args.latency_s,
+        reject_json_schema=args.reject_json_schema,
+        port=args.port,
+        logprobs=not args.no_logprobs,
     ) as server:
         print(server.base_url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
@@ -590,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
+    "DEFAULT_YES",
     "Delay",
     "Error",
     "FakeLlmServer",

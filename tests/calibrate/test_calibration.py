@@ -29,7 +29,7 @@ from stef.judges.heuristic.judge import HeuristicJudge
 from stef.judges.llm import build_llm_judge
 from stef.judges.llm.config import LlmConfig
 from stef.metrics import Metrics
-from stef.models import JudgeInfo, JudgeOutput, Result, SampleVote
+from stef.models import JudgeInfo, Result
 from stef.pipeline import Cascade, Pipeline
 from stef.rules import AppRules, RuleSet
 from stef.summary import Summary
@@ -232,15 +232,6 @@ def test_needs_review_below_the_bound_is_flagged_and_counted() -> None:
     assert _judge(cal, review_below=0.01).needs_review is False
 
 
-class _TokenOutput(JudgeOutput):
-    """A judge answer with the endpoint's P(Yes) (the field the LLM verdict modes add)."""
-
-    token_probability: float | None = None
-
-
-_TokenOutput.model_rebuild(_types_namespace={"SampleVote": SampleVote})
-
-
 class _TokenJudge:
     """The heuristic's answer with a token probability, as an LLM in probability mode gives."""
 
@@ -253,7 +244,7 @@ class _TokenJudge:
 
     def judge(self, request: JudgeRequest) -> JudgeReply:
         reply = self.inner.judge(request)
-        out = _TokenOutput(**reply.output.model_dump(), token_probability=self.p)
+        out = reply.output.model_copy(update={"token_probability": self.p})
         return JudgeReply(output=out, usage=reply.usage)
 
     def close(self) -> None:
@@ -395,7 +386,9 @@ def test_cascade_sends_only_unsure_or_unsafe_records_to_the_llm_and_counts_the_s
     assert sure.components.confidence_source == "calibrated"
     unsure = results["unsure"]
     assert unsure is not None and unsure.components is not None
-    assert unsure.components.confidence_source == "self_reported" and unsure.judge.model == "m"
+    # The fake endpoint returns log-probabilities: the verdict token's probability is the signal.
+    assert unsure.components.confidence_source == "token_probability"
+    assert unsure.judge.model == "m"
     count = registry.get_sample_value
     assert count("stef_cascade_records_total", {"app": "a", "decided_by": "heuristic"}) == 1
     assert count("stef_cascade_records_total", {"app": "a", "decided_by": "llm"}) == 2

@@ -262,3 +262,79 @@ def test_agrees_keeps_its_meaning(value: str, literals: tuple[str, ...], expecte
 
     pred = Predicate(id=1, lhs="b", op="in", rhs="", text="", values=literals)
     assert agrees(value, pred) is expected
+
+
+# ------------------------------------------------------------ issue 22 §4: the two leaks closed
+
+# Dev nl2sqlbugs-301: the enrichment defines carbon as element = 'c'; the SQL reads 'si'.
+CARBON_Q = "Identify by their ID the molecules in which there is carbon."
+CARBON_QE = CARBON_Q + " Definitions: carbon refers to element = 'c';"
+CARBON_SQL = "SELECT DISTINCT molecule_id FROM atom WHERE element = 'si'"
+# Dev nl2sqlbugs-288: predicate 1 is element = 'cl', predicate 2 is label = '-'.
+CHLORINE_Q = "In the non-carcinogenic molecules, how many contain chlorine atoms?"
+CHLORINE_QE = (
+    CHLORINE_Q + " Definitions: non-carcinogenic molecules refers to label = '-'; chlorine "
+    "atoms refers to element = 'cl'"
+)
+CHLORINE_SQL = (
+    "select count(molecule.molecule_id) from molecule inner join atom on molecule.molecule_id = "
+    "atom.molecule_id where atom.element = 'cl' and molecule.label = '-'"
+)
+
+
+def test_a_value_the_enrichment_defines_is_enforced() -> None:
+    request = _request(CARBON_Q, CARBON_SQL, CARBON_QE)
+    # The model names the word, not the value: nothing of it is comparable.
+    out, repairs = verify(_output(("carbon", "carbon", "matched", [1])), request)
+    # Qe compares element with 'c': the SQL's element = 'si' is another value there, and the
+    # model's "carbon" claim on that same predicate falls with it.
+    assert _statuses(out) == {"carbon": "mismatched", "c (enrichment)": "mismatched"}
+    assert out.filter_matches[-1].predicates == [1]
+    assert {m.decided_by for m in out.filter_matches} == {"stef"}
+    assert [repair_kind(r) for r in repairs] == ["uncovered_value", "contradicted_match"]
+
+
+def test_the_enrichment_value_the_sql_uses_is_matched_by_stef() -> None:
+    request = _request(CARBON_Q, CARBON_SQL.replace("'si'", "'c'"), CARBON_QE)
+    out, repairs = verify(_output(("carbon", "carbon", "matched", [1])), request)
+    assert _statuses(out)["c (enrichment)"] == "matched"
+    assert out.filter_matches[-1].predicates == [1]
+    assert [repair_kind(r) for r in repairs] == ["uncovered_value"]
+
+
+def test_an_enrichment_value_without_a_named_column_is_missing_when_absent() -> None:
+    request = _request(CARBON_Q, CARBON_SQL, CARBON_Q + " Carbon is coded 'c'.")
+    out, _ = verify(_output(("carbon", "carbon", "matched", [1])), request)
+    assert _statuses(out)["c (enrichment)"] == "missing"
+
+
+def test_an_enrichment_the_judge_calls_a_major_drift_is_not_enforced() -> None:
+    request = _request(CARBON_Q, CARBON_SQL, CARBON_QE)
+    judged = _output(("carbon", "carbon", "matched", [1]))
+    drifted = judged.model_copy(
+        update={"enrichment": Enrichment(status=EnrichmentStatus.MAJOR_DRIFT)}
+    )
+    out, repairs = verify(drifted, request)
+    assert repairs == [] and out == drifted
+
+
+def test_crossed_predicate_ids_are_pointed_at_the_predicate_with_the_value() -> None:
+    request = _request(CHLORINE_Q, CHLORINE_SQL, CHLORINE_QE)
+    crossed = _output(
+        ("non-carcinogenic molecules refers to label = '-'", "-", "matched", [1]),
+        ("chlorine atoms refers to element = 'cl'", "cl", "matched", [2]),
+    )
+    out, repairs = verify(crossed, request)
+    assert [(m.status, m.predicates, m.decided_by) for m in out.filter_matches] == [
+        ("matched", [2], "stef"),
+        ("matched", [1], "stef"),
+    ]
+    assert [repair_kind(r) for r in repairs] == ["repointed_match", "repointed_match"]
+    assert "matched by molecule.label = '-'" in repairs[0]
+
+
+def test_a_contradicted_match_no_predicate_carries_stays_mismatched() -> None:
+    request = _request(CHLORINE_Q, CHLORINE_SQL.replace("'cl'", "'na'"), CHLORINE_QE)
+    out, repairs = verify(_output(("chlorine atoms", "cl", "matched", [1])), request)
+    assert out.filter_matches[0].status == "mismatched"
+    assert repair_kind(repairs[0]) == "contradicted_match"

@@ -17,16 +17,24 @@ from stef.metrics import Metrics
 def build_llm_judge(
     config: LlmConfig, metrics: Metrics | None = None, *, model_watch: ModelWatch | None = None
 ) -> LlmJudge:
-    """The LLM judge for ``config``; templates are compiled here, at start. ``model_watch``:
+    """The LLM judge for ``config``; templates are compiled here, at start, and the endpoint is
+    checked for what the verdict mode needs (:meth:`LlmJudge.preflight`). ``model_watch``:
     another judge's reported-model watch to share (see :class:`LlmJudge`).
 
     Raises:
-        ConfigError: no model name is configured.
+        ConfigError: no model name is configured, or probability mode on an endpoint that
+            sends no log-probabilities.
         TemplateError: a prompt template is missing or does not compile.
     """
     if not config.model:
         raise ConfigError("STEF_LLM_MODEL is required when an LLM endpoint is configured")
-    return LlmJudge(config, metrics, model_watch=model_watch)
+    judge = LlmJudge(config, metrics, model_watch=model_watch)
+    try:
+        judge.preflight()
+    except BaseException:
+        judge.close()
+        raise
+    return judge
 
 
 __all__ = ["LlmConfig", "LlmJudge", "build_llm_judge"]

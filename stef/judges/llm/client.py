@@ -115,6 +115,21 @@ def redact(text: object, secrets: Iterable[str] = (), *, limit: int | None = DET
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and the most likely alternatives there.
+
+    Attributes:
+        token: the token as generated.
+        logprob: its natural log-probability.
+        top: ``(token, logprob)`` of the alternatives the endpoint listed (``top_logprobs``).
+    """
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Completion:
     """The text of one successful call and what the calls behind it cost.
 
@@ -127,6 +142,8 @@ class Completion:
         prompt_tokens, completion_tokens: summed over every call that got a reply.
         attempts: HTTP calls made (retries and the fallback included).
         reported_model: the ``model`` the endpoint named in its reply, if any.
+        logprobs: the generated tokens with their log-probabilities, when they were asked for
+            and the endpoint sent them; None otherwise.
     """
 
     text: str | None
@@ -137,6 +154,7 @@ class Completion:
     completion_tokens: int
     attempts: int
     reported_model: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class _Lenient(BaseModel):
@@ -152,6 +170,8 @@ class _Message(_Lenient):
 class _Choice(_Lenient):
     message: _Message | None = None
     finish_reason: str | None = None
+    # Read by _logprobs, leniently: a malformed block costs the signal, never the completion.
+    logprobs: object = None
 
 
 class _Usage(_Lenient):
@@ -197,11 +217,15 @@ class _Call:
         sent: the adaptable parameters of the last attempt's request.
         t0: when the current attempt began, reset once it holds a concurrency slot.
         schema: the request's JSON schema for ``json_schema`` mode (None: the generic one).
+        top_logprobs: alternatives to ask per token; 0 asks for no log-probabilities.
+        max_tokens: the completion cap of this call (None: the configured one).
     """
 
     started: float
     mode: str
     schema: dict[str, Any] | None = None
+    top_logprobs: int = 0
+    max_tokens: int | None = None
     attempts: int = 0
     retries: int = 0
     fell_back: bool = False
@@ -270,12 +294,20 @@ class ChatClient:
         # The structured-output mode this endpoint accepts; "auto" until the first answer.
         self._mode: str = config.response_format
         self._params = _Params.of(config)
+        # False once the endpoint refused the logprobs parameter of a structured request.
+        self._logprobs_ok = True
 
     @property
     def mode(self) -> str:
         """``json_schema``, ``json_object``, or ``auto`` before the endpoint has answered."""
         with self._lock:
             return self._mode
+
+    @property
+    def logprobs_accepted(self) -> bool:
+        """False once the endpoint refused ``logprobs`` on a structured request."""
+        with self._lock:
+            return self._logprobs_ok
 
     def _current_mode(self) -> str:
         mode = self.mode
@@ -291,7 +323,13 @@ class ChatClient:
         return self._secrets
 
     def complete(
-        self, build: Callable[[str], Messages], schema: dict[str, Any] | None = None
+        self,
+        build: Callable[[str], Messages],
+        schema: dict[str, Any] | None = None,
+        *,
+        top_logprobs: int = 0,
+        text: bool = False,
+        max_tokens: int | None = None,
     ) -> Completion:
         """One chat completion.
 
@@ -299,6 +337,12 @@ class ChatClient:
             build: the messages for a response_format mode (the ``json_object`` mode puts the
                 schema in the prompt).
             schema: the request's reply schema for ``json_schema`` mode (its predicate ids).
+            top_logprobs: ask for log-probabilities with this many alternatives per token (0:
+                none). A structured request whose ``logprobs`` the endpoint refuses (400/422
+                naming them) is sent again without, and later ones never ask (not a retry);
+                a ``text`` request's refusal stands.
+            text: plain text, no ``response_format`` (the probability mode's one token).
+            max_tokens: the completion cap of this call (None: ``llm.max_tokens``).
 
         Returns:
             The completion; its ``text`` is None when the model sent no content (no choice, a
@@ -309,7 +353,13 @@ class ChatClient:
                 ``rate_limited``, ``http_<status>``, ``bad_response`` for a 200 whose body is not
                 a chat completion), or the endpoint refused the request.
         """
-        call = _Call(started=time.monotonic(), mode=self._current_mode(), schema=schema)
+        call = _Call(
+            started=time.monotonic(),
+            mode="text" if text else self._current_mode(),
+            schema=schema,
+            top_logprobs=top_logprobs if (text or self.logprobs_accepted) else 0,
+            max_tokens=max_tokens,
+        )
         while True:
             completion = self._attempt(build, call)
             if completion is not None:
@@ -380,7 +430,7 @@ class ChatClient:
             call.t0 = time.monotonic()
             with self._lock:
                 call.sent = self._params.body()
-            raw = self._create(build(call.mode), call.mode, call.schema, call.sent)
+            raw = self._create(build(call.mode), call.mode, call.schema, call.sent, call)
         finally:
             self._slots.release()
         return _parse_body(raw.content, raw.headers.get("content-type"), self._secrets)
@@ -393,6 +443,14 @@ class ChatClient:
         """
         status = exc.status_code
         message = _message(exc, self._secrets)
+        if call.top_logprobs and call.mode != "text" and _rejects_logprobs(status, message):
+            # Not a retry: the same structured request without the optional log-probabilities.
+            self._observe("retry", elapsed)
+            log.warning("llm_logprobs_rejected", status=status, model=self.model, message=message)
+            with self._lock:
+                self._logprobs_ok = False
+            call.top_logprobs = 0
+            return
         if self._adapt(exc, message, call):
             self._observe("retry", elapsed)
             return
@@ -427,6 +485,7 @@ class ChatClient:
         mode: str,
         schema: dict[str, Any] | None,
         params: dict[str, Any],
+        call: _Call | None = None,
     ) -> Any:
         body: dict[str, Any] = {
             "model": self.model,
@@ -434,6 +493,8 @@ class ChatClient:
             "response_format": response_format(mode, schema),
             **params,
         }
+        if call is not None:
+            _with_call_options(body, call)
         # The lean path: the openai client's own request (headers, auth, timeout, its error
         # classes for every failure) with a body serialized here. ``chat.completions.create``
         # would walk the body (the reply schema included) through its typed-dict transform
@@ -484,6 +545,8 @@ class ChatClient:
         return self.mode == "auto" or any(h in text for h in _REJECT_HINTS)
 
     def _settle_mode(self, mode: str) -> None:
+        if mode == "text":  # a plain-text call says nothing about structured output
+            return
         with self._lock:
             if self._mode == "auto" or (self._mode == "json_schema" and mode == "json_object"):
                 if self._mode != mode:
@@ -615,6 +678,25 @@ def _refused_param(body: object, message: str, sent: dict[str, Any]) -> str | No
     return min(named)[1] if named else None
 
 
+def _with_call_options(body: dict[str, Any], call: _Call) -> None:
+    """The body with what one call asks beyond the settings: plain text (no
+    ``response_format``), log-probabilities, its own completion cap (under the name the
+    model takes: ``max_tokens`` or ``max_completion_tokens``, as adapted so far)."""
+    if call.mode == "text":
+        body.pop("response_format", None)
+    if call.top_logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = call.top_logprobs
+    if call.max_tokens is not None:
+        key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        body[key] = call.max_tokens
+
+
+def _rejects_logprobs(status: int, message: str) -> bool:
+    """The endpoint refused the ``logprobs`` / ``top_logprobs`` parameters themselves."""
+    return status in _REJECT_STATUSES and "logprob" in message.lower()
+
+
 def _message(exc: openai.APIStatusError, secrets: Iterable[str]) -> str:
     """The error message of a non-2xx answer, redacted and capped."""
     body = exc.body
@@ -691,4 +773,34 @@ def _completion(
         completion_tokens=max(0, (usage.completion_tokens if usage else None) or 0),
         attempts=attempts,
         reported_model=_reported_model(envelope.model, secrets),
+        logprobs=_logprobs(choice.logprobs if choice is not None else None),
     )
+
+
+def _logprobs(block: object) -> tuple[TokenLogprob, ...] | None:
+    """The tokens of a choice's ``logprobs`` block (``{"content": [{"token", "logprob",
+    "top_logprobs": [...]}]}``); None when absent or not that shape. Entries that are not
+    token objects are skipped: the rest of the block still says what it says."""
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    out: list[TokenLogprob] = []
+    for entry in content:
+        pair = _token_pair(entry)
+        if pair is None:
+            continue
+        top = entry.get("top_logprobs") if isinstance(entry, dict) else None
+        alternatives = [_token_pair(t) for t in top] if isinstance(top, list) else []
+        out.append(TokenLogprob(*pair, tuple(a for a in alternatives if a is not None)))
+    return tuple(out) or None
+
+
+def _token_pair(entry: object) -> tuple[str, float] | None:
+    if not isinstance(entry, dict):
+        return None
+    token, logprob = entry.get("token"), entry.get("logprob")
+    if not isinstance(token, str) or isinstance(logprob, bool):
+        return None
+    if not isinstance(logprob, int | float) or logprob != logprob or logprob > 0:
+        return None  # NaN or a positive log-probability is no probability
+    return token, float(logprob)

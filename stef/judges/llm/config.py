@@ -31,6 +31,10 @@ ResponseFormatMode = Literal["auto", "json_schema", "json_object"]
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 
+# How the LLM gives its verdict (docs/llm.md, "Verdict modes"): the structured reply, one
+# Yes/No token read as P(Yes), or the deterministic judge first and the LLM only where it is unsure.
+VerdictMode = Literal["structured", "probability", "cascade"]
+
 
 # The environment variable of each field, for from_env and for its error messages.
 _ENV_VARS = {
@@ -53,6 +57,8 @@ _ENV_VARS = {
     "reasoning_effort": "STEF_LLM_REASONING_EFFORT",
     "token_param": "STEF_LLM_TOKEN_PARAM",
     "preflight": "STEF_LLM_PREFLIGHT",
+    "verdict": "STEF_LLM_VERDICT",
+    "top_logprobs": "STEF_LLM_TOP_LOGPROBS",
 }
 
 # Process settings (``llm_requests_per_s``, ``llm_tokens_per_min``: per-replica budgets that apply
@@ -176,6 +182,17 @@ class LlmConfig(BaseModel):
             )
         return value
 
+    verdict: VerdictMode = "structured"
+    top_logprobs: int = Field(10, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _probability_needs(self) -> LlmConfig:
+        if self.verdict == "probability" and self.top_logprobs < 2:
+            raise ValueError("verdict probability reads P(Yes) and P(No): top_logprobs >= 2")
+        if self.verdict == "probability" and self.samples > 1:
+            raise ValueError("verdict probability reads P(Yes) from one call: samples must be 1")
+        return self
+
     @property
     def configured(self) -> bool:
         """An endpoint is configured: the LLM backend runs instead of the heuristic one."""
@@ -216,7 +233,8 @@ class LlmConfig(BaseModel):
         ``STEF_LLM_MAX_TOKENS``, ``STEF_LLM_RESPONSE_FORMAT``, ``STEF_LLM_CACHE`` (SQLite path),
         ``STEF_LLM_CACHE_SIZE``, ``STEF_LLM_PRICES`` (JSON: ``{"model": {"prompt": 0.15,
         "completion": 0.6}}``), ``STEF_LLM_TEMPERATURE``, ``STEF_LLM_SAMPLES``,
-        ``STEF_LLM_SECOND_OPINION`` (``true``/``false``). Empty values count as unset.
+        ``STEF_LLM_SECOND_OPINION`` (``true``/``false``), ``STEF_LLM_VERDICT``,
+        ``STEF_LLM_TOP_LOGPROBS``. Empty values count as unset.
 
         Raises:
             ConfigError: a value does not validate (the message names the variable, not the key).

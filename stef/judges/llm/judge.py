@@ -5,7 +5,12 @@ prompt from ``templates/*.j2`` with those listed as settled, asks the endpoint t
 :class:`ChatClient` with a schema whose predicate ids are the request's own, repairs what the
 reply can still get inconsistent (recorded in ``JudgeOutput.repairs``), re-asks once only when no
 usable verdict came back, and caches the result. The deterministic stages (SQL spec,
-normalization, verify, alignment, score) stay outside.
+normalization, verify, alignment, score) stay outside. When the endpoint sends log-probabilities,
+the verdict token's probability is kept (``JudgeOutput.token_probability``).
+
+In probability mode (``llm.verdict: probability``, :mod:`stef.judges.llm.probability`) the
+heuristic judge reads the record and the model answers one Yes/No token; P(Yes) decides. The
+endpoint is probed once at start (:meth:`LlmJudge.preflight`) for the log-probabilities it needs.
 
 :meth:`LlmJudge.judge` raises nothing but :class:`~stef.errors.JudgeError`: whatever the endpoint
 answers becomes a reply or a reason, and a bug of ours becomes reason ``internal``, so one
@@ -25,18 +30,32 @@ from typing import Any
 
 import structlog
 
-from stef.errors import JudgeError, LlmReplyError, ReplyInvalid
+from stef.errors import ConfigError, JudgeError, LlmReplyError, LlmTransportError, ReplyInvalid
 from stef.judges.base import JudgeReply, JudgeRequest
+from stef.judges.heuristic.judge import heuristic
 from stef.judges.llm.cache import JudgeCache, cache_key
 from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.identity import ModelWatch
+from stef.judges.llm.logprobs import verdict_probability, yes_probability
 from stef.judges.llm.prematch import prematch
+from stef.judges.llm.probability import (
+    MAX_TOKENS,
+    SYSTEM_TEMPLATE,
+    TEMPLATES,
+    USER_TEMPLATE,
+    probability_context,
+    probability_output,
+)
 from stef.judges.llm.reply import StefMatch, parse_reply, reply_schema, to_output
 from stef.judges.llm.samples import majority
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput, SqlSpec, Usage
 from stef.prompts import Prompts
+
+# The one-token probe of probability mode (before any record): it must come back with
+# log-probabilities, or the mode cannot work on this endpoint.
+_PROBE: Messages = [{"role": "user", "content": "Is 2 + 2 equal to 4? Answer Yes or No."}]
 
 log = structlog.get_logger(__name__)
 
@@ -118,6 +137,8 @@ class LlmJudge:
         model_watch: the reported-model watch to report to; None makes this judge's own. A
             second judge of the same endpoint (the canary's) shares the first one's, so a swap
             is seen once, in the order the replies came.
+        mode: ``structured`` or ``probability``; None: ``config.verdict`` (``cascade`` asks
+            the model in structured mode; the cascade itself decides which records reach it).
 
     Raises:
         TemplateError: a template is missing or does not compile (at construction, not per record).
@@ -131,8 +152,12 @@ class LlmJudge:
         prompts_dir: str | Path | None = None,
         sleep: Callable[[float], None] = time.sleep,
         model_watch: ModelWatch | None = None,
+        mode: str | None = None,
     ) -> None:
         self.config = config
+        self.mode = mode or ("probability" if config.verdict == "probability" else "structured")
+        if self.mode not in ("structured", "probability"):
+            raise ConfigError(f"unknown LLM verdict mode {self.mode!r}")
         self._metrics = metrics
         self._schema_json = json.dumps(reply_schema(), sort_keys=True)
         self.prompts = Prompts.load(prompts_dir, extra_version=self._schema_json)
@@ -147,8 +172,10 @@ class LlmJudge:
             config.cache_path,
             on_failure=metrics.observe_cache_failure if metrics is not None else None,
         )
+        if self.mode == "probability":
+            self.prompts.require(*TEMPLATES)
         self._info = JudgeInfo(
-            backend=BACKEND, model=config.model, prompt_version=self.prompts.version
+            backend=BACKEND, model=config.model, prompt_version=self.prompts.version, mode=self.mode
         )
         self._closed = threading.Event()
         self._watch = model_watch or ModelWatch(config.model or "", metrics)
@@ -180,6 +207,42 @@ class LlmJudge:
     def model_watch(self) -> ModelWatch:
         """The reported-model watch of this judge's configured model."""
         return self._watch
+
+    def preflight(self) -> None:
+        """Check, with one call of one token, that the endpoint can serve this judge's mode.
+
+        Structured mode needs nothing checked. Probability mode needs log-probabilities: an
+        endpoint that sends none, or refuses the parameters (400/422), is a configuration
+        error at start, not a silent fallback. An endpoint that cannot be reached now is
+        logged; each record's reply is checked again (reason ``no_logprobs``).
+
+        Raises:
+            ConfigError: probability mode, and the endpoint sent no log-probabilities.
+        """
+        if self.mode != "probability":
+            return
+        try:
+            completion = self._client.complete(
+                lambda _mode: _PROBE,
+                text=True,
+                max_tokens=1,
+                top_logprobs=self.config.top_logprobs,
+            )
+        except LlmTransportError as exc:
+            if exc.status_code in (400, 422):
+                raise ConfigError(
+                    "llm.verdict probability needs log-probabilities; the endpoint refused a "
+                    f"one-token request for them: {exc.detail}"
+                ) from exc
+            log.warning("llm_preflight_skipped", model=self.config.model, reason=exc.reason)
+            return
+        if completion.logprobs is None or not any(t.top for t in completion.logprobs):
+            raise ConfigError(
+                f"llm.verdict probability needs log-probabilities, and model "
+                f"{self.config.model!r} at {self.config.base_url or 'api.openai.com'} sent none "
+                "for a one-token probe (logprobs: true, top_logprobs: "
+                f"{self.config.top_logprobs}); use llm.verdict: structured with this endpoint"
+            )
 
     def close(self) -> None:
         """Close the HTTP connection pool and the cache file. Idempotent; later calls of
@@ -240,6 +303,8 @@ class LlmJudge:
             raise JudgeError("internal", summary, attempts=attempts) from exc
 
     def _judge(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
+        if self.mode == "probability":
+            return self._judge_probability(request, calls)
         started = time.perf_counter()
         asked = _Asked(
             request=request,
@@ -256,6 +321,75 @@ class LlmJudge:
         # The vote is cached, never one sample: a hit serves the whole vote it stands for.
         self._cache.put(key, output)
         return JudgeReply(output=output, usage=self._usage(calls, started, unanswered))
+
+    def probability_messages(self, request: JudgeRequest) -> Messages:
+        """The system and user messages of one request in probability mode."""
+        return self._probability_prompt(request)[2]
+
+    def _probability_prompt(
+        self, request: JudgeRequest
+    ) -> tuple[JudgeOutput, dict[str, Any], Messages]:
+        """STEF's deterministic reading of a request, the prompt's variables, its messages."""
+        reading = heuristic(request)
+        context = probability_context(request, reading)
+        system = self.prompts.render(SYSTEM_TEMPLATE)
+        messages: Messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self.prompts.render(USER_TEMPLATE, **context)},
+        ]
+        return reading, context, messages
+
+    def _judge_probability(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
+        """One record in probability mode: STEF's reading, one Yes/No token, P(Yes).
+
+        Raises:
+            LlmReplyError: the reply carried no log-probabilities (``no_logprobs``), or
+                neither Yes nor No was among the first tokens' alternatives (``no_yes_no``).
+        """
+        started = time.perf_counter()
+        reading, context, messages = self._probability_prompt(request)
+        key = cache_key(
+            request,
+            prompt_version=f"{self._info.prompt_version}/probability",
+            model=self.config.model or "",
+            analysis={k: v for k, v in context.items() if k not in _RAW_FIELDS},
+            samples=1,
+        )
+        cached = self._cached(key)
+        if cached is not None:
+            return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
+        try:
+            completion = self._client.complete(
+                lambda _mode: messages,
+                text=True,
+                max_tokens=MAX_TOKENS,
+                top_logprobs=self.config.top_logprobs,
+            )
+        except JudgeError as exc:
+            exc.attempts += sum(c.attempts for c in calls)
+            raise
+        calls.append(completion)
+        self._watch.observe(completion.reported_model)
+        p = yes_probability(completion.logprobs)
+        if p is None:
+            reason, said = (
+                ("no_logprobs", "the endpoint sent no log-probabilities (llm.verdict probability)")
+                if completion.logprobs is None
+                else ("no_yes_no", "neither Yes nor No among the first tokens' alternatives")
+            )
+            raise LlmReplyError(
+                reason,
+                said,
+                attempts=sum(c.attempts for c in calls),
+                raw=redact(completion.text or "", self._client.secrets, limit=None),
+                prompt_tokens=sum(c.prompt_tokens for c in calls),
+                completion_tokens=sum(c.completion_tokens for c in calls),
+            )
+        output = probability_output(reading, p).model_copy(
+            update={"reported_model": completion.reported_model}
+        )
+        self._cache.put(key, output)
+        return JudgeReply(output=output, usage=self._usage(calls, started))
 
     def _vote(self, user: str, asked: _Asked, calls: list[Completion]) -> tuple[JudgeOutput, int]:
         """Ask ``llm.samples`` times, one after the other; the majority of the answered decides.
@@ -433,7 +567,9 @@ class LlmJudge:
             )
         try:
             reply, repairs = parse_reply(completion.text, final=final)
-            return to_output(reply, asked.request, asked.stef, repairs)
+            output = to_output(reply, asked.request, asked.stef, repairs)
+            p = verdict_probability(completion.text, completion.logprobs)
+            return output if p is None else output.model_copy(update={"token_probability": p})
         except ReplyInvalid as exc:
             if completion.finish_reason == "length":
                 raise ReplyInvalid(
@@ -446,7 +582,9 @@ class LlmJudge:
         self, build: Callable[[str], Messages], asked: _Asked, calls: list[Completion]
     ) -> Completion:
         try:
-            completion = self._client.complete(build, asked.schema)
+            completion = self._client.complete(
+                build, asked.schema, top_logprobs=self.config.top_logprobs
+            )
         except JudgeError as exc:
             # Count the calls of the first round too, so the result says how many were made.
             exc.attempts += sum(c.attempts for c in calls)

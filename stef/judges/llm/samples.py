@@ -42,7 +42,8 @@ def majority(outputs: Sequence[JudgeOutput], asked: int) -> JudgeOutput:
     The first answered sample with the majority verdict gives the filters, issues, rationale,
     repairs and reported model; its confidence becomes
     ``mean(confidence of the majority samples) * agreeing / answered``, rounded to 4 decimals,
-    and the vote is kept in ``samples``.
+    its token probability (when every majority sample has one) the majority's mean pulled
+    toward 0.5 by the same share, and the vote is kept in ``samples``.
 
     Args:
         outputs: the usable answers, in the order they were asked (at least one).
@@ -55,6 +56,15 @@ def majority(outputs: Sequence[JudgeOutput], asked: int) -> JudgeOutput:
     agreeing = [o for o in outputs if o.verdict is verdict]
     share = len(agreeing) / len(outputs)
     confidence = round(fmean(o.confidence for o in agreeing) * share, 4)
+    # The token probabilities (P of a passing verdict) vote like the confidences: the mean over
+    # the majority, pulled toward undecided (0.5) by the share that disagreed. Absent when any
+    # majority sample lacks one: a probability of some samples is not the vote's.
+    probs = [o.token_probability for o in agreeing]
+    token_probability = (
+        None
+        if any(p is None for p in probs)
+        else round(0.5 + (fmean(p for p in probs if p is not None) - 0.5) * share, 4)
+    )
     vote = SampleVote(
         n=asked,
         answered=len(outputs),
@@ -62,4 +72,6 @@ def majority(outputs: Sequence[JudgeOutput], asked: int) -> JudgeOutput:
         split=len({o.verdict for o in outputs}) > 1,
         verdicts=[o.verdict for o in outputs],
     )
-    return agreeing[0].model_copy(update={"confidence": confidence, "samples": vote})
+    return agreeing[0].model_copy(
+        update={"confidence": confidence, "samples": vote, "token_probability": token_probability}
+    )

@@ -309,10 +309,14 @@ def test_tokens_of_failed_calls_are_counted_in_the_metrics(
 
 
 def test_an_out_of_range_confidence_is_reasked_then_read_as_zero(
-    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+    server_factory: Callable[..., FakeLlmServer],
+    run: Callable[..., Any],
+    registry: CollectorRegistry,
 ) -> None:
     # A small model under a grammar that allows any number writes 1e15 as readily as 0.9: the
     # first reply is re-asked with the error; the last one keeps its verdict, with no certainty.
+    # (An endpoint without log-probabilities: the self-reported number is all there is.)
+    server = server_factory(logprobs=False)
     server.script(Reply(reply(confidence=1.7)), Reply(reply(confidence=1e15)))
     result = run(server)
     assert result.outcome == "evaluated"
@@ -336,3 +340,62 @@ def test_a_confidence_that_is_not_a_number_is_still_an_error(
     result = run(server)
     assert result.outcome == "judge_error"
     assert result.error.startswith("invalid_reply:") and "confidence" in result.error
+
+
+# ----------------------------------------- issue 22 §4: the enrichment's values, crossed ids
+
+
+def test_an_enrichment_value_the_sql_contradicts_no_longer_passes(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    # Dev nl2sqlbugs-301, as the real model answered it: "carbon" matched, Correct, 0.95.
+    server.script(Reply(reply(filters=[filt("carbon", "carbon", "matched", [1])])))
+    result = run(
+        server,
+        question="Identify by their ID the molecules in which there is carbon.",
+        enriched_question="Identify by their ID the molecules in which there is carbon. "
+        "Definitions: carbon refers to element = 'c';",
+        sql="SELECT DISTINCT molecule_id FROM atom WHERE element = 'si'",
+    )
+    # The enrichment compares element with 'c'; the SQL's element = 'si' is another value, so
+    # the model's "carbon" claim on that predicate is no match either.
+    assert result.alignment.matched == []
+    assert result.alignment.mismatched == [
+        "carbon -> element = 'si'",
+        "c (enrichment) -> element = 'si'",
+    ]
+    assert result.alignment.decided_by == {"carbon": "stef", "c (enrichment)": "stef"}
+    assert result.components.filter_status == "not_applied"
+    assert result.score is not None and result.score < 75
+    assert repairs_of(registry, "uncovered_value") == 1
+    assert repairs_of(registry, "contradicted_match") == 1
+
+
+def test_crossed_predicate_ids_are_re_pointed_not_mismatched(
+    server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
+) -> None:
+    # Dev nl2sqlbugs-292: filter 0 -> predicate 1 and filter 1 -> predicate 2, crossed.
+    server.script(
+        Reply(
+            reply(
+                filters=[
+                    filt("non-carcinogenic refers to label = '-'", "-", "matched", [1]),
+                    filt("sodium atoms refers to element = 'na'", "na", "matched", [2]),
+                ]
+            )
+        )
+    )
+    question = "In the molecule containing sodium atoms, how many are non-carcinogenic?"
+    result = run(
+        server,
+        question=question,
+        enriched_question=question + " Definitions: non-carcinogenic refers to label = '-'; "
+        "sodium atoms refers to element = 'na'",
+        sql="SELECT COUNT(DISTINCT T1.molecule_id) FROM atom AS T1 INNER JOIN molecule AS T2 "
+        "ON T1.molecule_id = T2.molecule_id WHERE T1.element = 'na' AND T2.label = '-'",
+    )
+    assert result.alignment.mismatched == []
+    assert result.components.filter_status == "fully_applied"
+    assert set(result.alignment.decided_by.values()) == {"stef"}
+    assert repairs_of(registry, "repointed_match") == 2
+    assert repairs_of(registry, "contradicted_match") == 0

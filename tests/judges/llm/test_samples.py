@@ -4,7 +4,7 @@ the confidence, the cost summed, a split vote labelled, and the cache holding th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -41,6 +41,14 @@ def _judged(pipeline: Pipeline, **changes: Any) -> Result:
     out = pipeline.process(json.dumps({**RECORD, **changes}).encode(), {"file": "-", "line": 1})
     assert out.result is not None
     return out.result
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLlmServer]:
+    """An endpoint without log-probabilities: these tests read the self-reported confidences
+    the samples vote with (token probabilities vote the same way: test_majority_*)."""
+    with FakeLlmServer(logprobs=False) as srv:
+        yield srv
 
 
 def _samples(registry: CollectorRegistry, outcome: str) -> float:
@@ -188,3 +196,23 @@ def test_one_sample_is_the_judgment_as_before(
     assert result.judge.samples is None and "samples" not in json.loads(result.to_json())["judge"]
     assert len(server.chat_requests()) == 1
     assert _samples(registry, "answered") == 1
+
+
+def test_majority_token_probability_votes_like_the_confidence() -> None:
+    from stef.judges.llm.samples import majority
+    from stef.models import Enrichment, EnrichmentStatus, JudgeOutput, QuestionSpec
+
+    def said(verdict: Verdict, confidence: float, p: float | None) -> JudgeOutput:
+        return JudgeOutput(
+            question_spec=QuestionSpec(),
+            filter_matches=[],
+            enrichment=Enrichment(status=EnrichmentStatus.FAITHFUL),
+            verdict=verdict,
+            confidence=confidence,
+            token_probability=p,
+        )
+
+    voted = majority([said(C, 0.9, 0.9), said(INC, 0.8, 0.2), said(C, 0.8, 0.8)], asked=3)
+    # mean of the majority (0.85), pulled toward 0.5 by the 1/3 that disagreed
+    assert voted.token_probability == round(0.5 + (0.85 - 0.5) * 2 / 3, 4)
+    assert majority([said(C, 0.9, None), said(C, 0.9, 0.9)], asked=2).token_probability is None

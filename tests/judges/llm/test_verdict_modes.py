@@ -1,0 +1,306 @@
+"""``llm.verdict``: probability mode (one Yes/No token, P(Yes) from the log-probabilities) and the
+structured mode's verdict-token probability, against the fake server's log-probabilities."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from stef.errors import ConfigError, InvalidInput, LlmReplyError
+from stef.judges.heuristic.judge import heuristic
+from stef.judges.llm import build_llm_judge
+from stef.judges.llm.client import TokenLogprob
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.judge import LlmJudge
+from stef.judges.llm.logprobs import verdict_probability, yes_probability
+from stef.models import Verdict
+from stef.pipeline import Pipeline, judge_request
+from stef.rules import load_rules
+from stef.stages.validate import validate
+from stef.testing.fake_server import Error, FakeLlmServer, Reply, estimate_tokens
+from tests.judges.llm.conftest import RECORD, request_for
+from tests.judges.llm.replies import reply
+
+Make = Callable[..., LlmJudge]
+EXAMPLES = Path(__file__).parents[3] / "examples"
+
+
+def _config(server: FakeLlmServer, **overrides: object) -> LlmConfig:
+    data: dict[str, object] = {
+        "base_url": server.base_url,
+        "model": "judge-model",
+        "max_retries": 0,
+        "timeout_s": 5.0,
+    }
+    data.update(overrides)
+    return LlmConfig.model_validate(data)
+
+
+# -------------------------------------------------------------------------- probability mode
+
+
+def test_probability_sums_the_spellings_of_yes_and_no(judge_factory: Make) -> None:
+    with FakeLlmServer() as server:
+        server.script(
+            Reply("Yes", token_probs={"Yes": 0.5, " Yes": 0.1, "yes": 0.1, "No": 0.2, " no": 0.1})
+        )
+        judge = judge_factory(server, verdict="probability")
+        out = judge.judge(request_for(RECORD)).output
+        body = server.chat_requests()[-1].body
+    assert out.token_probability == pytest.approx(0.7)
+    assert out.verdict is Verdict.LIKELY_CORRECT
+    assert out.confidence == pytest.approx(0.7)
+    # One token asked for, with its alternatives, as plain text.
+    assert body["logprobs"] is True
+    assert body["top_logprobs"] == 10
+    assert body["max_tokens"] <= 5
+    assert "response_format" not in body
+
+
+@pytest.mark.parametrize(
+    ("probs", "verdict", "confidence"),
+    [
+        ({"Yes": 0.95, "No": 0.05}, Verdict.CORRECT, 0.95),
+        ({"Yes": 0.3, "No": 0.7}, Verdict.POTENTIALLY_INCORRECT, 0.7),
+        ({"No": 0.96, "Yes": 0.04}, Verdict.INCORRECT, 0.96),
+    ],
+)
+def test_probability_verdict_and_confidence_follow_p(
+    judge_factory: Make, probs: dict[str, float], verdict: Verdict, confidence: float
+) -> None:
+    with FakeLlmServer() as server:
+        first = next(iter(probs))
+        server.script(Reply(first, token_probs=probs))
+        out = judge_factory(server, verdict="probability").judge(request_for(RECORD)).output
+    assert out.verdict is verdict
+    assert out.confidence == pytest.approx(confidence)
+
+
+def test_probability_keeps_the_heuristic_reading(judge_factory: Make) -> None:
+    request = request_for(RECORD)
+    with FakeLlmServer() as server:
+        out = judge_factory(server, verdict="probability").judge(request).output
+        prompt = server.chat_requests()[-1].text("user")
+    reading = heuristic(request)
+    assert out.question_spec == reading.question_spec
+    assert out.filter_matches == reading.filter_matches
+    assert out.enrichment == reading.enrichment
+    # STEF's own matches reach the prompt: the model is told what the checks found.
+    assert "'APAC' matched" in prompt
+    assert "'2023' matched" in prompt
+
+
+def test_probability_prompt_shows_what_the_sql_has_for_a_mismatch(judge_factory: Make) -> None:
+    wrong_year = {**RECORD, "sql": RECORD["sql"].replace("2023", "2022")}
+    with FakeLlmServer() as server:
+        judge_factory(server, verdict="probability").judge(request_for(wrong_year))
+        prompt = server.chat_requests()[-1].text("user")
+    assert "'2023' mismatched: year = 2022" in prompt
+
+
+def test_probability_reply_without_logprobs_is_a_judge_error() -> None:
+    with FakeLlmServer() as server:
+        server.script(Reply("Yes", logprobs=False))
+        judge = LlmJudge(_config(server, verdict="probability"))
+        try:
+            result = Pipeline(load_rules(None), judge).judge_record(validate(RECORD))
+        finally:
+            judge.close()
+    assert result.outcome == "judge_error"
+    assert result.score is None
+    assert result.error is not None and result.error.startswith("no_logprobs:")
+
+
+def test_probability_without_yes_or_no_is_a_judge_error(judge_factory: Make) -> None:
+    with FakeLlmServer() as server:
+        server.script(Reply("Maybe", token_probs={"Maybe": 0.8, "Perhaps": 0.2}))
+        judge = judge_factory(server, verdict="probability")
+        with pytest.raises(LlmReplyError) as caught:
+            judge.judge(request_for(RECORD))
+    assert caught.value.reason == "no_yes_no"
+
+
+def test_probability_result_names_its_mode() -> None:
+    with FakeLlmServer() as server:
+        judge = build_llm_judge(_config(server, verdict="probability"))
+        try:
+            result = Pipeline(load_rules(None), judge).judge_record(validate(RECORD))
+        finally:
+            judge.close()
+    data = json.loads(result.to_json())
+    assert data["outcome"] == "evaluated"
+    assert data["judge"]["mode"] == "probability"
+
+
+def test_heuristic_result_has_no_mode_key() -> None:
+    from stef.judges.heuristic.judge import HeuristicJudge
+
+    result = Pipeline(load_rules(None), HeuristicJudge()).judge_record(validate(RECORD))
+    assert "mode" not in json.loads(result.to_json())["judge"]
+
+
+# ------------------------------------------------------------------------------------ preflight
+
+
+def test_preflight_refuses_an_endpoint_without_logprobs() -> None:
+    with FakeLlmServer(logprobs=False) as server:
+        with pytest.raises(ConfigError, match="structured"):
+            build_llm_judge(_config(server, verdict="probability"))
+        # One probe, of one token; no record was judged.
+        (probe,) = server.chat_requests()
+    assert probe.body["max_tokens"] == 1
+    assert probe.body["logprobs"] is True
+
+
+def test_preflight_refuses_an_endpoint_that_rejects_logprobs() -> None:
+    with FakeLlmServer() as server:
+        server.script(Error(400, "logprobs is not supported with this model"))
+        with pytest.raises(ConfigError, match="log-probabilities"):
+            build_llm_judge(_config(server, verdict="probability"))
+
+
+def test_preflight_passes_and_structured_mode_probes_nothing() -> None:
+    with FakeLlmServer() as server:
+        build_llm_judge(_config(server, verdict="probability")).close()
+        assert len(server.chat_requests()) == 1
+        build_llm_judge(_config(server)).close()
+        assert len(server.chat_requests()) == 1
+
+
+def test_cli_stops_with_one_line_when_probability_mode_has_no_logprobs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stef.cli import main
+    from stef.exits import Exit
+
+    with FakeLlmServer(logprobs=False) as server:
+        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
+        monkeypatch.setenv("STEF_LLM_VERDICT", "probability")
+        code = main(["judge", "--question", "Total spend in 2023?", "--sql", "SELECT 1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == Exit.USAGE
+    assert len(err) == 1 and "log-probabilities" in err[0]
+
+
+# ------------------------------------------------------------------------------- settings
+
+
+def test_verdict_setting_from_env() -> None:
+    assert LlmConfig.from_env({"STEF_LLM_VERDICT": "probability"}).verdict == "probability"
+    assert LlmConfig.from_env({"STEF_LLM_VERDICT": "cascade"}).verdict == "cascade"
+    assert LlmConfig.from_env({}).verdict == "structured"
+    with pytest.raises(ConfigError, match="STEF_LLM_VERDICT"):
+        LlmConfig.from_env({"STEF_LLM_VERDICT": "vibes"})
+
+
+def test_probability_mode_refuses_samples() -> None:
+    with pytest.raises(ConfigError, match="samples"):
+        LlmConfig.from_env({"STEF_LLM_VERDICT": "probability", "STEF_LLM_SAMPLES": "3"})
+
+
+# ------------------------------------------------------------------------------- structured
+
+
+def test_structured_keeps_the_verdict_token_probability(judge_factory: Make) -> None:
+    with FakeLlmServer() as server:
+        server.script(Reply(reply(), token_probs={"Correct": 0.6, "Likely": 0.1, "Incorrect": 0.3}))
+        out = judge_factory(server).judge(request_for(RECORD)).output
+        body = server.chat_requests()[-1].body
+    assert body["logprobs"] is True and body["top_logprobs"] == 10
+    assert out.verdict is Verdict.CORRECT
+    assert out.token_probability == pytest.approx(0.7)
+    # The self-reported number stays what the model said.
+    assert out.confidence == pytest.approx(0.95)
+
+
+def test_structured_without_logprobs_has_no_token_probability(judge_factory: Make) -> None:
+    with FakeLlmServer(logprobs=False) as server:
+        out = judge_factory(server).judge(request_for(RECORD)).output
+    assert out.token_probability is None
+    assert out.verdict is Verdict.LIKELY_CORRECT
+
+
+def test_structured_top_logprobs_zero_asks_for_none(judge_factory: Make) -> None:
+    with FakeLlmServer() as server:
+        out = judge_factory(server, top_logprobs=0).judge(request_for(RECORD)).output
+        body = server.chat_requests()[-1].body
+    assert "logprobs" not in body and "top_logprobs" not in body
+    assert out.token_probability is None
+
+
+def test_structured_endpoint_rejecting_logprobs_is_asked_again_without(
+    judge_factory: Make,
+) -> None:
+    with FakeLlmServer() as server:
+        server.script(Error(400, "'logprobs' is not supported with json_schema"))
+        judge = judge_factory(server)
+        first = judge.judge(request_for(RECORD)).output
+        judge.judge(request_for({**RECORD, "id": "2", "question": "Spend in APAC for 2024?"}))
+        bodies = [r.body for r in server.chat_requests()]
+    assert first.verdict is Verdict.LIKELY_CORRECT
+    assert [("logprobs" in b) for b in bodies] == [True, False, False]
+    # json_schema stays: the refusal was of the log-probabilities, not of the schema.
+    assert all(b["response_format"]["type"] == "json_schema" for b in bodies)
+
+
+# ------------------------------------------------------------------------ the logprob readers
+
+
+def _lp(token: str, top: dict[str, float]) -> TokenLogprob:
+    return TokenLogprob(
+        token, math.log(top.get(token, 1.0)), tuple((t, math.log(p)) for t, p in top.items())
+    )
+
+
+def test_yes_probability_skips_a_leading_token_and_needs_an_answer() -> None:
+    tokens = [_lp(" ", {" ": 0.9, "\n": 0.1}), _lp("No", {"No": 0.75, "YES": 0.25})]
+    assert yes_probability(tokens) == pytest.approx(0.25)
+    assert yes_probability([_lp("Sure", {"Sure": 1.0})]) is None
+    assert yes_probability(None) is None
+
+
+def test_verdict_probability_reads_a_token_that_starts_before_the_value() -> None:
+    text = '{"verdict": "Incorrect"}'
+    tokens = [
+        _lp('{"', {'{"': 1.0}),
+        _lp("verdict", {"verdict": 1.0}),
+        _lp('":', {'":': 1.0}),
+        # The token that holds the value's first letters also holds the opening quote.
+        _lp(' "In', {' "In': 0.6, ' "Correct': 0.3, ' "Pot': 0.05, " ": 0.05}),
+        _lp("correct", {"correct": 1.0}),
+        _lp('"}', {'"}': 1.0}),
+    ]
+    assert verdict_probability(text, tokens) == pytest.approx(0.3 / 0.95)
+    # A reply, or tokens, without a verdict: nothing to read.
+    assert verdict_probability('{"rationale": "x"}', tokens) is None
+    assert verdict_probability(text, tokens[:3]) is None
+
+
+# --------------------------------------------------------------------------------- the cost
+
+
+def test_probability_prompt_is_short_on_the_example_log() -> None:
+    """The median prompt of the example log stays under 300 tokens (estimated as characters /
+    4; `make eval` measures the real tokenizer's count on the dev set)."""
+    judge = LlmJudge(LlmConfig(base_url="http://127.0.0.1:9/v1", model="m", verdict="probability"))
+    rules = load_rules(EXAMPLES.parent / "rules")
+    sizes = []
+    try:
+        for line in (EXAMPLES / "agent_log.jsonl").read_text().splitlines():
+            try:
+                record = validate(line.encode())
+            except InvalidInput:  # the log's deliberately bad lines are dead letters
+                continue
+            request, _ = judge_request(record, rules.for_app(record.app))
+            context = judge.probability_messages(request)
+            sizes.append(sum(estimate_tokens(m["content"]) for m in context))
+    finally:
+        judge.close()
+    assert len(sizes) > 300
+    assert statistics.median(sizes) <= 300
