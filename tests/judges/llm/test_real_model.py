@@ -159,7 +159,9 @@ def _settings(base_url: str) -> Settings:
         # No cache: every record is a real call, so its usage is the model's.
         cache_size=0,
     )
-    return Settings(llm=llm, concurrency=1, metrics_port=None)
+    # A record may take the whole LLM budget (slow calls, a retry, a re-ask): the record timeout
+    # must cover it, or the settings are refused (issue 21 section 4e).
+    return Settings(llm=llm, concurrency=1, metrics_port=None, record_timeout_s=llm.record_budget_s)
 
 
 def _report(run: Run, properties: list[tuple[str, object]]) -> None:
