@@ -4,41 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
+from stef.models import JudgeInfo
+from stef.request import JudgeReply, JudgeRequest
 
-from stef.models import InputRecord, JudgeInfo, JudgeOutput, SqlSpec, Usage
-from stef.rules import AppRules
-
-
-class JudgeRequest(BaseModel):
-    """Everything a judge may look at for one record.
-
-    Attributes:
-        record: the validated input record (Qu, Qe, S and labels).
-        sql_spec: the deterministic SQL spec with numbered predicates.
-        normalizations: production rules that already fired (SPEC §2), by name.
-        notes: one human-readable sentence per fired rule or flag, for the prompt.
-        flags: conditions worth a look (``limit_below_min``, ``unparsed_sql`` ...).
-        rules: the app rules in force for this record.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    record: InputRecord
-    sql_spec: SqlSpec
-    normalizations: list[str]
-    notes: list[str]
-    flags: list[str]
-    rules: AppRules
-
-
-class JudgeReply(BaseModel):
-    """A backend's answer plus what it cost."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    output: JudgeOutput
-    usage: Usage
+# The request and the reply live in stef.request, below the stages that read them (verify).
+__all__ = ["Judge", "JudgeReply", "JudgeRequest", "judge"]
 
 
 class Judge(Protocol):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from stef.models import InputRecord, SqlSpec
+from stef.question import TIME_UNITS
 from stef.rules import AppRules
 
 _NUMBER_WORDS = {
@@ -81,7 +82,6 @@ _NOT_SUPERLATIVE_EST = {
     "tempest",
 }
 # "last 30 days" and "the first 3 months" are time windows (filters), not top-k requests.
-TIME_UNITS = r"(?:second|minute|hour|day|week|month|quarter|year|decade)s?"
 _TOP_K = re.compile(
     r"\b(?:top|bottom|best|worst)\s+"
     + _NUM

@@ -23,8 +23,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from stef.judges.base import JudgeRequest
-from stef.judges.heuristic.question import Found, as_word, in_words, question_literals
 from stef.models import (
     REPAIR_KINDS,
     EnrichmentStatus,
@@ -33,6 +31,8 @@ from stef.models import (
     Predicate,
     QuestionFilter,
 )
+from stef.question import Found, as_word, in_words, question_literals
+from stef.request import JudgeRequest
 from stef.sql.canonical import norm_value
 
 # Question values STEF compares itself: unambiguous in the question and in SQL literals.

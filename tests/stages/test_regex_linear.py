@@ -17,6 +17,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from stef import question as reading
 from stef.judges.heuristic import question as q
 from stef.sql.canonical import SQL_STRING
 from stef.sql.census import Census
@@ -62,30 +63,30 @@ def _rep(unit: str, tail: str = "") -> Callable[[int], str]:
     return lambda n: (unit * (n // len(unit) + 1))[:n] + tail
 
 
-COMPARATORS = [pattern for pattern, _ in q._COMPARATORS]
+COMPARATORS = [pattern for pattern, _ in reading._COMPARATORS]
 AGG_CUES = [pattern for pattern, _ in q._AGG_CUES]
 
 # (title, what runs, adversarial text of about n characters)
 CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
-    ("quoted: unclosed quotes past 200 chars", _scan(q._QUOTED), _rep("'" + "x" * 250)),
-    ("quoted: double quotes, newline", _scan(q._QUOTED), _rep('"' + "x" * 150 + "\n")),
-    ("quoted: backticks", _scan(q._QUOTED), _rep("`" + "x" * 300)),
-    ("iso date: almost dates", _scan(q._ISO_DATE), _rep("2020-01-")),
-    ("quarter: Q1 then spaces", _scan(q._QUARTER), _rep("Q1" + " " * 50 + "x ")),
-    ("month year: month then spaces", _scan(q._MONTH_YEAR), _rep("march" + " " * 60 + "x ")),
-    ("number: comma chain ending in a letter", _scan(q._NUMBER), _rep("1,", "x")),
-    ("number: one long digit run then a letter", _scan(q._NUMBER), lambda n: "1" * n + "a"),
-    ("number: dotted chain", _scan(q._NUMBER), _rep("1.", "-")),
-    ("number: minus chain", _scan(q._NUMBER), _rep("-1")),
-    ("number: percent chain", _scan(q._NUMBER), _rep("5%")),
-    ("entity: capital then joiners", _scan(q._ENTITY), lambda n: "A" + _rep(" of")(n) + " x"),
-    ("entity: joiner runs", _scan(q._ENTITY), _rep("A of the and ", "x")),
-    ("entity: capitals", _scan(q._ENTITY), _rep("A ")),
-    ("entity: punctuated word", _scan(q._ENTITY), _rep("A'&.-")),
-    ("top-k: top then spaces", _scan(q._TOP_K_NUMBER), lambda n: "top" + " " * n + "x"),
-    ("top-k: digits then no superlative", _scan(q._TOP_K_NUMBER), lambda n: "1" * n + " x"),
-    ("top-k: numbers", _scan(q._TOP_K_NUMBER), _rep("5 ")),
-    ("top-k: repeated superlatives", _scan(q._TOP_K_NUMBER), _rep("highest ")),
+    ("quoted: unclosed quotes past 200 chars", _scan(reading._QUOTED), _rep("'" + "x" * 250)),
+    ("quoted: double quotes, newline", _scan(reading._QUOTED), _rep('"' + "x" * 150 + "\n")),
+    ("quoted: backticks", _scan(reading._QUOTED), _rep("`" + "x" * 300)),
+    ("iso date: almost dates", _scan(reading._ISO_DATE), _rep("2020-01-")),
+    ("quarter: Q1 then spaces", _scan(reading._QUARTER), _rep("Q1" + " " * 50 + "x ")),
+    ("month year: month then spaces", _scan(reading._MONTH_YEAR), _rep("march" + " " * 60 + "x ")),
+    ("number: comma chain ending in a letter", _scan(reading._NUMBER), _rep("1,", "x")),
+    ("number: one long digit run then a letter", _scan(reading._NUMBER), lambda n: "1" * n + "a"),
+    ("number: dotted chain", _scan(reading._NUMBER), _rep("1.", "-")),
+    ("number: minus chain", _scan(reading._NUMBER), _rep("-1")),
+    ("number: percent chain", _scan(reading._NUMBER), _rep("5%")),
+    ("entity: capital then joiners", _scan(reading._ENTITY), lambda n: "A" + _rep(" of")(n) + " x"),
+    ("entity: joiner runs", _scan(reading._ENTITY), _rep("A of the and ", "x")),
+    ("entity: capitals", _scan(reading._ENTITY), _rep("A ")),
+    ("entity: punctuated word", _scan(reading._ENTITY), _rep("A'&.-")),
+    ("top-k: top then spaces", _scan(reading._TOP_K_NUMBER), lambda n: "top" + " " * n + "x"),
+    ("top-k: digits then no superlative", _scan(reading._TOP_K_NUMBER), lambda n: "1" * n + " x"),
+    ("top-k: numbers", _scan(reading._TOP_K_NUMBER), _rep("5 ")),
+    ("top-k: repeated superlatives", _scan(reading._TOP_K_NUMBER), _rep("highest ")),
     ("grouping: per then spaces", _scan(q._GROUPING), lambda n: "per" + " " * n + "!"),
     ("grouping: repeated openers", _scan(q._GROUPING), _rep("for each ")),
     ("distinct words", _scan(q.DISTINCT_WORDS), _rep("distinc ")),
@@ -109,9 +110,9 @@ CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
         )
     ],
     # Past the cache: every call must scan.
-    ("question literals: superlatives", q._question_literals.__wrapped__, _rep("highest ")),
+    ("question literals: superlatives", reading._question_literals.__wrapped__, _rep("highest ")),
     # Each value was tested against every value taken before it.
-    ("question literals: numbers", q._question_literals.__wrapped__, _rep("1 ")),
+    ("question literals: numbers", reading._question_literals.__wrapped__, _rep("1 ")),
     # A lazy gap from each "the" to a superlative later in the sentence.
     (
         "question cues: the after a superlative",

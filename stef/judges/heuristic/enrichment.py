@@ -6,8 +6,8 @@ question and of the agent's rewrite: a dropped value is major drift, an added on
 
 from __future__ import annotations
 
-from stef.judges.heuristic.question import in_words, question_literals
 from stef.models import Enrichment, EnrichmentStatus
+from stef.question import in_words, question_literals
 from stef.rules import AppRules
 
 

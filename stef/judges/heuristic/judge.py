@@ -16,13 +16,7 @@ from dataclasses import dataclass
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.checks import CHECKS, Evidence, Finding
 from stef.judges.heuristic.enrichment import enrichment
-from stef.judges.heuristic.question import (
-    in_words,
-    is_quoted_name,
-    question_literals,
-    question_spec,
-    sql_names_text,
-)
+from stef.judges.heuristic.question import is_quoted_name, question_spec, sql_names_text
 from stef.models import (
     EnrichmentStatus,
     FilterMatch,
@@ -36,6 +30,7 @@ from stef.models import (
     Usage,
     Verdict,
 )
+from stef.question import in_words, question_literals
 from stef.sql.canonical import SQL_STRING, norm_value
 
 _SQL_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w])")

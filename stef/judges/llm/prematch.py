@@ -8,9 +8,9 @@ the prompt lists those as settled and the model is asked only about the rest of 
 from __future__ import annotations
 
 from stef.judges.base import JudgeRequest
-from stef.judges.heuristic.question import question_literals
 from stef.judges.llm.reply import StefMatch
 from stef.models import Predicate, QuestionFilter
+from stef.question import question_literals
 from stef.stages.verify import fold_value
 
 # A quarter ("Q3") is written in SQL as a date range or a number: the model decides it.

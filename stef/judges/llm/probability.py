@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from stef.judges.base import JudgeRequest
-from stef.judges.heuristic.question import in_words
 from stef.models import JudgeOutput, Verdict
+from stef.question import in_words
 
 SYSTEM_TEMPLATE = "probability_system.j2"
 USER_TEMPLATE = "probability_user.j2"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from stef.judges.heuristic.question import as_word, in_words
+from stef.question import as_word, in_words
 
 # Word characters of several scripts, digits of two (Arabic-Indic ٣ is \d), the separators the
 # number rule looks at, and a space.

@@ -9,9 +9,9 @@ import sqlglot
 
 from stef.judges.heuristic.enrichment import enrichment
 from stef.judges.heuristic.judge import HeuristicJudge
-from stef.judges.heuristic.question import question_literals
 from stef.models import EnrichmentStatus
 from stef.pipeline import Pipeline
+from stef.question import question_literals
 from stef.rules import AppRules, RuleSet
 from stef.stages.validate import validate
 

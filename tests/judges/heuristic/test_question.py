@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from stef.judges.heuristic.question import question_literals, question_spec
+from stef.judges.heuristic.question import question_spec
 from stef.models import Aggregation, QuestionFilter, QuestionSpec
+from stef.question import question_literals
 from stef.rules import AppRules
 from stef.stages.sqlspec import sqlspec
 
