@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from stef.errors import CommitError, ConfigError
 from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
+from tests.disks import small_tmpfs
 
 
 def _source(log: Path, state: Path) -> FileSource:
@@ -211,16 +211,7 @@ def test_a_failed_save_is_retried_at_the_next_commit(tmp_path: Path) -> None:
 def test_a_checkpoint_is_saved_on_a_full_disk(tmp_path: Path) -> None:
     """The results fill the disk the checkpoint shares: the save still lands, in the spare slot
     reserved at start (the state file is still replaced whole, by a rename)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", 64) as disk:
         log, state = tmp_path / "app.log", disk / "state"
         _write(log, b"a1", b"a2")
         s = _source(log, state)
@@ -233,5 +224,3 @@ def test_a_checkpoint_is_saved_on_a_full_disk(tmp_path: Path) -> None:
         s.close()
         saved = json.loads(state.read_text())
         assert (saved["line"], saved["offset"]) == (2, 6)
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)

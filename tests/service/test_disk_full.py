@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.disks import small_tmpfs
 from tests.service.conftest import ServiceProcess, valid_record
 
 pytestmark = pytest.mark.integration
@@ -22,20 +23,9 @@ _RECORDS = 100  # about 2 KB of result each: 200 KB in all
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 48 KiB tmpfs (root may mount one; skipped where mounting is not permitted)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(disk)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    """A 48 KiB tmpfs, grown by the test between runs."""
+    with small_tmpfs(tmp_path / "disk", 48) as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def _grow(disk: Path, kib: int) -> None:

@@ -4,7 +4,6 @@ CAP_SYS_ADMIN); without it the test is skipped."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,24 +13,14 @@ from structlog.testing import capture_logs
 
 from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
+from tests.disks import small_tmpfs
 from tests.judges.llm.conftest import make_record
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    where = tmp_path / "disk"
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
-    try:
+    with small_tmpfs(tmp_path / "disk", 64) as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_full_disk_under_the_cache_drops_the_file_and_judges_on(
