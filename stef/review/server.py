@@ -17,13 +17,13 @@ import hmac
 import json
 import secrets
 import socket
-import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from stef.io.http_server import BoundedServer
 from stef.review import records as R
 from stef.review.labels import append_label, label_line, latest_labels
 from stef.review.sqlview import formatted, spans
@@ -234,36 +234,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class ReviewServer(ThreadingHTTPServer):
+class ReviewServer(BoundedServer):
     """A threaded server with at most :data:`MAX_HANDLERS` requests served at once (more wait
     for a slot for the socket timeout, then are closed) and a timeout on every connection."""
-
-    daemon_threads = True
 
     def __init__(self, review: Review, host: str, port: int) -> None:
         if ":" in host:
             self.address_family = socket.AF_INET6
         self.review = review
-        self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
-        super().__init__((host, port), _Handler)
+        super().__init__((host, port), _Handler, MAX_HANDLERS, slot_wait_s=SOCKET_TIMEOUT_S)
         review.bind(host, self.server_address[1])
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(timeout=SOCKET_TIMEOUT_S):
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()

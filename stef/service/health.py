@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from stef.errors import ConfigError
+from stef.io.http_server import BoundedServer
 
 # Connections served at once (a thread each); more are closed at once. Probes and a scrape need
 # a handful: the bound keeps idle or slow clients from growing a thread per connection.
@@ -99,7 +100,7 @@ class HealthServer:
     ) -> None:
         handler = _handler(registry, state, idle_timeout_s)
         try:
-            self._server = _BoundedServer((host, port), handler, max_connections)
+            self._server = BoundedServer((host, port), handler, max_connections)
         except OSError as exc:
             raise ConfigError(
                 f"metrics server {host}:{port}: {exc.strerror or exc} (set metrics_port to a "
@@ -121,41 +122,6 @@ class HealthServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-
-class _BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``max_connections`` of them: past the bound a new
-    connection is closed at once instead of growing another thread."""
-
-    daemon_threads = True
-    # The default backlog (5) drops connections arriving faster than one accept: a client then
-    # waits a second or more for its SYN to be sent again, probes included.
-    request_queue_size = 128
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
-        max_connections: int,
-    ) -> None:
-        self._slots = threading.BoundedSemaphore(max_connections)
-        super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()  # no thread started: its slot is free again
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
 
 
 def _handler(
