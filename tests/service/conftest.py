@@ -21,6 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from stef.settings import Settings, load_settings
 from tests.brokers import FAST_GROUP, free_port, kafka_broker  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,6 +258,28 @@ def kafka_config(**extra: Any) -> dict[str, Any]:
         "auto_offset_reset": "earliest",
         **extra,
     }
+
+
+def valid_log(tmp_path: Path, n: int) -> Path:
+    """``log.jsonl`` in ``tmp_path``: ``n`` valid records."""
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(n)))
+    return path
+
+
+def file_settings(tmp_path: Path, log: Path, **extra: object) -> Settings:
+    """The in-process service's settings on ``log``: results and dead letters in ``tmp_path``,
+    no metrics port, no environment."""
+    return load_settings(
+        overrides={
+            "source": f"file:{log}",
+            "results": f"file:{tmp_path / 'results.jsonl'}",
+            "dead_letters": f"file:{tmp_path / 'dead.jsonl'}",
+            "metrics_port": "off",
+            **extra,
+        },
+        env={},
+    )
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

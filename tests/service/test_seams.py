@@ -18,27 +18,7 @@ from stef.io import AckCallback, Envelope
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.pipeline import Processed
 from stef.service.loop import Service
-from stef.settings import Settings, load_settings
-from tests.service.conftest import ROOT, read_jsonl, valid_record
-
-
-def _log(tmp_path: Path, n: int) -> Path:
-    path = tmp_path / "log.jsonl"
-    path.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(n)))
-    return path
-
-
-def _settings(tmp_path: Path, log: Path, **extra: object) -> Settings:
-    return load_settings(
-        overrides={
-            "source": f"file:{log}",
-            "results": f"file:{tmp_path / 'results.jsonl'}",
-            "dead_letters": f"file:{tmp_path / 'dead.jsonl'}",
-            "metrics_port": "off",
-            **extra,
-        },
-        env={},
-    )
+from tests.service.conftest import ROOT, file_settings, read_jsonl, valid_log, valid_record
 
 
 def _run_bounded(service: Service, timeout_s: float = 30.0) -> int | None:
@@ -72,7 +52,7 @@ class SilentSink:
 
 def test_an_observer_that_raises_leaks_no_slot(tmp_path: Path) -> None:
     """Before: every raising observer kept a slot; with 3 slots the fourth record never ran."""
-    log = _log(tmp_path, 30)
+    log = valid_log(tmp_path, 30)
     calls: list[int] = []
 
     def observer(envelope: Envelope, processed: Processed) -> None:
@@ -80,7 +60,7 @@ def test_an_observer_that_raises_leaks_no_slot(tmp_path: Path) -> None:
         raise OSError(28, "No space left on device")  # a progress line on a full stderr
 
     registry = CollectorRegistry()
-    settings = _settings(tmp_path, log, concurrency=2, max_inflight=3, record_timeout_s=5)
+    settings = file_settings(tmp_path, log, concurrency=2, max_inflight=3, record_timeout_s=5)
     service = Service(settings, backend=HeuristicJudge(), registry=registry, observer=observer)
     assert _run_bounded(service) == 0
     assert len(read_jsonl(tmp_path / "results.jsonl")) == 30
@@ -93,9 +73,9 @@ def test_a_done_callback_that_raises_stops_the_service_and_releases_its_slot(
     tmp_path: Path,
 ) -> None:
     """The source cannot commit past a record whose done callback raised: exit 1, no hang."""
-    log = _log(tmp_path, 10)
+    log = valid_log(tmp_path, 10)
     registry = CollectorRegistry()
-    settings = _settings(tmp_path, log, concurrency=1, max_inflight=1, record_timeout_s=5)
+    settings = file_settings(tmp_path, log, concurrency=1, max_inflight=1, record_timeout_s=5)
     service = Service(settings, backend=HeuristicJudge(), registry=registry)
     poll = service.source.poll
 
@@ -114,9 +94,9 @@ def test_a_done_callback_that_raises_stops_the_service_and_releases_its_slot(
 
 def test_healthz_fails_when_records_are_held_and_none_is_acknowledged(tmp_path: Path) -> None:
     """Every worker idle, records in flight, no acknowledgement: the probe must not stay green."""
-    log = _log(tmp_path, 5)
+    log = valid_log(tmp_path, 5)
     sink = SilentSink()
-    settings = _settings(tmp_path, log, record_timeout_s=0.5, drain_timeout_s=0.1)
+    settings = file_settings(tmp_path, log, record_timeout_s=0.5, drain_timeout_s=0.1)
     service = Service(settings, backend=HeuristicJudge(), results=sink)
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
@@ -136,8 +116,8 @@ def test_healthz_fails_when_records_are_held_and_none_is_acknowledged(tmp_path: 
 
 def test_healthz_waits_a_whole_timeout_from_the_first_record_after_idling(tmp_path: Path) -> None:
     """An idle stretch longer than the timeout is not a missing acknowledgement."""
-    log = _log(tmp_path, 1)
-    settings = _settings(tmp_path, log, record_timeout_s=0.5)
+    log = valid_log(tmp_path, 1)
+    settings = file_settings(tmp_path, log, record_timeout_s=0.5)
     service = Service(settings, backend=HeuristicJudge(), results=SilentSink())
     time.sleep(0.6)  # idle since the service was built
     service.source.start()
@@ -179,10 +159,10 @@ def test_replay_with_stderr_full_writes_every_output(tmp_path: Path) -> None:
 
 def test_failed_commits_are_counted_exported_and_fail_healthz_after_n(tmp_path: Path) -> None:
     """Before: a checkpoint that could not be saved was a log line, nothing more."""
-    log = _log(tmp_path, 0)
+    log = valid_log(tmp_path, 0)
     blocked = tmp_path / "state"
     registry = CollectorRegistry()
-    settings = _settings(
+    settings = file_settings(
         tmp_path,
         log,
         follow=True,
@@ -229,7 +209,7 @@ def test_without_rules_the_first_app_names_seen_are_labels(tmp_path: Path) -> No
     Before: every app of the example log was counted as ``unknown``."""
     log = ROOT / "examples" / "agent_log.jsonl"
     registry = CollectorRegistry()
-    service = Service(_settings(tmp_path, log), backend=HeuristicJudge(), registry=registry)
+    service = Service(file_settings(tmp_path, log), backend=HeuristicJudge(), registry=registry)
     assert service.settings.rules is None
     assert service.run() == 0
     evaluated = registry.get_sample_value(
@@ -252,7 +232,7 @@ def test_with_rules_an_app_without_a_file_stays_unknown(tmp_path: Path) -> None:
     (rules / "sales.yaml").write_text("app: sales\n")
     log = ROOT / "examples" / "agent_log.jsonl"
     registry = CollectorRegistry()
-    settings = _settings(tmp_path, log, rules=str(rules))
+    settings = file_settings(tmp_path, log, rules=str(rules))
     assert Service(settings, backend=HeuristicJudge(), registry=registry).run() == 0
     for app, outcome in (("sales", "evaluated"), ("unknown", "evaluated")):
         value = registry.get_sample_value("stef_records_total", {"app": app, "outcome": outcome})

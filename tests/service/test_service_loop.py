@@ -17,8 +17,7 @@ from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import JudgeInfo
 from stef.service.loop import Service
-from stef.settings import Settings, load_settings
-from tests.service.conftest import read_jsonl, valid_record
+from tests.service.conftest import file_settings, read_jsonl, valid_log, valid_record
 
 
 class ExplodingJudge:
@@ -95,31 +94,12 @@ class CountingSource(FileSource):
         return cb
 
 
-def _log(tmp_path: Path, n: int) -> Path:
-    path = tmp_path / "log.jsonl"
-    path.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(n)))
-    return path
-
-
-def _settings(tmp_path: Path, log: Path, **extra: object) -> Settings:
-    return load_settings(
-        overrides={
-            "source": f"file:{log}",
-            "results": f"file:{tmp_path / 'results.jsonl'}",
-            "dead_letters": f"file:{tmp_path / 'dead.jsonl'}",
-            "metrics_port": "off",
-            **extra,
-        },
-        env={},
-    )
-
-
 def test_poison_record_becomes_a_dead_letter_and_the_loop_goes_on(tmp_path: Path) -> None:
-    log = _log(tmp_path, 20)
+    log = valid_log(tmp_path, 20)
     poison = valid_record(7)["question"]
     judge = ExplodingJudge(poison)
     registry = CollectorRegistry()
-    service = Service(_settings(tmp_path, log), backend=judge, registry=registry)
+    service = Service(file_settings(tmp_path, log), backend=judge, registry=registry)
     assert service.run() == 0
     results = read_jsonl(tmp_path / "results.jsonl")
     letters = read_jsonl(tmp_path / "dead.jsonl")
@@ -136,11 +116,11 @@ def test_poison_record_becomes_a_dead_letter_and_the_loop_goes_on(tmp_path: Path
 
 
 def test_a_sink_failure_stops_the_service_without_acknowledging(tmp_path: Path) -> None:
-    log = _log(tmp_path, 10)
+    log = valid_log(tmp_path, 10)
     source = CountingSource(str(log))
     sink = FailingSink()
     service = Service(
-        _settings(tmp_path, log), backend=HeuristicJudge(), source=source, results=sink
+        file_settings(tmp_path, log), backend=HeuristicJudge(), source=source, results=sink
     )
     assert service.run() == 1
     assert sink.sent >= 1
@@ -148,10 +128,10 @@ def test_a_sink_failure_stops_the_service_without_acknowledging(tmp_path: Path) 
 
 
 def test_in_flight_work_stays_within_the_bound(tmp_path: Path) -> None:
-    log = _log(tmp_path, 60)
+    log = valid_log(tmp_path, 60)
     source = CountingSource(str(log))
     judge = ExplodingJudge("never asked", delay_s=0.01)
-    settings = _settings(tmp_path, log, concurrency=3, max_inflight=5)
+    settings = file_settings(tmp_path, log, concurrency=3, max_inflight=5)
     service = Service(settings, backend=judge, source=source)
     assert service.run() == 0
     assert source.peak <= 5
@@ -169,7 +149,9 @@ def test_in_flight_bytes_stay_within_their_bound(tmp_path: Path) -> None:
     assert 2000 < size < 2400
     source = CountingSource(str(log))
     judge = ExplodingJudge("never asked", delay_s=0.01)
-    settings = _settings(tmp_path, log, concurrency=8, max_inflight=100, max_inflight_bytes=8192)
+    settings = file_settings(
+        tmp_path, log, concurrency=8, max_inflight=100, max_inflight_bytes=8192
+    )
     service = Service(settings, backend=judge, source=source)
     assert service.run() == 0
     assert 2 <= source.peak <= 4
