@@ -12,6 +12,13 @@ record path, as ``stef calibrate`` does (every record judged, the dev rules of
   llama-server started here (``scripts/build-llama-server.sh``, ``scripts/fetch-qwen.sh``), or
   any OpenAI-compatible endpoint given as ``EVAL_BASE_URL``, ``EVAL_MODEL``, ``EVAL_API_KEY``.
 
+- the same model in probability mode with few-shot from corrections (``llm.few_shot: k``,
+  ``--few-shot K``), on the same sample records, against k = 0 (the probability mode above). The
+  examples are the dev records outside the sample (same ``app``; none whose question a sample
+  record also asks), each with the heuristic's verdict as "what the judge said when it was
+  reviewed" (the heuristic's mistakes come first) and the record's error types as the reviewer's
+  note; written to ``build/eval/few-shot-examples.jsonl``.
+
 Each judge gives a raw signal in [0, 1]: the score / 100 for the heuristic, P(Yes) in probability
 mode, and in structured mode the verdict token's probability (``token``) and the self-reported
 confidence read as P(correct) (``self``: the confidence for a passing verdict, one minus it for a
@@ -51,6 +58,7 @@ from stef.judges.base import Judge, JudgeReply, JudgeRequest  # noqa: E402
 from stef.judges.heuristic.judge import HeuristicJudge  # noqa: E402
 from stef.judges.llm import build_llm_judge  # noqa: E402
 from stef.judges.llm.config import LlmConfig  # noqa: E402
+from stef.judges.llm.examples import folded  # noqa: E402
 from stef.models import PASSING_VERDICTS, JudgeInfo, Result, Verdict  # noqa: E402
 from stef.pipeline import Pipeline  # noqa: E402
 from stef.rules import load_rules  # noqa: E402
@@ -350,7 +358,15 @@ def llama_server(threads: int, log: Path) -> Iterator[str]:
                 proc.wait()
 
 
-def llm_config(base_url: str, model: str, api_key: str | None, verdict: str) -> LlmConfig:
+def llm_config(
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    verdict: str,
+    *,
+    few_shot: int = 0,
+    examples: Path | None = None,
+) -> LlmConfig:
     """One record at a time, with room for a slow CPU server; no cache (every record asked)."""
     data: dict[str, Any] = {
         "base_url": base_url,
@@ -362,10 +378,49 @@ def llm_config(base_url: str, model: str, api_key: str | None, verdict: str) -> 
         "max_concurrency": 1,
         "max_tokens": 600,
         "cache_size": 0,
+        "few_shot": few_shot,
+        "few_shot_file": examples,
     }
     if api_key:
         data["api_key"] = api_key
     return LlmConfig.model_validate(data)
+
+
+def write_examples(
+    path: Path, records: Sequence[Labelled], sample_ids: Sequence[str], heuristic_rows: list[Row]
+) -> dict[str, int]:
+    """The few-shot examples file of the eval: the labelled records outside the sample whose
+    question no sample record asks, as ``stef canary add`` writes them (the heuristic's verdict
+    standing for the judge's at review time, the error types for the reviewer's note)."""
+    sample = set(sample_ids)
+    asked = {folded(str(r.payload["question"])) for r in records if str(r.payload["id"]) in sample}
+    verdicts = {r.id: r.verdict for r in heuristic_rows}
+    lines: list[str] = []
+    left_out = 0
+    for rec in records:
+        rid = str(rec.payload["id"])
+        if rid in sample:
+            continue
+        question = str(rec.payload["question"])
+        if folded(question) in asked:
+            left_out += 1
+            continue
+        line: dict[str, Any] = {
+            "id": rid,
+            "app": rec.payload.get("app"),
+            "question": question,
+            "enriched_question": rec.payload.get("enriched_question"),
+            "sql": rec.payload["sql"],
+            "label": rec.label,
+        }
+        if rec.error_types:
+            line["note"] = "; ".join(rec.error_types)
+        if verdicts.get(rid):
+            line["judge_verdict"] = verdicts[rid]
+        lines.append(json.dumps(line, ensure_ascii=False))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    return {"examples": len(lines), "same_question_left_out": left_out}
 
 
 # ---------------------------------------------------------------------------------- report
@@ -453,8 +508,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.eval", description=summary)
     parser.add_argument("--sample-size", type=int, default=SAMPLE_SIZE, help="probability mode")
     parser.add_argument("--structured-size", type=int, default=SAMPLE_SIZE, help="structured mode")
-    parser.add_argument("--modes", default="heuristic,probability,structured")
+    parser.add_argument("--modes", default="heuristic,probability,few-shot,structured")
     parser.add_argument("--threads", type=int, default=1, help="llama-server threads (-t)")
+    parser.add_argument(
+        "--few-shot", type=int, default=3, help="k of the few-shot mode (probability, k examples)"
+    )
+    parser.add_argument(
+        "--few-shot-size", type=int, default=SAMPLE_SIZE, help="records of the few-shot mode"
+    )
     parser.add_argument(
         "--budget-s", type=float, default=None, help="per LLM mode: start no record after this"
     )
@@ -501,9 +562,11 @@ def main(argv: list[str] | None = None) -> int:
             "per_source": by_source(rows, kind, threshold),
         }
 
-    if "heuristic" in modes:
+    heuristic_rows: list[Row] = []
+    if "heuristic" in modes or "few-shot" in modes:
         print(f"eval: heuristic on {len(records)} records", file=sys.stderr)
-        rows = judge_records(HeuristicJudge(), records, show=False)
+        heuristic_rows = rows = judge_records(HeuristicJudge(), records, show=False)
+    if "heuristic" in modes:
         rows_out["heuristic"] = [asdict(r) for r in rows]
         record("heuristic (all, score/100)", rows, "score", HEURISTIC_PASS / 100)
         sample = set(sample_ids)
@@ -515,17 +578,40 @@ def main(argv: list[str] | None = None) -> int:
         )
         report["stef_calibrate_heuristic"] = stef_calibrate(LABELS)
         _write(args.out, report, rows_out)
-    llm_modes = [m for m in ("probability", "structured") if m in modes]
+    examples = args.out / "few-shot-examples.jsonl"
+    if "few-shot" in modes:
+        report["few_shot"] = {
+            "k": args.few_shot,
+            "file": str(examples.relative_to(ROOT) if examples.is_relative_to(ROOT) else examples),
+            **write_examples(examples, records, sample_ids, heuristic_rows),
+        }
+    llm_modes = [m for m in ("probability", "few-shot", "structured") if m in modes]
     if llm_modes:
         with contextlib.ExitStack() as stack:
             url = base_url or stack.enter_context(
                 llama_server(args.threads, args.out / "llama-server.log")
             )
             for mode in llm_modes:
-                size = args.sample_size if mode == "probability" else args.structured_size
+                size = {
+                    "probability": args.sample_size,
+                    "few-shot": args.few_shot_size,
+                    "structured": args.structured_size,
+                }[mode]
                 chosen = [by_id[i] for i in sample_ids[:size]]
                 print(f"eval: {mode} mode on {len(chosen)} records", file=sys.stderr)
-                judge = build_llm_judge(llm_config(url, model, api_key, mode))
+                config = (
+                    llm_config(
+                        url,
+                        model,
+                        api_key,
+                        "probability",
+                        few_shot=args.few_shot,
+                        examples=examples,
+                    )
+                    if mode == "few-shot"
+                    else llm_config(url, model, api_key, mode)
+                )
+                judge = build_llm_judge(config)
                 try:
                     budget = args.budget_s
                     if mode == "structured" and args.structured_budget_s is not None:
@@ -536,6 +622,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows_out[mode] = [asdict(r) for r in rows]
                 if mode == "probability":
                     record("probability (P(Yes))", rows, "token", 0.5)
+                elif mode == "few-shot":
+                    record(f"probability, few-shot k={args.few_shot} (P(Yes))", rows, "token", 0.5)
+                    paired = {r.id for r in rows}
+                    k0 = [Row(**x) for x in rows_out.get("probability", []) if x["id"] in paired]
+                    if k0 and len(k0) != len(rows_out["probability"]):
+                        # k = 0 on exactly the records the few-shot run judged.
+                        record("probability, k=0, the few-shot records", k0, "token", 0.5)
                 else:
                     record("structured (verdict token)", rows, "token", 0.5)
                     record("structured (self-reported)", rows, "self", 0.5)

@@ -265,6 +265,10 @@ class JudgeOutput(_Frozen):
         "log-probabilities: P(Yes) / (P(Yes) + P(No)) in probability mode, the passing side's "
         "share at the verdict token in structured mode; None when the endpoint sent none",
     )
+    examples: list[str] | None = Field(
+        default=None,
+        description="the ids of the labelled examples shown in the prompt (llm.few_shot)",
+    )
 
 
 class SampleVote(_Frozen):
@@ -327,6 +331,10 @@ class JudgeInfo(_Frozen):
     mode: str | None = Field(
         default=None, description="the LLM verdict mode: structured, probability or cascade"
     )
+    examples: list[str] | None = Field(
+        default=None,
+        description="the ids of the labelled examples shown with this record (llm.few_shot)",
+    )
 
     @model_serializer(mode="wrap")
     def _without_unset_record_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -340,7 +348,14 @@ class JudgeInfo(_Frozen):
 
 
 # The JudgeInfo fields that only an LLM judgment sets; left out of the JSON when unset.
-_PER_RECORD_INFO = ("reported_model", "samples", "second_opinion", "p_correct", "mode")
+_PER_RECORD_INFO = (
+    "reported_model",
+    "samples",
+    "second_opinion",
+    "p_correct",
+    "mode",
+    "examples",
+)
 
 
 # ------------------------------------------------------------------------------------- result

@@ -425,6 +425,7 @@ class Pipeline:
         update: dict[str, Any] = {
             "reported_model": answer.reported_model,
             "samples": answer.samples,
+            "examples": answer.examples,
         }
         if self.second_opinion is not None and result.components is not None:
             update["second_opinion"] = self._second_opinion(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.meta
 
 from stef.errors import TemplateError
 
@@ -129,6 +130,13 @@ class Prompts:
             raise TemplateError(
                 f"missing prompt templates in {self.directory}: {', '.join(missing)}"
             )
+
+    def variables(self, name: str) -> set[str]:
+        """The variables template ``name`` reads (none for an unknown template)."""
+        if name not in self._templates:
+            return set()
+        source, _, _ = self._env.loader.get_source(self._env, name)  # type: ignore[union-attr]
+        return set(jinja2.meta.find_undeclared_variables(self._env.parse(source)))
 
     def render(self, name: str, **context: Any) -> str:
         """Render one template.

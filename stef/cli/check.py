@@ -9,6 +9,7 @@ import sys
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import EndpointError, StefError
 from stef.exits import Exit
+from stef.judges.llm.examples import load_examples
 from stef.judges.llm.preflight import check_endpoint
 from stef.rules import load_rules
 
@@ -41,6 +42,21 @@ def run(args: argparse.Namespace) -> int:
     if not settings.llm.configured:
         print("judge: heuristic (no LLM endpoint configured: STEF_LLM_BASE_URL, STEF_LLM_API_KEY)")
         return Exit.OK
+    few_shot = settings.llm.few_shot_file
+    if settings.llm.few_shot and few_shot is not None:
+        try:
+            examples = load_examples(few_shot)
+        except StefError as exc:
+            return report_error("stef check", exc)
+        apps = ", ".join(
+            f"{app or '(no app)'} {c['examples']} ({c['judge_wrong']} the judge got wrong)"
+            for app, c in examples.counts().items()
+        )
+        print(
+            f"few-shot: ok (k {settings.llm.few_shot}; {few_shot}: {apps or 'no examples yet'}"
+            + (f"; {examples.too_long} too long to show" if examples.too_long else "")
+            + ")"
+        )
     try:
         checked = check_endpoint(settings.llm)
     except EndpointError as exc:

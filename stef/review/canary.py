@@ -1,17 +1,21 @@
 """Grow the canary file from reviewed records (``stef canary add``): each labelled result whose
 question and SQL are known becomes a canary line in the ``stef calibrate`` format, so judge
-drift is measured on the app's own traffic."""
+drift is measured on the app's own traffic. A line also keeps the reviewer's note and what the
+judge had said (``judge_verdict``, ``judge_p_correct``): the same file serves as the few-shot
+examples of ``llm.few_shot`` (:mod:`stef.judges.llm.examples`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stef.models import Verdict
 from stef.review import records as R
 
 SOURCE = "review"
 # The result fields a canary line keeps beside the input text (STEF's input field names).
 _KEPT = ("app", "agent", "agent_version", "timestamp")
+_VERDICTS = frozenset(v.value for v in Verdict)
 
 
 def canary_lines(
@@ -45,6 +49,25 @@ def canary_lines(
         canary["label"] = line["label"]
         canary["source"] = SOURCE
         canary["error_types"] = []
+        # What the reviewer said and what the judge had said: the few-shot examples
+        # (llm.few_shot_file) show the note, and put the judge's mistakes first.
+        if isinstance(line.get("note"), str) and line["note"].strip():
+            canary["note"] = line["note"].strip()
+        verdict = _verdict(rec)
+        if verdict is not None:
+            canary["judge_verdict"] = verdict
+        p = line.get("p_correct")
+        if isinstance(p, int | float) and not isinstance(p, bool) and 0 <= p <= 1:
+            canary["judge_p_correct"] = p
         out.append(canary)
         existing.add(rid)
     return out, no_text
+
+
+def _verdict(rec: R.Record) -> str | None:
+    """The verdict of an evaluated result, as it names it."""
+    components = rec.get("components")
+    if rec.get("outcome") != "evaluated" or not isinstance(components, dict):
+        return None
+    verdict = components.get("verdict")
+    return verdict if isinstance(verdict, str) and verdict in _VERDICTS else None

@@ -59,6 +59,8 @@ _ENV_VARS = {
     "preflight": "STEF_LLM_PREFLIGHT",
     "verdict": "STEF_LLM_VERDICT",
     "top_logprobs": "STEF_LLM_TOP_LOGPROBS",
+    "few_shot": "STEF_LLM_FEW_SHOT",
+    "few_shot_file": "STEF_LLM_FEW_SHOT_FILE",
 }
 
 # Process settings (``llm_requests_per_s``, ``llm_tokens_per_min``: per-replica budgets that apply
@@ -114,6 +116,10 @@ class LlmConfig(BaseModel):
             and switches once when the server names the one it rejects.
         preflight: ``replay``, ``run``, ``backfill`` and ``calibrate`` check the endpoint once
             (its models list) before reading any record, and stop when it is unusable.
+        few_shot: labelled examples of the record's app shown in each prompt, the ones the
+            judge got wrong first (:mod:`stef.judges.llm.examples`); 0: none.
+        few_shot_file: the labelled examples (``stef canary add`` writes them from review
+            labels); read once at start. Required when ``few_shot`` is above 0.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -184,6 +190,17 @@ class LlmConfig(BaseModel):
 
     verdict: VerdictMode = "structured"
     top_logprobs: int = Field(10, ge=0, le=20)
+    few_shot: int = Field(0, ge=0, le=20)
+    few_shot_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _few_shot_needs_a_file(self) -> LlmConfig:
+        if self.few_shot > 0 and self.few_shot_file is None:
+            raise ValueError(
+                f"few_shot {self.few_shot} needs few_shot_file: the labelled examples to show "
+                "(stef canary add --canary FILE writes them from review labels)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _probability_needs(self) -> LlmConfig:
@@ -234,7 +251,8 @@ class LlmConfig(BaseModel):
         ``STEF_LLM_CACHE_SIZE``, ``STEF_LLM_PRICES`` (JSON: ``{"model": {"prompt": 0.15,
         "completion": 0.6}}``), ``STEF_LLM_TEMPERATURE``, ``STEF_LLM_SAMPLES``,
         ``STEF_LLM_SECOND_OPINION`` (``true``/``false``), ``STEF_LLM_VERDICT``,
-        ``STEF_LLM_TOP_LOGPROBS``. Empty values count as unset.
+        ``STEF_LLM_TOP_LOGPROBS``, ``STEF_LLM_FEW_SHOT``, ``STEF_LLM_FEW_SHOT_FILE``.
+        Empty values count as unset.
 
         Raises:
             ConfigError: a value does not validate (the message names the variable, not the key).
@@ -256,14 +274,30 @@ class LlmConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{_variable(e['loc'], e['msg'])}: {e['msg']}" for e in exc.errors()
+            )
             raise ConfigError(f"invalid LLM settings: {problems}") from exc
 
 
-def _variable(loc: tuple[int | str, ...]) -> str:
-    """The variable of a validation error's location; an error of the whole model (no location)
-    comes from the key file, the only check across fields."""
-    return _ENV_VARS.get(str(loc[0]), str(loc[0])) if loc else _ENV_VARS["api_key_file"]
+# The checks across fields (errors of the whole model, with no location), by a word of their
+# message; the first that matches names the variable.
+_ACROSS_FIELDS = (
+    ("few_shot", "few_shot"),
+    ("verdict probability", "verdict"),
+    ("api_key", "api_key_file"),
+)
+
+
+def _variable(loc: tuple[int | str, ...], message: str = "") -> str:
+    """The variable of a validation error: its location's, or for a check across fields (no
+    location) the one its message is about."""
+    if loc:
+        return _ENV_VARS.get(str(loc[0]), str(loc[0]))
+    for word, field in _ACROSS_FIELDS:
+        if word in message:
+            return _ENV_VARS[field]
+    return "STEF_LLM_*"
 
 
 def check_env_names(source: Mapping[str, str]) -> None:

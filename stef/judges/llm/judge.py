@@ -30,12 +30,20 @@ from typing import Any
 
 import structlog
 
-from stef.errors import ConfigError, JudgeError, LlmReplyError, LlmTransportError, ReplyInvalid
+from stef.errors import (
+    ConfigError,
+    JudgeError,
+    LlmReplyError,
+    LlmTransportError,
+    ReplyInvalid,
+    TemplateError,
+)
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import heuristic
 from stef.judges.llm.cache import JudgeCache, cache_key
 from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.examples import Example, Examples, load_examples
 from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.logprobs import verdict_probability, yes_probability
 from stef.judges.llm.prematch import prematch
@@ -103,12 +111,15 @@ _PROMPT_SPEC_KEYS = {
 }
 
 
-def prompt_context(request: JudgeRequest, stef: Sequence[StefMatch] = ()) -> dict[str, Any]:
+def prompt_context(
+    request: JudgeRequest, stef: Sequence[StefMatch] = (), examples: Sequence[Example] = ()
+) -> dict[str, Any]:
     """The template variables of one request: plain JSON-able data, nothing else.
 
     Args:
         request: the record and its analysis.
         stef: the question filters STEF matched itself (listed as settled in the prompt).
+        examples: the labelled examples shown before the record (``llm.few_shot``).
     """
     spec: SqlSpec = request.sql_spec
     record = request.record
@@ -123,6 +134,7 @@ def prompt_context(request: JudgeRequest, stef: Sequence[StefMatch] = ()) -> dic
         "question": record.question,
         "enriched_question": record.enriched_question,
         "sql": record.sql,
+        "examples": [e.shown() for e in examples],
     }
 
 
@@ -160,7 +172,11 @@ class LlmJudge:
             raise ConfigError(f"unknown LLM verdict mode {self.mode!r}")
         self._metrics = metrics
         self._schema_json = json.dumps(reply_schema(), sort_keys=True)
-        self.prompts = Prompts.load(prompts_dir, extra_version=self._schema_json)
+        # A judge shown examples is another judge (its calibration is its own): k is part of
+        # the prompt version. Which examples a record saw is in its result (judge.examples).
+        shots = f"\0few_shot={config.few_shot}" if config.few_shot else ""
+        self.prompts = Prompts.load(prompts_dir, extra_version=self._schema_json + shots)
+        self._examples = self._load_examples(config)
         # The system prompt is static per mode: render both once.
         self._system = {
             "json_schema": self.prompts.render("system.j2", schema_json=""),
@@ -193,6 +209,45 @@ class LlmJudge:
     @property
     def info(self) -> JudgeInfo:
         return self._info
+
+    def _load_examples(self, config: LlmConfig) -> Examples | None:
+        """The few-shot examples, and a check that the prompt template shows them.
+
+        Raises:
+            ConfigError: the examples file cannot be used.
+            TemplateError: the user template of this mode does not use ``examples`` (a custom
+                template folder from before few-shot would drop them without a word).
+        """
+        if config.few_shot == 0 or config.few_shot_file is None:
+            return None
+        examples = load_examples(config.few_shot_file)
+        template = USER_TEMPLATE if self.mode == "probability" else "user.j2"
+        if "examples" not in self.prompts.variables(template):
+            raise TemplateError(
+                f"llm.few_shot is {config.few_shot}, and prompt template {template} in "
+                f"{self.prompts.directory} does not show 'examples'"
+            )
+        log.info(
+            "llm_few_shot_loaded",
+            path=str(config.few_shot_file),
+            k=config.few_shot,
+            examples=len(examples),
+            too_long=examples.too_long,
+            apps=examples.counts(),
+        )
+        if not len(examples):
+            log.warning(
+                "llm_few_shot_empty",
+                path=str(config.few_shot_file),
+                hint="no record will be shown an example until the file has labelled records",
+            )
+        return examples
+
+    def _shots(self, request: JudgeRequest) -> list[Example]:
+        """The examples shown with this request."""
+        if self._examples is None:
+            return []
+        return self._examples.pick(request.record, self.config.few_shot)
 
     @property
     def response_mode(self) -> str:
@@ -263,7 +318,8 @@ class LlmJudge:
 
     def messages(self, request: JudgeRequest, mode: str = "json_schema") -> Messages:
         """The system and user messages for one request."""
-        user = self.prompts.render("user.j2", **prompt_context(request, prematch(request)))
+        context = prompt_context(request, prematch(request), self._shots(request))
+        user = self.prompts.render("user.j2", **context)
         return [
             {"role": "system", "content": self._system[mode]},
             {"role": "user", "content": user},
@@ -311,13 +367,16 @@ class LlmJudge:
             stef=tuple(prematch(request)),
             schema=reply_schema([p.id for p in request.sql_spec.filters]),
         )
-        context = prompt_context(request, asked.stef)
+        shots = self._shots(request)
+        context = prompt_context(request, asked.stef, shots)
         key = self._key(request, context)
         cached = self._cached(key)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
         user = self.prompts.render("user.j2", **context)
         output, unanswered = self._vote(user, asked, calls)
+        if shots:
+            output = output.model_copy(update={"examples": [e.id for e in shots]})
         # The vote is cached, never one sample: a hit serves the whole vote it stands for.
         self._cache.put(key, output)
         return JudgeReply(output=output, usage=self._usage(calls, started, unanswered))
@@ -328,16 +387,19 @@ class LlmJudge:
 
     def _probability_prompt(
         self, request: JudgeRequest
-    ) -> tuple[JudgeOutput, dict[str, Any], Messages]:
-        """STEF's deterministic reading of a request, the prompt's variables, its messages."""
+    ) -> tuple[JudgeOutput, dict[str, Any], Messages, list[str]]:
+        """STEF's deterministic reading of a request, the prompt's variables, its messages, and
+        the ids of the examples shown."""
         reading = heuristic(request)
         context = probability_context(request, reading)
+        shots = self._shots(request)
+        context["examples"] = [e.shown() for e in shots]
         system = self.prompts.render(SYSTEM_TEMPLATE)
         messages: Messages = [
             {"role": "system", "content": system},
             {"role": "user", "content": self.prompts.render(USER_TEMPLATE, **context)},
         ]
-        return reading, context, messages
+        return reading, context, messages, [e.id for e in shots]
 
     def _judge_probability(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
         """One record in probability mode: STEF's reading, one Yes/No token, P(Yes).
@@ -347,7 +409,7 @@ class LlmJudge:
                 neither Yes nor No was among the first tokens' alternatives (``no_yes_no``).
         """
         started = time.perf_counter()
-        reading, context, messages = self._probability_prompt(request)
+        reading, context, messages, shown = self._probability_prompt(request)
         key = cache_key(
             request,
             prompt_version=f"{self._info.prompt_version}/probability",
@@ -386,7 +448,7 @@ class LlmJudge:
                 completion_tokens=sum(c.completion_tokens for c in calls),
             )
         output = probability_output(reading, p).model_copy(
-            update={"reported_model": completion.reported_model}
+            update={"reported_model": completion.reported_model, "examples": shown or None}
         )
         self._cache.put(key, output)
         return JudgeReply(output=output, usage=self._usage(calls, started))
