@@ -62,16 +62,20 @@ bench: services
 	$(BIN)/python -m bench.run
 
 # The judge against the dev labels (docs/llm.md, "Measured"): the heuristic on every record, a real
-# model in probability and structured mode on the fixed sample of bench/eval-sample.json. Not part
+# model in probability mode, in probability mode with EVAL_FEW_SHOT labelled examples (llm.few_shot,
+# against k = 0), and in structured mode, on the fixed sample of bench/eval-sample.json. Not part
 # of `make test`. A local llama-server with Qwen2.5-Coder-1.5B unless EVAL_BASE_URL (with
 # EVAL_MODEL, EVAL_API_KEY) names another endpoint. Structured mode costs ~20 s a record on CPU:
 # EVAL_STRUCTURED_SIZE (default 150) runs it on the first N of the sample.
 EVAL_SAMPLE_SIZE ?= 150
+EVAL_FEW_SHOT ?= 3
+EVAL_FEW_SHOT_SIZE ?= 150
 EVAL_STRUCTURED_SIZE ?= 150
 EVAL_THREADS ?= 1
 eval: $(RUN_STAMP)
 	if [ -z "$$EVAL_BASE_URL" ]; then bash scripts/build-llama-server.sh && bash scripts/fetch-qwen.sh; fi
 	$(BIN)/python -m bench.eval --sample-size $(EVAL_SAMPLE_SIZE) \
+	  --few-shot $(EVAL_FEW_SHOT) --few-shot-size $(EVAL_FEW_SHOT_SIZE) \
 	  --structured-size $(EVAL_STRUCTURED_SIZE) --threads $(EVAL_THREADS)
 
 clean:

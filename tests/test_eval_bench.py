@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,31 @@ def test_the_metrics() -> None:
     # A constant at the base rate is perfectly calibrated (and ranks nothing: AUC 0.5).
     assert ece(labels, [0.5] * 4) == 0.0
     assert ece(labels, [1.0, 1.0, 1.0, 1.0]) == pytest.approx(0.5)
+
+
+def test_the_few_shot_examples_leave_the_sample_and_its_questions_out(tmp_path: Path) -> None:
+    from bench.eval import Row, write_examples
+    from stef.calibrate.labels import Labelled
+    from stef.judges.llm.examples import load_examples
+
+    def rec(rid: str, question: str, label: bool, errors: tuple[str, ...] = ()) -> Labelled:
+        payload = {"id": rid, "app": "bird", "question": question, "sql": f"SELECT {rid}"}
+        return Labelled(1, payload, label, "src", errors)
+
+    def row(rid: str, verdict: str) -> Row:
+        return Row(rid, "src", True, "evaluated", None, 80.0, verdict, 0.8, None, 0, 0, 0.0)
+
+    records = [
+        rec("s1", "How many bonds?", True),
+        rec("same-q", "how  many BONDS?", False),  # the sample's question: never an example
+        rec("p1", "Most common element", False, ("Other Errors/DISTINCT",)),
+        rec("p2", "Atoms per molecule", True),
+    ]
+    path = tmp_path / "ex.jsonl"
+    counts = write_examples(path, records, ["s1"], [row("p1", "Correct"), row("p2", "Correct")])
+    assert counts == {"examples": 2, "same_question_left_out": 1}
+    examples = load_examples(path)
+    assert examples.counts() == {"bird": {"examples": 2, "judge_wrong": 1}}
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert lines[0]["note"] == "Other Errors/DISTINCT"
+    assert lines[0]["judge_verdict"] == "Correct"
