@@ -118,6 +118,13 @@ def p_correct(rec: Mapping[str, Any]) -> float | None:
     return None
 
 
+def examples(rec: Mapping[str, Any]) -> list[str]:
+    """The ids of the labelled examples the judge was shown with this record (llm.few_shot)."""
+    judge = rec.get("judge")
+    shown = judge.get("examples") if isinstance(judge, dict) else None
+    return [x for x in shown if isinstance(x, str)] if isinstance(shown, list) else []
+
+
 def second_opinion_disagrees(rec: Mapping[str, Any]) -> bool:
     judge = rec.get("judge")
     second = judge.get("second_opinion") if isinstance(judge, dict) else None

@@ -135,6 +135,7 @@ def view(rec: R.Record) -> dict[str, Any]:
         "issues": R.issues(rec),
         "normalizations": rec.get("normalizations") or [],
         "rationale": rec.get("rationale") or "",
+        "examples": R.examples(rec),
     }
 
 

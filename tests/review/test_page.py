@@ -57,6 +57,8 @@ def served(tmp_path: Path) -> Iterator[Any]:
         _result("img", HOSTILE_IMG, p=0.99),
         _result("script", HOSTILE_SCRIPT, p=0.98),
     ]
+    # The few-shot examples the judge was shown are named (as text) beside the flags.
+    results[4]["judge"]["examples"] = [HOSTILE_IMG, "e-2"]
     server = _serve(tmp_path, results)
     yield server
     server.shutdown()
@@ -108,6 +110,8 @@ def test_hostile_markup_in_a_record_shows_as_text(browser: Any, served: Any) -> 
         page.keyboard.press("ArrowRight")
     expect(page.locator("#r-id")).to_have_text("script")
     assert page.text_content("#r-q") == HOSTILE_SCRIPT
+    assert f"shown examples: {HOSTILE_IMG}, e-2" in (page.text_content("#r-flags") or "")
+    assert page.locator("#r-flags img").count() == 0
     page.keyboard.press("ArrowRight")
     expect(page.locator("#r-id")).to_have_text("img")
     assert page.text_content("#r-q") == HOSTILE_IMG
