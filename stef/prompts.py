@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.meta
 
 from stef.errors import TemplateError
 
 REQUIRED_TEMPLATES = ("system.j2", "user.j2", "reask.j2")
+# Templates read only when a setting turns them on (``few_shot.j2``: ``llm.few_shot`` above 0):
+# left out of :attr:`Prompts.version`, so a judge that does not use one keeps its version (and
+# its calibration and cache); the judge that does adds it (:meth:`Prompts.digest`).
+OPTIONAL_TEMPLATES = ("few_shot.j2",)
 
 # A data block: a ``<name>`` line, one line of JSON (tojson never emits a raw newline), ``</name>``.
 _BLOCK = re.compile(r"^<(?P<name>[a-z_]+)>\n(?P<body>[^\n]*)\n</(?P=name)>$", re.M)
@@ -111,7 +114,8 @@ class Prompts:
         templates: dict[str, jinja2.Template] = {}
         for name in names:
             source = (folder / name).read_text(encoding="utf-8")
-            digest.update(name.encode() + b"\0" + source.encode() + b"\0")
+            if name not in OPTIONAL_TEMPLATES:
+                digest.update(name.encode() + b"\0" + source.encode() + b"\0")
             try:
                 templates[name] = env.get_template(name)
             except jinja2.TemplateError as exc:
@@ -131,12 +135,12 @@ class Prompts:
                 f"missing prompt templates in {self.directory}: {', '.join(missing)}"
             )
 
-    def variables(self, name: str) -> set[str]:
-        """The variables template ``name`` reads (none for an unknown template)."""
-        if name not in self._templates:
-            return set()
+    def digest(self, name: str, extra: str = "") -> str:
+        """:attr:`version` with template ``name`` (an optional one) and ``extra`` hashed in."""
+        self.require(name)
         source, _, _ = self._env.loader.get_source(self._env, name)  # type: ignore[union-attr]
-        return set(jinja2.meta.find_undeclared_variables(self._env.parse(source)))
+        text = f"{self.version}\0{name}\0{source}\0{extra}"
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def render(self, name: str, **context: Any) -> str:
         """Render one template.

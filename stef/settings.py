@@ -531,7 +531,9 @@ def load_settings(
     llm_file = data.pop("llm", None) or {}
     if not isinstance(llm_file, dict):
         raise ConfigError(f"config {config}:{line_of(node, ('llm',))}: 'llm' must be a mapping")
-    llm_env = LlmConfig.from_env(_llm_variables(source)).model_dump(exclude_unset=True)
+    llm_env = LlmConfig.from_env(_llm_variables(source), partial=True).model_dump(
+        exclude_unset=True
+    )
     try:
         data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
     except ValidationError as exc:

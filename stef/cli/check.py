@@ -9,8 +9,9 @@ import sys
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import EndpointError, StefError
 from stef.exits import Exit
-from stef.judges.llm.examples import load_examples
+from stef.judges.llm.examples import check_template, load_examples
 from stef.judges.llm.preflight import check_endpoint
+from stef.prompts import Prompts
 from stef.rules import load_rules
 
 
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     few_shot = settings.llm.few_shot_file
     if settings.llm.few_shot and few_shot is not None:
         try:
+            check_template(Prompts.load())
             examples = load_examples(few_shot)
         except StefError as exc:
             return report_error("stef check", exc)
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"few-shot: ok (k {settings.llm.few_shot}; {few_shot}: {apps or 'no examples yet'}"
             + (f"; {examples.too_long} too long to show" if examples.too_long else "")
+            + (f"; {examples.dropped} past the per-app cap" if examples.dropped else "")
             + ")"
         )
     try:

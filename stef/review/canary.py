@@ -37,14 +37,16 @@ def canary_lines(
         if app is not None and rec.get("app") != app:
             continue
         given = rec.get("input")
-        if not isinstance(given, dict) or not given.get("question") or not given.get("sql"):
+        if not isinstance(given, dict) or not (
+            _text(given.get("question")) and _text(given.get("sql"))
+        ):
             no_text += 1
             continue
         canary: dict[str, Any] = {"id": rid}
         canary.update({k: rec[k] for k in _KEPT if isinstance(rec.get(k), str)})
         canary["question"] = given["question"]
         if isinstance(given.get("enriched_question"), str):
-            canary["enriched_question"] = given["enriched_question"]
+            canary["enriched_question"] = R.unicode_text(given["enriched_question"])
         canary["sql"] = given["sql"]
         canary["label"] = line["label"]
         canary["source"] = SOURCE
@@ -52,7 +54,7 @@ def canary_lines(
         # What the reviewer said and what the judge had said: the few-shot examples
         # (llm.few_shot_file) show the note, and put the judge's mistakes first.
         if isinstance(line.get("note"), str) and line["note"].strip():
-            canary["note"] = line["note"].strip()
+            canary["note"] = R.unicode_text(line["note"].strip())
         verdict = _verdict(rec)
         if verdict is not None:
             canary["judge_verdict"] = verdict
@@ -62,6 +64,11 @@ def canary_lines(
         out.append(canary)
         existing.add(rid)
     return out, no_text
+
+
+def _text(value: object) -> bool:
+    """A non-blank string of Unicode text (no lone surrogate)."""
+    return isinstance(value, str) and bool(value.strip()) and R.unicode_text(value) == value
 
 
 def _verdict(rec: R.Record) -> str | None:

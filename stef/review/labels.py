@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from stef.review.records import RecordsError, read_jsonl
+from stef.review.records import RecordsError, read_jsonl, unicode_text
 
 JUDGE_FIELDS = ("backend", "model", "prompt_version", "rules_version")
 
@@ -56,7 +56,9 @@ def append_label(path: Path, line: dict[str, Any]) -> None:
     Raises:
         OSError: the file cannot be opened, locked or written.
     """
-    data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+    # A lone surrogate (a browser's JSON may send "\ud800" in a note) becomes U+FFFD: the file
+    # stays UTF-8 that every reader of labels opens.
+    data = unicode_text(json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

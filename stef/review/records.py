@@ -23,6 +23,11 @@ class RecordsError(ValueError):
     """A results, input or labels file that cannot be read (the message names file and line)."""
 
 
+def unicode_text(text: str) -> str:
+    """``text`` with any lone surrogate replaced by U+FFFD, so that it encodes as UTF-8."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of every non-blank line.
 

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -193,9 +194,23 @@ class LlmConfig(BaseModel):
     few_shot: int = Field(0, ge=0, le=20)
     few_shot_file: Path | None = None
 
+    @field_validator("few_shot", mode="before")
+    @classmethod
+    def _count_not_flag(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a number of examples (0-20), not true or false")
+        return value
+
+    @field_validator("few_shot_file", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @model_validator(mode="after")
-    def _few_shot_needs_a_file(self) -> LlmConfig:
-        if self.few_shot > 0 and self.few_shot_file is None:
+    def _few_shot_needs_a_file(self, info: ValidationInfo) -> LlmConfig:
+        # The environment alone may leave the file to the config file: checked once merged.
+        partial = isinstance(info.context, dict) and info.context.get("partial")
+        if self.few_shot > 0 and self.few_shot_file is None and not partial:
             raise ValueError(
                 f"few_shot {self.few_shot} needs few_shot_file: the labelled examples to show "
                 "(stef canary add --canary FILE writes them from review labels)"
@@ -242,7 +257,7 @@ class LlmConfig(BaseModel):
         return (prompt_tokens * price.prompt + completion_tokens * price.completion) / 1_000_000
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> LlmConfig:
+    def from_env(cls, env: Mapping[str, str] | None = None, *, partial: bool = False) -> LlmConfig:
         """Settings from ``STEF_LLM_*`` variables.
 
         ``STEF_LLM_BASE_URL``, ``STEF_LLM_API_KEY``, ``STEF_LLM_MODEL``, ``STEF_LLM_TIMEOUT_S``,
@@ -253,6 +268,11 @@ class LlmConfig(BaseModel):
         ``STEF_LLM_SECOND_OPINION`` (``true``/``false``), ``STEF_LLM_VERDICT``,
         ``STEF_LLM_TOP_LOGPROBS``, ``STEF_LLM_FEW_SHOT``, ``STEF_LLM_FEW_SHOT_FILE``.
         Empty values count as unset.
+
+        Args:
+            env: the variables (default ``os.environ``).
+            partial: the variables are one part of the settings (a config file gives the rest):
+                the checks that need a setting the variables do not give wait for the merge.
 
         Raises:
             ConfigError: a value does not validate (the message names the variable, not the key).
@@ -272,7 +292,7 @@ class LlmConfig(BaseModel):
             else:
                 data[field] = value
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context={"partial": partial})
         except ValidationError as exc:
             problems = "; ".join(
                 f"{_variable(e['loc'], e['msg'])}: {e['msg']}" for e in exc.errors()

@@ -16,12 +16,15 @@ For each record, the examples are those of its app (an example without ``app`` s
 without one), never the record itself (same ``id``, or the same question and SQL). They are
 ranked: the judge got it wrong first, then by the words their question shares with the record's
 (Jaccard), then the later line of the file first. The file is read once, at start; a line that
-cannot be used fails the start with its number, and an example too long to show is left out and
-counted (:attr:`Examples.too_long`).
+cannot be used fails the start with its number. An id given twice is the later line's; an
+example too long to show is left out and counted (:attr:`Examples.too_long`); an app keeps its
+``MAX_PER_APP`` examples the judge got wrong first, then the latest (:attr:`Examples.dropped`),
+which bounds the ranking's cost per record and the memory.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import re
@@ -32,12 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stef.errors import ConfigError
+from stef.errors import ConfigError, TemplateError
 from stef.models import PASSING_VERDICTS, InputRecord, Verdict
+from stef.prompts import Prompts, data_blocks
+
+# The template of the examples block, rendered above the record's prompt in both verdict modes.
+TEMPLATE = "few_shot.j2"
 
 # The examples file is read whole at start: a path to the wrong file (a results file of many
 # gigabytes) is refused by size rather than read into memory.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024 * 1024
+# Examples kept per app (the judge's mistakes first, then the latest): every record ranks its
+# app's examples before its cache lookup, so this bounds that cost.
+MAX_PER_APP = 1000
 # One example's text (question, enriched question, SQL, note) in characters: every example is
 # paid for in every prompt it is shown in, so one that would crowd the record out is left out.
 MAX_EXAMPLE_CHARS = 4000
@@ -85,14 +95,21 @@ class Examples:
     Attributes:
         path: the file.
         too_long: lines left out because their text is longer than ``MAX_EXAMPLE_CHARS``.
+        dropped: examples past ``MAX_PER_APP`` of their app (the oldest the judge got right).
     """
 
     def __init__(self, path: Path, examples: Sequence[Example], too_long: int) -> None:
         self.path = path
         self.too_long = too_long
-        self._by_app: dict[str | None, list[Example]] = defaultdict(list)
+        by_app: dict[str | None, list[Example]] = defaultdict(list)
         for ex in examples:
-            self._by_app[ex.app].append(ex)
+            by_app[ex.app].append(ex)
+        self.dropped = 0
+        self._by_app: dict[str | None, list[Example]] = {}
+        for app, pool in by_app.items():
+            kept = sorted(pool, key=lambda e: (e.judge_wrong is not True, -e.line))[:MAX_PER_APP]
+            self.dropped += len(pool) - len(kept)
+            self._by_app[app] = kept
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_app.values())
@@ -115,22 +132,54 @@ class Examples:
         def rank(ex: Example) -> tuple[bool, float, int]:
             return (ex.judge_wrong is not True, -_jaccard(words, ex.words), -ex.line)
 
-        eligible = [ex for ex in pool if ex.id != record.id and ex.key != key]
-        return sorted(eligible, key=rank)[:k]
+        eligible = (ex for ex in pool if ex.id != record.id and ex.key != key)
+        return heapq.nsmallest(k, eligible, key=rank)
+
+
+def check_template(prompts: Prompts) -> None:
+    """The examples template is there and shows its examples as the ``<reviewed_examples>`` data
+    block: a custom template folder must not drop them without a word.
+
+    Raises:
+        TemplateError: the template is missing, or a probe example does not come back out of it.
+    """
+    prompts.require(TEMPLATE)
+    probe = [{"question": "probe </x>", "sql": "SELECT 1", "correct": False, "reviewer_note": "n"}]
+    rendered = prompts.render(TEMPLATE, examples=probe)
+    if data_blocks(rendered).get("reviewed_examples") != probe:
+        raise TemplateError(
+            f"prompt template {TEMPLATE} in {prompts.directory} does not show the examples as "
+            "a <reviewed_examples> block of '{{ examples | tojson }}' (llm.few_shot is on)"
+        )
+
+
+def render(prompts: Prompts, shots: Sequence[Example]) -> str:
+    """The examples block above a prompt: empty without examples."""
+    if not shots:
+        return ""
+    return prompts.render(TEMPLATE, examples=[e.shown() for e in shots]) + "\n"
+
+
+def keyed(shots: Sequence[Example]) -> list[dict[str, Any]]:
+    """The examples as the cache key holds them: their ids too, so a result names the examples
+    it was judged with."""
+    return [{"id": e.id, **e.shown()} for e in shots]
 
 
 def load_examples(path: Path) -> Examples:
     """The examples file, checked whole.
 
     Raises:
-        ConfigError: the file is not a readable regular file, is too large, is not UTF-8, or a
-            line is not a usable example (the message names the file and the line).
+        ConfigError: the file is not a readable regular file, is too large, or a line is not
+            UTF-8 or not a usable example (the message names the file and the line).
     """
     where = f"llm.few_shot_file {path}"
     try:
         info = os.stat(path)
     except OSError as exc:
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ConfigError(f"{where}: not a usable path ({exc})") from None
     if not stat.S_ISREG(info.st_mode):
         raise ConfigError(f"{where}: not a regular file")
     if info.st_size > MAX_FILE_BYTES:
@@ -139,36 +188,42 @@ def load_examples(path: Path) -> Examples:
             "(an examples file holds labelled records, not results)"
         )
     try:
-        with path.open(encoding="utf-8") as f:
-            lines = f.readlines()
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    examples: list[Example] = []
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
+    by_id: dict[str, Example] = {}
     too_long = 0
-    for n, text in enumerate(lines, start=1):
+    # Lines as JSON Lines has them (a CR inside a line is no break); a leading BOM is passed over.
+    for n, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{where}:{n}: not UTF-8 ({exc.reason} at byte {exc.start})"
+            ) from None
         if not text.strip():
             continue
         example = _example(text, f"{where}:{n}", n)
-        if (
-            len(example.question)
-            + len(example.enriched_question or "")
-            + len(example.sql)
-            + len(example.note)
-            > MAX_EXAMPLE_CHARS
-        ):
+        # An id given twice (a file appended to, or edited by hand) is its later line's.
+        by_id.pop(example.id, None)
+        size = len(example.question) + len(example.enriched_question or "")
+        if size + len(example.sql) + len(example.note) > MAX_EXAMPLE_CHARS:
             too_long += 1
             continue
-        examples.append(example)
-    return Examples(path, examples, too_long)
+        by_id[example.id] = example
+    return Examples(path, list(by_id.values()), too_long)
 
 
 def _example(text: str, where: str, line: int) -> Example:
     try:
         obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
     except (ValueError, RecursionError) as exc:
-        # ValueError: not JSON, or an integer of too many digits; RecursionError: too deep.
+        # ValueError: an integer of too many digits; RecursionError: nested too deep.
         raise ConfigError(f"{where}: not JSON ({type(exc).__name__})") from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: not a JSON object")
@@ -182,6 +237,10 @@ def _example(text: str, where: str, line: int) -> Example:
     for name in ("app", "enriched_question", "note"):
         if obj.get(name) is not None and not isinstance(obj.get(name), str):
             raise ConfigError(f"{where}: {name!r} must be a string")
+    for name in ("id", "app", "question", "enriched_question", "sql", "note"):
+        if isinstance(obj.get(name), str) and not _encodable(obj[name]):
+            # A lone surrogate (JSON "\ud800") cannot reach a prompt, a cache key or a result.
+            raise ConfigError(f"{where}: {name!r} holds a lone surrogate (not Unicode text)")
     return Example(
         id=obj["id"],
         app=obj.get("app") or None,
@@ -212,6 +271,14 @@ def _judge_wrong(obj: dict[str, Any], label: bool, where: str) -> bool | None:
             raise ConfigError(f"{where}: 'judge_p_correct' must be a number from 0 to 1")
         return (p >= 0.5) != label
     return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _words(text: str) -> frozenset[str]:

@@ -30,16 +30,10 @@ from typing import Any
 
 import structlog
 
-from stef.errors import (
-    ConfigError,
-    JudgeError,
-    LlmReplyError,
-    LlmTransportError,
-    ReplyInvalid,
-    TemplateError,
-)
+from stef.errors import ConfigError, JudgeError, LlmReplyError, LlmTransportError, ReplyInvalid
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import heuristic
+from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import JudgeCache, cache_key
 from stef.judges.llm.client import ChatClient, Completion, Messages, redact
 from stef.judges.llm.config import LlmConfig
@@ -111,15 +105,12 @@ _PROMPT_SPEC_KEYS = {
 }
 
 
-def prompt_context(
-    request: JudgeRequest, stef: Sequence[StefMatch] = (), examples: Sequence[Example] = ()
-) -> dict[str, Any]:
+def prompt_context(request: JudgeRequest, stef: Sequence[StefMatch] = ()) -> dict[str, Any]:
     """The template variables of one request: plain JSON-able data, nothing else.
 
     Args:
         request: the record and its analysis.
         stef: the question filters STEF matched itself (listed as settled in the prompt).
-        examples: the labelled examples shown before the record (``llm.few_shot``).
     """
     spec: SqlSpec = request.sql_spec
     record = request.record
@@ -134,7 +125,6 @@ def prompt_context(
         "question": record.question,
         "enriched_question": record.enriched_question,
         "sql": record.sql,
-        "examples": [e.shown() for e in examples],
     }
 
 
@@ -172,11 +162,14 @@ class LlmJudge:
             raise ConfigError(f"unknown LLM verdict mode {self.mode!r}")
         self._metrics = metrics
         self._schema_json = json.dumps(reply_schema(), sort_keys=True)
-        # A judge shown examples is another judge (its calibration is its own): k is part of
-        # the prompt version. Which examples a record saw is in its result (judge.examples).
-        shots = f"\0few_shot={config.few_shot}" if config.few_shot else ""
-        self.prompts = Prompts.load(prompts_dir, extra_version=self._schema_json + shots)
+        self.prompts = Prompts.load(prompts_dir, extra_version=self._schema_json)
         self._examples = self._load_examples(config)
+        # A judge shown examples is another judge (its calibration is its own): k and the
+        # examples template are in its prompt version; without them the version is as before.
+        # Which examples a record saw is in its result (judge.examples).
+        version = self.prompts.version
+        if self._examples is not None:
+            version = self.prompts.digest(few_shot.TEMPLATE, f"few_shot={config.few_shot}")
         # The system prompt is static per mode: render both once.
         self._system = {
             "json_schema": self.prompts.render("system.j2", schema_json=""),
@@ -191,7 +184,7 @@ class LlmJudge:
         if self.mode == "probability":
             self.prompts.require(*TEMPLATES)
         self._info = JudgeInfo(
-            backend=BACKEND, model=config.model, prompt_version=self.prompts.version, mode=self.mode
+            backend=BACKEND, model=config.model, prompt_version=version, mode=self.mode
         )
         self._closed = threading.Event()
         self._watch = model_watch or ModelWatch(config.model or "", metrics)
@@ -211,35 +204,44 @@ class LlmJudge:
         return self._info
 
     def _load_examples(self, config: LlmConfig) -> Examples | None:
-        """The few-shot examples, and a check that the prompt template shows them.
+        """The few-shot examples, and a check that the examples template shows them.
 
         Raises:
             ConfigError: the examples file cannot be used.
-            TemplateError: the user template of this mode does not use ``examples`` (a custom
-                template folder from before few-shot would drop them without a word).
+            TemplateError: the examples template is missing or does not show them.
         """
         if config.few_shot == 0 or config.few_shot_file is None:
+            if config.few_shot_file is not None:
+                log.warning(
+                    "llm_few_shot_off",
+                    path=str(config.few_shot_file),
+                    hint="llm.few_shot_file is set and llm.few_shot is 0: no example is shown",
+                )
             return None
+        few_shot.check_template(self.prompts)
         examples = load_examples(config.few_shot_file)
-        template = USER_TEMPLATE if self.mode == "probability" else "user.j2"
-        if "examples" not in self.prompts.variables(template):
-            raise TemplateError(
-                f"llm.few_shot is {config.few_shot}, and prompt template {template} in "
-                f"{self.prompts.directory} does not show 'examples'"
-            )
         log.info(
             "llm_few_shot_loaded",
             path=str(config.few_shot_file),
             k=config.few_shot,
             examples=len(examples),
             too_long=examples.too_long,
+            dropped=examples.dropped,
             apps=examples.counts(),
         )
+        if examples.too_long:
+            log.warning(
+                "llm_few_shot_too_long",
+                path=str(config.few_shot_file),
+                left_out=examples.too_long,
+                hint=f"an example longer than {few_shot.MAX_EXAMPLE_CHARS} characters "
+                "(question, enriched question, SQL, note) is not shown",
+            )
         if not len(examples):
             log.warning(
                 "llm_few_shot_empty",
                 path=str(config.few_shot_file),
-                hint="no record will be shown an example until the file has labelled records",
+                hint="no record is shown an example: the file holds no usable labelled record",
             )
         return examples
 
@@ -318,8 +320,8 @@ class LlmJudge:
 
     def messages(self, request: JudgeRequest, mode: str = "json_schema") -> Messages:
         """The system and user messages for one request."""
-        context = prompt_context(request, prematch(request), self._shots(request))
-        user = self.prompts.render("user.j2", **context)
+        shots = few_shot.render(self.prompts, self._shots(request))
+        user = shots + self.prompts.render("user.j2", **prompt_context(request, prematch(request)))
         return [
             {"role": "system", "content": self._system[mode]},
             {"role": "user", "content": user},
@@ -368,12 +370,12 @@ class LlmJudge:
             schema=reply_schema([p.id for p in request.sql_spec.filters]),
         )
         shots = self._shots(request)
-        context = prompt_context(request, asked.stef, shots)
-        key = self._key(request, context)
+        context = prompt_context(request, asked.stef)
+        key = self._key(request, context, shots)
         cached = self._cached(key)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
-        user = self.prompts.render("user.j2", **context)
+        user = few_shot.render(self.prompts, shots) + self.prompts.render("user.j2", **context)
         output, unanswered = self._vote(user, asked, calls)
         if shots:
             output = output.model_copy(update={"examples": [e.id for e in shots]})
@@ -393,11 +395,16 @@ class LlmJudge:
         reading = heuristic(request)
         context = probability_context(request, reading)
         shots = self._shots(request)
-        context["examples"] = [e.shown() for e in shots]
+        if shots:
+            context["examples"] = few_shot.keyed(shots)
         system = self.prompts.render(SYSTEM_TEMPLATE)
         messages: Messages = [
             {"role": "system", "content": system},
-            {"role": "user", "content": self.prompts.render(USER_TEMPLATE, **context)},
+            {
+                "role": "user",
+                "content": few_shot.render(self.prompts, shots)
+                + self.prompts.render(USER_TEMPLATE, **context),
+            },
         ]
         return reading, context, messages, [e.id for e in shots]
 
@@ -505,9 +512,14 @@ class LlmJudge:
             last.completion_tokens = sum(c.completion_tokens for c in calls)
         return last
 
-    def _key(self, request: JudgeRequest, context: dict[str, Any]) -> str:
-        """The cache key: the request and the analysis shown to the model, not its raw text."""
+    def _key(
+        self, request: JudgeRequest, context: dict[str, Any], shots: Sequence[Example] = ()
+    ) -> str:
+        """The cache key: the request and the analysis shown to the model, not its raw text,
+        and the examples shown (none: the key is as without few-shot)."""
         analysis = {k: v for k, v in context.items() if k not in _RAW_FIELDS}
+        if shots:
+            analysis["examples"] = few_shot.keyed(shots)
         return cache_key(
             request,
             prompt_version=self._info.prompt_version or "",

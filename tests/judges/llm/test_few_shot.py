@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+from structlog.testing import capture_logs
 
 from stef.cli import main
 from stef.errors import ConfigError, TemplateError
+from stef.judges.llm import examples as examples_module
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.examples import load_examples
 from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks, default_prompts_dir
+from stef.review.labels import append_label
 from stef.rules import load_rules
+from stef.settings import load_settings
 from stef.stages.validate import validate
 from stef.testing.fake_server import FakeLlmServer
 from tests.judges.llm.conftest import RECORD, make_record, request_for
@@ -202,39 +208,91 @@ def test_a_record_whose_app_has_no_example_is_judged_without(
     assert reply.output.examples is None
 
 
-def test_other_examples_are_another_cache_entry(judge_factory: Make, tmp_path: Path) -> None:
+@pytest.mark.parametrize("verdict", ["structured", "probability"])
+def test_other_examples_are_another_cache_entry(
+    judge_factory: Make, tmp_path: Path, verdict: str
+) -> None:
     one = _write(tmp_path / "one.jsonl", [_line("e1")])
     two = _write(tmp_path / "two.jsonl", [_line("e2", label=False)])
+    # The same text under another id: the result must not name an example it was not shown.
+    renamed = _write(tmp_path / "three.jsonl", [_line("e3", question=_line("e1")["question"])])
     cache = tmp_path / "cache.sqlite"
     with FakeLlmServer() as server:
-        for path in (one, two, one):
+        for path in (one, two, renamed, one):
             judge = judge_factory(
-                server, few_shot=1, few_shot_file=str(path), cache_path=str(cache)
+                server,
+                few_shot=1,
+                few_shot_file=str(path),
+                cache_path=str(cache),
+                verdict=verdict,
             )
-            judge.judge(request_for(RECORD))
+            out = judge.judge(request_for(RECORD)).output
             judge.close()
         asked = len(server.chat_requests())
-    assert asked == 2  # the third judgment is the first one's cache entry
+    assert asked == 3  # the fourth judgment is the first one's cache entry
+    assert out.examples == ["e1"]
 
 
-def test_a_template_folder_without_examples_is_refused_at_start(
-    judge_factory: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _prompts_folder(tmp_path: Path, few_shot: str | None) -> Path:
+    """A copy of the shipped templates, with ``few_shot.j2`` replaced (None: left out)."""
     folder = tmp_path / "prompts"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     for src in default_prompts_dir().glob("*.j2"):
-        text = src.read_text(encoding="utf-8")
-        if src.name == "user.j2":
-            # A custom folder written before few-shot: no examples block.
-            start, end = text.index("{% if examples %}"), text.index("{% endif %}")
-            text = text[:start] + text[end + len("{% endif %}") :]
-        (folder / src.name).write_text(text, encoding="utf-8")
-    monkeypatch.setenv("STEF_PROMPTS_DIR", str(folder))
+        if src.name != "few_shot.j2":
+            (folder / src.name).write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
+    if few_shot is not None:
+        (folder / "few_shot.j2").write_text(few_shot, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        (None, "missing prompt templates .*few_shot.j2"),
+        # A template that names the variable and shows nothing.
+        ("{% if examples %}{% endif %}Judge carefully.", "does not show the examples"),
+        ("<reviewed_examples>\n{{ examples | length }}\n</reviewed_examples>", "does not show"),
+    ],
+)
+def test_a_template_folder_that_does_not_show_the_examples_is_refused_at_start(
+    judge_factory: Make,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    template: str | None,
+    said: str,
+) -> None:
+    monkeypatch.setenv("STEF_PROMPTS_DIR", str(_prompts_folder(tmp_path, template)))
     path = _write(tmp_path / "ex.jsonl", [_line("e1")])
     with FakeLlmServer() as server:
         judge_factory(server)  # without few-shot the folder is fine
-        with pytest.raises(TemplateError, match=r"user\.j2 .* does not show 'examples'"):
+        with pytest.raises(TemplateError, match=said):
             judge_factory(server, few_shot=1, few_shot_file=str(path))
+        # stef check says the same, before anything runs.
+        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
+        monkeypatch.setenv("STEF_LLM_FEW_SHOT", "1")
+        monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(path))
+        assert main(["check"]) == 2
+    assert re.search(said, capsys.readouterr().err)
+
+
+def test_without_few_shot_the_examples_template_is_not_in_the_prompt_version(
+    judge_factory: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path / "ex.jsonl", [_line("e1")])
+    with FakeLlmServer() as server:
+        shipped = judge_factory(server).info.prompt_version
+        shipped_k1 = judge_factory(server, few_shot=1, few_shot_file=str(path)).info.prompt_version
+        shipped_k2 = judge_factory(server, few_shot=2, few_shot_file=str(path)).info.prompt_version
+        text = (default_prompts_dir() / "few_shot.j2").read_text(encoding="utf-8")
+        monkeypatch.setenv("STEF_PROMPTS_DIR", str(_prompts_folder(tmp_path, text + "\n")))
+        edited = judge_factory(server).info.prompt_version
+        edited_k1 = judge_factory(server, few_shot=1, few_shot_file=str(path)).info.prompt_version
+    # k = 0: the version (so a calibration file and the cache) is the one before few-shot.
+    assert edited == shipped
+    # k > 0: k and the examples template are in it.
+    assert len({shipped, shipped_k1, shipped_k2, edited_k1}) == 4
 
 
 def test_stef_refuses_a_bad_examples_file_at_start_in_one_line(
@@ -314,3 +372,131 @@ def test_stef_check_reads_the_examples_file(
     assert "hr 1 (0 the judge got wrong), sales 1 (1 the judge got wrong)" in out
     assert code == 2
     assert f"{bad}:1: not JSON" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ what the attack found
+
+
+def test_a_lone_surrogate_is_refused_at_start_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "ex.jsonl"
+    good = json.dumps(_line("ok"))
+    for bad in (
+        json.dumps(_line("x", note="n")).replace('"n"', '"a\\ud800"'),
+        json.dumps(_line("x")).replace('"x"', '"\\udc80"'),
+        json.dumps(_line("x")).replace("Total", "\\udc80Total"),
+    ):
+        path.write_text(f"{good}\n{bad}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=r":2: .* holds a lone surrogate"):
+            load_examples(path)
+
+
+def test_bytes_that_are_not_utf8_name_their_line_and_a_bom_is_passed_over(tmp_path: Path) -> None:
+    path = tmp_path / "ex.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_line("a")).encode() + b"\r\n")
+    assert [e.id for e in load_examples(path).pick(make_record(), 3)] == ["a"]
+    path.write_bytes(json.dumps(_line("a")).encode() + b"\n" + b'{"id": "\xed\xa0\x80"}\n')
+    with pytest.raises(ConfigError, match=r"ex\.jsonl:2: not UTF-8"):
+        load_examples(path)
+
+
+def test_an_id_given_twice_is_its_later_line(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "ex.jsonl",
+        [_line("e1", label=False), _line("e2"), _line("e1", label=True, note="actually fine")],
+    )
+    examples = load_examples(path)
+    picked = {e.id: e for e in examples.pick(make_record(), 5)}
+    assert sorted(picked) == ["e1", "e2"]
+    assert picked["e1"].label is True and picked["e1"].note == "actually fine"
+
+
+def test_a_nul_in_the_path_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a usable path"):
+        load_examples(Path(str(tmp_path / "a\0b")))
+
+
+def test_an_app_keeps_its_mistakes_and_latest_examples_up_to_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(examples_module, "MAX_PER_APP", 3)
+    lines = [_line(f"r{i}", judge_verdict="Correct") for i in range(5)]
+    lines.insert(1, _line("wrong", label=False, judge_verdict="Correct"))
+    examples = load_examples(_write(tmp_path / "ex.jsonl", lines))
+    assert examples.dropped == 3
+    assert sorted(e.id for e in examples.pick(make_record(), 10)) == ["r3", "r4", "wrong"]
+
+
+def test_the_ranking_cost_is_bounded_by_the_per_app_cap(tmp_path: Path) -> None:
+    # 20,000 examples in one app: the judge ranks only the kept ones for each record.
+    lines = [
+        _line(f"r{i}", question=f"spend in region {i} for year {i % 7}") for i in range(20_000)
+    ]
+    examples = load_examples(_write(tmp_path / "ex.jsonl", lines))
+    assert len(examples) == examples_module.MAX_PER_APP
+    assert examples.dropped == 20_000 - examples_module.MAX_PER_APP
+
+
+def test_few_shot_in_the_environment_and_its_file_in_the_config_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "ex.jsonl", [_line("e1")])
+    config = tmp_path / "stef.yaml"
+    config.write_text(
+        f"llm:\n  base_url: http://127.0.0.1:9/v1\n  model: m\n  few_shot_file: {path}\n",
+        encoding="utf-8",
+    )
+    settings = load_settings(config, env={"STEF_LLM_FEW_SHOT": "2"})
+    assert settings.llm.few_shot == 2 and settings.llm.few_shot_file == path
+    # Neither gives the file: one line naming the setting.
+    config.write_text("llm:\n  base_url: http://127.0.0.1:9/v1\n  model: m\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="needs few_shot_file"):
+        load_settings(config, env={"STEF_LLM_FEW_SHOT": "2"})
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"few_shot": True, "few_shot_file": "x"}, "not true or false"),
+        ({"few_shot": 2, "few_shot_file": "  "}, "needs few_shot_file"),
+        ({"few_shot": 21, "few_shot_file": "x"}, "less than or equal to 20"),
+    ],
+)
+def test_few_shot_settings_that_cannot_mean_anything(data: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValidationError, match=said):
+        LlmConfig.model_validate({"base_url": "http://127.0.0.1:9/v1", **data})
+
+
+def test_a_file_without_few_shot_is_said_and_not_read(judge_factory: Make, tmp_path: Path) -> None:
+    with FakeLlmServer() as server, capture_logs() as logs:
+        judge = judge_factory(server, few_shot_file=str(tmp_path / "absent.jsonl"))
+        assert judge.judge(request_for(RECORD)).output.examples is None
+    assert [e["log_level"] for e in logs if e["event"] == "llm_few_shot_off"] == ["warning"]
+
+
+def test_canary_add_writes_lines_that_load_as_examples_whatever_the_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = _write(
+        tmp_path / "r.jsonl",
+        [
+            {"id": "a", "app": "sales", "outcome": "evaluated",
+             "components": {"verdict": "Correct"},
+             "judge": {}, "input": {"question": "Orders", "sql": "SELECT 1"}},
+            {"id": "b", "app": "sales", "outcome": "evaluated", "judge": {},
+             "input": {"question": "   ", "sql": "SELECT 2"}},
+            {"id": "c", "app": "sales", "outcome": "evaluated", "judge": {},
+             "input": {"question": 5, "sql": ["SELECT 3"]}},
+        ],
+    )  # fmt: skip
+    labels = tmp_path / "l.jsonl"
+    lines = [
+        {"id": "a", "label": False, "note": "bad \ud800 note"},
+        {"id": "b", "label": False},
+        {"id": "c", "label": True},
+    ]
+    for x in lines:  # as the review page appends them (a browser may send "\ud800")
+        append_label(labels, x)
+    canary = tmp_path / "examples.jsonl"
+    argv = ["canary", "add", "--results", str(results), "--labels", str(labels)]
+    assert main([*argv, "--canary", str(canary)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"added": 1, "without_question_or_sql": 2}
+    (example,) = load_examples(canary).pick(make_record(id="new"), 3)
+    assert example.note == "bad \ufffd note"
