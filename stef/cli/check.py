@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         print("judge: heuristic (no LLM endpoint configured: STEF_LLM_BASE_URL, STEF_LLM_API_KEY)")
         return Exit.OK
     few_shot = settings.llm.few_shot_file
+    if not settings.llm.few_shot and few_shot is not None:
+        print(f"few-shot: off (llm.few_shot is 0; llm.few_shot_file {few_shot} is not read)")
     if settings.llm.few_shot and few_shot is not None:
         try:
             check_template(Prompts.load())

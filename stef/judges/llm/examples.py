@@ -96,11 +96,15 @@ class Examples:
         path: the file.
         too_long: lines left out because their text is longer than ``MAX_EXAMPLE_CHARS``.
         dropped: examples past ``MAX_PER_APP`` of their app (the oldest the judge got right).
+        size: the file's size in bytes.
     """
 
-    def __init__(self, path: Path, examples: Sequence[Example], too_long: int) -> None:
+    def __init__(
+        self, path: Path, examples: Sequence[Example], too_long: int, size: int = 0
+    ) -> None:
         self.path = path
         self.too_long = too_long
+        self.size = size
         by_app: dict[str | None, list[Example]] = defaultdict(list)
         for ex in examples:
             by_app[ex.app].append(ex)
@@ -144,9 +148,17 @@ def check_template(prompts: Prompts) -> None:
         TemplateError: the template is missing, or a probe example does not come back out of it.
     """
     prompts.require(TEMPLATE)
-    probe = [{"question": "probe </x>", "sql": "SELECT 1", "correct": False, "reviewer_note": "n"}]
+    probe = [
+        {"question": f"probe {i} </x>", "sql": f"SELECT {i}", "correct": i % 2 == 0}
+        for i in range(3)
+    ]
+    probe[0]["reviewer_note"] = "n"
     rendered = prompts.render(TEMPLATE, examples=probe)
-    if data_blocks(rendered).get("reviewed_examples") != probe:
+    try:
+        shown = data_blocks(rendered).get("reviewed_examples")
+    except ValueError:  # a block that is not JSON
+        shown = None
+    if shown != probe:
         raise TemplateError(
             f"prompt template {TEMPLATE} in {prompts.directory} does not show the examples as "
             "a <reviewed_examples> block of '{{ examples | tojson }}' (llm.few_shot is on)"
@@ -179,7 +191,7 @@ def load_examples(path: Path) -> Examples:
     except OSError as exc:
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None
     except ValueError as exc:  # a NUL byte in the path
-        raise ConfigError(f"{where}: not a usable path ({exc})") from None
+        raise ConfigError(f"llm.few_shot_file {str(path)!r}: not a usable path ({exc})") from None
     if not stat.S_ISREG(info.st_mode):
         raise ConfigError(f"{where}: not a regular file")
     if info.st_size > MAX_FILE_BYTES:
@@ -214,14 +226,14 @@ def load_examples(path: Path) -> Examples:
             too_long += 1
             continue
         by_id[example.id] = example
-    return Examples(path, list(by_id.values()), too_long)
+    return Examples(path, list(by_id.values()), too_long, len(data))
 
 
 def _example(text: str, where: str, line: int) -> Example:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        raise ConfigError(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
     except (ValueError, RecursionError) as exc:
         # ValueError: an integer of too many digits; RecursionError: nested too deep.
         raise ConfigError(f"{where}: not JSON ({type(exc).__name__})") from None

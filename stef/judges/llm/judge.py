@@ -237,6 +237,22 @@ class LlmJudge:
                 hint=f"an example longer than {few_shot.MAX_EXAMPLE_CHARS} characters "
                 "(question, enriched question, SQL, note) is not shown",
             )
+        if examples.dropped:
+            log.warning(
+                "llm_few_shot_capped",
+                path=str(config.few_shot_file),
+                left_out=examples.dropped,
+                hint=f"an app keeps {few_shot.MAX_PER_APP} examples (those the judge got wrong "
+                "first, then the latest)",
+            )
+        if examples.size > few_shot.MAX_FILE_BYTES // 2:
+            log.warning(
+                "llm_few_shot_file_large",
+                path=str(config.few_shot_file),
+                size=examples.size,
+                limit=few_shot.MAX_FILE_BYTES,
+                hint="past the limit STEF will not start; keep the examples of the last months",
+            )
         if not len(examples):
             log.warning(
                 "llm_few_shot_empty",
@@ -389,14 +405,12 @@ class LlmJudge:
 
     def _probability_prompt(
         self, request: JudgeRequest
-    ) -> tuple[JudgeOutput, dict[str, Any], Messages, list[str]]:
+    ) -> tuple[JudgeOutput, dict[str, Any], Messages, list[Example]]:
         """STEF's deterministic reading of a request, the prompt's variables, its messages, and
-        the ids of the examples shown."""
+        the examples shown."""
         reading = heuristic(request)
         context = probability_context(request, reading)
         shots = self._shots(request)
-        if shots:
-            context["examples"] = few_shot.keyed(shots)
         system = self.prompts.render(SYSTEM_TEMPLATE)
         messages: Messages = [
             {"role": "system", "content": system},
@@ -406,7 +420,7 @@ class LlmJudge:
                 + self.prompts.render(USER_TEMPLATE, **context),
             },
         ]
-        return reading, context, messages, [e.id for e in shots]
+        return reading, context, messages, shots
 
     def _judge_probability(self, request: JudgeRequest, calls: list[Completion]) -> JudgeReply:
         """One record in probability mode: STEF's reading, one Yes/No token, P(Yes).
@@ -416,12 +430,15 @@ class LlmJudge:
                 neither Yes nor No was among the first tokens' alternatives (``no_yes_no``).
         """
         started = time.perf_counter()
-        reading, context, messages, shown = self._probability_prompt(request)
+        reading, context, messages, shots = self._probability_prompt(request)
+        analysis = {k: v for k, v in context.items() if k not in _RAW_FIELDS}
+        if shots:
+            analysis["examples"] = few_shot.keyed(shots)
         key = cache_key(
             request,
             prompt_version=f"{self._info.prompt_version}/probability",
             model=self.config.model or "",
-            analysis={k: v for k, v in context.items() if k not in _RAW_FIELDS},
+            analysis=analysis,
             samples=1,
         )
         cached = self._cached(key)
@@ -455,7 +472,10 @@ class LlmJudge:
                 completion_tokens=sum(c.completion_tokens for c in calls),
             )
         output = probability_output(reading, p).model_copy(
-            update={"reported_model": completion.reported_model, "examples": shown or None}
+            update={
+                "reported_model": completion.reported_model,
+                "examples": [e.id for e in shots] or None,
+            }
         )
         self._cache.put(key, output)
         return JudgeReply(output=output, usage=self._usage(calls, started))

@@ -252,6 +252,9 @@ def _prompts_folder(tmp_path: Path, few_shot: str | None) -> Path:
         # A template that names the variable and shows nothing.
         ("{% if examples %}{% endif %}Judge carefully.", "does not show the examples"),
         ("<reviewed_examples>\n{{ examples | length }}\n</reviewed_examples>", "does not show"),
+        # Not JSON in the block; only the first example shown.
+        ("<reviewed_examples>\n{{ examples }}\n</reviewed_examples>", "does not show"),
+        ("<reviewed_examples>\n{{ examples[:1] | tojson }}\n</reviewed_examples>", "does not show"),
     ],
 )
 def test_a_template_folder_that_does_not_show_the_examples_is_refused_at_start(
@@ -464,11 +467,36 @@ def test_few_shot_settings_that_cannot_mean_anything(data: dict[str, Any], said:
         LlmConfig.model_validate({"base_url": "http://127.0.0.1:9/v1", **data})
 
 
-def test_a_file_without_few_shot_is_said_and_not_read(judge_factory: Make, tmp_path: Path) -> None:
-    with FakeLlmServer() as server, capture_logs() as logs:
-        judge = judge_factory(server, few_shot_file=str(tmp_path / "absent.jsonl"))
-        assert judge.judge(request_for(RECORD)).output.examples is None
+def test_a_file_without_few_shot_is_said_and_not_read(
+    judge_factory: Make,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    absent = tmp_path / "absent.jsonl"
+    with FakeLlmServer() as server:
+        with capture_logs() as logs:
+            judge = judge_factory(server, few_shot_file=str(absent))
+            assert judge.judge(request_for(RECORD)).output.examples is None
+        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
+        monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(absent))
+        assert main(["check"]) == 0
     assert [e["log_level"] for e in logs if e["event"] == "llm_few_shot_off"] == ["warning"]
+    out = capsys.readouterr().out
+    assert f"few-shot: off (llm.few_shot is 0; llm.few_shot_file {absent}" in out
+
+
+def test_examples_left_out_at_start_are_warned_of(
+    judge_factory: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(examples_module, "MAX_PER_APP", 1)
+    path = _write(tmp_path / "ex.jsonl", [_line("a"), _line("b"), _line("c", sql="x" * 5000)])
+    with FakeLlmServer() as server, capture_logs() as logs:
+        judge_factory(server, few_shot=2, few_shot_file=str(path))
+    warned = {e["event"]: e for e in logs if e["log_level"] == "warning"}
+    assert warned["llm_few_shot_capped"]["left_out"] == 1
+    assert warned["llm_few_shot_too_long"]["left_out"] == 1
 
 
 def test_canary_add_writes_lines_that_load_as_examples_whatever_the_note(
