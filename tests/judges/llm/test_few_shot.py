@@ -49,6 +49,17 @@ def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _few_shot_env(
+    monkeypatch: pytest.MonkeyPatch, server: FakeLlmServer, k: int, path: Path
+) -> None:
+    """The environment of a ``stef`` command judging with ``server`` and few-shot ``k``."""
+    monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
+    monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
+    if k:
+        monkeypatch.setenv("STEF_LLM_FEW_SHOT", str(k))
+    monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(path))
+
+
 # ------------------------------------------------------------------------------ the ranking
 
 
@@ -272,10 +283,7 @@ def test_a_template_folder_that_does_not_show_the_examples_is_refused_at_start(
         with pytest.raises(TemplateError, match=said):
             judge_factory(server, few_shot=1, few_shot_file=str(path))
         # stef check says the same, before anything runs.
-        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
-        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT", "1")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(path))
+        _few_shot_env(monkeypatch, server, 1, path)
         assert main(["check"]) == 2
     assert re.search(said, capsys.readouterr().err)
 
@@ -305,10 +313,7 @@ def test_stef_refuses_a_bad_examples_file_at_start_in_one_line(
     bad = tmp_path / "ex.jsonl"
     bad.write_text('{"id": "a", "question": "q", "sql": "s"}\n', encoding="utf-8")
     with FakeLlmServer() as server:
-        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
-        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT", "2")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(bad))
+        _few_shot_env(monkeypatch, server, 2, bad)
         code = main(["replay", str(log), "-o", str(tmp_path / "out.jsonl")])
         asked = len(server.chat_requests())
     err = capsys.readouterr().err.strip()
@@ -363,10 +368,7 @@ def test_stef_check_reads_the_examples_file(
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{\n", encoding="utf-8")
     with FakeLlmServer() as server:
-        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
-        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT", "3")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(good))
+        _few_shot_env(monkeypatch, server, 3, good)
         assert main(["check"]) == 0
         out = capsys.readouterr().out
         monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(bad))
@@ -478,9 +480,7 @@ def test_a_file_without_few_shot_is_said_and_not_read(
         with capture_logs() as logs:
             judge = judge_factory(server, few_shot_file=str(absent))
             assert judge.judge(request_for(RECORD)).output.examples is None
-        monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
-        monkeypatch.setenv("STEF_LLM_MODEL", "judge-model")
-        monkeypatch.setenv("STEF_LLM_FEW_SHOT_FILE", str(absent))
+        _few_shot_env(monkeypatch, server, 0, absent)
         assert main(["check"]) == 0
     assert [e["log_level"] for e in logs if e["event"] == "llm_few_shot_off"] == ["warning"]
     out = capsys.readouterr().out
