@@ -301,11 +301,11 @@ class LlmConfig(BaseModel):
 
 
 # The checks across fields (errors of the whole model, with no location), by a word of their
-# message; the first that matches names the variable.
+# message; the first that matches names the variable. Any other is the key file's (its errors
+# name the file, not the setting).
 _ACROSS_FIELDS = (
     ("few_shot", "few_shot"),
     ("verdict probability", "verdict"),
-    ("api_key", "api_key_file"),
 )
 
 
@@ -317,7 +317,7 @@ def _variable(loc: tuple[int | str, ...], message: str = "") -> str:
     for word, field in _ACROSS_FIELDS:
         if word in message:
             return _ENV_VARS[field]
-    return "STEF_LLM_*"
+    return _ENV_VARS["api_key_file"]
 
 
 def check_env_names(source: Mapping[str, str]) -> None:

@@ -130,3 +130,9 @@ def test_samples_temperature_and_second_opinion_from_the_environment() -> None:
     for var, value in (("STEF_LLM_SAMPLES", "0"), ("STEF_LLM_SAMPLES", "16")):
         with pytest.raises(ConfigError, match=var):
             LlmConfig.from_env({var: value})
+
+
+def test_a_check_across_variables_names_the_variable_it_is_about() -> None:
+    env = {"STEF_LLM_BASE_URL": "http://127.0.0.1:9/v1", "STEF_LLM_VERDICT": "probability"}
+    with pytest.raises(ConfigError, match=r"^invalid LLM settings: STEF_LLM_VERDICT: "):
+        LlmConfig.from_env({**env, "STEF_LLM_SAMPLES": "3"})
