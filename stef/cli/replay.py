@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import threading
 from collections import Counter
@@ -113,6 +114,11 @@ def run(args: argparse.Namespace) -> int:
             return Exit.FAILURE
         except StefError as exc:  # a FIFO, a directory, unreadable ...: never a hang
             return report_error("stef replay", exc)
+    for flag in ("output", "dead_letters"):
+        problem = _output_problem(args, flag)
+        if problem is not None:
+            print(f"stef replay: {problem}", file=sys.stderr)
+            return Exit.USAGE
     if args.concurrency is not None and args.concurrency < 1:
         print("stef replay: --concurrency must be at least 1", file=sys.stderr)
         return Exit.USAGE
@@ -217,6 +223,33 @@ def _judge_errors_beyond(summary: Summary, failed: int, rate: float | None) -> s
 
 def _show_progress(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty() and not args.no_progress
+
+
+def _output_problem(args: argparse.Namespace, flag: str) -> str | None:
+    """Why an output flag cannot be used, or None; ``file:PATH`` (the form ``stef run`` takes)
+    is read as PATH. A replay replaces its outputs before it reads: an output that is the
+    input file would empty the log it was asked to judge."""
+    value = getattr(args, flag)
+    name = "--" + flag.replace("_", "-")
+    if not value:
+        return None
+    if value.startswith("file:") and not value.startswith("file://"):
+        value = value.removeprefix("file:")
+        setattr(args, flag, value)
+    if "://" in value:
+        return (
+            f"{name} takes a file path (or file:PATH); {value.split('://')[0]}:// is for stef run"
+        )
+    if args.file != "-" and _same_file(value, args.file):
+        return f"{name} {value} is the input file; a replay replaces its outputs and would empty it"
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
 
 
 def _sink(path: str | None) -> Sink:

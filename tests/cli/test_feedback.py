@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stef.cli import main
 from stef.exits import Exit
 from tests.brokers import Broker
 from tests.brokers import kafka_broker as kafka_broker  # the fixture
@@ -69,3 +70,30 @@ def test_run_and_backfill_refuse_outputs_to_the_source_topic(
         "--dead-letters", dead,
     )  # fmt: skip
     _refused(backfill, "results")
+
+
+def test_replay_refuses_an_output_that_is_its_input_and_keeps_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"question": "q", "sql": "SELECT 1"}\n')
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(log)
+    for flag, target in (("-o", str(log)), ("--dead-letters", str(link)), ("-o", f"file:{log}")):
+        assert main(["replay", str(log), flag, target, "--no-progress"]) == Exit.USAGE
+        assert "is the input file" in capsys.readouterr().err
+    assert log.read_text() == '{"question": "q", "sql": "SELECT 1"}\n'
+
+
+def test_replay_takes_file_urls_as_paths_and_refuses_kafka(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"question": "q", "sql": "SELECT 1"}\n{not json\n')
+    dead = tmp_path / "dead.jsonl"
+    assert main(["replay", str(log), "--dead-letters", f"file:{dead}", "--no-progress"]) == 0
+    assert len(dead.read_text().splitlines()) == 1
+    capsys.readouterr()
+    argv = ["replay", str(log), "-o", "kafka://127.0.0.1:9/results", "--no-progress"]
+    assert main(argv) == Exit.USAGE
+    assert "kafka:// is for stef run" in capsys.readouterr().err
