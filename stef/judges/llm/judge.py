@@ -229,22 +229,23 @@ class LlmJudge:
             dropped=examples.dropped,
             apps=examples.counts(),
         )
-        if examples.too_long:
-            log.warning(
+        left_out = (
+            (
                 "llm_few_shot_too_long",
-                path=str(config.few_shot_file),
-                left_out=examples.too_long,
-                hint=f"an example longer than {few_shot.MAX_EXAMPLE_CHARS} characters "
+                examples.too_long,
+                f"an example longer than {few_shot.MAX_EXAMPLE_CHARS} characters "
                 "(question, enriched question, SQL, note) is not shown",
-            )
-        if examples.dropped:
-            log.warning(
+            ),
+            (
                 "llm_few_shot_capped",
-                path=str(config.few_shot_file),
-                left_out=examples.dropped,
-                hint=f"an app keeps {few_shot.MAX_PER_APP} examples (those the judge got wrong "
+                examples.dropped,
+                f"an app keeps {few_shot.MAX_PER_APP} examples (those the judge got wrong "
                 "first, then the latest)",
-            )
+            ),
+        )
+        for event, count, hint in left_out:
+            if count:
+                log.warning(event, path=str(config.few_shot_file), left_out=count, hint=hint)
         if examples.size > few_shot.MAX_FILE_BYTES // 2:
             log.warning(
                 "llm_few_shot_file_large",
