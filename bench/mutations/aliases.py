@@ -11,11 +11,11 @@ from bench.mutations.sites import Pool
 from bench.mutations.text import Rewrite
 
 
-def _names(tree: exp.Expression) -> set[str]:
+def _names(tree: exp.Expr) -> set[str]:
     return {i.this.lower() for i in tree.find_all(exp.Identifier)}
 
 
-def _fresh(tree: exp.Expression, base: str) -> str:
+def _fresh(tree: exp.Expr, base: str) -> str:
     taken = _names(tree)
     name, n = base, 1
     while name.lower() in taken:
@@ -24,7 +24,7 @@ def _fresh(tree: exp.Expression, base: str) -> str:
     return name
 
 
-def _projection_alias(tree: exp.Expression) -> tuple[exp.Alias, list[exp.Column]] | None:
+def _projection_alias(tree: exp.Expr) -> tuple[exp.Alias, list[exp.Column]] | None:
     """A projection alias defined once whose every use is safe to rename with it: an
     unqualified column of its own SELECT's ORDER BY, GROUP BY or HAVING; no table or real
     column of the query has its name."""
@@ -39,15 +39,14 @@ def _projection_alias(tree: exp.Expression) -> tuple[exp.Alias, list[exp.Column]
             continue
         alias = aliases[0]
         uses = [c for c in tree.find_all(exp.Column) if c.name.lower() == name]
-        select = alias.parent
-        if all(not c.table and _in_tail(c, select) for c in uses):
+        if all(not c.table and _in_tail(c, alias.parent) for c in uses):
             return alias, uses
     return None
 
 
-def _in_tail(column: exp.Column, select: exp.Expression | None) -> bool:
+def _in_tail(column: exp.Column, select: exp.Expr | None) -> bool:
     """Whether the column sits in ``select``'s ORDER BY, GROUP BY or HAVING (not deeper)."""
-    node: exp.Expression | None = column
+    node: exp.Expr | None = column
     while node is not None and not isinstance(node, exp.Order | exp.Group | exp.Having):
         if isinstance(node, exp.Select):
             return False
@@ -55,7 +54,7 @@ def _in_tail(column: exp.Column, select: exp.Expression | None) -> bool:
     return node is not None and node.parent is select
 
 
-def _table_alias(tree: exp.Expression) -> str | None:
+def _table_alias(tree: exp.Expr) -> str | None:
     """A table alias no table, column or projection alias also names."""
     tables = {t.name.lower() for t in tree.find_all(exp.Table)}
     columns = {c.name.lower() for c in tree.find_all(exp.Column)}
@@ -67,9 +66,7 @@ def _table_alias(tree: exp.Expression) -> str | None:
     return None
 
 
-def alias_renamed(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> Rewrite | None:
+def alias_renamed(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     """A projection alias renamed with its uses; else a table alias renamed everywhere."""
     found = _projection_alias(tree)
     if found is not None:
@@ -83,9 +80,9 @@ def alias_renamed(
     if name is None:
         return None
     new = _fresh(tree, f"{name}_r")
-    for alias in tree.find_all(exp.TableAlias):
-        if alias.name.lower() == name:
-            alias.set("this", exp.to_identifier(new))
+    for table_alias in tree.find_all(exp.TableAlias):
+        if table_alias.name.lower() == name:
+            table_alias.set("this", exp.to_identifier(new))
     for col in tree.find_all(exp.Column):
         if col.table.lower() == name:
             col.set("table", exp.to_identifier(new))
@@ -106,7 +103,7 @@ def _to_expression(select: exp.Select) -> str | None:
     return None
 
 
-def _to_alias(tree: exp.Expression, select: exp.Select) -> str | None:
+def _to_alias(tree: exp.Expr, select: exp.Select) -> str | None:
     """ORDER BY an expression the SELECT projects -> ORDER BY its alias (one added if none;
     never on a bare column, whose output name an outer query may read)."""
     for ordered in select.args["order"].expressions:
@@ -127,9 +124,7 @@ def _to_alias(tree: exp.Expression, select: exp.Select) -> str | None:
     return None
 
 
-def order_by_alias(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> Rewrite | None:
+def order_by_alias(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     selects = [s for s in tree.find_all(exp.Select) if s.args.get("order")]
     for select in selects:
         done = _to_expression(select)

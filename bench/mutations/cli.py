@@ -82,7 +82,7 @@ def run(
     golds: list[Any], types: list[str], args: argparse.Namespace, argv: list[str] | None
 ) -> dict[str, Any]:
     """Generate and judge; the report with every row."""
-    started = time.monotonic()
+    cpu, started = time.process_time(), time.monotonic()
     pool = build_pool(golds)
     judged, unread = generate(golds, pool, types, args.seed)
     generating = time.monotonic() - started
@@ -106,6 +106,7 @@ def run(
             "generating": round(generating, 2),
             "judging": round(judging, 2),
             "per_judgment": round(judging / count, 5) if count else 0.0,
+            "cpu": round(time.process_time() - cpu, 2),
         },
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
         "figures": figures(rows, reference=args.reference),

@@ -17,7 +17,7 @@ from bench.mutations.text import Rewrite, case_folded
 
 SEED = 29
 Kind = Literal["wrong", "right"]
-Transform = Callable[[exp.Expression, Gold, Pool, random.Random], "str | Rewrite | None"]
+Transform = Callable[[exp.Expr, Gold, Pool, random.Random], "str | Rewrite | None"]
 
 WRONG: dict[str, Transform] = dict(wrong.TRANSFORMS)
 RIGHT: dict[str, Transform] = {
@@ -76,7 +76,7 @@ def variants_of(gold: Gold, pool: Pool, types: Sequence[str], seed: int = SEED) 
     return Judged(gold, base, out)
 
 
-def _acceptable(kind: Kind, name: str, sql: str, tree: exp.Expression, base: str) -> bool:
+def _acceptable(kind: Kind, name: str, sql: str, tree: exp.Expr, base: str) -> bool:
     """A variant parses and is not the gold's text; a wrong one reads differently from the
     gold, a re-formatted one the same up to identifier case."""
     again = parse(sql)

@@ -93,7 +93,7 @@ def read_golds(path: Path) -> tuple[list[Gold], int]:
     return golds, without
 
 
-def parse(sql: str) -> exp.Expression | None:
+def parse(sql: str) -> exp.Expr | None:
     """One statement in SQLite's dialect, or None when sqlglot cannot read it."""
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT)
@@ -102,7 +102,7 @@ def parse(sql: str) -> exp.Expression | None:
     return tree if isinstance(tree, exp.Query) else None
 
 
-def render(tree: exp.Expression) -> str:
+def render(tree: exp.Expr) -> str:
     return tree.sql(dialect=DIALECT)
 
 

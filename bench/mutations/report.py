@@ -99,7 +99,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"(deduplicated by question and gold_sql; {golds['unparsed']} unreadable by sqlglot). "
         f"{report['judgments']} judgments in {seconds['judging']:.0f} s "
         f"({seconds['per_judgment'] * 1000:.1f} ms each), variants generated in "
-        f"{seconds['generating']:.0f} s.",
+        f"{seconds['generating']:.0f} s; {seconds['cpu']:.0f} s of CPU in all.",
         "",
         f"| type | kind | n | {head} |" + ("" if reference else " lower | equal | higher |"),
         "| --- | --- | --- | --- |" + ("" if reference else " --- | --- | --- |"),

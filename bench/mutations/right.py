@@ -23,7 +23,7 @@ from bench.mutations.sites import (
 )
 from bench.mutations.text import Rewrite, recased
 
-_ARITHMETIC: tuple[type[exp.Expression], ...] = (
+_ARITHMETIC: tuple[type[exp.Expr], ...] = (
     exp.Add,
     exp.Sub,
     exp.Mul,
@@ -31,7 +31,7 @@ _ARITHMETIC: tuple[type[exp.Expression], ...] = (
     exp.Mod,
     exp.DPipe,
 )
-_PARENTHESIZABLE: tuple[type[exp.Expression], ...] = (
+_PARENTHESIZABLE: tuple[type[exp.Expr], ...] = (
     *_ARITHMETIC,
     exp.EQ,
     exp.NEQ,
@@ -47,11 +47,11 @@ _PARENTHESIZABLE: tuple[type[exp.Expression], ...] = (
 )
 
 
-def reformatted(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite:
+def reformatted(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite:
     return Rewrite("pretty-printed, keywords and functions lower-cased", recased(tree))
 
 
-def commuted(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
+def commuted(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     sites = literal_comparisons(tree)
     if not sites:
         return None
@@ -64,7 +64,7 @@ def commuted(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -
     return Rewrite(f"{before} -> {swapped.sql(dialect=DIALECT)} (in {where})")
 
 
-def and_swapped(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
+def and_swapped(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     sites = list(tree.find_all(exp.And))
     if not sites:
         return None
@@ -75,21 +75,19 @@ def and_swapped(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
     return Rewrite(f"{left.sql(dialect=DIALECT)} <-> {right.sql(dialect=DIALECT)}")
 
 
-def _wrapped(node: exp.Expression, old: exp.Expression) -> exp.Expression:
+def _wrapped(node: exp.Expr, old: exp.Expr) -> exp.Expr:
     """``node`` in parentheses unless it replaces ``old`` directly under a WHERE or an AND."""
     return node if isinstance(old.parent, exp.Where | exp.And) else exp.Paren(this=node)
 
 
-def _split(between: exp.Between) -> exp.Expression:
+def _split(between: exp.Between) -> exp.Expr:
     return exp.And(
         this=exp.GTE(this=between.this.copy(), expression=between.args["low"]),
         expression=exp.LTE(this=between.this.copy(), expression=between.args["high"]),
     )
 
 
-def _bounds(
-    where: exp.Where, low: type[exp.Expression], high: type[exp.Expression]
-) -> tuple[int, int] | None:
+def _bounds(where: exp.Where, low: type[exp.Expr], high: type[exp.Expr]) -> tuple[int, int] | None:
     """Two conjuncts ``x >= a`` (``low``) and ``x <= b`` (``high``) on the same ``x``."""
     parts = conjuncts(where)
     for i, a in enumerate(parts):
@@ -106,9 +104,7 @@ def _bounds(
     return None
 
 
-def between_split(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> Rewrite | None:
+def between_split(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     betweens = [b for b in tree.find_all(exp.Between) if not b.args.get("symmetric")]
     if betweens:
         node = rng.choice(betweens)
@@ -129,7 +125,7 @@ def between_split(
     return None
 
 
-def _day(node: exp.Expression) -> date | None:
+def _day(node: exp.Expr) -> date | None:
     lit = literal_of(node)
     if lit is None or not lit.is_string or len(lit.this) != 10:
         return None
@@ -155,7 +151,7 @@ def _closed(where: exp.Where) -> str | None:
     return f"< '{end}' -> <= '{last}'"
 
 
-def _half_open(tree: exp.Expression) -> str | None:
+def _half_open(tree: exp.Expr) -> str | None:
     """``d BETWEEN a AND b`` (dates) -> ``d >= a AND d < b + 1 day``."""
     for node in tree.find_all(exp.Between):
         end = _day(node.args["high"])
@@ -171,9 +167,7 @@ def _half_open(tree: exp.Expression) -> str | None:
     return None
 
 
-def date_range_closed(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> Rewrite | None:
+def date_range_closed(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     for where in wheres(tree):
         done = _closed(where)
         if done:
@@ -182,9 +176,7 @@ def date_range_closed(
     return Rewrite(done) if done else None
 
 
-def parenthesized(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> Rewrite | None:
+def parenthesized(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> Rewrite | None:
     """An expression put in parentheses: arithmetic first (``SELECT (a + b)``), else a
     condition outside a join's ON, else any."""
     sites = [

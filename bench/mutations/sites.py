@@ -12,9 +12,9 @@ from sqlglot import exp
 
 from bench.mutations.golds import Gold, parse
 
-COMPARISONS: tuple[type[exp.Expression], ...] = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-ORDERINGS: tuple[type[exp.Expression], ...] = (exp.GT, exp.GTE, exp.LT, exp.LTE)
-MIRROR: dict[type[exp.Expression], type[exp.Expression]] = {
+COMPARISONS: tuple[type[exp.Expr], ...] = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+ORDERINGS: tuple[type[exp.Expr], ...] = (exp.GT, exp.GTE, exp.LT, exp.LTE)
+MIRROR: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.EQ: exp.EQ,
     exp.NEQ: exp.NEQ,
     exp.GT: exp.LT,
@@ -22,7 +22,7 @@ MIRROR: dict[type[exp.Expression], type[exp.Expression]] = {
     exp.GTE: exp.LTE,
     exp.LTE: exp.GTE,
 }
-PREDICATES: tuple[type[exp.Expression], ...] = (*COMPARISONS, exp.Between, exp.In, exp.Like)
+PREDICATES: tuple[type[exp.Expr], ...] = (*COMPARISONS, exp.Between, exp.In, exp.Like)
 
 # A question that asks for an order of rank: ORDER BY direction and LIMIT carry its meaning.
 RANKING = re.compile(
@@ -31,7 +31,7 @@ RANKING = re.compile(
     r"|shortest|ranked|rank)\b"
 )
 # The words that name each aggregate.
-AGGREGATE_WORDS: dict[type[exp.Expression], re.Pattern[str]] = {
+AGGREGATE_WORDS: dict[type[exp.Expr], re.Pattern[str]] = {
     exp.Max: re.compile(
         r"\b(max|maximum|highest|largest|greatest|biggest|most|longest|latest|top)\b"
     ),
@@ -41,7 +41,7 @@ AGGREGATE_WORDS: dict[type[exp.Expression], re.Pattern[str]] = {
 }
 
 
-def literal_of(node: exp.Expression) -> exp.Literal | None:
+def literal_of(node: exp.Expr) -> exp.Literal | None:
     """The literal a comparison operand is (through a minus sign or parentheses), or None."""
     while isinstance(node, exp.Neg | exp.Paren):
         node = node.this
@@ -50,15 +50,15 @@ def literal_of(node: exp.Expression) -> exp.Literal | None:
 
 def in_predicate(lit: exp.Literal) -> bool:
     """Whether the literal is an operand of a comparison, BETWEEN, IN or LIKE."""
-    node: exp.Expression | None = lit.parent
+    node: exp.Expr | None = lit.parent
     while isinstance(node, exp.Neg | exp.Paren | exp.Tuple):
         node = node.parent
     return isinstance(node, PREDICATES)
 
 
-def literal_comparisons(tree: exp.Expression) -> list[exp.Expression]:
+def literal_comparisons(tree: exp.Expr) -> list[exp.Expr]:
     """Comparisons with a literal on exactly one side, in tree order."""
-    out: list[exp.Expression] = []
+    out: list[exp.Expr] = []
     for node in tree.find_all(*COMPARISONS):
         sides = [literal_of(node.this), literal_of(node.expression)]
         if sum(s is not None for s in sides) == 1:
@@ -66,14 +66,14 @@ def literal_comparisons(tree: exp.Expression) -> list[exp.Expression]:
     return out
 
 
-def the_literal(node: exp.Expression) -> exp.Literal:
+def the_literal(node: exp.Expr) -> exp.Literal:
     """The literal side of a comparison from :func:`literal_comparisons`."""
     lit = literal_of(node.this) or literal_of(node.expression)
     assert lit is not None
     return lit
 
 
-def conjuncts(where: exp.Where) -> list[exp.Expression]:
+def conjuncts(where: exp.Where) -> list[exp.Expr]:
     """The AND-conjuncts of a WHERE clause (through one pair of parentheses around all)."""
     cond = where.this
     if isinstance(cond, exp.Paren) and isinstance(cond.this, exp.And):
@@ -81,22 +81,22 @@ def conjuncts(where: exp.Where) -> list[exp.Expression]:
     return list(cond.flatten()) if isinstance(cond, exp.And) else [cond]
 
 
-def set_conjuncts(where: exp.Where, parts: Sequence[exp.Expression]) -> None:
+def set_conjuncts(where: exp.Where, parts: Sequence[exp.Expr]) -> None:
     """Replace a WHERE's condition by the AND of ``parts``; no parts removes the WHERE."""
     if not parts:
         where.pop()
         return
-    cond: exp.Expression = parts[0]
+    cond: exp.Expr = parts[0]
     for part in parts[1:]:
         cond = exp.And(this=cond, expression=part)
     where.set("this", cond)
 
 
-def wheres(tree: exp.Expression) -> Iterator[exp.Where]:
+def wheres(tree: exp.Expr) -> Iterator[exp.Where]:
     yield from tree.find_all(exp.Where)
 
 
-def column_key(node: exp.Expression) -> str | None:
+def column_key(node: exp.Expr) -> str | None:
     """The column a predicate compares (its name, lower-cased), or None."""
     target = node.this if isinstance(node, exp.In | exp.Like | exp.Between) else None
     if target is None:

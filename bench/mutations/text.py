@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.dialects.sqlite import SQLite
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 from bench.mutations.golds import DIALECT
 
@@ -23,7 +23,7 @@ class Rewrite:
     sql: str | None = None
 
 
-def recased(tree: exp.Expression) -> str:
+def recased(tree: exp.Expr) -> str:
     """The tree pretty-printed on several lines, its unquoted identifiers' case inverted
     (upper-case, or lower-case when already upper) and its keywords and functions lower-cased.
     SQLite's identifiers and keywords are case-insensitive; string literals are left as they are.
@@ -41,7 +41,7 @@ def recased(tree: exp.Expression) -> str:
     return "".join(out)
 
 
-def case_folded(tree: exp.Expression) -> str:
+def case_folded(tree: exp.Expr) -> str:
     """The tree's one-line rendering with unquoted identifiers lower-cased: equal for two trees
     that differ only in formatting and identifier case."""
     tree = tree.copy()

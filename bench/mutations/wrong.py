@@ -27,13 +27,13 @@ from bench.mutations.sites import (
 )
 
 _DATE = re.compile(r"^(\d{4})(-\d{2}-\d{2}.*)$")
-_FLIP: dict[type[exp.Expression], type[exp.Expression]] = {
+_FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.GT: exp.LT,
     exp.LT: exp.GT,
     exp.GTE: exp.LTE,
     exp.LTE: exp.GTE,
 }
-_SWAP: dict[type[exp.Expression], type[exp.Expression]] = {
+_SWAP: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.Max: exp.Min,
     exp.Min: exp.Max,
     exp.Sum: exp.Avg,
@@ -41,7 +41,7 @@ _SWAP: dict[type[exp.Expression], type[exp.Expression]] = {
 }
 
 
-def _named_literals(tree: exp.Expression, gold: Gold, *, strings: bool) -> list[exp.Literal]:
+def _named_literals(tree: exp.Expr, gold: Gold, *, strings: bool) -> list[exp.Literal]:
     text, numbers = gold.text, numbers_named(gold.text)
     return [
         lit
@@ -61,7 +61,7 @@ def _digits(text: str) -> int:
     return len(text.split(".", 1)[1]) if "." in text else 0
 
 
-def number_changed(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
+def number_changed(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     sites = _named_literals(tree, gold, strings=False)
     if not sites:
         return None
@@ -77,7 +77,7 @@ def _replacement(lit: exp.Literal, gold: Gold, pool: Pool, rng: random.Random) -
     """A different plausible value for a named string: a number or a date moved by one, else
     another value compared with the same column (this database's first) that the question
     does not name."""
-    value = lit.this
+    value: str = lit.this
     core = value.strip("%")
     number = number_of(lit)
     if number is not None and core.isdigit():
@@ -106,7 +106,7 @@ def _replacement(lit: exp.Literal, gold: Gold, pool: Pool, rng: random.Random) -
     return None
 
 
-def string_replaced(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
+def string_replaced(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     sites = _named_literals(tree, gold, strings=True)
     rng.shuffle(sites)
     for lit in sites:
@@ -118,9 +118,7 @@ def string_replaced(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Ra
     return None
 
 
-def comparator_flipped(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> str | None:
+def comparator_flipped(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     text, numbers = gold.text, numbers_named(gold.text)
     sites = [
         node
@@ -136,9 +134,7 @@ def comparator_flipped(
     return f"{before} -> {flipped.sql(dialect='sqlite')}"
 
 
-def predicate_dropped(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> str | None:
+def predicate_dropped(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     text, numbers = gold.text, numbers_named(gold.text)
     sites: list[tuple[exp.Where, int]] = []
     for where in wheres(tree):
@@ -155,7 +151,7 @@ def predicate_dropped(
     return f"dropped {dropped.sql(dialect='sqlite')}"
 
 
-def _ranked_selects(tree: exp.Expression, gold: Gold) -> list[exp.Select]:
+def _ranked_selects(tree: exp.Expr, gold: Gold) -> list[exp.Select]:
     if not RANKING.search(gold.text):
         return []
     return [
@@ -165,7 +161,7 @@ def _ranked_selects(tree: exp.Expression, gold: Gold) -> list[exp.Select]:
     ]
 
 
-def order_flipped(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
+def order_flipped(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     selects = _ranked_selects(tree, gold)
     if not selects:
         return None
@@ -177,7 +173,7 @@ def order_flipped(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Rand
     return f"ORDER BY {first.this.sql(dialect='sqlite')} {'DESC' if desc else 'ASC'}"
 
 
-def limit_changed(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
+def limit_changed(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     sites = []
     for select in _ranked_selects(tree, gold):
         lit = select.args["limit"].expression
@@ -192,9 +188,7 @@ def limit_changed(tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Rand
     return f"LIMIT {n} -> {new}"
 
 
-def aggregate_swapped(
-    tree: exp.Expression, gold: Gold, pool: Pool, rng: random.Random
-) -> str | None:
+def aggregate_swapped(tree: exp.Expr, gold: Gold, pool: Pool, rng: random.Random) -> str | None:
     sites = [
         node
         for kind, words in AGGREGATE_WORDS.items()
