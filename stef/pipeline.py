@@ -63,6 +63,8 @@ log = structlog.get_logger(__name__)
 
 # Named in ``normalizations`` when mutating or stacked SQL is scored 0 whatever else holds.
 SAFETY_OVERRIDE = "safety_override"
+# The heuristic reads nothing of SQL that does not parse: Incorrect, score 0 (issue 29).
+UNPARSED_OVERRIDE = "unparsed_override"
 # Named when the "SQL" is not SQL at all (no statement keyword): verdict Incorrect.
 NOT_SQL_OVERRIDE = "not_sql_override"
 # Named when the SQL was taken out of a markdown fence or a "SQL:" label around it.
@@ -561,8 +563,9 @@ def _evaluated(
     is computed once with the judge's own confidence (the heuristic's raw signal), then again
     with the confidence the calibration or the token probabilities give."""
     alignment, status, leniency = align(out, spec, norm, rules)
-    scored = score(status, out.verdict, leniency, out.confidence, spec, rules)
     info: JudgeInfo = base["judge"]
+    blind = not spec.parsed and info.backend == "heuristic"
+    scored = score(status, out.verdict, leniency, out.confidence, spec, rules, unreadable=blind)
     raw, confidence, source, p = _calibrated(
         info.backend,
         scored.verdict,
@@ -572,7 +575,7 @@ def _evaluated(
         calibration,
     )
     if confidence != out.confidence:
-        scored = score(status, out.verdict, leniency, confidence, spec, rules)
+        scored = score(status, out.verdict, leniency, confidence, spec, rules, unreadable=blind)
     if p is not None:
         base = {**base, "judge": info.model_copy(update={"p_correct": p})}
     return Result(
@@ -594,7 +597,7 @@ def _evaluated(
         question_spec=out.question_spec,
         sql_spec=spec,
         alignment=alignment,
-        normalizations=_normalizations(norm, unsafe=scored.unsafe),
+        normalizations=_normalizations(norm, unsafe=scored.unsafe, blind=blind),
         flags=norm.flags,
         issues=_issues(out.issues, unsafe=scored.unsafe, parsed=spec.parsed),
         safety=_safety(spec),
@@ -673,8 +676,13 @@ def _failed_usage(exc: JudgeError, started: float) -> Usage:
     )
 
 
-def _normalizations(norm: Normalized, *, unsafe: bool) -> list[str]:
-    return [*norm.normalizations, SAFETY_OVERRIDE] if unsafe else list(norm.normalizations)
+def _normalizations(norm: Normalized, *, unsafe: bool, blind: bool = False) -> list[str]:
+    out = list(norm.normalizations)
+    if unsafe:
+        out.append(SAFETY_OVERRIDE)
+    elif blind:
+        out.append(UNPARSED_OVERRIDE)
+    return out
 
 
 def _unsafe(spec: SqlSpec) -> bool:

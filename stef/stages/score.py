@@ -3,7 +3,9 @@
 Φ = (σ_filters + σ_verdict + δ) / 10 × 100 × Γ(γ)
 
 Mutating or stacked SQL is verdict Incorrect and scores 0 (tier poor) whatever else holds: the
-safety override. The paper's components are still computed and reported beside it.
+safety override. The paper's components are still computed and reported beside it. SQL that a
+judge could not read at all (the heuristic on SQL sqlglot cannot parse) is Incorrect and scores 0
+the same way: the unparsed override, so it never scores above a query that parses.
 """
 
 from __future__ import annotations
@@ -64,14 +66,19 @@ def score(
     confidence: float,
     spec: SqlSpec,
     rules: AppRules,
+    *,
+    unreadable: bool = False,
 ) -> Scored:
-    """Score one judged record; mutating or stacked SQL forces verdict Incorrect and score 0."""
+    """Score one judged record; mutating or stacked SQL, and SQL the judge could not read
+    (``unreadable``), force verdict Incorrect and score 0."""
     unsafe = spec.mutating or spec.multiple_statements
-    if unsafe:
+    if unsafe or unreadable:
         verdict = Verdict.INCORRECT
     sigma_f = FILTER_SCORES[status]
     sigma_v = VERDICT_SCORES[verdict]
     delta = leniency if status is FilterStatus.FULLY_APPLIED_WITH_EXTRAS else 0
     gamma = multiplier(confidence, rules)
-    value = 0.0 if unsafe else round((sigma_f + sigma_v + delta) / 10 * 100 * gamma, 2)
+    value = (
+        0.0 if unsafe or unreadable else round((sigma_f + sigma_v + delta) / 10 * 100 * gamma, 2)
+    )
     return Scored(value, tier_of(value, rules), sigma_f, verdict, sigma_v, gamma, unsafe)
