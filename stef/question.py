@@ -40,11 +40,27 @@ _QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
 _QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
 _MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
-_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?)(?![\w-])")
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?|[km](?![\w-]))(?![\w-])", re.I)
+# A count in words right after a comparison ("at least five years", "less than twenty").
+_NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "hundred": 100, "thousand": 1000,
+}  # fmt: skip
+_WORD_NUMBER = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
 # Tried in order: "no more than" and "no less than" before the "more than" / "less than" they end
 # with.
 _COMPARATORS = (
-    (re.compile(r"(at\s+least|no\s+less\s+than|no\s+fewer\s+than|minimum\s+of)\s*$", re.I), ">="),
+    # Symbols, as enrichments write them ("refers to salary > 5000").
+    (re.compile(r"(>=|=>|\u2265)\s*$"), ">="),
+    (re.compile(r"(<=|=<|\u2264)\s*$"), "<="),
+    (re.compile(r"(?<![<>=!-])>\s*$"), ">"),
+    (re.compile(r"<\s*$"), "<"),
+    (
+        re.compile(r"(at\s+least|no\s+less\s+than|no\s+fewer\s+than|minimum\s+of|since)\s*$", re.I),
+        ">=",
+    ),
+    (re.compile(r"(until|through|thru|no\s+later\s+than)\s*$", re.I), "<="),
     (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
     (
         re.compile(
@@ -87,9 +103,54 @@ _TOP_K_NUMBER = re.compile(
     r"\b(?:top|bottom|best|worst)\s+(\d+)\b|\b(?:first|last)\s+(\d+)\b(?!\s+"
     + TIME_UNITS
     + r"\b)|\b(\d+)\s+(?:highest|lowest|most|least|"
-    r"largest|smallest|biggest|best|worst|top)\b",
+    r"largest|smallest|biggest|best|worst|top)\b|\b(?:latest|newest|oldest|earliest|highest|lowest|"
+    r"largest|smallest|top|most recent)\s+(\d+)\b(?!\s+" + TIME_UNITS + r"\b)",
     re.I,
 )
+# "Which 3 customers ... the most": with a superlative in the question, the count of what it ranks.
+_SUPERLATIVE = re.compile(
+    r"\b(?:highest|lowest|most|least|largest|smallest|biggest|fewest|latest|newest|oldest|"
+    r"earliest|top|bottom|best|worst|\w{3,}est)\b",
+    re.I,
+)
+_COUNTED = re.compile(
+    r"\b(?:which|what|the|list|show|name|find|get)\s+(?:the\s+)?(\d+)\s+(?!"
+    + TIME_UNITS
+    + r"\b)[a-z]",
+    re.I,
+)
+
+
+# "between 50 and 200", "from 2020 to 2022", "between 2024-03-01 and 2024-03-31": the first
+# value is the range's inclusive start, the second its inclusive end.
+_RANGE = re.compile(
+    r"\b(?:between|from)\s+(?:\$\s*)?(?P<lo>-?\d[\d,.:-]*\d|\d)\b.{0,12}?\s+(?:and|to|until|through|-)\s+"
+    r"(?:\$\s*)?(?P<hi>-?\d[\d,.:-]*\d|\d)\b",
+    re.I,
+)
+
+
+def _range_ops(text: str) -> dict[int, str]:
+    """The start offset of each range bound in ``text`` -> its operator (``>=`` or ``<=``)."""
+    ops: dict[int, str] = {}
+    for m in _RANGE.finditer(text):
+        ops[m.start("lo")] = ">="
+        ops[m.start("hi")] = "<="
+    return ops
+
+
+def _stated_op(text: str, start: int, end: int) -> str:
+    """The comparison the words around ``text[start:end]`` state for it (``=`` when none)."""
+    # "above $500", "under € 20": the currency mark sits between the words and the number.
+    before = text[max(0, start - 30) : start].rstrip(" $\u20ac\u00a3\u00a5")
+    for pattern, cmp in _COMPARATORS:
+        if pattern.search(before):
+            return cmp
+    after = text[end : end + 30]
+    for pattern, cmp in _COMPARATORS_AFTER:
+        if pattern.search(after):
+            return cmp
+    return "="
 
 
 def in_words(value: str, text: str) -> bool:
@@ -180,17 +241,31 @@ def _question_literals(text: str) -> tuple[Found, ...]:
         add(Found(f"{count} {unit}", m.group(0), "window", ">=", m.span()))
     for m in _TOP_K_NUMBER.finditer(text):
         take(m.span())
+    if _SUPERLATIVE.search(text):
+        for m in _COUNTED.finditer(text):
+            take(m.span(1))
     for m in _QUOTED.finditer(text):
         raw = next(g for g in m.groups() if g is not None)
         add(Found(norm_value(raw), raw, "value", span=m.span()))
+    ranges = _range_ops(text)
     for m in _ISO_DATE.finditer(text):
-        add(Found(norm_value(m.group(1)), m.group(1), "date", span=m.span()))
+        op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
+        add(Found(norm_value(m.group(1)), m.group(1), "date", op, m.span()))
     for m in _MONTH_YEAR.finditer(text):
         add(Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
     for m in _QUARTER.finditer(text):
-        add(Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
+        # "Q1 2023" is one interval: the year is the quarter's, not a filter of its own.
+        end = m.end(2) if m.group(2) else m.end(1)
+        add(
+            Found(norm_value(m.group(1)), text[m.start(1) : end], "quarter", span=(m.start(1), end))
+        )
     for m in _NUMBER.finditer(text):
-        add(_number_found(m, text))
+        add(_number_found(m, text, ranges.get(m.start())))
+    for m in _WORD_NUMBER.finditer(text):
+        op = _stated_op(text, m.start(), m.end())
+        if op != "=":  # a bare "one" or "ten" is rarely a filter value
+            value = str(_NUMBER_WORDS[m.group(1).casefold()])
+            add(Found(value, m.group(0), "number", op, m.span()))
     for m in _ENTITY.finditer(text):
         entity = _entity_found(m, text)
         if entity is not None:
@@ -198,27 +273,21 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     return tuple(found)
 
 
-def _number_found(m: re.Match[str], text: str) -> Found:
-    """A number of the question, with the comparison its neighbouring words state."""
+def _number_found(m: re.Match[str], text: str, range_op: str | None = None) -> Found:
+    """A number of the question, with the comparison its neighbouring words state (or the
+    bound of a range it is)."""
     raw = (
         m.group(1).replace(",", "")
         if re.fullmatch(r"-?\d{1,3}(,\d{3})+", m.group(1))
         else m.group(1)
     )
+    scale = {"k": 1000, "m": 1000000}.get(m.group(2).casefold())
+    if scale is not None and re.fullmatch(r"-?\d+(\.\d+)?", raw):
+        scaled = float(raw) * scale
+        raw = str(int(scaled)) if scaled.is_integer() else str(scaled)
     value = norm_value(raw)
     kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
-    op = "="
-    before = text[max(0, m.start() - 30) : m.start()]
-    for pattern, cmp in _COMPARATORS:
-        if pattern.search(before):
-            op = cmp
-            break
-    else:
-        after = text[m.end() : m.end() + 30]
-        for pattern, cmp in _COMPARATORS_AFTER:
-            if pattern.search(after):
-                op = cmp
-                break
+    op = range_op or _stated_op(text, m.start(), m.end())
     return Found(value, m.group(0), kind, op, m.span())
 
 

@@ -93,7 +93,22 @@ _TOP_K = re.compile(
     + _NUM
     + r"\s+(?:"
     + _SUPERLATIVES
-    + r")\b",
+    + r")\b|\b(?:"
+    + _SUPERLATIVES
+    + r")\s+"
+    + _NUM
+    + r"\b(?!\s+"
+    + TIME_UNITS
+    + r"\b)",
+    re.I,
+)
+# "Which 3 customers placed the most orders?": a count before the noun a superlative ranks.
+_COUNTED = re.compile(
+    r"\b(?:which|what|the|list|show|name|find|get|give\s+me)\s+(?:the\s+)?"
+    + _NUM
+    + r"\s+(?!"
+    + TIME_UNITS
+    + r"\b)[a-z]",
     re.I,
 )
 _SUPERLATIVE_WORD = re.compile(_SUPERLATIVES + r"|\w+est")
@@ -160,9 +175,12 @@ def question_cues(question: str) -> QuestionCues:
             superlative = True
     top_k = None
     k = _TOP_K.search(question)
+    counted = _COUNTED.search(question) if superlative and k is None else None
     if k is not None:
-        top_k = _to_int(k.group(1) or k.group(2) or k.group(3))
+        top_k = _to_int(next(g for g in k.groups() if g is not None))
         ordering = True
+    elif counted is not None:
+        top_k = _to_int(counted.group(1))
     elif superlative and _singular_superlative(question):
         top_k = 1
     return QuestionCues(ordering, top_k, superlative)

@@ -289,7 +289,9 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
             repairs.append(f"ungrounded_filter: {_label(f)!r} is not in the question; dropped")
             continue
         values = [v for v in _claimed_values(f, src) if _checkable(v, src)]
-        if m.status == "matched" and _contradicted(values, m, preds):
+        # A match STEF decided itself (an interval, a direction) stands: its values may differ
+        # from the question's on purpose ("2024-03-31" ends where ``< '2024-04-01'`` does).
+        if m.status == "matched" and m.decided_by == "judge" and _contradicted(values, m, preds):
             shown = "; ".join(preds[p].text for p in m.predicates if p in preds)
             own = _agreeing(values, request.sql_spec.filters)
             if own:

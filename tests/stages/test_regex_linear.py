@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from stef import question as reading
 from stef.judges.heuristic import question as q
+from stef.judges.heuristic import readings
 from stef.sql.canonical import SQL_STRING
 from stef.sql.census import Census
 from stef.sql.safety import scan_unparsed
@@ -90,18 +91,50 @@ CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
     ("grouping: per then spaces", _scan(q._GROUPING), lambda n: "per" + " " * n + "!"),
     ("grouping: repeated openers", _scan(q._GROUPING), _rep("for each ")),
     ("distinct words", _scan(q.DISTINCT_WORDS), _rep("distinc ")),
+    ("range: between then digits", _scan(reading._RANGE), _rep("between 1 ", "x")),
+    ("range: from then dates", _scan(reading._RANGE), _rep("from 2020-01-01-", "x")),
+    ("number words", _scan(reading._WORD_NUMBER), _rep("fivefive ")),
+    ("counted: which then digits", _scan(reading._COUNTED), _rep("which 1 ")),
+    ("superlative: -est chains", _scan(readings._SUPERLATIVE), _rep("at most ")),
+    ("negation before a value", _search(readings._NEGATION_BEFORE), _rep("not x-", "!")),
+    ("sql window span", _scan(readings._SQL_SPAN), _rep("day, -1 ")),
+    (
+        "period: a date then a time",
+        _search(readings._PERIOD),
+        lambda n: "2020-01-01 10:00" + "x" * n,
+    ),
     ("sql string: unclosed", _scan(SQL_STRING), lambda n: "'" + "a" * n),
     ("sql string: doubled quotes", _scan(SQL_STRING), lambda n: "'" + "''" * (n // 2)),
     ("sql string: pairs then unclosed", _scan(SQL_STRING), _rep("'a''", "'")),
     *[
         (f"comparator {i}: words without a number", _search(p), _rep(w))
         for i, (p, w) in enumerate(
-            zip(COMPARATORS, ["more than ", "less   ", "at least ", "no more "], strict=True)
+            zip(
+                COMPARATORS,
+                [
+                    ">= ",
+                    "<= ",
+                    "-> ",
+                    "< ",
+                    "at least ",
+                    "until ",
+                    "no more ",
+                    "more than ",
+                    "less   ",
+                ],
+                strict=True,
+            )
         )
     ],
     *[
         (f"comparator {i}: word then spaces", _search(p), lambda n, w=w: w + " " * n + "x")
-        for i, (p, w) in enumerate(zip(COMPARATORS, ["over", "below", "or", "up"], strict=True))
+        for i, (p, w) in enumerate(
+            zip(
+                COMPARATORS,
+                [">=", "<=", ">", "<", "since", "until", "up", "over", "below"],
+                strict=True,
+            )
+        )
     ],
     *[
         (f"aggregation cue {i}", _scan(p), _rep(w))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from stef.judges.base import JudgeRequest
 from stef.judges.heuristic.question import DISTINCT_WORDS
+from stef.judges.heuristic.readings import asked_directions, sql_extremes
 from stef.models import (
     Enrichment,
     EnrichmentStatus,
@@ -117,6 +118,7 @@ _NEGATING_SQL = re.compile(r"\bnot\b|<>|!=|\bexcept\b|\bis\s+null\b", re.I)
 _STRONG_STRUCTURE: tuple[Issue, ...] = (
     "aggregation_wrong",
     "limit_unrequested",
+    "ordering_wrong",
 )
 
 _Structure = Callable[[Evidence], Iterator[tuple[Issue, str]]]
@@ -130,6 +132,8 @@ def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
             yield ("aggregation_missing", "the question asks how many; the SQL counts nothing")
         elif a.func == "AVG" and "AVG" not in funcs and not division:
             yield ("aggregation_wrong", "the question asks for an average; no AVG or division")
+        elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and "AVG" in funcs:
+            yield ("aggregation_wrong", "the question asks for a total; the SQL averages")
         elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division:
             yield ("aggregation_missing", "the question asks for a total; no SUM or COUNT")
         elif a.func in ("MAX", "MIN") and a.func not in funcs and not spec.order_by:
@@ -150,7 +154,12 @@ def _share_without_division(ev: Evidence) -> Iterator[tuple[Issue, str]]:
 
 
 def _top_k_without_ordering(ev: Evidence) -> Iterator[tuple[Issue, str]]:
-    if ev.qs.top_k is not None and not ev.spec.order_by and not ev.funcs & {"MAX", "MIN"}:
+    if (
+        ev.qs.top_k is not None
+        and not ev.spec.order_by
+        and not ev.funcs & {"MAX", "MIN"}
+        and not sql_extremes(ev.spec, ev.request.rules.limit_min)
+    ):
         yield ("ordering_wrong", "the question asks for a top/extreme; no ORDER BY, MAX or MIN")
 
 
@@ -159,8 +168,42 @@ def _top_k_limit_differs(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     k, limit = ev.qs.top_k, ev.spec.limit
     if k is None or limit is None or limit == k or limit >= ev.request.rules.limit_min:
         return
-    label: Issue = "limit_unrequested" if limit < k else "ordering_wrong"
-    yield (label, f"the question asks for {k}; LIMIT is {limit}")
+    yield ("ordering_wrong", f"the question asks for {k}; LIMIT is {limit}")
+
+
+def _extreme_direction(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    """ "highest" answered by ``ORDER BY … ASC LIMIT`` or ``MIN()``; "lowest" the other way."""
+    spec = ev.spec
+    order_expr = spec.order_by[0].expr if spec.order_by else None
+    asked = asked_directions(ev.question, order_expr)
+    if len(asked) != 1:
+        return  # none, or both ("the cheapest of the top 5"): nothing to hold the SQL to
+    extremes = sql_extremes(spec, ev.request.rules.limit_min)
+    if extremes and not any(way in asked for way, _ in extremes):
+        want = "highest" if "desc" in asked else "lowest"
+        shown = ", ".join(evidence for _, evidence in extremes)
+        label: Issue = "ordering_wrong" if spec.order_by else "aggregation_wrong"
+        yield (label, f"the question asks for the {want}; the SQL picks the other end ({shown})")
+
+
+def _by_without_group(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    """ "revenue by currency": an aggregate beside the plain column "by" names, no GROUP BY."""
+    spec = ev.spec
+    if spec.group_by or not spec.aggregations or spec.has_window:
+        return
+    plain = [
+        p.casefold()
+        for p, agg in zip(spec.projections, spec.projection_aggregated, strict=False)
+        if not agg
+    ]
+    for m in _BY_WORD.finditer(ev.question):
+        word = m.group(1).casefold()
+        if any(re.search(r"\b\w*" + re.escape(word.rstrip("s")), p) for p in plain):
+            yield ("grouping_wrong", f"the question asks per {word}; the SQL has no GROUP BY")
+            return
+
+
+_BY_WORD = re.compile(r"\b(?:by|per|for each|for every)\s+(?:the\s+|each\s+)?(\w{2,})", re.I)
 
 
 def _limit_below_min(ev: Evidence) -> Iterator[tuple[Issue, str]]:
@@ -185,6 +228,8 @@ def _negation_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
 def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     spec = ev.spec
     if ev.qs.group_by and not spec.group_by and spec.aggregations and not spec.has_window:
+        if any(True for _ in _by_without_group(ev)):
+            return  # said once, strongly
         yield (
             "grouping_wrong",
             f"the question groups per {', '.join(ev.qs.group_by)}; the SQL has no GROUP BY",
@@ -218,6 +263,8 @@ STRUCTURE_CHECKS: tuple[_Structure, ...] = (
     _share_without_division,
     _top_k_without_ordering,
     _top_k_limit_differs,
+    _extreme_direction,
+    _by_without_group,
     _limit_below_min,
     _negation_not_applied,
     _grouping_not_applied,
@@ -280,7 +327,8 @@ def enrichment_aggregates(ev: Evidence) -> Iterator[Finding]:
 
 _ASKS_SUM = re.compile(
     r"total|sum|how (many|much)|number|percent|ratio|share|average|amount|much|proportion|overall|"
-    r"combined|altogether|in all|spen[dt]|cost|rate",
+    r"combined|altogether|in all|spen[dt]|cost|rate|revenue|sales|sold|units|earn|income|profit|"
+    r"volume|quantity",
     re.I,
 )
 _ASKS_AVG = re.compile(r"average|avg|mean|per\b|ratio|rate", re.I)

@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.checks import CHECKS, Evidence, Finding
 from stef.judges.heuristic.enrichment import enrichment
 from stef.judges.heuristic.question import is_quoted_name, question_spec, sql_names_text
+from stef.judges.heuristic.readings import (
+    NEGATING_OPS,
+    STATUS_WORDS,
+    DateColumns,
+    flipped,
+    fold_words,
+    is_word_value,
+    named_at,
+    negated_at,
+    question_interval,
+    sql_window_days,
+    window_days,
+)
 from stef.models import (
     EnrichmentStatus,
     FilterMatch,
@@ -33,6 +47,7 @@ from stef.models import (
 from stef.question import in_words, question_literals
 from stef.sql.canonical import SQL_STRING, norm_value
 
+MatchStatus = Literal["matched", "missing", "mismatched"]
 _SQL_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w])")
 
 
@@ -232,9 +247,14 @@ def match_filters(
     """For each question filter: the predicates that satisfy it, or missing / mismatched."""
     literals = _sql_literals(sql)
     index = _PredicateIndex(spec)
+    dates = DateColumns.of(spec)
     folded = sql.casefold()
     out = []
     for i, (q, kind) in enumerate(zip(filters, kinds, strict=True)):
+        read = _read_match(q, kind, index, dates)
+        if read is not None:
+            out.append(FilterMatch(filter=i, status=read[0], predicates=read[1], decided_by="stef"))
+            continue
         hits = index.matches(q, kind)
         if hits:
             out.append(FilterMatch(filter=i, status="matched", predicates=hits))
@@ -249,6 +269,116 @@ def match_filters(
         else:
             out.append(FilterMatch(filter=i, status="missing", predicates=[]))
     return out
+
+
+def _read_match(
+    q: QuestionFilter, kind: str, index: _PredicateIndex, dates: DateColumns
+) -> tuple[MatchStatus, list[int]] | None:
+    """What the question's words decide beyond the value (:mod:`readings`): a time interval, a
+    comparison's direction, a window's length, a negation, a status word; None to match the
+    value as before."""
+    if kind == "status":
+        return _status_word(q, index)
+    want = question_interval(q, kind)
+    if want is not None:
+        decided = dates.match(want)
+        if decided is not None:
+            if decided[0] == "matched":
+                return decided
+            other = [i for i in index.matches(q, kind) if i not in dates.ids]
+            return _directed(q, other, index) if other else decided
+    hits = index.matches(q, kind)
+    if not hits:
+        return None
+    if kind == "window":
+        return _window(q, hits, index)
+    if kind in ("number", "year", "date"):
+        return _directed(q, hits, index)
+    if kind in ("value", "entity", "word"):
+        return _polarity(q, hits, index)
+    return None
+
+
+def _directed(
+    q: QuestionFilter, hits: list[int], index: _PredicateIndex
+) -> tuple[MatchStatus, list[int]]:
+    """ "over 100" is not ``< 100``: hits that bound the other side are a wrong operator."""
+    kept = [i for i in hits if not flipped(q.op, index.preds[i].op)]
+    return ("matched", kept) if kept else ("mismatched", hits)
+
+
+def _polarity(
+    q: QuestionFilter, hits: list[int], index: _PredicateIndex
+) -> tuple[MatchStatus, list[int]]:
+    """ "not cancelled" is not ``= 'cancelled'``, and "cancelled" is not ``!= 'cancelled'``."""
+    negated = q.op == "!="
+    kept = [i for i in hits if (index.preds[i].op in NEGATING_OPS) == negated]
+    return ("matched", kept) if kept else ("mismatched", hits)
+
+
+def _window(
+    q: QuestionFilter, hits: list[int], index: _PredicateIndex
+) -> tuple[MatchStatus, list[int]]:
+    """ "the last 30 days" is not ``INTERVAL '7 days'`` (a window of another length)."""
+    count, _, unit = q.rhs.partition(" ")
+    want = window_days(count, unit)
+    spans = {i: sql_window_days(index.preds[i].text) for i in hits}
+    if want is None or not all(spans.values()):
+        return "matched", hits
+    kept = [i for i in hits if want in spans[i]]
+    return ("matched", kept) if kept else ("mismatched", hits)
+
+
+def _status_word(q: QuestionFilter, index: _PredicateIndex) -> tuple[MatchStatus, list[int]]:
+    """A status word of the question ("active", "overdue"): a predicate whose value or column
+    names it, with the question's polarity; else missing."""
+    word = q.rhs
+    hits = [
+        p.id
+        for p in index.preds.values()
+        if any(named_at(word, fold_words(v)) is not None for v in p.values)
+        or any(named_at(word, fold_words(c)) is not None for c in p.columns)
+    ]
+    if not hits:
+        return "missing", []
+    return _polarity(q, hits, index)
+
+
+def word_filters(
+    qs: QuestionSpec, kinds: list[str], texts: list[str], spec: SqlSpec
+) -> tuple[QuestionSpec, list[str]]:
+    """Add the SQL's string values that Qu or Qe names as words ("active users" for
+    ``status = 'active'``), and the common status words Qu uses that nothing covers yet."""
+    folded = fold_words(" ".join(texts))
+    question = fold_words(texts[0])
+    have = {fold_words(f.rhs) for f in qs.filters}
+    filters, kinds = list(qs.filters), list(kinds)
+    for p in spec.filters:
+        if p.op not in _WORD_OPS:
+            continue
+        for v in p.values:
+            value = fold_words(v)
+            if value in have or not is_word_value(value):
+                continue
+            at = named_at(value, folded)
+            if at is None:
+                continue
+            have.add(value)
+            op = "!=" if negated_at(folded, at) else "="
+            filters.append(QuestionFilter(op=op, rhs=v, text=value, kind="word"))
+            kinds.append("word")
+    for word in sorted(STATUS_WORDS):
+        at = named_at(word, question) if word in question else None
+        if at is None or any(named_at(word, h) is not None for h in have):
+            continue
+        have.add(word)
+        op = "!=" if negated_at(question, at) else "="
+        filters.append(QuestionFilter(op=op, rhs=word, text=word, kind="status"))
+        kinds.append("status")
+    return qs.model_copy(update={"filters": filters}), kinds
+
+
+_WORD_OPS = frozenset({"=", "!=", "in", "not in", "like", "not like"})
 
 
 # ------------------------------------------------------------------------------------ the judge
@@ -346,6 +476,10 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
         qs, kinds = _with_enrichment_values(
             qs, kinds, record.question, record.enriched_question, record.sql, options
         )
+    texts = [record.question]
+    if record.enriched_question and drift.status is not EnrichmentStatus.MAJOR_DRIFT:
+        texts.append(record.enriched_question)
+    qs, kinds = word_filters(qs, kinds, texts, spec)
     matches = match_filters(qs.filters, kinds, spec, record.sql)
     return Evidence(
         request=request,
@@ -358,8 +492,10 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
 
 
 def _verdict(ev: Evidence, strong: list[Finding], weak: list[Finding]) -> Verdict:
-    """Unsafe SQL, every question filter missed, or two strong findings: Incorrect."""
+    """Unsafe or unparsed SQL, every question filter missed, or two strong findings: Incorrect."""
     spec = ev.spec
+    if not spec.parsed:
+        return Verdict.INCORRECT  # nothing of it could be read: never Correct
     n_missing = sum(m.status != "matched" for m in ev.matches)
     all_missing = bool(ev.qs.filters) and n_missing == len(ev.qs.filters) and spec.parsed
     if spec.mutating or spec.multiple_statements or all_missing or len(strong) >= 2:

@@ -1,0 +1,358 @@
+"""What an ordinary question says beyond its literal values (issue 29), read against the SQL spec.
+
+- **Time as intervals.** A year, a month ("March 2024"), a date, a range ("between 2024-03-01 and
+  2024-03-31", "since 2022") is a half-open interval of days; so is what the SQL keeps of a date
+  column (``>= a AND < b``, ``BETWEEN``, ``<=`` an end of range, ``strftime('%Y', d) = '2023'``,
+  ``YEAR(d)``, ``EXTRACT``, ``LIKE '2023%'``, ``date_trunc``, a ``year`` column). Equal intervals
+  match, different ones are a wrong filter: the half-open year is the year, the year before is not.
+- **Direction.** A comparison's direction (``over 100`` against ``< 100``) and a superlative's
+  (``highest`` against ``ORDER BY … ASC LIMIT`` or ``MIN``).
+- **Windows relative to now.** ``the last 30 days`` against ``INTERVAL '7 days'``.
+- **Values named as words.** ``active users`` names the SQL's ``status = 'active'``; a common
+  status word with no predicate is a missing filter; ``not cancelled`` against ``= 'cancelled'``
+  is inverted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Literal
+
+from stef.models import Predicate, QuestionFilter, SqlSpec
+
+Interval = tuple[date | None, date | None]  # [start, end): None is unbounded
+
+# ------------------------------------------------------------------------------- time intervals
+
+_MONTH_NAMES = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+)  # fmt: skip
+_MONTHS = {m: i + 1 for i, m in enumerate(_MONTH_NAMES)}
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
+_QUARTER_YEAR = re.compile(r"q([1-4])\s+(\d{4})", re.I)
+_PERIOD = re.compile(r"((?:19|20)\d\d)(?:[-/](\d\d)(?:[-/](\d\d))?)?(?:[ t]\d\d:\d\d(?::\d\d)?.*)?")
+_YEAR_OF = re.compile(
+    r"^(?:strftime\('%y', |year\(|extract\(year from |date_part\('year', |datepart\(year, |"
+    r"substr(?:ing)?\([\w.\"`]+, 1, 4\)|to_char\([\w.\"`]+, 'yyyy'\))"
+)
+_MONTH_OF = re.compile(r"^strftime\('%y-%m', |^substr(?:ing)?\([\w.\"`]+, 1, 7\)")
+_TRUNC = re.compile(r"^date_trunc\('(year|quarter|month|week|day)', ", re.I)
+_DATE_NAME = re.compile(r"date|time|day|year|month|_at$|_on$|^dt$|created|updated|born|birth")
+_RANGE_OPS = {">", ">=", "<", "<="}
+
+
+def _add_months(d: date, n: int) -> date:
+    months = d.year * 12 + d.month - 1 + n
+    return date(months // 12, months % 12 + 1, 1)
+
+
+def period(value: str, unit: str | None = None) -> tuple[date, date] | None:
+    """The days a literal names: ``2023`` a year, ``2023-03`` a month, ``2023-03-01`` (with or
+    without a time) a day; ``unit`` widens a day to its truncation unit."""
+    m = _PERIOD.fullmatch(value.strip())
+    if m is None:
+        return None
+    try:
+        year, month, day = int(m.group(1)), m.group(2), m.group(3)
+        if month is None:
+            return date(year, 1, 1), date(year + 1, 1, 1)
+        start = date(year, int(month), int(day or 1))
+    except ValueError:
+        return None
+    if day is None or unit == "month":
+        return start, _add_months(start, 1)
+    if unit == "quarter":
+        return start, _add_months(start, 3)
+    if unit == "year":
+        return start, date(start.year + 1, 1, 1)
+    return start, start + timedelta(days=7 if unit == "week" else 1)
+
+
+def bounded(span: tuple[date, date], op: str) -> Interval | None:
+    """The interval ``op`` keeps of a period: ``>= 2023`` from its start, ``> 2023`` from its
+    end."""
+    start, end = span
+    return {
+        "=": (start, end),
+        "like": (start, end),
+        ">=": (start, None),
+        ">": (end, None),
+        "<": (None, start),
+        "<=": (None, end),
+    }.get(op)
+
+
+def question_interval(f: QuestionFilter, kind: str) -> Interval | None:
+    """The interval a question's year, month or date filter names, under its comparison."""
+    if kind not in ("year", "date", "quarter"):
+        return None
+    month = _MONTH_YEAR.search(f.text or "")
+    quarter = _QUARTER_YEAR.fullmatch(f.text or "")
+    if kind == "quarter":
+        if quarter is None:
+            return None
+        start = date(int(quarter.group(2)), 3 * int(quarter.group(1)) - 2, 1)
+        span: tuple[date, date] | None = (start, _add_months(start, 3))
+    elif month is not None:
+        span = period(f"{month.group(2)}-{_MONTHS[month.group(1).casefold()]:02d}")
+    else:
+        span = period(f.rhs)
+    return None if span is None else bounded(span, f.op)
+
+
+def predicate_interval(p: Predicate) -> tuple[str, Interval] | None:
+    """(the date column, the interval it keeps) of a predicate on a date, else None."""
+    if p.clause not in ("where", "having") or not p.values or len(p.columns) != 1:
+        return None
+    lhs, column = p.lhs, p.columns[0]
+    unit = None
+    if _YEAR_OF.match(lhs):
+        unit = "year"
+    elif _MONTH_OF.match(lhs):
+        unit = "month"
+    elif (trunc := _TRUNC.match(lhs)) is not None:
+        unit = trunc.group(1).casefold()
+    elif lhs != column:
+        return None
+    dated = unit is not None or "-" in p.values[0] or _DATE_NAME.search(column) is not None
+    if not dated:
+        return None
+    if unit is None and re.fullmatch(r"\d{4}", p.values[0]) and not _DATE_NAME.search(column):
+        return None  # "points > 2000": a number, not a year
+    spans = [period(v, unit if unit != "year" else None) for v in p.values]
+    if any(s is None for s in spans):
+        return None
+    if p.op == "between" and len(spans) == 2:
+        lo, hi = spans[0], spans[1]
+        assert lo is not None and hi is not None
+        return column, (lo[0], hi[1])
+    if len(spans) != 1 or spans[0] is None:
+        return None
+    if p.op == "like" and not p.wildcard:
+        return None if "-" not in p.values[0] else (column, spans[0])
+    interval = bounded(spans[0], p.op)
+    return None if interval is None else (column, interval)
+
+
+@dataclass(frozen=True)
+class DateColumns:
+    """The SQL's predicates on date columns, and the interval each column keeps."""
+
+    by_column: dict[str, list[tuple[int, Interval]]]
+
+    @classmethod
+    def of(cls, spec: SqlSpec) -> DateColumns:
+        by_column: dict[str, list[tuple[int, Interval]]] = {}
+        for p in spec.filters:
+            found = predicate_interval(p)
+            if found is not None:
+                by_column.setdefault(found[0], []).append((p.id, found[1]))
+        return cls(by_column)
+
+    @property
+    def ids(self) -> set[int]:
+        return {i for items in self.by_column.values() for i, _ in items}
+
+    def match(self, want: Interval) -> tuple[Literal["matched", "mismatched"], list[int]] | None:
+        """``("matched", ids)`` when a date column keeps the bounds ``want`` states, else
+        ``("mismatched", ids)`` of the date predicates; None when the SQL has none."""
+        if not self.by_column:
+            return None
+        wrong: list[int] = []
+        for items in self.by_column.values():
+            los = [i[0] for _, i in items if i[0] is not None]
+            his = [i[1] for _, i in items if i[1] is not None]
+            lo, hi = (max(los) if los else None), (min(his) if his else None)
+            if (want[0] is None or lo == want[0]) and (want[1] is None or hi == want[1]):
+                ids = [
+                    pid
+                    for pid, i in items
+                    if (want[0] is not None and i[0] == want[0])
+                    or (want[1] is not None and i[1] == want[1])
+                ]
+                return "matched", sorted(ids)
+            wrong += [pid for pid, _ in items]
+        return "mismatched", sorted(wrong)
+
+
+# ------------------------------------------------------------------------------------ direction
+
+
+def direction(op: str) -> int:
+    """+1 for a lower bound (``>``, ``>=``), -1 for an upper bound, 0 otherwise."""
+    return 1 if op in (">", ">=") else -1 if op in ("<", "<=") else 0
+
+
+def flipped(q_op: str, p_op: str) -> bool:
+    """A question comparison and a predicate that bound opposite sides."""
+    return direction(q_op) * direction(p_op) == -1
+
+
+_DESC = (
+    r"highest|most|largest|biggest|greatest|maximum|max|top|longest|heaviest|tallest|richest|"
+    r"priciest|most expensive|latest|newest|most recent|best[- ]selling|busiest|"
+    r"most popular|most common"
+)
+_ASC = (
+    r"lowest|least|fewest|smallest|minimum|min|bottom|shortest|lightest|cheapest|poorest|"
+    r"least expensive|earliest|least common|least popular"
+)
+# "at least 3", "at most 5" are comparisons, not superlatives.
+_SUPERLATIVE = re.compile(
+    r"(?<!at )(?<!\bno )\b(?:(?P<desc>" + _DESC + r")|(?P<asc>" + _ASC + r"))\b", re.I
+)
+_AGE = re.compile(r"(?<!\w)age(?!\w)")
+_CHRONO = re.compile(r"\b(oldest|youngest)\b", re.I)
+
+
+def asked_directions(question: str, order_expr: str | None) -> set[str]:
+    """The sort directions a question's superlatives ask for (``desc``, ``asc``): "oldest" is
+    the earliest date, or the highest age."""
+    out = {("desc" if m.group("desc") else "asc") for m in _SUPERLATIVE.finditer(question)}
+    for m in _CHRONO.finditer(question):
+        if order_expr is None:
+            continue
+        older = m.group(1).casefold() == "oldest"
+        if _AGE.search(order_expr):
+            out.add("desc" if older else "asc")
+        elif _DATE_NAME.search(order_expr) or "birth" in order_expr:
+            out.add("asc" if older else "desc")
+    return out
+
+
+def sql_extremes(spec: SqlSpec, limit_min: int) -> list[tuple[str, str]]:
+    """(direction, evidence) of each way the SQL picks an extreme: the first ORDER BY term under
+    a LIMIT, MAX/MIN in a comparison's subquery or as the only output."""
+    out: list[tuple[str, str]] = []
+    if spec.order_by and spec.limit is not None and spec.limit < limit_min:
+        term = spec.order_by[0]
+        out.append((term.direction, f"ORDER BY {term.expr} {term.direction.upper()}"))
+    for p in spec.filters:
+        for func, way in (("max", "desc"), ("min", "asc")):
+            if re.search(r"\(\s*select\s+" + func + r"\(", p.rhs):
+                out.append((way, f"{func.upper()}() in {p.text}"))
+    funcs = {a.func for a in spec.aggregations}
+    if not spec.order_by and len(funcs & {"MAX", "MIN"}) == 1:
+        func = next(iter(funcs & {"MAX", "MIN"}))
+        out.append(("desc" if func == "MAX" else "asc", f"{func}()"))
+    return out
+
+
+# ----------------------------------------------------------------------------- windows (now - N)
+
+_DAYS = {"second": 0, "minute": 0, "hour": 0, "day": 1, "week": 7, "month": 30, "quarter": 91}
+_DAYS |= {"year": 365, "decade": 3650}
+_SQL_SPAN = re.compile(
+    r"(\d+)\s*'?\s*(second|minute|hour|day|week|month|quarter|year)s?\b"
+    r"|\b(second|minute|hour|day|week|month|quarter|year)s?\s*,\s*-?\s*(\d+)",
+    re.I,
+)
+
+
+def window_days(count: str, unit: str) -> int | None:
+    days = _DAYS.get(unit.casefold().removesuffix("s"))
+    return None if days is None or not count.isdigit() else int(count) * days
+
+
+def sql_window_days(text: str) -> set[int]:
+    """The lengths, in days, of the intervals a predicate subtracts from now."""
+    out = set()
+    for m in _SQL_SPAN.finditer(text):
+        count, unit = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        days = window_days(count, unit)
+        if days:
+            out.add(days)
+    return out
+
+
+# ------------------------------------------------------------------------- values named as words
+
+# Status and category words that, in an analytics question, name a value of some column.
+STATUS_WORDS = frozenset(
+    [
+        "active",
+        "inactive",
+        "pending",
+        "overdue",
+        "unpaid",
+        "paid",
+        "cancelled",
+        "canceled",
+        "completed",
+        "shipped",
+        "delivered",
+        "refunded",
+        "approved",
+        "rejected",
+        "expired",
+        "failed",
+        "successful",
+        "resolved",
+        "archived",
+        "suspended",
+        "verified",
+        "unverified",
+        "enabled",
+        "disabled",
+        "returned",
+        "churned",
+        "subscribed",
+        "unsubscribed",
+        "fulfilled",
+        "unfulfilled",
+        "declined",
+        "disputed",
+        "abandoned",
+        "escalated",
+        "unassigned",
+        "unresolved",
+    ]
+)
+NEGATING_OPS = frozenset({"!=", "not in", "not like", "not between", "is null"})
+_NEGATION_BEFORE = re.compile(
+    r"\b(?:not|never|excluding|exclude|except|other\s+than|without|non|no)[\s-]+(?:\w+[\s-]+)?$",
+    re.I,
+)
+_FOLD = re.compile(r"[\s_\-]+")
+
+
+def fold_words(text: str) -> str:
+    return _FOLD.sub(" ", text.casefold()).strip()
+
+
+def _forms(value: str) -> Iterable[str]:
+    """A value and its singular/plural forms ("refund", "refunds"; "category", "categories")."""
+    yield value
+    if value.endswith("ies"):
+        yield value[:-3] + "y"
+    elif value.endswith("es"):
+        yield value[:-2]
+    if value.endswith("s"):
+        yield value[:-1]
+    else:
+        yield value + "s"
+        yield value[:-1] + "ies" if value.endswith("y") else value + "es"
+
+
+def named_at(value: str, text: str) -> int | None:
+    """Where ``text`` (folded) names ``value`` (folded) as whole words, in any number."""
+    for form in _forms(value):
+        if len(form) < 2:
+            continue
+        for m in re.finditer(r"(?<!\w)" + re.escape(form) + r"(?!\w)", text):
+            return m.start()
+    return None
+
+
+def negated_at(text: str, start: int) -> bool:
+    """Whether the words just before ``start`` negate what follows ("not", "excluding")."""
+    return _NEGATION_BEFORE.search(text[max(0, start - 30) : start]) is not None
+
+
+def is_word_value(value: str) -> bool:
+    """A string literal that could be named as a word: letters, not a number or a date."""
+    return bool(re.search(r"[a-z]", value)) and not _PERIOD.fullmatch(value) and len(value) <= 40
