@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stef.calibration import MAX_HALF_WIDTH, Calibration, calibration_for, estimate_accuracy
+from stef.calibration import Calibration, calibration_for
 from stef.models import JudgeInfo, Result
 from stef.stats import quantile
 from stef.text_table import render_table
@@ -286,33 +286,22 @@ class Summary:
         return "confidence: " + "; ".join(parts)
 
     def _estimate(self, g: Group) -> dict[str, Any]:
-        """The group's accuracy estimated from p_correct (adjusted classify-and-count), or null
-        with the reason."""
+        """The group's label-free accuracy (:mod:`stef.accuracy`), or null with the reason."""
         cal = self.calibration
-        note: str | None = None
-        est = None
-        if cal is None or not g.p_correct:
-            note = (
-                "no calibrated p_correct in these results"
-                if not g.p_correct
-                else "the calibration that gave p_correct is not loaded (setting calibration)"
-            )
+        interval = None
+        if not g.p_correct:
+            note: str | None = "no calibrated p_correct in these results"
+        elif cal is None:
+            note = "the calibration that gave p_correct is not loaded (setting calibration)"
         else:
-            est = estimate_accuracy(g.p_correct, cal.mean_p_correct, cal.mean_p_wrong)
-            if est is None:
-                note = "this judge does not separate correct from wrong SQL (no resolution)"
-            elif est.half_width > MAX_HALF_WIDTH:
-                note = (
-                    f"this judge cannot estimate the agent's accuracy over {est.n:,} records: "
-                    f"its CI is +-{est.half_width:.2f} (resolution {cal.resolution:.3f}); label "
-                    "records, use references or a stronger model"
-                )
-                est = None
+            squares = sum(p * p for p in g.p_correct)
+            est = cal.label_free(len(g.p_correct), sum(g.p_correct), squares)
+            interval, note = est.interval, est.reason
         return {
             "needs_review": g.needs_review,
             "estimated_accuracy": None
-            if est is None
-            else {"value": est.value, "low": est.low, "high": est.high},
+            if interval is None
+            else {"value": interval.estimate, "low": interval.low, "high": interval.high},
             "estimated_accuracy_note": note,
         }
 

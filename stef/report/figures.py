@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stef.calibrate.estimate import Estimate, estimate
+from stef.accuracy import Estimate, LabelFree, with_labels
+from stef.calibration import Calibration
 from stef.review import records as R
 from stef.stats import quantile
 
@@ -34,6 +35,9 @@ class AppFigures:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     accuracy: Estimate | None = None
+    label_free: LabelFree | None = None
+    verdicts: Counter[str] = field(default_factory=Counter)
+    issues: Counter[str] = field(default_factory=Counter)
 
     def quantile(self, q: float) -> float | None:
         return quantile(self.scores, q) if self.scores else None
@@ -45,15 +49,24 @@ def error_reason(error: object) -> str:
     return text.split(":", 1)[0].strip() or "unknown"
 
 
-def per_app(records: Sequence[R.Record], labels: Mapping[str, bool]) -> list[AppFigures]:
-    """The rows of the per-app table, the total row first."""
+def per_app(
+    records: Sequence[R.Record],
+    labels: Mapping[str, bool],
+    calibration: Calibration | None = None,
+) -> list[AppFigures]:
+    """The rows of the per-app table, the total row first; ``calibration`` (the one the results
+    were judged with) gives the label-free estimate."""
     groups: dict[str, AppFigures] = {ALL: AppFigures(ALL)}
     for rec in records:
         app = rec.get("app") if isinstance(rec.get("app"), str) else "(none)"
         for g in (groups[ALL], groups.setdefault(str(app), AppFigures(str(app)))):
             _add(g, rec)
     for g in groups.values():
-        g.accuracy = estimate(g.p_correct, labels)
+        g.accuracy = with_labels(g.p_correct, labels)
+        known = [p for p in g.p_correct.values() if p is not None]
+        if calibration is not None and known:
+            squares = sum(p * p for p in known)
+            g.label_free = calibration.label_free(len(known), sum(known), squares)
     return [groups[ALL], *(groups[k] for k in sorted(groups) if k != ALL)]
 
 

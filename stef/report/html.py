@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from stef.calibrate.plot import BLUE, histogram_svg, reliability_svg
+from stef.calibration import Calibration
 from stef.report.figures import TIERS, AppFigures, per_app, reliability, worst
 from stef.review import records as R
 
@@ -41,22 +42,30 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 
 def _accuracy(g: AppFigures) -> str:
+    """PPI++ with sampled labels; else the label-free estimate or its reason; else the labels."""
     e = g.accuracy
     if e is not None and e.ppi is not None:
+        ci = e.ppi.interval
+        how = "labels only" if e.ppi.weight == 0 else f"judge (weight {e.ppi.weight:.2f})"
         return (
-            f"{_pct(e.ppi.estimate)} [{_pct(e.ppi.low)}, {_pct(e.ppi.high)}]"
-            f'<br><span class="muted">judge + {e.n_labelled} labels</span>'
+            f"{_pct(ci.estimate)} [{_pct(ci.low)}, {_pct(ci.high)}]"
+            f'<br><span class="muted">{how} + {e.n_labelled} labels</span>'
         )
-    known = [p for p in g.p_correct.values() if p is not None]
-    if known and len(known) == len(g.p_correct):
-        mean = sum(known) / len(known)
-        return f'{_pct(mean)}<br><span class="muted">judge only, no sampled labels</span>'
+    free = g.label_free
+    if free is not None and free.interval is not None:
+        ci = free.interval
+        return (
+            f"{_pct(ci.estimate)} [{_pct(ci.low)}, {_pct(ci.high)}]"
+            '<br><span class="muted">judge only, no sampled labels</span>'
+        )
     if e is not None and e.labels_only is not None:
         lo = e.labels_only
         return (
             f"{_pct(lo.estimate)} [{_pct(lo.low)}, {_pct(lo.high)}]"
             f'<br><span class="muted">{e.n_labelled} labels only</span>'
         )
+    if free is not None and free.reason is not None:
+        return f'no estimate<br><span class="muted">{escape(free.reason)}</span>'
     return '–<br><span class="muted">needs a calibrated judge (judge.p_correct) or labels</span>'
 
 
@@ -130,12 +139,14 @@ def render(
     sample: Mapping[str, bool] | None = None,
     worst_n: int = 20,
     now: datetime | None = None,
+    calibration: Calibration | None = None,
 ) -> str:
     """The report of ``records`` as one HTML document: ``labels`` (every label) draw the
     reliability diagram; ``sample`` (the labels of a random order; default: ``labels``) correct
-    the accuracy estimate, which labels picked by doubt would bias."""
+    the accuracy estimate, which labels picked by doubt would bias; ``calibration`` (the one
+    the results were judged with) gives the estimate without labels."""
     labels = labels or {}
-    rows = per_app(records, labels if sample is None else sample)
+    rows = per_app(records, labels if sample is None else sample, calibration)
     scores = rows[0].scores
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -151,8 +162,9 @@ def render(
         "<h2>Per app</h2>",
         _app_table(rows),
         '<p class="muted">P10/P50: score quantiles of evaluated records. Estimated accuracy: '
-        "the judge's calibrated P(correct) corrected by the labels of a random order (prediction-"
-        "powered inference, as stef estimate), else what is known. Cost is the sum over the "
+        "the judge's P(correct) corrected by the labels of a random order (PPI++, as stef "
+        "estimate), else the label-free estimate (as stef summary), whose interval counts how "
+        "the calibration transfers between sources, or why there is none. Cost is the sum over the "
         "records whose price is known.</p>",
         "<h2>Score distribution</h2>",
         histogram_svg(
