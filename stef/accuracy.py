@@ -287,10 +287,10 @@ def label_free(
         return LabelFree(
             n,
             None,
-            "across the calibration's sources the judge's averages for correct and "
-            f"wrong SQL overlap (correct {cs[0]:.2f}-{cs[1]:.2f}, wrong {ws[0]:.2f}-{ws[1]:.2f}): "
-            "without labels it cannot tell this agent's accuracy; label a random sample "
-            "(stef estimate) or use references",
+            f"the judge's averages for correct ({cs[0]:.2f}-{cs[1]:.2f}) and wrong SQL "
+            f"({ws[0]:.2f}-{ws[1]:.2f}) overlap across its calibration's sources: without labels "
+            "it cannot tell the agent's accuracy; label a random sample (stef estimate) or use "
+            "references",
         )
     value = (m - mean_p_wrong) / resolution
     low = min((m - sampling - w) / (c - w) for c in cs for w in ws)
