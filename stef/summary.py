@@ -36,9 +36,13 @@ _MIX_OF = {
 }
 
 
-def verdict_class(verdict: str | None) -> str | None:
-    """``error``, ``looks_right`` or ``undecided`` for a verdict (None without one)."""
-    return None if verdict is None else _MIX_OF.get(verdict)
+def verdict_class(verdict: str | None, filter_status: str | None = None) -> str | None:
+    """``error``, ``looks_right`` or ``undecided`` for a verdict (None without one): an error
+    is an Incorrect verdict, or a question filter STEF found not applied (whatever the verdict;
+    the alert StefDetectedErrorShareHigh reads the same)."""
+    if verdict is None:
+        return None
+    return "error" if filter_status == "not_applied" else _MIX_OF.get(verdict)
 
 
 FORMATS = ("text", "json", "csv", "markdown")
@@ -96,8 +100,8 @@ class Group:
             self.skipped += 1
 
     def _add_verdict(self, result: Result) -> None:
-        verdict = result.components.verdict.value if result.components is not None else None
-        kind = verdict_class(verdict)
+        c = result.components
+        kind = None if c is None else verdict_class(c.verdict.value, c.filter_status.value)
         if kind is not None:
             self.mix[kind] += 1
         self.issues.update(i for i in result.issues if i != "none")
@@ -388,7 +392,7 @@ class Summary:
             "it); sampled: share sampled out"
         )
         lines.append(
-            "error: the judge found an error; undec.: it could not tell; review: needs_review; "
+            "error: an error was found; undec.: the judge could not tell; review: needs_review; "
             "shares of evaluated"
         )
         lines.extend(self._judge_lines())
@@ -462,7 +466,7 @@ class Summary:
         invalid = rows["invalid"] if rows["invalid"] is not None else "not counted"
         lines.append("")
         lines.append(
-            f"Judge: {', '.join(rows['judge_backends']) or '-'}; error: the judge found an error; "
+            f"Judge: {', '.join(rows['judge_backends']) or '-'}; error: an error was found; "
             f"undecided: it could not tell; invalid input lines (dead letters): {invalid}. "
             "Every figure: `stef summary --format json`."
         )
