@@ -12,6 +12,9 @@ from stef.calibration import Calibration
 from stef.report.figures import TIERS, AppFigures, per_app, reliability, worst
 from stef.review import records as R
 
+# The verdict mix in the order the per-release table shows it (stef.summary.MIX's classes).
+SHOWN = ("error", "undecided", "looks_right")
+
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 2em auto; max-width: 1200px;
   padding: 0 1em; }
@@ -105,6 +108,55 @@ def _app_table(rows: Sequence[AppFigures]) -> str:
     return "\n".join(out)
 
 
+def _share(n: int, of: int) -> str:
+    return "–" if not of else f"{100 * n / of:.0f}%"
+
+
+def _release_table(rows: Sequence[AppFigures]) -> str:
+    """What the judge could tell, per app and release: errors found, undecided, looks right,
+    needs review beside the poor tier; the commonest issues; the accuracy estimate."""
+    head = [
+        "app and release", "evaluated", "error found", "undecided", "looks right",
+        "needs review", "poor tier", "top issues", "estimated accuracy (95% CI)",
+    ]  # fmt: skip
+    out = ["<table><tr>", *(f"<th>{escape(h)}</th>" for h in head), "</tr>"]
+    for g in rows:
+        n = g.evaluated
+        issues = ", ".join(f"{escape(k)} {_share(v, n)}" for k, v in g.issues.most_common(3))
+        cells = [
+            f"<td>{escape(g.app)}</td>",
+            f'<td class="n">{n}</td>',
+            *(f'<td class="n">{_share(g.verdicts[k], n)}</td>' for k in SHOWN),
+            f'<td class="n">{_share(g.needs_review, n)}</td>',
+            f'<td class="n">{_share(g.tiers.get("poor", 0), n)}</td>',
+            f"<td>{issues or '–'}</td>",
+            f"<td>{_accuracy(g)}</td>",
+        ]
+        cls = ' class="total"' if g is rows[0] else ""
+        out.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _judge_line(records: Sequence[R.Record], rows: Sequence[AppFigures]) -> str:
+    """Which judge, and what its tiers can mean."""
+    backends = sorted(
+        {str(r["judge"].get("backend")) for r in records if isinstance(r.get("judge"), dict)}
+    )
+    total = rows[0]
+    line = (
+        f"Judge: {escape(', '.join(backends) or '–')}. <b>Error found</b>: a verdict Incorrect or "
+        "a question filter not applied in the SQL; <b>undecided</b>: the judge could not tell; "
+        "the tiers rank its confidence that the SQL is right."
+    )
+    if total.evaluated and not total.tiers.get("excellent", 0) + total.tiers.get("good", 0):
+        line += (
+            " No record reached good with this judge: its <i>poor</i> mostly means it could not "
+            "tell, not wrong SQL."
+        )
+    return f'<p class="meta">{line}</p>'
+
+
 def _worst_table(recs: Sequence[R.Record]) -> str:
     if not recs:
         return '<p class="muted">No evaluated record.</p>'
@@ -147,6 +199,7 @@ def render(
     the results were judged with) gives the estimate without labels."""
     labels = labels or {}
     rows = per_app(records, labels if sample is None else sample, calibration)
+    releases = per_app(records, labels if sample is None else sample, calibration, by_release=True)
     scores = rows[0].scores
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -159,6 +212,9 @@ def render(
         "<h1>STEF report</h1>",
         f'<p class="meta">{escape(source)} · {rows[0].records} results · '
         f"{len(labels)} labels · written {when}</p>",
+        _judge_line(records, rows),
+        "<h2>Per release: what the judge could tell</h2>",
+        _release_table(releases),
         "<h2>Per app</h2>",
         _app_table(rows),
         '<p class="muted">P10/P50: score quantiles of evaluated records. Estimated accuracy: '
