@@ -44,8 +44,9 @@ def _num(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def _accuracy(g: AppFigures) -> str:
-    """PPI++ with sampled labels; else the label-free estimate or its reason; else the labels."""
+def _accuracy(g: AppFigures, total: AppFigures | None = None) -> str:
+    """PPI++ with sampled labels; else the label-free estimate or its reason (said once, on the
+    ``total`` row, when a row's is the same); else the labels."""
     e = g.accuracy
     if e is not None and e.ppi is not None:
         ci = e.ppi.interval
@@ -68,6 +69,9 @@ def _accuracy(g: AppFigures) -> str:
             f'<br><span class="muted">{e.n_labelled} labels only</span>'
         )
     if free is not None and free.reason is not None:
+        same = total is not None and total.label_free is not None
+        if same and total is not g and total.label_free.reason == free.reason:  # type: ignore[union-attr]
+            return 'no estimate<br><span class="muted">as the first row says</span>'
         return f'no estimate<br><span class="muted">{escape(free.reason)}</span>'
     return '–<br><span class="muted">needs a calibrated judge (judge.p_correct) or labels</span>'
 
@@ -95,7 +99,7 @@ def _app_table(rows: Sequence[AppFigures]) -> str:
             *(f'<td class="n">{g.tiers.get(t, 0)}</td>' for t in TIERS),
             f'<td class="n">{_num(g.quantile(0.1))}</td>',
             f'<td class="n">{_num(g.quantile(0.5))}</td>',
-            f"<td>{_accuracy(g)}</td>",
+            f"<td>{_accuracy(g, rows[0])}</td>",
             f'<td class="n">{g.unsafe}</td>',
             f"<td>{_errors(g)}</td>",
             f'<td class="n">{g.needs_review}</td>',
@@ -130,7 +134,7 @@ def _release_table(rows: Sequence[AppFigures]) -> str:
             f'<td class="n">{_share(g.needs_review, n)}</td>',
             f'<td class="n">{_share(g.tiers.get("poor", 0), n)}</td>',
             f"<td>{issues or '–'}</td>",
-            f"<td>{_accuracy(g)}</td>",
+            f"<td>{_accuracy(g, rows[0])}</td>",
         ]
         cls = ' class="total"' if g is rows[0] else ""
         out.append(f"<tr{cls}>{''.join(cells)}</tr>")
