@@ -72,3 +72,31 @@ def test_summary_report_and_metrics_print_the_same_estimate(
     low = registry.get_sample_value("stef_estimated_accuracy_low", {"app": "a"})
     assert gauge == est["value"] and low == est["low"]
     assert re.search(r"judge only, no sampled labels", page)
+
+
+def test_report_and_estimate_print_the_same_ppi_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a random sample of labels, the report's accuracy is stef estimate's (PPI++)."""
+    judge = HeuristicJudge()
+    cal = calibration_for(None, judge.info)
+    pipeline = Pipeline(RuleSet(AppRules()), judge, calibration=cal)
+    lines, labels = [], []
+    for i in range(300):
+        q, sql = QUESTIONS[i % len(QUESTIONS)]
+        raw = json.dumps({"id": f"r{i}", "app": "a", "question": q, "sql": sql}).encode()
+        result = pipeline.process(raw, {}).result
+        assert isinstance(result, Result)
+        lines.append(result.to_json())
+        if i % 5 == 0:
+            labels.append(json.dumps({"id": f"r{i}", "label": i % 3 != 1}))
+    results, label_file = tmp_path / "results.jsonl", tmp_path / "labels.jsonl"
+    results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    label_file.write_text("\n".join(labels) + "\n", encoding="utf-8")
+    assert main(["estimate", "--results", str(results), "--labels", str(label_file), "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)["(all)"]
+    assert est["estimate"] is not None and est["n_labelled"] == 60
+    html = tmp_path / "report.html"
+    assert main(["report", str(results), "-o", str(html), "--labels", str(label_file)]) == 0
+    shown = f"{100 * est['estimate']:.1f}% [{100 * est['low']:.1f}%, {100 * est['high']:.1f}%]"
+    assert shown in html.read_text(encoding="utf-8")
