@@ -292,7 +292,21 @@ def label_free(
             "it cannot tell the agent's accuracy; label a random sample (stef estimate) or use "
             "references",
         )
-    value = (m - mean_p_wrong) / resolution
+    return _bounded(n, m, sampling, (mean_p_correct, mean_p_wrong), cs, ws)
+
+
+def _bounded(
+    n: int,
+    m: float,
+    sampling: float,
+    pooled: tuple[float, float],
+    cs: tuple[float, float],
+    ws: tuple[float, float],
+) -> LabelFree:
+    """The estimate's range over ``m ± sampling`` and every corner of the class averages'
+    box (the estimate is monotone in each), declined when wider than the bound."""
+    resolution = pooled[0] - pooled[1]
+    value = (m - pooled[1]) / resolution
     low = min((m - sampling - w) / (c - w) for c in cs for w in ws)
     high = max((m + sampling - w) / (c - w) for c in cs for w in ws)
     half = (high - low) / 2

@@ -383,32 +383,7 @@ class Summary:
         if total.judge_error_reasons:
             lines.append(_cut("judge error reasons: " + _reasons(total), TEXT_WIDTH))
         lines.append(_cut(_cost_line(total), TEXT_WIDTH))
-        lines.append(
-            "p10: the score a tenth of the evaluated records fall below (it moves first when a "
-            "release goes wrong)"
-        )
-        lines.append(
-            "coverage: evaluated / records (sampled-out records and judge errors count against "
-            "it); sampled: share sampled out"
-        )
-        lines.append(
-            "error: an error was found; undec.: the judge could not tell; review: needs_review; "
-            "shares of evaluated"
-        )
-        lines.extend(self._judge_lines())
-        for (app, agent, version), g in self._items()[:-1]:
-            top = ", ".join(f"{k} {v:.0%}" for k, v in g.top_issues())
-            who = f"{agent}@{version}" if version else agent
-            lines.append(_cut(f"issues {app} {who}: {top or 'none'}", TEXT_WIDTH))
-        est = self._estimate(total)
-        found = est["estimated_accuracy"]
-        accuracy = (
-            f"{found['value']:.1%} [{found['low']:.1%}, {found['high']:.1%}] (95% CI)"
-            if found is not None
-            else f"no estimate: {est['estimated_accuracy_note']}"
-        )
-        lines.append(_cut(f"accuracy without labels: {accuracy}", TEXT_WIDTH))
-        lines.append("every figure: stef summary --format json|csv|markdown")
+        lines.extend(self._legend())
         for row in self.worst():
             issues = ",".join(row["issues"])
             question = f" {row['question']!r}" if row["question"] else ""
@@ -420,6 +395,39 @@ class Summary:
                 )
             )
         return "\n".join(lines)
+
+    def _legend(self) -> list[str]:
+        """The lines under the table: what the columns mean, what this judge can tell, each
+        release's top issues and the estimate."""
+        out: list[str] = []
+        total = self.total()
+        out.append(
+            "p10: the score a tenth of the evaluated records fall below (it moves first when a "
+            "release goes wrong)"
+        )
+        out.append(
+            "coverage: evaluated / records (sampled-out records and judge errors count against "
+            "it); sampled: share sampled out"
+        )
+        out.append(
+            "error: an error was found; undec.: the judge could not tell; review: needs_review; "
+            "shares of evaluated"
+        )
+        out.extend(self._judge_lines())
+        for (app, agent, version), g in self._items()[:-1]:
+            top = ", ".join(f"{k} {v:.0%}" for k, v in g.top_issues())
+            who = f"{agent}@{version}" if version else agent
+            out.append(_cut(f"issues {app} {who}: {top or 'none'}", TEXT_WIDTH))
+        est = self._estimate(total)
+        found = est["estimated_accuracy"]
+        accuracy = (
+            f"{found['value']:.1%} [{found['low']:.1%}, {found['high']:.1%}] (95% CI)"
+            if found is not None
+            else f"no estimate: {est['estimated_accuracy_note']}"
+        )
+        out.append(_cut(f"accuracy without labels: {accuracy}", TEXT_WIDTH))
+        out.append("every figure: stef summary --format json|csv|markdown")
+        return out
 
     def _judge_lines(self) -> list[str]:
         """What this judge's figures can mean: which judge, and what its tiers say."""

@@ -187,6 +187,18 @@ def _worst_table(recs: Sequence[R.Record]) -> str:
     return "\n".join(out)
 
 
+def _head(source: str) -> list[str]:
+    return [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>STEF report: {escape(source)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>STEF report</h1>",
+    ]
+
+
 def render(
     records: Sequence[R.Record],
     *,
@@ -207,13 +219,7 @@ def render(
     scores = rows[0].scores
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>STEF report: {escape(source)}</title>",
-        f"<style>{CSS}</style></head><body>",
-        "<h1>STEF report</h1>",
+        *_head(source),
         f'<p class="meta">{escape(source)} · {rows[0].records} results · '
         f"{len(labels)} labels · written {when}</p>",
         _judge_line(records, rows),
