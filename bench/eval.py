@@ -52,6 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from stef.accuracy import auc  # noqa: E402
 from stef.calibrate.agreement import confusion, kappa  # noqa: E402
 from stef.calibrate.labels import Labelled, read_labels, without_sampling  # noqa: E402
 from stef.judges.base import Judge, JudgeReply, JudgeRequest  # noqa: E402
@@ -123,26 +124,6 @@ def write_sample(path: Path, labels: Path, size: int, seed: int) -> None:
 
 
 # ------------------------------------------------------------------------------- metrics
-
-
-def auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
-    """Area under the ROC curve (Mann-Whitney, ties counted half); None without both classes."""
-    pos = sum(labels)
-    neg = len(labels) - pos
-    if not pos or not neg:
-        return None
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
-    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
 def brier(labels: Sequence[bool], probs: Sequence[float]) -> float | None:

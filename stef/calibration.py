@@ -19,11 +19,10 @@ verdict (Correct, Likely Correct), ``1 - p_correct`` otherwise, and Γ is taken 
 The file names the judge it was fitted for (backend, model, prompt version, mode): a raw signal
 means nothing for another judge, so applying it to one is refused at start.
 
-The estimate of an agent's accuracy without labels (:func:`estimate_accuracy`) is the
-probabilistic adjusted classify-and-count of Bella et al. (2010): the window's mean p_correct,
-corrected by how far apart the judge puts correct and wrong SQL on the labels
-(``(mean - E[p|wrong]) / (E[p|correct] - E[p|wrong])``). A calibrated but weak judge otherwise
-reports the calibration set's base rate whatever the agent does.
+The estimate of an agent's accuracy without labels (:meth:`Calibration.label_free`, computed
+in :mod:`stef.accuracy`) corrects the window's mean p_correct by how far apart the judge puts
+correct and wrong SQL on the labels, and widens its interval by how far those averages move from
+one labelled source to another (the file's ``transfer``, format 2).
 """
 
 from __future__ import annotations
@@ -36,10 +35,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from stef.accuracy import LabelFree, Transfer, label_free
 from stef.errors import ConfigError
 from stef.models import JudgeInfo, JudgeOutput, Verdict
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format 1 files (no ``transfer``) still load: their label-free estimate declines.
+READABLE_FORMATS = (1, 2)
 ConfidenceSource = Literal["calibrated", "token_probability", "self_reported"]
 
 # Where each verdict sits on the structured mode's one axis (see the module docstring).
@@ -51,8 +53,6 @@ _SIDE = {
 }
 # A calibrated probability never reaches 0 or 1: a finite labelled set cannot say "certain".
 P_FLOOR = 0.01
-# The 95% normal quantile of every interval here.
-Z95 = 1.959964
 
 
 class Judged(BaseModel):
@@ -116,6 +116,40 @@ def _interpolate(xs: list[float], ys: list[float], x: float) -> float:
     return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
+class SourceMeans(BaseModel):
+    """One labelled source's class averages of p_correct under the fitted map (None for a class
+    with fewer than two records in the source)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n: int = Field(ge=0)
+    mean_p_correct: float | None = None
+    mean_p_wrong: float | None = None
+
+
+class TransferSpread(BaseModel):
+    """How the class averages move between the calibration's sources: their mean and standard
+    deviation over the sources that have the class (each source counted once)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sources: dict[str, SourceMeans]
+    mean_p_correct: float
+    mean_p_wrong: float
+    sd_p_correct: float = Field(ge=0)
+    sd_p_wrong: float = Field(ge=0)
+    n_sources: int = Field(ge=0, description="sources that have both classes' averages")
+
+    def spread(self) -> Transfer:
+        return Transfer(
+            self.mean_p_correct,
+            self.mean_p_wrong,
+            self.sd_p_correct,
+            self.sd_p_wrong,
+            self.n_sources,
+        )
+
+
 class Calibration(BaseModel):
     """A calibration file (written by ``stef calibrate --fit``).
 
@@ -129,6 +163,7 @@ class Calibration(BaseModel):
         mean_p_correct: E[p_correct | correct] on the labels (cross-source predictions).
         mean_p_wrong: E[p_correct | wrong] on the labels (cross-source predictions).
         metrics: the fitted figures (AUC, Brier, ECE, kappa, cross-source and in-sample).
+        transfer: the class averages per source and their spread (None in format 1 files).
         fitted_at: when (UTC, ISO 8601).
     """
 
@@ -143,12 +178,18 @@ class Calibration(BaseModel):
     mean_p_correct: float = Field(ge=0, le=1)
     mean_p_wrong: float = Field(ge=0, le=1)
     metrics: dict[str, Any] = Field(default_factory=dict)
+    transfer: TransferSpread | None = None
     fitted_at: str | None = None
 
     @property
     def resolution(self) -> float:
         """E[p | correct] - E[p | wrong]: how far apart the judge puts correct and wrong SQL."""
         return self.mean_p_correct - self.mean_p_wrong
+
+    def label_free(self, n: int, total: float, squares: float) -> LabelFree:
+        """The label-free estimate of ``n`` p_correct values (their sum and sum of squares)."""
+        spread = None if self.transfer is None else self.transfer.spread()
+        return label_free(n, total, squares, self.mean_p_correct, self.mean_p_wrong, spread)
 
     def describe(self) -> str:
         """One line for people: ``heuristic, calibrated on 2,002 labels, AUC 0.61``."""
@@ -225,9 +266,10 @@ def load_calibration(path: str | Path) -> Calibration:
         raise ConfigError(f"calibration {path}: {exc.strerror or exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"calibration {path}: not JSON: {exc}") from exc
-    if isinstance(data, dict) and data.get("format") not in (None, FORMAT_VERSION):
+    if isinstance(data, dict) and data.get("format") not in (None, *READABLE_FORMATS):
         raise ConfigError(
-            f"calibration {path}: format {data.get('format')!r}, this STEF reads {FORMAT_VERSION}"
+            f"calibration {path}: format {data.get('format')!r}, this STEF reads "
+            f"{' and '.join(map(str, READABLE_FORMATS))}"
         )
     try:
         return Calibration.model_validate(data)
@@ -261,65 +303,3 @@ def calibration_for(setting: str | None, info: JudgeInfo) -> Calibration | None:
 def confidence_in(verdict_passes: bool, p_correct: float) -> float:
     """The confidence in a verdict: p_correct for a passing verdict, 1 - p_correct otherwise."""
     return round(p_correct if verdict_passes else 1 - p_correct, 4)
-
-
-class AccuracyEstimate(BaseModel):
-    """The agent's accuracy estimated from p_correct without labels, with its 95% CI."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    value: float
-    low: float
-    high: float
-    n: int
-    half_width: float = Field(description="the CI's half-width before clipping to 0-1")
-
-
-# Wider than this either side and the estimate is not shown: the judge cannot resolve it.
-MAX_HALF_WIDTH = 0.10
-
-
-def estimate_accuracy(
-    p_values: list[float], mean_p_correct: float, mean_p_wrong: float
-) -> AccuracyEstimate | None:
-    """Adjusted classify-and-count (probabilistic; Bella et al. 2010) with a normal CI.
-
-    ``(mean p - E[p|wrong]) / (E[p|correct] - E[p|wrong])``, clipped to 0-1. The CI's half-width
-    is ``z × sd(p) / (sqrt(n) × resolution)``: the window's sampling noise, magnified by how
-    little the judge separates the classes. None without records or without resolution.
-    """
-    total = sum(p_values)
-    squares = sum(p * p for p in p_values)
-    return estimate_from_moments(len(p_values), total, squares, mean_p_correct, mean_p_wrong)
-
-
-def estimate_from_moments(
-    n: int, total: float, squares: float, mean_p_correct: float, mean_p_wrong: float
-) -> AccuracyEstimate | None:
-    """:func:`estimate_accuracy` from the count, sum and sum of squares of the p values (a
-    sliding window keeps these as it moves)."""
-    resolution = mean_p_correct - mean_p_wrong
-    if n == 0 or resolution <= 0:
-        return None
-    mean = total / n
-    var = max(0.0, (squares - n * mean * mean) / (n - 1)) if n > 1 else 0.25
-    # Never a zero-width interval: a window of identical p values still has binomial noise.
-    sd = max(math.sqrt(var), 1 / math.sqrt(4 * n))
-    value = (mean - mean_p_wrong) / resolution
-    half = Z95 * sd / (math.sqrt(n) * resolution)
-    return AccuracyEstimate(
-        value=round(min(1.0, max(0.0, value)), 4),
-        low=round(min(1.0, max(0.0, value - half)), 4),
-        high=round(min(1.0, max(0.0, value + half)), 4),
-        n=n,
-        half_width=round(half, 4),
-    )
-
-
-def detectable_drop(sd_p: float, resolution: float, window: int) -> float | None:
-    """The smallest fall in accuracy between two windows of ``window`` records that the
-    estimate can tell from noise at 95%: ``z × sqrt(2) × sd(p) / (sqrt(window) × resolution)``;
-    None without resolution."""
-    if resolution <= 0 or window < 1:
-        return None
-    return Z95 * math.sqrt(2) * sd_p / (math.sqrt(window) * resolution)

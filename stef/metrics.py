@@ -28,12 +28,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stef.calibration import (
-    MAX_HALF_WIDTH,
-    AccuracyEstimate,
-    Calibration,
-    estimate_from_moments,
-)
+from stef.accuracy import Interval
+from stef.calibration import Calibration
 from stef.logs import dropped_lines
 from stef.models import ISSUE_LABELS, REPAIR_KINDS, Result
 
@@ -495,7 +491,7 @@ class Metrics:
         if result.judge.p_correct is not None and self._estimator is not None:
             est = self._estimator.add(app, result.judge.p_correct)
             value, low, high = (
-                (math.nan, math.nan, math.nan) if est is None else (est.value, est.low, est.high)
+                (math.nan, math.nan, math.nan) if est is None else (est.estimate, est.low, est.high)
             )
             self.estimated_accuracy.labels(app=app).set(value)
             self.estimated_accuracy_low.labels(app=app).set(low)
@@ -646,8 +642,9 @@ class AccuracyWindow:
         self._sums: dict[str, list[float]] = {}
         self._lock = threading.Lock()
 
-    def add(self, app: str, p: float) -> AccuracyEstimate | None:
-        """Add one p_correct; the app's estimate, or None when its CI is wider than ±0.10."""
+    def add(self, app: str, p: float) -> Interval | None:
+        """Add one p_correct; the app's label-free estimate (:mod:`stef.accuracy`), or None
+        when it declines (its CI, transfer between sources included, is too wide)."""
         with self._lock:
             values = self._values.setdefault(app, deque())
             sums = self._sums.setdefault(app, [0.0, 0.0])
@@ -659,9 +656,7 @@ class AccuracyWindow:
                 sums[0] -= old
                 sums[1] -= old * old
             n, total, squares = len(values), sums[0], sums[1]
-        cal = self.calibration
-        est = estimate_from_moments(n, total, squares, cal.mean_p_correct, cal.mean_p_wrong)
-        return None if est is None or est.half_width > MAX_HALF_WIDTH else est
+        return self.calibration.label_free(n, total, squares).interval
 
 
 def judge_error_reason(error: str | None) -> str:

@@ -19,12 +19,32 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stef.calibration import MAX_HALF_WIDTH, Calibration, calibration_for, estimate_accuracy
+from stef.calibration import Calibration, calibration_for
 from stef.models import JudgeInfo, Result
 from stef.stats import quantile
 from stef.text_table import render_table
 
 TIERS = ("excellent", "good", "marginal", "poor")
+# What the judge could tell, whatever its tiers: it found an error, the SQL looks right, or it
+# cannot tell (a weak judge's "poor" is mostly the last).
+MIX = ("error", "looks_right", "undecided")
+_MIX_OF = {
+    "Incorrect": "error",
+    "Potentially Incorrect": "undecided",
+    "Likely Correct": "looks_right",
+    "Correct": "looks_right",
+}
+
+
+def verdict_class(verdict: str | None, filter_status: str | None = None) -> str | None:
+    """``error``, ``looks_right`` or ``undecided`` for a verdict (None without one): an error
+    is an Incorrect verdict, or a question filter STEF found not applied (whatever the verdict;
+    the alert StefDetectedErrorShareHigh reads the same)."""
+    if verdict is None:
+        return None
+    return "error" if filter_status == "not_applied" else _MIX_OF.get(verdict)
+
+
 FORMATS = ("text", "json", "csv", "markdown")
 Format = Literal["text", "json", "csv", "markdown"]
 
@@ -42,6 +62,8 @@ class Group:
     skipped: int = 0
     scores: list[float] = field(default_factory=list)
     tiers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+    mix: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MIX, 0))
+    issues: Counter[str] = field(default_factory=Counter)
     p_correct: list[float] = field(default_factory=list)
     needs_review: int = 0
     prompt_tokens: int = 0
@@ -70,11 +92,19 @@ class Group:
                 self.scores.append(result.score)
             if result.tier is not None:
                 self.tiers[result.tier] += 1
+            self._add_verdict(result)
         elif result.outcome == "judge_error":
             self.judge_errors += 1
             self.judge_error_reasons[(result.error or "unknown").split(":", 1)[0]] += 1
         else:
             self.skipped += 1
+
+    def _add_verdict(self, result: Result) -> None:
+        c = result.components
+        kind = None if c is None else verdict_class(c.verdict.value, c.filter_status.value)
+        if kind is not None:
+            self.mix[kind] += 1
+        self.issues.update(i for i in result.issues if i != "none")
 
     @property
     def mean(self) -> float | None:
@@ -105,6 +135,9 @@ class Group:
         self.needs_review += other.needs_review
         for k, v in other.tiers.items():
             self.tiers[k] += v
+        for k, v in other.mix.items():
+            self.mix[k] += v
+        self.issues.update(other.issues)
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cache_hits += other.cache_hits
@@ -125,6 +158,14 @@ class Group:
     def tier_share(self, tier: str) -> float:
         """Share of the evaluated records in ``tier``."""
         return self.tiers[tier] / self.evaluated if self.evaluated else 0.0
+
+    def share(self, count: int) -> float:
+        """``count`` as a share of the evaluated records."""
+        return count / self.evaluated if self.evaluated else 0.0
+
+    def top_issues(self, n: int = 3) -> list[tuple[str, float]]:
+        """The ``n`` commonest issues with their share of the evaluated records."""
+        return [(k, self.share(v)) for k, v in self.issues.most_common(n)]
 
 
 @dataclass
@@ -286,33 +327,22 @@ class Summary:
         return "confidence: " + "; ".join(parts)
 
     def _estimate(self, g: Group) -> dict[str, Any]:
-        """The group's accuracy estimated from p_correct (adjusted classify-and-count), or null
-        with the reason."""
+        """The group's label-free accuracy (:mod:`stef.accuracy`), or null with the reason."""
         cal = self.calibration
-        note: str | None = None
-        est = None
-        if cal is None or not g.p_correct:
-            note = (
-                "no calibrated p_correct in these results"
-                if not g.p_correct
-                else "the calibration that gave p_correct is not loaded (setting calibration)"
-            )
+        interval = None
+        if not g.p_correct:
+            note: str | None = "no calibrated p_correct in these results"
+        elif cal is None:
+            note = "the calibration that gave p_correct is not loaded (setting calibration)"
         else:
-            est = estimate_accuracy(g.p_correct, cal.mean_p_correct, cal.mean_p_wrong)
-            if est is None:
-                note = "this judge does not separate correct from wrong SQL (no resolution)"
-            elif est.half_width > MAX_HALF_WIDTH:
-                note = (
-                    f"this judge cannot estimate the agent's accuracy over {est.n:,} records: "
-                    f"its CI is +-{est.half_width:.2f} (resolution {cal.resolution:.3f}); label "
-                    "records, use references or a stronger model"
-                )
-                est = None
+            squares = sum(p * p for p in g.p_correct)
+            est = cal.label_free(len(g.p_correct), sum(g.p_correct), squares)
+            interval, note = est.interval, est.reason
         return {
             "needs_review": g.needs_review,
             "estimated_accuracy": None
-            if est is None
-            else {"value": est.value, "low": est.low, "high": est.high},
+            if interval is None
+            else {"value": interval.estimate, "low": interval.low, "high": interval.high},
             "estimated_accuracy_note": note,
         }
 
@@ -321,7 +351,7 @@ class Summary:
         total row, then a legend."""
         # Short headers keep a 40-character agent within 120 columns; the legend spells them out.
         head = ["app", "agent@version", "records", "mean", "p10", "coverage", "sampled"]
-        head += ["excel.", "good", "marg.", "poor"]
+        head += ["error", "undec.", "review", "excel.", "good", "marg.", "poor"]
         figures = [_text_figures(g) for _, g in self._items()]
         names = [
             [app, f"{agent}@{version}" if version else agent]
@@ -353,18 +383,7 @@ class Summary:
         if total.judge_error_reasons:
             lines.append(_cut("judge error reasons: " + _reasons(total), TEXT_WIDTH))
         lines.append(_cut(_cost_line(total), TEXT_WIDTH))
-        lines.append(
-            "p10: the score a tenth of the evaluated records fall below (it moves first when a "
-            "release goes wrong)"
-        )
-        lines.append(
-            "coverage: evaluated / records (sampled-out records and judge errors count against "
-            "it); sampled: share sampled out"
-        )
-        lines.append(
-            "excel./good/marg./poor: tier shares of the evaluated records; every figure: "
-            "stef summary --format json|csv|markdown"
-        )
+        lines.extend(self._legend())
         for row in self.worst():
             issues = ",".join(row["issues"])
             question = f" {row['question']!r}" if row["question"] else ""
@@ -377,6 +396,54 @@ class Summary:
             )
         return "\n".join(lines)
 
+    def _legend(self) -> list[str]:
+        """The lines under the table: what the columns mean, what this judge can tell, each
+        release's top issues and the estimate."""
+        out: list[str] = []
+        total = self.total()
+        out.append(
+            "p10: the score a tenth of the evaluated records fall below (it moves first when a "
+            "release goes wrong)"
+        )
+        out.append(
+            "coverage: evaluated / records (sampled-out records and judge errors count against "
+            "it); sampled: share sampled out"
+        )
+        out.append(
+            "error: an error was found; undec.: the judge could not tell; review: needs_review; "
+            "shares of evaluated"
+        )
+        out.extend(self._judge_lines())
+        for (app, agent, version), g in self._items()[:-1]:
+            top = ", ".join(f"{k} {v:.0%}" for k, v in g.top_issues())
+            who = f"{agent}@{version}" if version else agent
+            out.append(_cut(f"issues {app} {who}: {top or 'none'}", TEXT_WIDTH))
+        est = self._estimate(total)
+        found = est["estimated_accuracy"]
+        accuracy = (
+            f"{found['value']:.1%} [{found['low']:.1%}, {found['high']:.1%}] (95% CI)"
+            if found is not None
+            else f"no estimate: {est['estimated_accuracy_note']}"
+        )
+        out.append(_cut(f"accuracy without labels: {accuracy}", TEXT_WIDTH))
+        out.append("every figure: stef summary --format json|csv|markdown")
+        return out
+
+    def _judge_lines(self) -> list[str]:
+        """What this judge's figures can mean: which judge, and what its tiers say."""
+        total = self.total()
+        lines = [
+            "excel./good/marg./poor: tiers rank the judge's confidence that the SQL is right; "
+            "wrong SQL it found is error"
+        ]
+        if total.evaluated and not total.tiers["excellent"] + total.tiers["good"]:
+            lines.append(
+                "no record reached good: with this judge poor mostly means it could not tell "
+                f"({total.share(total.mix['undecided']):.0%} undecided, "
+                f"{total.share(total.mix['error']):.0%} error)"
+            )
+        return lines
+
     def _csv(self) -> str:
         out = io.StringIO()
         rows = self.as_dict()
@@ -387,20 +454,38 @@ class Summary:
         return out.getvalue().rstrip("\n")
 
     def _markdown(self) -> str:
+        """A pull-request comment: ten columns at most, every other figure in ``--format json``."""
         rows = self.as_dict()
-        flat = [_flat(r) for r in [*rows["groups"], rows["total"]]]
-        head = list(flat[0])
+        head = ["app", "agent@version", "records", "mean", "error", "undecided"]
+        head += ["needs review", "poor", "accuracy (95% CI)", "top issues"]
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-        for r in flat:
-            cells = ("" if r[k] is None else str(r[k]).replace("|", "\\|") for k in head)
-            lines.append("| " + " | ".join(cells) + " |")
+        for r in [*rows["groups"], rows["total"]]:
+            who = f"{r['agent']}@{r['version']}" if r["version"] else r["agent"]
+            mix = r["verdict_mix"]
+            cells = [
+                r["app"], who, str(r["records"]),
+                "" if r["mean"] is None else f"{r['mean']:.1f}",
+                f"{mix['error']:.0%}", f"{mix['undecided']:.0%}",
+                f"{r['needs_review_share']:.0%}", f"{r['tier_shares']['poor']:.0%}",
+                _markdown_estimate(r),
+                ", ".join(f"{k} {v:.0%}" for k, v in list(r["issue_shares"].items())[:3]),
+            ]  # fmt: skip
+            lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
         invalid = rows["invalid"] if rows["invalid"] is not None else "not counted"
         lines.append("")
         lines.append(
-            f"Judge: {', '.join(rows['judge_backends']) or '-'}; invalid input lines "
-            f"(dead letters): {invalid}."
+            f"Judge: {', '.join(rows['judge_backends']) or '-'}; error: an error was found; "
+            f"undecided: it could not tell; invalid input lines (dead letters): {invalid}. "
+            "Every figure: `stef summary --format json`."
         )
         return "\n".join(lines)
+
+
+def _markdown_estimate(row: dict[str, Any]) -> str:
+    est = row.get("estimated_accuracy")
+    if est is None:
+        return "no estimate"
+    return f"{est['value']:.1%} [{est['low']:.1%}, {est['high']:.1%}]"
 
 
 def _row(app: str, agent: str, version: str, g: Group) -> dict[str, Any]:
@@ -420,6 +505,9 @@ def _row(app: str, agent: str, version: str, g: Group) -> dict[str, Any]:
         "sampled_out": round(g.sampled_out, 4),
         "tier_counts": dict(g.tiers),
         "tier_shares": {t: round(g.tier_share(t), 4) for t in TIERS},
+        "verdict_mix": {k: round(g.share(v), 4) for k, v in g.mix.items()},
+        "needs_review_share": round(g.share(g.needs_review), 4),
+        "issue_shares": {k: round(g.share(v), 4) for k, v in g.issues.most_common()},
         "prompt_tokens": g.prompt_tokens,
         "completion_tokens": g.completion_tokens,
         "cache_hits": g.cache_hits,
@@ -441,7 +529,13 @@ def _cost_line(g: Group) -> str:
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    skip = ("tier_counts", "tier_shares", "estimated_accuracy", "judge_error_reasons")
+    skip: tuple[str, ...] = (
+        "tier_counts",
+        "tier_shares",
+        "estimated_accuracy",
+        "judge_error_reasons",
+    )
+    skip += ("verdict_mix", "issue_shares")
     flat = {k: v for k, v in row.items() if k not in skip}
     est = row.get("estimated_accuracy")
     for key in ("value", "low", "high"):
@@ -450,6 +544,8 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
         flat[t] = row["tier_counts"][t]
     for t in TIERS:
         flat[f"{t}_share"] = row["tier_shares"][t]
+    for k in MIX:
+        flat[f"{k}_share"] = row["verdict_mix"][k]
     return flat
 
 
@@ -461,7 +557,9 @@ def _text_figures(g: Group) -> list[str]:
         f"{p10:.1f}" if p10 is not None else "-",
         f"{g.coverage:.1%}",
         f"{g.sampled_out:.1%}",
-        *[f"{g.tier_share(t):.1%}" for t in TIERS],
+        *[f"{g.share(g.mix[k]):.0%}" for k in MIX if k != "looks_right"],
+        f"{g.share(g.needs_review):.0%}",
+        *[f"{g.tier_share(t):.0%}" for t in TIERS],
     ]
 
 

@@ -20,9 +20,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from stef.accuracy import mean, variance
 from stef.calibrate.agreement import Confusion, confusion, kappa
 from stef.calibrate.measures import Scored, auc, brier, ece, probability_metrics, resolution
-from stef.calibration import P_FLOOR, Calibration, Judged, MonotoneMap
+from stef.calibration import (
+    P_FLOOR,
+    Calibration,
+    Judged,
+    MonotoneMap,
+    SourceMeans,
+    TransferSpread,
+)
 
 KINDS = ("platt", "isotonic")
 
@@ -286,6 +294,7 @@ def fit(
     }
     mean_pos, mean_neg = res if res is not None else (0.5, 0.5)
     return Calibration(
+        transfer=transfer_spread(points, p_fit),
         judge=judge,
         map=fitted,
         threshold=round(threshold, 6),
@@ -295,6 +304,37 @@ def fit(
         mean_p_wrong=round(min(1 - P_FLOOR, max(P_FLOOR, mean_neg)), 6),
         metrics=metrics,
         fitted_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def transfer_spread(points: Sequence[Point], p: Sequence[float]) -> TransferSpread:
+    """Per source, E[p | correct] and E[p | wrong] under the fitted map; their mean and spread
+    over the sources that have two records of each class (each source counted once)."""
+    by_source: dict[str, tuple[list[float], list[float]]] = {}
+    for pt, pi in zip(points, p, strict=True):
+        pos, neg = by_source.setdefault(pt.source, ([], []))
+        (pos if pt.label else neg).append(pi)
+    sources = {
+        s: SourceMeans(
+            n=len(pos) + len(neg),
+            mean_p_correct=round(mean(pos), 6) if len(pos) >= 2 else None,
+            mean_p_wrong=round(mean(neg), 6) if len(neg) >= 2 else None,
+        )
+        for s, (pos, neg) in sorted(by_source.items())
+    }
+    both = [
+        (m.mean_p_correct, m.mean_p_wrong)
+        for m in sources.values()
+        if m.mean_p_correct is not None and m.mean_p_wrong is not None
+    ]
+    cs, ws = [c for c, _ in both], [w for _, w in both]
+    return TransferSpread(
+        sources=sources,
+        mean_p_correct=round(mean(cs), 6) if cs else 0.5,
+        mean_p_wrong=round(mean(ws), 6) if ws else 0.5,
+        sd_p_correct=round(variance(cs) ** 0.5, 6),
+        sd_p_wrong=round(variance(ws) ** 0.5, 6),
+        n_sources=len(both),
     )
 
 

@@ -48,22 +48,34 @@ def _item(rec: Mapping[str, Any], line: Mapping[str, Any]) -> Item:
     evaluated = rec.get("outcome") == "evaluated"
     components = rec.get("components")
     verdict = components.get("verdict") if isinstance(components, dict) else None
+    raw = components.get("raw_signal") if isinstance(components, dict) else None
     app, complexity = rec.get("app"), rec.get("complexity")
+    source = rec.get("source")
     return Item(
         label=bool(line["label"]),
         score=R.score(rec) if evaluated else None,
+        source=source if isinstance(source, str) else None,
         app=app if isinstance(app, str) else None,
         complexity=complexity if isinstance(complexity, str) else None,
         verdict=verdict if isinstance(verdict, str) and evaluated else None,
+        # The same probabilities as file mode: the raw signal and the calibrated p_correct.
+        raw=float(raw) if evaluated and isinstance(raw, int | float) else None,
+        p_correct=R.p_correct(rec) if evaluated else None,
     )
 
 
-def disagreements(joined: Joined, threshold: float, n: int) -> list[dict[str, Any]]:
+def disagreements(
+    joined: Joined, threshold: float, n: int, *, on_p_correct: bool = False
+) -> list[dict[str, Any]]:
     """The ``n`` labelled records the judge got wrong at ``threshold``, the most confidently
-    wrong first (score farthest from the threshold); judge errors are not listed."""
+    wrong first (farthest from the threshold); judge errors are not listed. ``on_p_correct``:
+    the pass rule reads p_correct x 100 (a calibration decides), else the score."""
     wrong: list[tuple[float, dict[str, Any]]] = []
     for rec, line in joined.pairs:
         score = R.score(rec)
+        if on_p_correct:
+            p = R.p_correct(rec)
+            score = None if p is None else p * 100
         if rec.get("outcome") != "evaluated" or score is None:
             continue
         if (score >= threshold) == line["label"]:
@@ -76,7 +88,7 @@ def disagreements(joined: Joined, threshold: float, n: int) -> list[dict[str, An
                     "id": rec["id"],
                     "app": rec.get("app"),
                     "label": line["label"],
-                    "score": score,
+                    "score": R.score(rec),
                     "p_correct": R.p_correct(rec),
                     "issues": R.issues(rec),
                     "note": line.get("note") or "",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stef.calibration import detectable_drop
+from stef.accuracy import auc_sorted, detectable_drop
 from stef.stats import quantile
 
 BINS = 10
@@ -31,32 +31,12 @@ class Scored:
 
 
 def auc(points: Sequence[Scored]) -> float | None:
-    """Area under the ROC curve (Mann-Whitney, ties count half, weights honoured); None
-    without both classes."""
+    """Area under the ROC curve of ``points`` (:func:`stef.accuracy.auc`)."""
     return _auc_sorted(sorted(points, key=lambda s: s.p))
 
 
 def _auc_sorted(points: Sequence[Scored]) -> float | None:
-    pos = sum(s.weight for s in points if s.label)
-    neg = sum(s.weight for s in points if not s.label)
-    if pos <= 0 or neg <= 0:
-        return None
-    below_neg = 0.0  # weight of negatives strictly below the current tie group
-    total = 0.0
-    i = 0
-    while i < len(points):
-        j = i
-        tie_pos = tie_neg = 0.0
-        while j < len(points) and points[j].p == points[i].p:
-            if points[j].label:
-                tie_pos += points[j].weight
-            else:
-                tie_neg += points[j].weight
-            j += 1
-        total += tie_pos * (below_neg + tie_neg / 2)
-        below_neg += tie_neg
-        i = j
-    return total / (pos * neg)
+    return auc_sorted([(s.p, s.label, s.weight) for s in points])
 
 
 def auc_ci(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stef.accuracy import auc
 from stef.calibrate.agreement import confusion, kappa
 from stef.calibrate.labels import Labelled, reformat_sql
 from stef.models import PASSING_VERDICTS
@@ -50,25 +51,3 @@ def reference_agreement(
         "auc": None if a is None else round(a, 4),
         "n": len(labels),
     }
-
-
-def auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
-    """Area under the ROC curve: the chance a correct item scores above a wrong one (ties
-    count half); None without both classes."""
-    pos = sorted(s for s, label in zip(scores, labels, strict=True) if label)
-    neg = sorted(s for s, label in zip(scores, labels, strict=True) if not label)
-    if not pos or not neg:
-        return None
-    # Rank sum (Mann-Whitney U) with average ranks for ties.
-    ordered = sorted((s, label) for s, label in zip(scores, labels, strict=True))
-    rank_sum = 0.0
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j < len(ordered) and ordered[j][0] == ordered[i][0]:
-            j += 1
-        average = (i + 1 + j) / 2
-        rank_sum += average * sum(1 for _, label in ordered[i:j] if label)
-        i = j
-    u = rank_sum - len(pos) * (len(pos) + 1) / 2
-    return u / (len(pos) * len(neg))

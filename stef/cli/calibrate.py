@@ -21,6 +21,7 @@ from stef.calibrate.report import header, render, render_fit, report
 from stef.calibration import Calibration, judged_of
 from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.progress import Progress
+from stef.cli.report import results_calibration
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.models import JudgeInfo
@@ -208,16 +209,7 @@ def _print_report(
     cal: Calibration | None,
     with_reference: dict[str, Any],
 ) -> None:
-    threshold = args.pass_threshold
-    pass_rule = f"score >= {threshold:g}"
-    if cal is not None:
-        # With a calibration, pass/fail is p_correct >= the threshold fitted with it; the
-        # agreement tables read p_correct x 100 where they read the score.
-        items = [
-            replace(i, score=None if i.p_correct is None else i.p_correct * 100) for i in items
-        ]
-        threshold = cal.threshold * 100
-        pass_rule = f"p_correct >= {cal.threshold:g}"
+    items, threshold, pass_rule = _decided(items, cal, args.pass_threshold)
     rep = report(items, threshold, resamples=args.resamples, seed=args.seed, window=args.window)
     probability = (
         f"p_correct (calibration: {cal.describe()})"
@@ -268,6 +260,18 @@ def _print_report(
         print(f"\nplot: {args.plot}")
 
 
+def _decided(
+    items: list[Item], cal: Calibration | None, threshold: float
+) -> tuple[list[Item], float, str]:
+    """The items, threshold and pass rule of the agreement tables: with a calibration, pass is
+    p_correct >= the threshold fitted with it (the tables read p_correct x 100 where they read
+    the score); without, score >= ``threshold``. File mode and --results mode alike."""
+    if cal is None:
+        return items, threshold, f"score >= {threshold:g}"
+    items = [replace(i, score=None if i.p_correct is None else i.p_correct * 100) for i in items]
+    return items, cal.threshold * 100, f"p_correct >= {cal.threshold:g}"
+
+
 def _run_joined(args: argparse.Namespace) -> int:
     """``stef calibrate --results R --labels L``: labels joined to judged results by id."""
     if args.file is not None or args.results is None or args.labels is None:
@@ -290,13 +294,24 @@ def _run_joined(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return Exit.FAILURE
+    try:
+        cal = results_calibration([rec for rec, _ in joined.pairs], args.calibration)
+    except StefError as exc:
+        return report_error("stef calibrate", exc)
     backends = sorted({_backend(rec) for rec, _ in joined.pairs})
-    rows = disagreements(joined, args.pass_threshold, args.disagreements)
-    extra = {"labels_unmatched": joined.unmatched, "disagreements": rows}
-    tail = render_disagreements(rows, args.pass_threshold)
+    items, threshold, pass_rule = _decided(joined.items, cal, args.pass_threshold)
+    rows = disagreements(joined, threshold, args.disagreements, on_p_correct=cal is not None)
+    extra = {
+        "labels_unmatched": joined.unmatched,
+        "disagreements": rows,
+        "pass_rule": pass_rule,
+        "calibration": None if cal is None else cal.describe(),
+        "probability": "p_correct" if cal is not None else "raw_signal",
+    }
+    tail = render_disagreements(rows, threshold)
     if joined.unmatched:
         tail = f"{tail}\n\n{joined.unmatched} labels name no judged result (left out)"
-    _print_joined(args, joined.items, "+".join(backends), extra, tail)
+    _print_joined(args, items, "+".join(backends), extra, (threshold, cal, tail))
     return Exit.OK
 
 
@@ -310,17 +325,19 @@ def _print_joined(
     items: list[Item],
     backend: str,
     extra: dict[str, object],
-    tail: str,
+    decided: tuple[float, Calibration | None, str],
 ) -> None:
-    """The agreement report of joined labels, then the disagreements (in JSON: two more keys)."""
-    rep = report(items, args.pass_threshold, resamples=args.resamples, seed=args.seed)
-    best = best_threshold(items, args.pass_threshold)
+    """The agreement report of joined labels, then the disagreements (in JSON: more keys)."""
+    threshold, cal, tail = decided
+    rep = report(items, threshold, resamples=args.resamples, seed=args.seed, window=args.window)
+    best = best_threshold(items, threshold)
     if args.plot:
-        write_histogram(args.plot, items, args.pass_threshold, best.value if best else None)
+        write_histogram(args.plot, items, threshold, best.value if best else None)
     if args.json:
+        scale = 100.0 if cal is not None else 1.0
         context = header(
-            threshold=args.pass_threshold,
-            best=best,
+            threshold=threshold / scale,
+            best=None if best is None else replace(best, value=best.value / scale),
             backend=backend,
             resamples=args.resamples,
             seed=args.seed,
@@ -329,14 +346,21 @@ def _print_joined(
         plot = {"plot": str(args.plot) if args.plot else None}
         print(json.dumps({**context, **plot, **rep, **extra}, ensure_ascii=False))
         return
+    probability = (
+        f"p_correct (calibration: {cal.describe()})"
+        if cal is not None
+        else "the raw signal (no calibration: not a probability until fitted, see --fit)"
+    )
     print(
         render(
             rep,
-            threshold=args.pass_threshold,
+            threshold=threshold,
             best=best,
             backend=backend,
             resamples=args.resamples,
             reformatted=False,
+            probability=probability,
+            pass_rule=str(extra["pass_rule"]),
         )
     )
     if args.plot:

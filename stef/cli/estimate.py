@@ -1,5 +1,5 @@
 """``stef estimate``: the agent's accuracy per app, from the judge's calibrated P(correct) and a
-random sample of human labels (:mod:`stef.calibrate.estimate`)."""
+random sample of human labels (PPI++, :mod:`stef.accuracy`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stef.calibrate.estimate import Estimate, estimate
+from stef.accuracy import Estimate, with_labels
 from stef.exits import Exit
 from stef.review.labels import truth
 from stef.review.records import Record, RecordsError, p_correct, read_results
@@ -22,10 +22,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "estimate",
         help="the agent's accuracy with a 95%% confidence interval (judge + labels)",
-        description="Prediction-powered inference: the mean of the judge's calibrated "
-        "P(correct) over every evaluated record, corrected by the mean of (label - P(correct)) "
-        "over the labelled ones, with its 95%% interval, per app; beside it the interval from "
-        "the labels alone. Only labels given in stef review's random order (or from a file "
+        description="Power-tuned prediction-powered inference (PPI++): the mean of the judge's "
+        "P(correct) over every evaluated record (calibrated, or a reference's where one "
+        "decided), weighted and corrected by the labelled ones, with its 95%% interval, per app; "
+        "never wider than the interval from the labels alone, printed beside it. Only labels "
+        "given in stef review's random order (or from a file "
         "that does not say) are used: labels picked by doubt are not a sample.",
     )
     p.add_argument("--results", type=Path, required=True, help="results JSONL")
@@ -49,7 +50,7 @@ def estimates(records: list[Record], labels: dict[str, bool]) -> dict[str, Estim
         p = p_correct(rec)
         groups[ALL][rec["id"]] = p
         groups.setdefault(str(app), {})[rec["id"]] = p
-    return {app: estimate(ps, labels) for app, ps in sorted(groups.items())}
+    return {app: with_labels(ps, labels) for app, ps in sorted(groups.items())}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,10 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from stef.calibration import Calibration, calibration_for
+from stef.errors import StefError
 from stef.exits import Exit
+from stef.models import JudgeInfo
 from stef.report.html import render
+from stef.review import records as R
 from stef.review.labels import truth
 from stef.review.records import RecordsError, read_results
+from stef.settings import load_settings
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +31,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--labels", type=Path, help="labels JSONL (stef review's)")
     p.add_argument("--input", type=Path, help="the agent log, to show question and SQL by id")
     p.add_argument("--worst", type=int, default=20, help="lowest-scored records listed (20)")
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="the calibration the results were judged with, for the estimated accuracy "
+        "(env STEF_CALIBRATION; default: the backend's own; none: no estimate)",
+    )
     p.set_defaults(func=run)
+
+
+def results_calibration(records: list[R.Record], setting: str | None) -> Calibration | None:
+    """The calibration the results were judged with (as ``stef summary`` loads it): None when
+    no evaluated result carries a calibrated confidence.
+
+    Raises:
+        StefError: the file is bad or was fitted for another judge.
+    """
+    for rec in records:
+        components, judge = rec.get("components"), rec.get("judge")
+        if not isinstance(components, dict) or not isinstance(judge, dict):
+            continue
+        if components.get("confidence_source") == "calibrated":
+            try:
+                info = JudgeInfo.model_validate(judge)
+            except ValueError:
+                continue
+            return calibration_for(load_settings(None, {"calibration": setting}).calibration, info)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,8 +71,18 @@ def run(args: argparse.Namespace) -> int:
     except RecordsError as exc:
         print(f"stef report: {exc}", file=sys.stderr)
         return Exit.FAILURE
+    try:
+        calibration = results_calibration(records, args.calibration)
+    except StefError as exc:
+        print(f"stef report: {exc}", file=sys.stderr)
+        return Exit.USAGE
     page = render(
-        records, source=args.results.name, labels=labels, sample=sample, worst_n=args.worst
+        records,
+        source=args.results.name,
+        labels=labels,
+        sample=sample,
+        worst_n=args.worst,
+        calibration=calibration,
     )
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)

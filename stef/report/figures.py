@@ -7,9 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stef.calibrate.estimate import Estimate, estimate
+from stef.accuracy import Estimate, LabelFree, with_labels
+from stef.calibration import Calibration
 from stef.review import records as R
 from stef.stats import quantile
+from stef.summary import verdict_class
 
 TIERS = ("excellent", "good", "marginal", "poor")
 ALL = "(all)"
@@ -34,6 +36,9 @@ class AppFigures:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     accuracy: Estimate | None = None
+    label_free: LabelFree | None = None
+    verdicts: Counter[str] = field(default_factory=Counter)
+    issues: Counter[str] = field(default_factory=Counter)
 
     def quantile(self, q: float) -> float | None:
         return quantile(self.scores, q) if self.scores else None
@@ -45,15 +50,39 @@ def error_reason(error: object) -> str:
     return text.split(":", 1)[0].strip() or "unknown"
 
 
-def per_app(records: Sequence[R.Record], labels: Mapping[str, bool]) -> list[AppFigures]:
-    """The rows of the per-app table, the total row first."""
+def release_of(rec: R.Record) -> str:
+    """``app agent@version`` of a record: one row of the per-release table."""
+    app = rec.get("app") if isinstance(rec.get("app"), str) else "(none)"
+    agent = rec.get("agent") if isinstance(rec.get("agent"), str) else "-"
+    version = rec.get("agent_version")
+    return f"{app} {agent}@{version}" if isinstance(version, str) and version else f"{app} {agent}"
+
+
+def _app_of(rec: R.Record) -> str:
+    return str(rec.get("app")) if isinstance(rec.get("app"), str) else "(none)"
+
+
+def per_app(
+    records: Sequence[R.Record],
+    labels: Mapping[str, bool],
+    calibration: Calibration | None = None,
+    *,
+    by_release: bool = False,
+) -> list[AppFigures]:
+    """The rows of the per-app table (per release: ``by_release``), the total row first;
+    ``calibration`` (the one the results were judged with) gives the label-free estimate."""
+    key = release_of if by_release else _app_of
     groups: dict[str, AppFigures] = {ALL: AppFigures(ALL)}
     for rec in records:
-        app = rec.get("app") if isinstance(rec.get("app"), str) else "(none)"
-        for g in (groups[ALL], groups.setdefault(str(app), AppFigures(str(app)))):
+        name = key(rec)
+        for g in (groups[ALL], groups.setdefault(name, AppFigures(name))):
             _add(g, rec)
     for g in groups.values():
-        g.accuracy = estimate(g.p_correct, labels)
+        g.accuracy = with_labels(g.p_correct, labels)
+        known = [p for p in g.p_correct.values() if p is not None]
+        if calibration is not None and known:
+            squares = sum(p * p for p in known)
+            g.label_free = calibration.label_free(len(known), sum(known), squares)
     return [groups[ALL], *(groups[k] for k in sorted(groups) if k != ALL)]
 
 
@@ -72,6 +101,7 @@ def _add(g: AppFigures, rec: R.Record) -> None:
             g.scores.append(s)
         if isinstance(rec.get("tier"), str):
             g.tiers[rec["tier"]] += 1
+        _add_verdict(g, rec)
     g.unsafe += R.unsafe(rec)
     g.needs_review += rec.get("needs_review") is True
     raw = rec.get("usage")
@@ -84,6 +114,19 @@ def _add(g: AppFigures, rec: R.Record) -> None:
         value = usage.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             setattr(g, key, getattr(g, key) + value)
+
+
+def _add_verdict(g: AppFigures, rec: R.Record) -> None:
+    components = rec.get("components")
+    if isinstance(components, dict):
+        verdict, status = components.get("verdict"), components.get("filter_status")
+        kind = verdict_class(
+            verdict if isinstance(verdict, str) else None,
+            status if isinstance(status, str) else None,
+        )
+        if kind is not None:
+            g.verdicts[kind] += 1
+    g.issues.update(i for i in R.issues(rec) if i != "none")
 
 
 def worst(records: Sequence[R.Record], n: int) -> list[R.Record]:

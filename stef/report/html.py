@@ -8,8 +8,12 @@ from datetime import UTC, datetime
 from html import escape
 
 from stef.calibrate.plot import BLUE, histogram_svg, reliability_svg
+from stef.calibration import Calibration
 from stef.report.figures import TIERS, AppFigures, per_app, reliability, worst
 from stef.review import records as R
+
+# The verdict mix in the order the per-release table shows it (stef.summary.MIX's classes).
+SHOWN = ("error", "undecided", "looks_right")
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 2em auto; max-width: 1200px;
@@ -40,23 +44,35 @@ def _num(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def _accuracy(g: AppFigures) -> str:
+def _accuracy(g: AppFigures, total: AppFigures | None = None) -> str:
+    """PPI++ with sampled labels; else the label-free estimate or its reason (said once, on the
+    ``total`` row, when a row's is the same); else the labels."""
     e = g.accuracy
     if e is not None and e.ppi is not None:
+        ci = e.ppi.interval
+        how = "labels only" if e.ppi.weight == 0 else f"judge (weight {e.ppi.weight:.2f})"
         return (
-            f"{_pct(e.ppi.estimate)} [{_pct(e.ppi.low)}, {_pct(e.ppi.high)}]"
-            f'<br><span class="muted">judge + {e.n_labelled} labels</span>'
+            f"{_pct(ci.estimate)} [{_pct(ci.low)}, {_pct(ci.high)}]"
+            f'<br><span class="muted">{how} + {e.n_labelled} labels</span>'
         )
-    known = [p for p in g.p_correct.values() if p is not None]
-    if known and len(known) == len(g.p_correct):
-        mean = sum(known) / len(known)
-        return f'{_pct(mean)}<br><span class="muted">judge only, no sampled labels</span>'
+    free = g.label_free
+    if free is not None and free.interval is not None:
+        ci = free.interval
+        return (
+            f"{_pct(ci.estimate)} [{_pct(ci.low)}, {_pct(ci.high)}]"
+            '<br><span class="muted">judge only, no sampled labels</span>'
+        )
     if e is not None and e.labels_only is not None:
         lo = e.labels_only
         return (
             f"{_pct(lo.estimate)} [{_pct(lo.low)}, {_pct(lo.high)}]"
             f'<br><span class="muted">{e.n_labelled} labels only</span>'
         )
+    if free is not None and free.reason is not None:
+        same = total is not None and total.label_free is not None
+        if same and total is not g and total.label_free.reason == free.reason:  # type: ignore[union-attr]
+            return 'no estimate<br><span class="muted">as the first row says</span>'
+        return f'no estimate<br><span class="muted">{escape(free.reason)}</span>'
     return '–<br><span class="muted">needs a calibrated judge (judge.p_correct) or labels</span>'
 
 
@@ -83,7 +99,7 @@ def _app_table(rows: Sequence[AppFigures]) -> str:
             *(f'<td class="n">{g.tiers.get(t, 0)}</td>' for t in TIERS),
             f'<td class="n">{_num(g.quantile(0.1))}</td>',
             f'<td class="n">{_num(g.quantile(0.5))}</td>',
-            f"<td>{_accuracy(g)}</td>",
+            f"<td>{_accuracy(g, rows[0])}</td>",
             f'<td class="n">{g.unsafe}</td>',
             f"<td>{_errors(g)}</td>",
             f'<td class="n">{g.needs_review}</td>',
@@ -94,6 +110,55 @@ def _app_table(rows: Sequence[AppFigures]) -> str:
         out.append(f"<tr{cls}>{''.join(cells)}</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def _share(n: int, of: int) -> str:
+    return "–" if not of else f"{100 * n / of:.0f}%"
+
+
+def _release_table(rows: Sequence[AppFigures]) -> str:
+    """What the judge could tell, per app and release: errors found, undecided, looks right,
+    needs review beside the poor tier; the commonest issues; the accuracy estimate."""
+    head = [
+        "app and release", "evaluated", "error found", "undecided", "looks right",
+        "needs review", "poor tier", "top issues", "estimated accuracy (95% CI)",
+    ]  # fmt: skip
+    out = ["<table><tr>", *(f"<th>{escape(h)}</th>" for h in head), "</tr>"]
+    for g in rows:
+        n = g.evaluated
+        issues = ", ".join(f"{escape(k)} {_share(v, n)}" for k, v in g.issues.most_common(3))
+        cells = [
+            f"<td>{escape(g.app)}</td>",
+            f'<td class="n">{n}</td>',
+            *(f'<td class="n">{_share(g.verdicts[k], n)}</td>' for k in SHOWN),
+            f'<td class="n">{_share(g.needs_review, n)}</td>',
+            f'<td class="n">{_share(g.tiers.get("poor", 0), n)}</td>',
+            f"<td>{issues or '–'}</td>",
+            f"<td>{_accuracy(g, rows[0])}</td>",
+        ]
+        cls = ' class="total"' if g is rows[0] else ""
+        out.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _judge_line(records: Sequence[R.Record], rows: Sequence[AppFigures]) -> str:
+    """Which judge, and what its tiers can mean."""
+    backends = sorted(
+        {str(r["judge"].get("backend")) for r in records if isinstance(r.get("judge"), dict)}
+    )
+    total = rows[0]
+    line = (
+        f"Judge: {escape(', '.join(backends) or '–')}. <b>Error found</b>: a verdict Incorrect or "
+        "a question filter not applied in the SQL; <b>undecided</b>: the judge could not tell; "
+        "the tiers rank its confidence that the SQL is right."
+    )
+    if total.evaluated and not total.tiers.get("excellent", 0) + total.tiers.get("good", 0):
+        line += (
+            " No record reached good with this judge: its <i>poor</i> mostly means it could not "
+            "tell, not wrong SQL."
+        )
+    return f'<p class="meta">{line}</p>'
 
 
 def _worst_table(recs: Sequence[R.Record]) -> str:
@@ -122,6 +187,18 @@ def _worst_table(recs: Sequence[R.Record]) -> str:
     return "\n".join(out)
 
 
+def _head(source: str) -> list[str]:
+    return [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>STEF report: {escape(source)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>STEF report</h1>",
+    ]
+
+
 def render(
     records: Sequence[R.Record],
     *,
@@ -130,29 +207,30 @@ def render(
     sample: Mapping[str, bool] | None = None,
     worst_n: int = 20,
     now: datetime | None = None,
+    calibration: Calibration | None = None,
 ) -> str:
     """The report of ``records`` as one HTML document: ``labels`` (every label) draw the
     reliability diagram; ``sample`` (the labels of a random order; default: ``labels``) correct
-    the accuracy estimate, which labels picked by doubt would bias."""
+    the accuracy estimate, which labels picked by doubt would bias; ``calibration`` (the one
+    the results were judged with) gives the estimate without labels."""
     labels = labels or {}
-    rows = per_app(records, labels if sample is None else sample)
+    rows = per_app(records, labels if sample is None else sample, calibration)
+    releases = per_app(records, labels if sample is None else sample, calibration, by_release=True)
     scores = rows[0].scores
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>STEF report: {escape(source)}</title>",
-        f"<style>{CSS}</style></head><body>",
-        "<h1>STEF report</h1>",
+        *_head(source),
         f'<p class="meta">{escape(source)} · {rows[0].records} results · '
         f"{len(labels)} labels · written {when}</p>",
+        _judge_line(records, rows),
+        "<h2>Per release: what the judge could tell</h2>",
+        _release_table(releases),
         "<h2>Per app</h2>",
         _app_table(rows),
         '<p class="muted">P10/P50: score quantiles of evaluated records. Estimated accuracy: '
-        "the judge's calibrated P(correct) corrected by the labels of a random order (prediction-"
-        "powered inference, as stef estimate), else what is known. Cost is the sum over the "
+        "the judge's P(correct) corrected by the labels of a random order (PPI++, as stef "
+        "estimate), else the label-free estimate (as stef summary), whose interval counts how "
+        "the calibration transfers between sources, or why there is none. Cost is the sum over the "
         "records whose price is known.</p>",
         "<h2>Score distribution</h2>",
         histogram_svg(

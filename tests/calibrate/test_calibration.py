@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from stef.accuracy import Transfer, label_free
 from stef.calibrate.fit import Point, fit, fit_isotonic, fit_platt
 from stef.calibrate.measures import Scored, auc, brier, drop_figures, ece
 from stef.calibration import (
     Calibration,
     Judged,
     MonotoneMap,
+    SourceMeans,
+    TransferSpread,
     calibration_for,
     default_path,
-    estimate_accuracy,
     load_calibration,
 )
 from stef.cli import main
@@ -277,8 +279,9 @@ def test_summary_says_which_confidence_and_estimates_only_when_it_can(
     group = json.loads(capsys.readouterr().out)["groups"][0]
     # The heuristic cannot resolve accuracy on 3 records: no number, a reason.
     assert group["estimated_accuracy"] is None
-    assert "cannot estimate" in group["estimated_accuracy_note"]
-    strong = cal.model_copy(update={"mean_p_correct": 0.99, "mean_p_wrong": 0.01})  # type: ignore[union-attr]
+    assert "without labels it cannot tell" in group["estimated_accuracy_note"]
+    assert cal is not None
+    strong = _strong(cal)
     summary = Summary().extend(Result.model_validate_json(line) for line in lines * 400)
     summary.calibration = strong
     est = summary.as_dict()["groups"][0]["estimated_accuracy"]
@@ -286,6 +289,21 @@ def test_summary_says_which_confidence_and_estimates_only_when_it_can(
 
 
 # ------------------------------------------------------------------ label shift (item 4)
+
+
+def _strong(cal: Calibration) -> Calibration:
+    """``cal`` as a judge that separates the classes on every source alike."""
+    same = SourceMeans(n=100, mean_p_correct=0.99, mean_p_wrong=0.01)
+    transfer = TransferSpread(
+        sources={f"s{i}": same for i in range(5)},
+        mean_p_correct=0.99,
+        mean_p_wrong=0.01,
+        sd_p_correct=0.005,
+        sd_p_wrong=0.005,
+        n_sources=5,
+    )
+    update = {"mean_p_correct": 0.99, "mean_p_wrong": 0.01, "transfer": transfer}
+    return cal.model_copy(update=update)
 
 
 def _window(rng: random.Random, n: int, accuracy: float, pos: float, neg: float) -> list[float]:
@@ -304,11 +322,12 @@ def test_accuracy_estimate_tracks_a_label_shift(pos: float, neg: float, can_esti
     runs = 100
     for run in range(runs):
         truth = 0.8 if run % 2 else 0.5  # the agent's accuracy moved from 0.8 to 0.5
-        est = estimate_accuracy(_window(rng, 1000, truth, pos, neg), pos, neg)
-        assert est is not None
-        if est.half_width <= 0.10:
+        ps = _window(rng, 1000, truth, pos, neg)
+        spread = Transfer(pos, neg, 0.004, 0.004, 6)
+        est = label_free(len(ps), sum(ps), sum(p * p for p in ps), pos, neg, spread).interval
+        if est is not None:
             shown += 1
-            covered += est.low <= truth <= est.high
+            covered += est.covers(truth)
     if can_estimate:
         assert shown == runs and covered >= 0.9 * runs  # nominal 95% coverage
     else:
@@ -318,7 +337,7 @@ def test_accuracy_estimate_tracks_a_label_shift(pos: float, neg: float, can_esti
 def test_estimated_accuracy_gauges_only_when_the_judge_can_resolve_it() -> None:
     weak = calibration_for(None, HeuristicJudge().info)
     assert weak is not None
-    strong = weak.model_copy(update={"mean_p_correct": 0.99, "mean_p_wrong": 0.01})
+    strong = _strong(weak)
     for cal, resolvable in ((strong, True), (weak, False)):
         registry = CollectorRegistry()
         metrics = Metrics(registry)

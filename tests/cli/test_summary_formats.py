@@ -58,12 +58,49 @@ def test_text_fits_120_columns_and_names_the_columns(
         "p10",
         "coverage",
         "sampled",
+        "error",
+        "undec.",
+        "review",
         "excel.",
         "good",
         "marg.",
         "poor",
     ]
     assert "invalid input lines (dead letters): 16" in text
+
+
+def test_first_screen_tells_the_release_story(
+    sample_results: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the judge found, per release: the detected-error share and the issue shares of
+    sales 2.0 and 2.1 (filters_missing rises), and the estimate or its reason."""
+    results, _ = sample_results
+    text = _summary(capsys, str(results))
+    issues = [line for line in text.splitlines() if line.startswith("issues sales")]
+    shares = {
+        line.split()[2].rstrip(":"): dict(
+            (part.split()[0], int(part.split()[1].rstrip("%")))
+            for part in line.split(": ", 1)[1].split(", ")
+        )
+        for line in issues
+    }
+    assert shares["sql-agent@2.1"]["filters_missing"] > 2 * shares["sql-agent@2.0"].get(
+        "filters_missing", 0
+    )
+    assert any(line.startswith("accuracy without labels: ") for line in text.splitlines())
+    data = json.loads(_summary(capsys, str(results), "--format", "json"))
+    mix = {(g["app"], g["version"]): g["verdict_mix"] for g in data["groups"]}
+    assert mix[("sales", "2.1")]["error"] > 2 * mix[("sales", "2.0")]["error"]
+    assert all(abs(sum(m.values()) - 1) < 0.01 for m in mix.values())
+
+
+def test_markdown_fits_a_pull_request_comment(
+    sample_results: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    results, _ = sample_results
+    text = _summary(capsys, str(results), "--format", "markdown")
+    head = text.splitlines()[0]
+    assert head.startswith("| app |") and head.count("|") - 1 <= 10
 
 
 def test_coverage_and_sampled_out_are_apart(
@@ -100,7 +137,7 @@ def test_csv_and_markdown_carry_every_group(
     }
     assert sum(int(r["records"]) for r in rows[:-1]) == int(rows[-1]["records"])
     md = _summary(capsys, str(results), "--format", "markdown").splitlines()
-    assert md[0].startswith("| app | agent | version | records |")
+    assert md[0].startswith("| app | agent@version | records |")
     assert sum(1 for line in md if line.startswith("| sales |")) == 2
 
 

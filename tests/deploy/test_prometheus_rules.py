@@ -21,7 +21,7 @@ def test_promtool_check_rules(promtool: str) -> None:
     result = run([promtool, "check", "rules", *map(str, RULE_FILES)])
     assert result.returncode == 0, result.stdout + result.stderr
     counts = [int(n) for n in re.findall(r"SUCCESS: (\d+) rules found", result.stdout)]
-    assert counts == [19, 14], result.stdout
+    assert counts == [20, 14], result.stdout
 
 
 def test_promtool_unit_tests_pass(promtool: str) -> None:
@@ -31,11 +31,11 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
 
 
 def test_promtool_unit_tests_catch_a_broken_threshold(promtool: str, tmp_path: Path) -> None:
-    # The unit tests are not vacuous: moving the poor-share threshold past 30% breaks them.
+    # The unit tests are not vacuous: moving the detected-error threshold past 30% breaks them.
     for path in RULE_FILES:
         text = path.read_text(encoding="utf-8")
         if path.name == "alerts.rules.yml":
-            rule = "app:stef_tier_poor:ratio_rate30m > "
+            rule = "app:stef_detected_error:ratio_rate30m > "
             assert rule + "0.15" in text
             text = text.replace(rule + "0.15", rule + "0.5")
         (tmp_path / path.name).write_text(text, encoding="utf-8")
@@ -43,7 +43,7 @@ def test_promtool_unit_tests_catch_a_broken_threshold(promtool: str, tmp_path: P
     (tmp_path / "tests" / ALERT_TESTS.name).write_text(ALERT_TESTS.read_text(encoding="utf-8"))
     result = run([promtool, "test", "rules", str(tmp_path / "tests" / ALERT_TESTS.name)])
     assert result.returncode != 0
-    assert "StefPoorTierShareHigh" in result.stdout + result.stderr
+    assert "StefDetectedErrorShareHigh" in result.stdout + result.stderr
 
 
 def test_every_alert_has_firing_and_quiet_unit_tests() -> None:
@@ -62,7 +62,7 @@ def test_every_alert_has_firing_and_quiet_unit_tests() -> None:
 def test_the_issue_alerts_exist() -> None:
     names = {str(a["alert"]) for a in alerts()}
     assert {
-        "StefPoorTierShareHigh",
+        "StefDetectedErrorShareHigh",
         "StefMeanScoreDrop",
         "StefCoverageLow",
         "StefJudgeErrorRateHigh",

@@ -92,7 +92,7 @@ def test_labels_add_the_reliability_diagram(tmp_path: Path) -> None:
     ]
     page = _report(tmp_path, labels=labels)
     assert "Reliability" in page and page.count("<svg") == 2
-    assert "judge + 3 labels" in page
+    assert "+ 3 labels" in page  # PPI++: the judge or the labels alone, whichever is narrower
 
 
 def test_labels_picked_by_doubt_do_not_correct_the_accuracy(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_labels_picked_by_doubt_do_not_correct_the_accuracy(tmp_path: Path) -> N
         {"id": "b1", "label": False, "queue": "teaching"},
     ]
     page = _report(tmp_path, labels=labels)
-    assert "judge + 2 labels" in page and "judge + 3 labels" not in page
+    assert "+ 2 labels" in page and "+ 3 labels" not in page
     assert "Reliability" in page  # every label draws the diagram
 
 
@@ -131,3 +131,40 @@ def test_report_opens_with_no_network_request(tmp_path: Path, browser: Any) -> N
     assert dialogs == []  # the hostile record ran nothing
     assert page.locator("svg").count() == 2
     assert HOSTILE in page.text_content("body")
+
+
+@pytest.fixture(scope="module")
+def example_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.conftest import ROOT
+
+    out = tmp_path_factory.mktemp("example") / "results.jsonl"
+    log = str(ROOT / "examples" / "agent_log.jsonl")
+    argv = ["replay", log, "--rules", str(ROOT / "rules"), "-o", str(out), "--no-progress"]
+    assert main(argv) == 0
+    return out
+
+
+def test_report_tells_the_release_story(example_results: Path, tmp_path: Path) -> None:
+    """Rows per app and release with the verdict mix beside the poor tier, the issue shares
+    (filters_missing rises on sales 2.1), and the estimate or its reason (issue 31 §5-6)."""
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(example_results), "-o", str(page_path)]) == 0
+    page = page_path.read_text(encoding="utf-8")
+    assert "Per release: what the judge could tell" in page
+    rows = {
+        m.split("</td>", 1)[0]: m
+        for m in page.split("<tr><td>")[1:]
+        if m.startswith(("sales sql-agent@", "support sql-agent@"))
+    }
+    assert set(rows) == {f"{a} sql-agent@{v}" for a in ("sales", "support") for v in ("2.0", "2.1")}
+
+    def share(row: str, issue: str) -> int:
+        return int(row.split(issue + " ", 1)[1].split("%", 1)[0])
+
+    assert share(rows["sales sql-agent@2.1"], "filters_missing") > 2 * share(
+        rows["sales sql-agent@2.0"], "filters_missing"
+    )
+    assert "error found" in page and "undecided" in page and "needs review" in page
+    assert "Judge: heuristic." in page
+    # The estimate is a number with its interval, or no number with the reason.
+    assert "no estimate" in page or "[" in rows["sales sql-agent@2.0"]
