@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     except StefError as exc:  # the source could not be reached at start
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.USAGE
-    finite = settings.source_endpoint.kind != "kafka" and not settings.follow
+    finite = not settings.source_endpoint.is_kafka and not settings.follow
     dead, judged = service.counts["dead_letters"], service.counts["results"]
     if status == Exit.OK and finite and dead and not judged:
         # A log read to its end without one result: the field names, most likely.

@@ -14,6 +14,10 @@ from stef.io.database import Database, open_database
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
+from stef.io.otlp.decode import require_otlp
+from stef.io.otlp.record import check_field_mapping
+from stef.io.otlp.sinks import OtlpHttpSink, OtlpKafkaSink
+from stef.io.otlp.source import OtlpSource
 from stef.io.references import load_references
 from stef.io.urls import Endpoint, same_place
 from stef.judges.base import Judge
@@ -130,18 +134,28 @@ def _cascade_mode(settings: Settings) -> bool:
 
 
 def open_source(endpoint: Endpoint, settings: Settings) -> Source:
-    """The source of a parsed ``--source`` URL."""
-    if endpoint.kind == "kafka":
-        return KafkaSource(
-            list(endpoint.bootstrap),
-            endpoint.topic or "",
-            endpoint.group or settings.group,
-            revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
-            consumer_options=settings.kafka_consumer,
-            auto_offset_reset=settings.auto_offset_reset,
-            start_from=settings.start_from,
-            unreachable_timeout_s=settings.source_unreachable_timeout_s,
+    """The source of a parsed ``--source`` URL.
+
+    Raises:
+        ConfigError: an ``otlp+kafka://`` source without the ``otel`` extra, or with a
+            ``field_mapping`` it cannot lay records out for.
+    """
+    if endpoint.kind == "otlp+kafka":
+        require_otlp(f"source {endpoint}")
+        check_field_mapping(settings.mapping)
+        topic = endpoint.topic or ""
+        default_signal = "logs" if "log" in topic.lower() else "traces"
+        return OtlpSource(
+            _kafka_source(endpoint, settings),
+            encoding="otlp_json"
+            if endpoint.option("encoding", "") == "otlp_json"
+            else "otlp_proto",
+            signal="logs" if endpoint.option("signal", default_signal) == "logs" else "traces",
+            mapping=settings.span_mapping,
+            fields=settings.mapping,
         )
+    if endpoint.kind == "kafka":
+        return _kafka_source(endpoint, settings)
     path = endpoint.path if endpoint.kind == "file" else "-"
     # The checkpoint belongs to the configured source, not to another file opened here.
     where = settings.checkpoint_path if endpoint == settings.source_endpoint else None
@@ -150,6 +164,19 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
         follow=settings.follow,
         checkpoint=Checkpoint(where) if where is not None else None,
         max_line_bytes=settings.limits.max_record_bytes,
+    )
+
+
+def _kafka_source(endpoint: Endpoint, settings: Settings) -> KafkaSource:
+    return KafkaSource(
+        list(endpoint.bootstrap),
+        endpoint.topic or "",
+        endpoint.group or settings.group,
+        revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
+        consumer_options=settings.kafka_consumer,
+        auto_offset_reset=settings.auto_offset_reset,
+        start_from=settings.start_from,
+        unreachable_timeout_s=settings.source_unreachable_timeout_s,
     )
 
 
@@ -163,15 +190,25 @@ def open_sink(
     ``headers`` go on every message of a Kafka sink (files have no place for them)."""
     if endpoint is None:
         return DiscardSink()
+    if endpoint.kind == "otlp+http":
+        return OtlpHttpSink(endpoint.path or "")
+    if endpoint.kind == "otlp+kafka":
+        return OtlpKafkaSink(_kafka_sink(endpoint, settings, headers))
     if endpoint.kind == "kafka":
-        return KafkaSink(
-            list(endpoint.bootstrap),
-            endpoint.topic or "",
-            settings.kafka_producer,
-            compression=settings.kafka_compression,
-            headers=headers,
-        )
+        return _kafka_sink(endpoint, settings, headers)
     return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")
+
+
+def _kafka_sink(
+    endpoint: Endpoint, settings: Settings, headers: list[tuple[str, bytes]] | None
+) -> KafkaSink:
+    return KafkaSink(
+        list(endpoint.bootstrap),
+        endpoint.topic or "",
+        settings.kafka_producer,
+        compression=settings.kafka_compression,
+        headers=headers,
+    )
 
 
 def refuse_feedback(settings: Settings) -> None:

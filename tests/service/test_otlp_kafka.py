@@ -1,0 +1,156 @@
+"""``stef run`` on OpenTelemetry traces in Kafka: real SDK traces (the official OpenAI
+instrumentation, OpenInference's, a LangChain-style SQL tool span) written to a Tansu topic as the
+Collector's Kafka exporter frames them (``otlp_proto`` and ``otlp_json``), judged with the same
+scores as the equivalent flat JSONL records; a trace split across two messages joined; a message
+that does not decode dead-lettered; evaluation results written back as OTLP logs to Kafka."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+
+from stef.io.deadletter import original_payload
+from stef.testing.fake_server import FakeLlmServer
+from tests.brokers import Broker
+from tests.otel.traces import CASES, Case, messages, spans_of
+from tests.service.conftest import ROOT, ServiceProcess, kafka_config
+
+pytestmark = pytest.mark.integration
+
+SPLIT = Case("Total revenue in 2019", "SELECT SUM(revenue) FROM orders WHERE year = 2019", "genai")
+MALFORMED = b"\x0a\xff\xff\xff\xff\x0f not a TracesData"
+
+
+@pytest.fixture(scope="module")
+def traced() -> Iterator[list[tuple[Case, Any]]]:
+    with FakeLlmServer() as server:
+        yield [(case, spans_of(case, server)) for case in [*CASES, SPLIT]]
+
+
+def _flat_scores(tmp_path: Path, cases: list[Case]) -> dict[str, float]:
+    """question -> score of the flat JSONL records through ``stef replay``."""
+    flat = tmp_path / "flat.jsonl"
+    flat.write_text("".join(json.dumps(c.flat()) + "\n" for c in cases))
+    out = tmp_path / "flat-results.jsonl"
+    subprocess.run(
+        [sys.executable, "-m", "stef.cli", "replay", str(flat), "-o", str(out), "--no-progress"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    return {r["input"]["question"]: r["score"] for r in results}
+
+
+def _produce(broker: Broker, topic: str, traced: list[tuple[Case, Any]], encoding: str) -> None:
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    for case, spans in traced:
+        if case is SPLIT:  # the chat span in one message, the agent's root span in the next
+            children = [s for s in spans if s.parent is not None]
+            roots = [s for s in spans if s.parent is None]
+            for part in (children, roots):
+                key, value = messages(part, encoding)
+                keys.append(key)
+                values.append(value)
+            continue
+        key, value = messages(spans, encoding)
+        keys.append(key)
+        values.append(value)
+    keys.append(b"0" * 32)
+    values.append(MALFORMED if encoding == "otlp_proto" else b'{"resourceSpans": 7}')
+    broker.produce(topic, values, keys=keys)
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_traces_in_kafka_are_judged_like_flat_records(
+    kafka_broker: Broker,
+    service_factory: Callable[..., ServiceProcess],
+    traced: list[tuple[Case, Any]],
+    tmp_path: Path,
+    encoding: str,
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    source = kafka_broker.create_topic(f"otlp_spans-{tag}", 2)
+    results = kafka_broker.create_topic(f"results-{tag}", 1)
+    dead = kafka_broker.create_topic(f"dead-{tag}", 1)
+    logs = kafka_broker.create_topic(f"otlp_logs-{tag}", 1)
+    _produce(kafka_broker, source, traced, encoding)
+    url = f"otlp+kafka://{kafka_broker.bootstrap}/{source}?group=stef-{tag}&encoding={encoding}"
+    service = service_factory(
+        "--source",
+        url,
+        "--results",
+        kafka_broker.url(results),
+        "--dead-letters",
+        kafka_broker.url(dead),
+        config=kafka_config(),
+    )
+    evaluations = service_factory(
+        "--source",
+        url.replace(f"stef-{tag}", f"otel-{tag}"),
+        "--results",
+        f"otlp+kafka://{kafka_broker.bootstrap}/{logs}",
+        "--dead-letters",
+        "-",
+        config=kafka_config(),
+    )
+    got = kafka_broker.consume_all(results, expect=len(traced), timeout_s=90)
+    letters = kafka_broker.consume_all(dead, expect=1, timeout_s=30)
+    logged = kafka_broker.consume_all(logs, expect=len(traced), timeout_s=60)
+    for proc in (service, evaluations):
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+
+    by_trace = {
+        json.loads(m.value)["metadata"]["otel"]["trace_id"]: json.loads(m.value) for m in got
+    }
+    assert len(got) == len(traced) == len(by_trace)  # one result per trace, the split one joined
+    expected = _flat_scores(tmp_path, [c for c, _ in traced])
+    for case, spans in traced:
+        result = by_trace[format(spans[0].context.trace_id, "032x")]
+        assert result["input"]["question"] == case.question
+        assert result["input"]["sql"] == case.sql
+        assert (result["app"], result["agent"], result["agent_version"]) == (
+            "sales",
+            "sales",
+            "2.1",
+        )
+        assert result["score"] == expected[case.question], case.style
+        assert m_key(got, result) == result["id"].encode()
+
+    assert len(letters) == 1
+    letter = json.loads(letters[0].value)
+    assert letter["reason"] == "not_otlp"
+    assert original_payload(letter) == (
+        MALFORMED if encoding == "otlp_proto" else b'{"resourceSpans": 7}'
+    )
+
+    records = []
+    for m in logged:
+        data = LogsData.FromString(m.value)
+        for rl in data.resource_logs:
+            for sl in rl.scope_logs:
+                records.extend(sl.log_records)
+    assert len(records) == len(traced)
+    for record in records:
+        assert record.event_name == "gen_ai.evaluation.result"
+        attrs = {kv.key: kv.value for kv in record.attributes}
+        result = by_trace[record.trace_id.hex()]
+        assert record.span_id.hex() == result["metadata"]["otel"]["span_id"]
+        assert attrs["gen_ai.evaluation.score.value"].double_value == result["score"]
+        assert attrs["gen_ai.evaluation.score.label"].string_value == result["tier"]
+        assert attrs["stef.verdict"].string_value == result["components"]["verdict"]
+
+
+def m_key(got: list[Any], result: dict[str, Any]) -> bytes:
+    return next(m.key for m in got if json.loads(m.value)["id"] == result["id"])
