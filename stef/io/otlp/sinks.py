@@ -175,6 +175,7 @@ class OtlpHttpSink:
                     answer.read()
                 return
             except urllib.error.HTTPError as exc:
+                exc.close()  # the error holds the connection's response
                 if exc.code not in self.RETRIED or attempt == self.max_attempts:
                     raise SinkError(f"{self.url}: HTTP {exc.code}") from exc
                 wait = _retry_after(exc.headers.get("Retry-After"), delay)
