@@ -61,6 +61,9 @@ class Assembler:
         max_traces: open traces held at once.
         max_spans_per_trace: spans kept per trace.
         clock: monotonic seconds (tests pass their own).
+        close_on_root: close a trace as soon as it is whole (OTLP: a span is exported when
+            it ends, so the root comes last); False waits for the idle timeout or the end of
+            the input (trace exports list parents first).
     """
 
     def __init__(
@@ -69,7 +72,10 @@ class Assembler:
         max_traces: int,
         max_spans_per_trace: int,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        close_on_root: bool = True,
     ) -> None:
+        self.close_on_root = close_on_root
         self.idle_timeout_s = idle_timeout_s
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
@@ -100,7 +106,7 @@ class Assembler:
             trace = self._open.get(trace_id)  # None: evicted by a later trace of this message
             if trace is None:
                 continue
-            if trace.state == "too_large" or trace.whole():
+            if trace.state == "too_large" or (self.close_on_root and trace.whole()):
                 trace.state = "complete" if trace.state == "open" else trace.state
                 closed.append(self._open.pop(trace_id))
         return ids, closed

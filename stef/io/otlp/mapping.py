@@ -68,6 +68,15 @@ class Pick(BaseModel):
 _GENAI_CHAT = SpanSelector(attributes={"gen_ai.operation.name": "chat"})
 _OI_LLM = SpanSelector(attributes={"openinference.span.kind": "LLM"})
 _OI_TOOL = SpanSelector(attributes={"openinference.span.kind": "TOOL"})
+_LF = {"stef.export": "langfuse"}
+_LF_GENERATION = SpanSelector(attributes={**_LF, "langfuse.observation.type": "GENERATION"})
+_LF_TOOL = SpanSelector(attributes={**_LF, "langfuse.observation.type": "TOOL"})
+_LF_ROOT = SpanSelector(root=True, attributes=_LF)
+_LS = {"stef.export": "langsmith"}
+_LS_ROOT = SpanSelector(root=True, attributes=_LS)
+_LS_TOOL = SpanSelector(attributes={**_LS, "langsmith.run_type": "TOOL"})
+_LS_SQL_TOOL = SpanSelector(name="*sql*", attributes={**_LS, "langsmith.run_type": "TOOL"})
+_LS_LLM = SpanSelector(attributes={**_LS, "langsmith.run_type": "LLM"})
 
 # preset -> field -> picks, tried in order after the settings' own.
 PRESETS: dict[str, dict[str, tuple[Pick, ...]]] = {
@@ -118,12 +127,40 @@ PRESETS: dict[str, dict[str, tuple[Pick, ...]]] = {
             Pick(span=_OI_LLM, attribute="llm.output_messages", role="assistant", fenced_sql=True),
         ),
     },
+    "langfuse": {
+        "question": (
+            Pick(span=_LF_GENERATION, attribute="input", role="user", which="first"),
+            Pick(span=_LF_ROOT, attribute="input", path="question"),
+            Pick(span=_LF_ROOT, attribute="input", path="input"),
+            Pick(span=_LF_ROOT, attribute="input"),
+        ),
+        "sql": (
+            Pick(span=_LF_TOOL, attribute="input", path="query"),
+            Pick(span=_LF_GENERATION, attribute="output", path="content", fenced_sql=True),
+            Pick(span=_LF_GENERATION, attribute="output", fenced_sql=True),
+        ),
+    },
+    "langsmith": {
+        "question": (
+            Pick(span=_LS_ROOT, attribute="inputs", path="question"),
+            Pick(span=_LS_ROOT, attribute="inputs", path="input"),
+        ),
+        "sql": (
+            Pick(span=_LS_TOOL, attribute="inputs", path="query"),
+            Pick(span=_LS_SQL_TOOL, attribute="inputs", path="input"),
+            Pick(span=_LS_LLM, attribute="outputs", path="generations[0][0].text", fenced_sql=True),
+        ),
+    },
     "none": {},
 }
-# Both presets: their selectors read different attributes, so one topic may carry both kinds.
+# Every preset: their selectors read different attributes, so one source may carry them all.
 PRESETS["all"] = {
-    name: PRESETS["genai"].get(name, ()) + PRESETS["openinference"].get(name, ())
-    for name in ("question", "sql")
+    field: tuple(
+        pick
+        for preset in ("genai", "openinference", "langfuse", "langsmith")
+        for pick in PRESETS[preset].get(field, ())
+    )
+    for field in ("question", "sql")
 }
 
 # Where app, agent and agent_version come from unless mapped: resource attributes.
@@ -134,8 +171,9 @@ class SpanMapping(BaseModel):
     """Traces -> records (the ``span_mapping`` setting).
 
     Attributes:
-        preset: ``all`` (both of these), ``genai`` (OpenTelemetry GenAI semantic
-            conventions), ``openinference`` (Arize Phoenix: LangChain, OpenAI ...) or ``none``.
+        preset: ``all`` (every one of these), ``genai`` (OpenTelemetry GenAI semantic
+            conventions), ``openinference`` (Arize Phoenix: LangChain, OpenAI ...),
+            ``langfuse`` (observations exports), ``langsmith`` (runs exports) or ``none``.
         question, enriched_question, sql: picks tried before the preset's.
         app, agent, agent_version, dialect: a resource attribute name, or ``=text`` for a
             constant; None leaves the field out.
@@ -149,7 +187,7 @@ class SpanMapping(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    preset: Literal["all", "genai", "openinference", "none"] = "all"
+    preset: Literal["all", "genai", "openinference", "langfuse", "langsmith", "none"] = "all"
     question: tuple[Pick, ...] = ()
     enriched_question: tuple[Pick, ...] = ()
     sql: tuple[Pick, ...] = ()

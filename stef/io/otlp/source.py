@@ -22,6 +22,7 @@ from stef.io.otlp.assemble import Assembler, Trace
 from stef.io.otlp.decode import Encoding, Signal, decode
 from stef.io.otlp.mapping import SpanMapping
 from stef.io.otlp.record import trace_record
+from stef.io.otlp.spans import Span
 from stef.stages.validate import FieldMapping
 
 log = structlog.get_logger(__name__)
@@ -36,24 +37,31 @@ class OtlpSource:
         signal: ``traces`` or ``logs``.
         mapping: the ``span_mapping`` settings.
         fields: the ``field_mapping``: records are laid out where it reads them.
+        decoder: reads one message's spans instead of OTLP (rows of a trace export); raises
+            :class:`~stef.errors.InvalidInput` for a message it cannot read. Its traces close
+            at the idle timeout or the end of the input, not on their root span (an export
+            lists parents first).
     """
 
     def __init__(
         self,
         inner: Source,
         *,
-        encoding: Encoding,
-        signal: Signal,
+        encoding: Encoding = "otlp_proto",
+        signal: Signal = "traces",
         mapping: SpanMapping,
         fields: FieldMapping | None = None,
+        decoder: Callable[[bytes], list[Span]] | None = None,
     ) -> None:
         self.inner = inner
-        self.encoding = encoding
-        self.signal = signal
+        self.decoder = decoder or (lambda payload: decode(payload, encoding, signal))
         self.mapping = mapping
         self.fields = fields or FieldMapping()
         self._assembler = Assembler(
-            mapping.idle_timeout_s, mapping.max_traces, mapping.max_spans_per_trace
+            mapping.idle_timeout_s,
+            mapping.max_traces,
+            mapping.max_spans_per_trace,
+            close_on_root=decoder is None,
         )
         self._ready: deque[Envelope] = deque()
         # message -> traces of it not yet done; guarded: workers finish records concurrently.
@@ -110,11 +118,12 @@ class OtlpSource:
             self._ready.append(message)  # dead-lettered as it is
             return
         try:
-            spans = decode(message.payload, self.encoding, self.signal)
+            spans = self.decoder(message.payload)
         except InvalidInput as exc:
             self._ready.append(_invalid(message, exc.reason, exc.detail))
             return
-        spans = [s for s in spans if s.trace_id.strip("0")]
+        # A log record outside any trace cannot be joined to one: nothing to judge in it.
+        spans = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
         if not spans:
             message.on_done()  # nothing to judge in it (an empty export, logs outside traces)
             return
