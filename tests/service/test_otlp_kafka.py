@@ -205,3 +205,64 @@ def test_backfill_reads_a_range_of_otlp_messages(
     assert all(r["backfill"]["from"].startswith("2000-01-01") for r in results)
     letters = [json.loads(x) for x in dead.read_text().splitlines()]
     assert [d["reason"] for d in letters] == ["not_otlp"]
+
+
+def test_sigkill_mid_stream_loses_no_trace(
+    kafka_broker: Broker, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    from tests.otel.traces import sql_tool_traces
+    from tests.service.conftest import caught_up, valid_record
+
+    cases = [
+        Case(valid_record(i)["question"], valid_record(i)["sql"], "sql_tool") for i in range(1000)
+    ]
+    traces = sql_tool_traces(cases)
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    for i, spans in enumerate(traces):
+        parts = (
+            [spans]
+            if i % 10
+            else [[s for s in spans if s.parent], [s for s in spans if not s.parent]]
+        )
+        for part in parts:  # every tenth trace split: its tool span, then its root
+            key, value = messages(part, "otlp_proto")
+            keys.append(key)
+            values.append(value)
+    tag = uuid.uuid4().hex[:8]
+    source = kafka_broker.create_topic(f"otlp_spans-{tag}", 4)
+    results = kafka_broker.create_topic(f"results-{tag}", 2)
+    dead = kafka_broker.create_topic(f"dead-{tag}", 1)
+    kafka_broker.produce(source, values, keys=keys)
+    args = [
+        "--source",
+        f"otlp+kafka://{kafka_broker.bootstrap}/{source}?group=stef-{tag}",
+        "--results",
+        kafka_broker.url(results),
+        "--dead-letters",
+        kafka_broker.url(dead),
+        "--concurrency",
+        "4",
+        "--max-inflight",
+        "32",
+        "--drain-timeout",
+        "20",
+    ]
+    first = service_factory(*args, config=kafka_config())
+    first.wait_ready()
+    first.wait_for(lambda: first.total("stef_records_total") >= 400, timeout_s=120, what="400")
+    first.signal(signal.SIGKILL)
+    assert first.wait(10) == -signal.SIGKILL
+    second = service_factory(*args, config=kafka_config())
+    second.wait_ready()
+    second.wait_for(lambda: caught_up(second, 4), timeout_s=180, what="the backlog")
+    got = kafka_broker.consume_all(results, expect=len(traces), timeout_s=120)
+    second.signal(signal.SIGTERM)
+    assert second.wait(60) == 0
+    ids = [json.loads(m.value)["metadata"]["otel"]["trace_id"] for m in got]
+    wanted = {format(spans[0].context.trace_id, "032x") for spans in traces}
+    assert set(ids) == wanted, f"{len(wanted - set(ids))} traces lost"
+    duplicates = len(ids) - len(set(ids))
+    print(f"\nOTLP duplicates after SIGKILL: {duplicates}")
+    assert duplicates <= 32 + 300  # the in-flight bound and 0.2 s of commits, as for records
+    assert kafka_broker.consume_all(dead, expect=0, timeout_s=2) == []
