@@ -242,3 +242,23 @@ def test_urls_and_settings() -> None:
         overrides={"span_mapping": {"preset": "genai", "incomplete": "dead_letter"}}, env={}
     )
     assert settings.span_mapping.incomplete == "dead_letter"
+
+
+def test_a_logs_topic_of_genai_content_events() -> None:
+    from tests.otel.traces import genai_logs
+
+    case = CASES[0]
+    with FakeLlmServer() as server:
+        payload = genai_logs(server, case)
+    spans = decode(payload, "otlp_proto", "logs")
+    assert {s.kind for s in spans} == {"LOG"}
+    record = trace_record(spans, SpanMapping(preset="genai"))
+    assert (record["question"], record["sql"]) == (case.question, case.sql)
+    assert record["metadata"]["otel"]["trace_id"] == spans[0].trace_id
+    source = OtlpSource(
+        _Messages([payload]),  # type: ignore[arg-type]
+        signal="logs",
+        mapping=SpanMapping(),
+    )
+    (out,) = source.poll(10, 0.0)  # log records have no root: the trace closes at the end
+    assert out.invalid is None and json.loads(out.payload)["sql"] == case.sql

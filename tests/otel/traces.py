@@ -240,3 +240,31 @@ def sql_tool_traces(cases: Sequence[Case]) -> list[Sequence[ReadableSpan]]:
     for span in exporter.get_finished_spans():
         by_trace.setdefault(span.context.trace_id, []).append(span)
     return list(by_trace.values())
+
+
+def genai_logs(server: FakeLlmServer, case: Case) -> bytes:
+    """The official OpenAI instrumentation with content sent as log records (``EVENT_ONLY``):
+    the ``LogsData`` of its ``gen_ai.client.inference.operation.details`` record, encoded with
+    the SDK's own OTLP log encoder."""
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    provider, _ = _provider()
+    logs = LoggerProvider(resource=Resource.create(RESOURCE))
+    exporter = InMemoryLogRecordExporter()
+    logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    with _env(
+        OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="EVENT_ONLY",
+    ):
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=provider, logger_provider=logs)
+        try:
+            _chat(server, case)
+        finally:
+            instrumentor.uninstrument()
+    request = encode_logs(exporter.get_finished_logs())
+    return LogsData.FromString(request.SerializeToString()).SerializeToString()
