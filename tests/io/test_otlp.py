@@ -132,6 +132,21 @@ def test_a_trace_split_across_messages_is_joined_when_its_root_arrives() -> None
     ]
 
 
+def test_a_whole_trace_waits_out_settle_s_for_late_children() -> None:
+    now = [0.0]
+    asm = Assembler(30, 10, 10, clock=lambda: now[0], settle_s=1.0)
+    _, closed = asm.add([_span("a", "1")], "p1")  # the root first, from one partition
+    assert closed == [] and asm.expired() == []
+    now[0] = 0.5
+    asm.add([_span("a", "2", "1"), _span("a", "3", "9")], "p0")  # a child, and an orphan
+    now[0] = 1.6
+    assert asm.expired() == []  # span 3 names a parent not here yet
+    asm.add([_span("a", "9", "1")], "p0")
+    now[0] = 2.7
+    (trace,) = asm.expired()
+    assert (trace.state, len(trace.spans), trace.sources) == ("complete", 4, ["p1", "p0", "p0"])
+
+
 def test_idle_eviction_and_size_bounds() -> None:
     now = [0.0]
     asm = Assembler(idle_timeout_s=5, max_traces=2, max_spans_per_trace=2, clock=lambda: now[0])

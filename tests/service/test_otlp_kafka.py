@@ -1,8 +1,9 @@
 """``stef run`` on OpenTelemetry traces in Kafka: real SDK traces (the official OpenAI
 instrumentation, OpenInference's, a LangChain-style SQL tool span) written to a Tansu topic as the
 Collector's Kafka exporter frames them (``otlp_proto`` and ``otlp_json``), judged with the same
-scores as the equivalent flat JSONL records; a trace split across two messages joined; a message
-that does not decode dead-lettered; evaluation results written back as OTLP logs to Kafka."""
+scores as the equivalent flat JSONL records; a trace split across two partitions (its root first)
+joined; a message that does not decode dead-lettered; evaluation results written back as OTLP logs
+to Kafka; a backfill of an OTLP topic; SIGKILL mid-stream with traces split across messages."""
 
 from __future__ import annotations
 
@@ -62,13 +63,11 @@ def _produce(
     keys: list[bytes | None] = []
     values: list[bytes] = []
     for case, spans in traced:
-        if case is SPLIT:  # the chat span in one message, the agent's root span in the next
+        if case is SPLIT:  # the root span in partition 0 first, then the chat span in 1
             children = [s for s in spans if s.parent is not None]
             roots = [s for s in spans if s.parent is None]
-            for part in (children, roots):
-                key, value = messages(part, encoding)
-                keys.append(key)
-                values.append(value)
+            for partition, part in enumerate((roots, children)):
+                _produce_at(broker, topic, partition, *messages(part, encoding))
             continue
         key, value = messages(spans, encoding)
         keys.append(key)
@@ -82,6 +81,16 @@ def _produce(
     # backfill reads its range up to them.
     for key, value in zip(keys, values, strict=True):
         broker.produce(topic, [value], keys=[key])
+
+
+def _produce_at(broker: Broker, topic: str, partition: int, key: bytes, value: bytes) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    try:
+        producer.send(topic, value=value, key=key, partition=partition).get(timeout=30)
+    finally:
+        producer.close(timeout=5)
 
 
 @pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])

@@ -61,9 +61,11 @@ class Assembler:
         max_traces: open traces held at once.
         max_spans_per_trace: spans kept per trace.
         clock: monotonic seconds (tests pass their own).
-        close_on_root: close a trace as soon as it is whole (OTLP: a span is exported when
-            it ends, so the root comes last); False waits for the idle timeout or the end of
-            the input (trace exports list parents first).
+        close_on_root: close a trace once it is whole (OTLP: a span is exported when it
+            ends, so the root comes last); False waits for the idle timeout or the end of the
+            input (trace exports list parents first).
+        settle_s: how long a whole trace waits for more spans before it closes (a trace
+            whose spans came through two partitions may bring its root before its children).
     """
 
     def __init__(
@@ -74,8 +76,12 @@ class Assembler:
         clock: Callable[[], float] = time.monotonic,
         *,
         close_on_root: bool = True,
+        settle_s: float = 0.0,
     ) -> None:
         self.close_on_root = close_on_root
+        self.settle_s = settle_s
+        # Traces found whole, waiting out settle_s (an ordered set).
+        self._whole: OrderedDict[str, None] = OrderedDict()
         self.idle_timeout_s = idle_timeout_s
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
@@ -106,20 +112,42 @@ class Assembler:
             trace = self._open.get(trace_id)  # None: evicted by a later trace of this message
             if trace is None:
                 continue
-            if trace.state == "too_large" or (self.close_on_root and trace.whole()):
+            if trace.state == "too_large" or (
+                self.close_on_root and self.settle_s <= 0 and trace.whole()
+            ):
                 trace.state = "complete" if trace.state == "open" else trace.state
                 closed.append(self._open.pop(trace_id))
+            elif self.close_on_root and trace.whole():
+                self._whole[trace_id] = None
+                self._whole.move_to_end(trace_id)
         return ids, closed
 
     def expired(self, *, everything: bool = False) -> list[Trace]:
         """Traces idle past the timeout (every open trace with ``everything``: the input ended)."""
         now = self.clock()
-        out = []
+        out = self._settled(now)
         while self._open:
             trace = next(iter(self._open.values()))
             if not everything and now - trace.last_seen < self.idle_timeout_s:
                 break
             out.append(self._close_idle(trace))
+        return out
+
+    def _settled(self, now: float) -> list[Trace]:
+        """Whole traces that got no span for ``settle_s``, and are still whole."""
+        out = []
+        for trace_id in list(self._whole):
+            trace = self._open.get(trace_id)
+            if trace is None:  # closed meanwhile (evicted, idle)
+                del self._whole[trace_id]
+                continue
+            if now - trace.last_seen < self.settle_s:
+                continue
+            del self._whole[trace_id]
+            if trace.whole():  # a later span may name a parent not here yet
+                del self._open[trace_id]
+                trace.state = "complete"
+                out.append(trace)
         return out
 
     def _evict(self) -> list[Trace]:

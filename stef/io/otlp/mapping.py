@@ -181,6 +181,9 @@ class SpanMapping(BaseModel):
             was evicted to keep ``max_traces``) is judged on what arrived (``judge``) or is a
             dead letter (``dead_letter``).
         idle_timeout_s: how long a trace waits for more spans after its last one arrived.
+        settle_s: how long a whole trace (its root and every parent named) waits for more
+            spans before it is judged: spans of one trace that came through two partitions
+            may bring the root first. 0 judges it at once.
         max_traces: traces held at once; past it the oldest is handled as incomplete.
         max_spans_per_trace: spans kept per trace; a trace with more is a dead letter.
     """
@@ -197,6 +200,7 @@ class SpanMapping(BaseModel):
     dialect: str | None = None
     incomplete: Literal["judge", "dead_letter"] = "judge"
     idle_timeout_s: float = Field(30.0, gt=0)
+    settle_s: float = Field(1.0, ge=0)
     max_traces: int = Field(10_000, ge=1)
     max_spans_per_trace: int = Field(2_000, ge=1)
 

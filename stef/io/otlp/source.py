@@ -62,6 +62,7 @@ class OtlpSource:
             mapping.max_traces,
             mapping.max_spans_per_trace,
             close_on_root=decoder is None,
+            settle_s=mapping.settle_s,
         )
         self._ready: deque[Envelope] = deque()
         # message -> traces of it not yet done; guarded: workers finish records concurrently.
