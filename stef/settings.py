@@ -119,7 +119,8 @@ class Settings(BaseModel):
     """Everything ``stef run`` needs, validated at start.
 
     Attributes:
-        source: ``kafka://HOST:PORT/TOPIC?group=G``, ``file:PATH`` or ``-`` (stdin).
+        source: ``kafka://HOST:PORT/TOPIC?group=G``, ``file:PATH``, ``-`` (stdin), or
+            ``otlp+kafka://HOST:PORT/TOPIC?group=G&encoding=otlp_proto|otlp_json`` (traces).
         follow: keep reading a ``file:`` source as it grows (survives rotation).
         file_checkpoint: where a followed ``file:`` source keeps its read position (the byte
             offset past the last acknowledged line and the file's identity), so a restart
@@ -129,8 +130,11 @@ class Settings(BaseModel):
             source log instead (the log's volume is the one that outlives a container restart
             in a sidecar pod). ``off``: no checkpoint (every start reads the file from its
             beginning). Unused without ``follow``.
-        results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH`` or ``-`` (stdout).
-        dead_letters: where invalid and poison records go (same forms as ``results``).
+        results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH``, ``-`` (stdout),
+            or as OpenTelemetry evaluation log records: ``otlp+http://HOST:PORT`` or
+            ``otlp+kafka://HOST:PORT/TOPIC``.
+        dead_letters: where invalid and poison records go (``results``' forms but the
+            OpenTelemetry ones).
             Default: ``dead_letters.jsonl`` in the state directory (:func:`state_dir`),
             created once the source is open.
         rules: rules file or directory; None: the built-in defaults.
