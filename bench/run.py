@@ -253,6 +253,7 @@ def _register_optional_sections() -> None:
         ("memory", "bench.kafka", "run_memory"),
         ("memory_inflight", "bench.kafka", "run_memory_inflight"),
         ("scaleout", "bench.scaleout", "run"),
+        ("otlp", "bench.otlp", "run"),
     ):
         try:
             mod = __import__(module, fromlist=[function])

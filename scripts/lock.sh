@@ -17,5 +17,5 @@ compile() {
 }
 compile requirements/build.in -o requirements/build.txt
 compile pyproject.toml -o requirements/run.txt
-compile pyproject.toml --extra test --extra fast --extra duckdb -o requirements/test.txt
+compile pyproject.toml --extra test --extra fast --extra duckdb --extra otel -o requirements/test.txt
 echo "lock: requirements/build.txt run.txt test.txt written; commit them" >&2

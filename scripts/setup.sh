@@ -22,7 +22,7 @@ case "$what" in
     ;;
   latest)
     "${pip[@]}" --upgrade pip setuptools
-    "${pip[@]}" --upgrade -e ".[test,fast,duckdb]"
+    "${pip[@]}" --upgrade -e ".[test,fast,duckdb,otel]"
     ;;
   *)
     echo "setup: third argument is run, test or latest, not $what" >&2

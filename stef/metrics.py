@@ -56,6 +56,8 @@ DEAD_LETTER_REASONS = (
     "limits_exceeded",
     "unknown_dialect",
     "unreadable",
+    "not_otlp",
+    "trace_incomplete",
     "internal_error",
     "sink_rejected",
 )

@@ -207,6 +207,7 @@ class Pipeline:
         key: bytes | None = None,
         *,
         oversized: Oversized | None = None,
+        invalid: tuple[str, str] | None = None,
     ) -> Processed:
         """One raw record -> its result or its dead letter. Never raises (but for interrupts).
 
@@ -217,9 +218,15 @@ class Pipeline:
             key: the source's message key, kept on a dead letter.
             oversized: the source kept only ``payload``, a prefix of this longer record: it is
                 dead-lettered as ``too_large`` with the whole record's length and sha256.
+            invalid: the source found the record unjudgeable (``(reason, error)``): it is
+                dead-lettered as such (OTLP messages that do not decode, traces without SQL).
         """
         if oversized is not None:
             return self._too_large(payload, position, key, oversized)
+        if invalid is not None:
+            if self.metrics is not None:
+                self.metrics.observe_invalid(None, invalid[0])
+            return self._dead(invalid[0], invalid[1], position, payload, key)
         try:
             try:
                 record = validate(payload, self.mapping, self.limits)

@@ -42,6 +42,7 @@ from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stef.errors import ConfigError, RulesError
+from stef.io.otlp.mapping import SpanMapping
 from stef.io.urls import Endpoint, parse_endpoint
 from stef.judges.llm.config import (
     PROCESS_LLM_VARIABLES,
@@ -118,7 +119,8 @@ class Settings(BaseModel):
     """Everything ``stef run`` needs, validated at start.
 
     Attributes:
-        source: ``kafka://HOST:PORT/TOPIC?group=G``, ``file:PATH`` or ``-`` (stdin).
+        source: ``kafka://HOST:PORT/TOPIC?group=G``, ``file:PATH``, ``-`` (stdin), or
+            ``otlp+kafka://HOST:PORT/TOPIC?group=G&encoding=otlp_proto|otlp_json`` (traces).
         follow: keep reading a ``file:`` source as it grows (survives rotation).
         file_checkpoint: where a followed ``file:`` source keeps its read position (the byte
             offset past the last acknowledged line and the file's identity), so a restart
@@ -128,8 +130,11 @@ class Settings(BaseModel):
             source log instead (the log's volume is the one that outlives a container restart
             in a sidecar pod). ``off``: no checkpoint (every start reads the file from its
             beginning). Unused without ``follow``.
-        results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH`` or ``-`` (stdout).
-        dead_letters: where invalid and poison records go (same forms as ``results``).
+        results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH``, ``-`` (stdout),
+            or as OpenTelemetry evaluation log records: ``otlp+http://HOST:PORT`` or
+            ``otlp+kafka://HOST:PORT/TOPIC``.
+        dead_letters: where invalid and poison records go (``results``' forms but the
+            OpenTelemetry ones).
             Default: ``dead_letters.jsonl`` in the state directory (:func:`state_dir`),
             created once the source is open.
         rules: rules file or directory; None: the built-in defaults.
@@ -166,6 +171,9 @@ class Settings(BaseModel):
             ``gzip``, ``snappy`` or ``none``. A ``compression_type`` in ``kafka_producer``
             takes precedence. Consuming handles all four whatever this says.
         field_mapping: STEF field -> path in the agent's log record (dotted for nesting).
+        span_mapping: OpenTelemetry traces -> records (an ``otlp+kafka://`` source, OTLP and
+            trace-export files): presets, span selectors, the trace assembly bounds
+            (:class:`stef.io.otlp.mapping.SpanMapping`, docs/opentelemetry.md).
         limits: record size limits beyond which a record is invalid input.
         dead_letter_max_bytes: the largest dead letter written; a longer payload is cut to a
             prefix (its length and sha256 kept). Keep it below the Kafka producer's
@@ -237,6 +245,7 @@ class Settings(BaseModel):
     start_from: datetime | None = None
     kafka_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
     field_mapping: dict[str, str] = Field(default_factory=dict)
+    span_mapping: SpanMapping = Field(default_factory=lambda: SpanMapping())
     limits: Limits = Field(default_factory=Limits)
     dead_letter_max_bytes: int = Field(512 * 1024, ge=1024)
     known_agents: list[str] | None = None
@@ -285,6 +294,16 @@ class Settings(BaseModel):
     @classmethod
     def _sink_url(cls, value: str) -> str:
         parse_endpoint(value, what="sink")
+        return value
+
+    @field_validator("dead_letters")
+    @classmethod
+    def _dead_letters_not_otlp(cls, value: str) -> str:
+        if parse_endpoint(value, what="sink").kind.startswith("otlp+"):
+            raise ValueError(
+                "dead letters are not evaluations: write them to kafka://, file: or -, "
+                "not an OpenTelemetry sink"
+            )
         return value
 
     @field_validator("kafka_consumer")
@@ -438,6 +457,7 @@ _ENV_KEYS = (
     "start_from",
     "kafka_compression",
     "field_mapping",
+    "span_mapping",
     "limits",
     "known_agents",
     "max_agents",
@@ -462,6 +482,7 @@ _STRUCTURED = (
     "kafka_consumer",
     "kafka_producer",
     "field_mapping",
+    "span_mapping",
     "limits",
     "known_agents",
     "heuristic",

@@ -15,13 +15,14 @@ from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.progress import Progress
 from stef.errors import ConfigError, StefError
 from stef.exits import Exit
+from stef.io import Source
 from stef.io.kafka_range import KafkaRangeSource
 from stef.logs import configure_logging
 from stef.metrics import BackfillMetrics
 from stef.models import Backfill
 from stef.service.health import HealthServer
 from stef.service.loop import Service
-from stef.service.wiring import open_sink, refuse_feedback
+from stef.service.wiring import open_sink, otlp_records, refuse_feedback
 from stef.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -40,7 +41,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the range's end (a signal, the broker lost: it prints the --resume that finishes it), "
         "2 invalid settings, 3 the LLM endpoint failed its check before any record was read.",
     )
-    p.add_argument("--source", required=True, help="kafka://HOST:PORT/TOPIC")
+    p.add_argument(
+        "--source",
+        required=True,
+        help="kafka://HOST:PORT/TOPIC, or otlp+kafka://HOST:PORT/TOPIC?encoding=... (traces)",
+    )
     p.add_argument(
         "--from", dest="start", required=True, help="start, with timezone (2026-11-01T00:00Z)"
     )
@@ -100,8 +105,8 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | 
         raise ConfigError("--to must be after --from")
     settings = settings_of(args, overrides)
     endpoint = settings.source_endpoint
-    if endpoint.kind != "kafka" or not endpoint.topic:
-        raise ConfigError("--source must be kafka://HOST:PORT/TOPIC")
+    if not endpoint.is_kafka or not endpoint.topic:
+        raise ConfigError("--source must be kafka://HOST:PORT/TOPIC or otlp+kafka://...")
     refuse_feedback(settings)
     return settings, start, end
 
@@ -109,14 +114,19 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, datetime, datetime | 
 def _service(
     settings: Settings, source: KafkaRangeSource, mark: Backfill, progress: Progress
 ) -> Service:
-    """The service on the range, with its results marked, serving only the backfill's metrics."""
+    """The service on the range, with its results marked, serving only the backfill's metrics;
+    an ``otlp+kafka://`` range's messages are read as traces (``span_mapping``)."""
+    endpoint = settings.source_endpoint
+    records: Source = source
+    if endpoint.kind == "otlp+kafka":
+        records = otlp_records(source, endpoint, settings)
     # Kafka consumers of the results tell a backfill from the live stream by this header too.
     header = [("stef-backfill", f"{mark.from_}/{mark.to or ''}".encode())]
     results = open_sink(settings.results_endpoint, settings, headers=header)
     dead = open_sink(settings.dead_letters_endpoint, settings, headers=header)
     service = Service(
         settings.model_copy(update={"metrics_port": None}),  # the live families stay unserved
-        source=source,
+        source=records,
         results=results,
         dead_letters=dead,
         observer=lambda envelope, processed: progress.step(),

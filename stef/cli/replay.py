@@ -23,9 +23,11 @@ from stef.errors import StefError
 from stef.exits import Exit
 from stef.io import Envelope, Sink
 from stef.io.discard import DiscardSink
-from stef.io.jsonl import FileSource, JsonlSink, check_source_file
+from stef.io.jsonl import JsonlSink, check_source_file
+from stef.io.otlp.exports import FORMATS
 from stef.pipeline import Processed
 from stef.service.loop import Service
+from stef.service.wiring import open_file_source
 from stef.summary import Summary
 
 # What --fail-on can name: result outcomes, dead letters, and the poor tier.
@@ -42,7 +44,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "record is a judge error (or more than --max-judge-error-rate of them), "
         "4 an outcome named by --fail-on occurred.",
     )
-    r.add_argument("file", help="JSONL file, or - for stdin")
+    r.add_argument(
+        "file",
+        help="JSONL file, or - for stdin; also OTLP JSON lines (the Collector's file exporter) "
+        "and Langfuse / LangSmith trace exports (JSON lines or .parquet), read through "
+        "span_mapping (docs/opentelemetry.md)",
+    )
+    r.add_argument(
+        "--input-format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="what the file holds (default: told by the file: a .parquet export's columns, "
+        "else its first line)",
+    )
     r.add_argument("--output", "-o", help="write results as JSONL here (replaced)")
     r.add_argument("--dead-letters", help="write invalid lines as dead letters (JSONL) here")
     r.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
@@ -140,12 +154,16 @@ def run(args: argparse.Namespace) -> int:
         dead = _sink(args.dead_letters)
     except (StefError, OSError) as exc:
         return report_error("stef replay", exc)
-    total = _count_lines(args.file) if _show_progress(args) else None
+    # A trace file's lines or rows are not its records: no total for the progress bar then.
+    flat = args.input_format == "records" or (
+        args.input_format == "auto" and not args.file.endswith(".parquet")
+    )
+    total = _count_lines(args.file) if _show_progress(args) and flat else None
     tally = _Tally(args.file, Progress(total, _show_progress(args)), gates)
     try:
         service = Service(
             settings,
-            source=FileSource(args.file, max_line_bytes=settings.limits.max_record_bytes),
+            source=open_file_source(args.file, settings, args.input_format),
             results=results,
             dead_letters=dead,
             observer=tally,

@@ -33,7 +33,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "LLM endpoint: STEF_LLM_* (none configured: the heuristic judge).",
     )
     p.add_argument(
-        "--source", help="kafka://HOST:PORT/TOPIC?group=GROUP, file:PATH or - (stdin; the default)"
+        "--source",
+        help="kafka://HOST:PORT/TOPIC?group=GROUP, file:PATH, - (stdin; the default), or "
+        "otlp+kafka://HOST:PORT/TOPIC?group=GROUP&encoding=otlp_proto|otlp_json (traces: "
+        "docs/opentelemetry.md)",
     )
     p.add_argument(
         "--follow",
@@ -41,7 +44,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         help="keep reading a file: source as it grows; survives rotation",
     )
-    p.add_argument("--results", help="kafka://HOST:PORT/TOPIC, file:PATH or - (stdout; default)")
+    p.add_argument(
+        "--results",
+        help="kafka://HOST:PORT/TOPIC, file:PATH or - (stdout; default); otlp+http://HOST:PORT "
+        "or otlp+kafka://HOST:PORT/TOPIC: gen_ai.evaluation.result log records",
+    )
     p.add_argument(
         "--dead-letters",
         help="same forms as --results (default: dead_letters.jsonl in $STEF_STATE_DIR, "
@@ -143,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     except StefError as exc:  # the source could not be reached at start
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.USAGE
-    finite = settings.source_endpoint.kind != "kafka" and not settings.follow
+    finite = not settings.source_endpoint.is_kafka and not settings.follow
     dead, judged = service.counts["dead_letters"], service.counts["results"]
     if status == Exit.OK and finite and dead and not judged:
         # A log read to its end without one result: the field names, most likely.

@@ -44,6 +44,9 @@ class Envelope:
             never committed) and its next owner reads it again.
         oversized: set when the source did not hold the whole record (a line longer than
             the record size limit): ``payload`` is its prefix; it is dead-lettered as too large.
+        invalid: set when the source already knows the record cannot be judged (an OTLP
+            message that does not decode, a trace without SQL): ``(reason, error)`` of its
+            dead letter.
     """
 
     payload: bytes
@@ -52,6 +55,7 @@ class Envelope:
     on_done: Callable[[], None] = field(default=lambda: None, repr=False)
     claim: Callable[[], bool] = field(default=lambda: True, repr=False)
     oversized: Oversized | None = None
+    invalid: tuple[str, str] | None = None
 
 
 class Source(Protocol):

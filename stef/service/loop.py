@@ -419,7 +419,11 @@ class Service:
             return
         started = time.perf_counter()
         processed = self.pipeline.process(
-            envelope.payload, envelope.position, envelope.key, oversized=envelope.oversized
+            envelope.payload,
+            envelope.position,
+            envelope.key,
+            oversized=envelope.oversized,
+            invalid=envelope.invalid,
         )
         if processed.result is not None:
             result = processed.result

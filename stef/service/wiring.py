@@ -14,6 +14,11 @@ from stef.io.database import Database, open_database
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
+from stef.io.otlp.decode import require_otlp
+from stef.io.otlp.exports import ParquetRows, detect_format, row_spans
+from stef.io.otlp.record import check_field_mapping
+from stef.io.otlp.sinks import OtlpHttpSink, OtlpKafkaSink
+from stef.io.otlp.source import OtlpSource
 from stef.io.references import load_references
 from stef.io.urls import Endpoint, same_place
 from stef.judges.base import Judge
@@ -130,18 +135,16 @@ def _cascade_mode(settings: Settings) -> bool:
 
 
 def open_source(endpoint: Endpoint, settings: Settings) -> Source:
-    """The source of a parsed ``--source`` URL."""
+    """The source of a parsed ``--source`` URL.
+
+    Raises:
+        ConfigError: an ``otlp+kafka://`` source without the ``otel`` extra, or with a
+            ``field_mapping`` it cannot lay records out for.
+    """
+    if endpoint.kind == "otlp+kafka":
+        return otlp_records(_kafka_source(endpoint, settings), endpoint, settings)
     if endpoint.kind == "kafka":
-        return KafkaSource(
-            list(endpoint.bootstrap),
-            endpoint.topic or "",
-            endpoint.group or settings.group,
-            revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
-            consumer_options=settings.kafka_consumer,
-            auto_offset_reset=settings.auto_offset_reset,
-            start_from=settings.start_from,
-            unreachable_timeout_s=settings.source_unreachable_timeout_s,
-        )
+        return _kafka_source(endpoint, settings)
     path = endpoint.path if endpoint.kind == "file" else "-"
     # The checkpoint belongs to the configured source, not to another file opened here.
     where = settings.checkpoint_path if endpoint == settings.source_endpoint else None
@@ -150,6 +153,77 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
         follow=settings.follow,
         checkpoint=Checkpoint(where) if where is not None else None,
         max_line_bytes=settings.limits.max_record_bytes,
+    )
+
+
+def otlp_records(messages: Source, endpoint: Endpoint, settings: Settings) -> OtlpSource:
+    """The records of the OTLP messages ``messages`` reads from an ``otlp+kafka://`` endpoint
+    (``encoding``, ``signal``: ``logs`` by default on a topic whose name says logs).
+
+    Raises:
+        ConfigError: the ``otel`` extra is missing, or a ``field_mapping`` records from traces
+            cannot be laid out for.
+    """
+    require_otlp(f"source {endpoint}")
+    check_field_mapping(settings.mapping)
+    default_signal = "logs" if "log" in (endpoint.topic or "").lower() else "traces"
+    json_encoded = endpoint.option("encoding", "otlp_proto") == "otlp_json"
+    return OtlpSource(
+        messages,
+        encoding="otlp_json" if json_encoded else "otlp_proto",
+        signal="logs" if endpoint.option("signal", default_signal) == "logs" else "traces",
+        mapping=settings.span_mapping,
+        fields=settings.mapping,
+    )
+
+
+# A line of the Collector's file exporter is a whole batch of spans: far longer than a record.
+MAX_TRACE_LINE_BYTES = 16 * 1024 * 1024
+
+
+def open_file_source(path: str, settings: Settings, input_format: str = "auto") -> Source:
+    """The source of a file ``stef replay`` reads: STEF's flat records (JSONL), the Collector's
+    OTLP JSON lines, or a Langfuse / LangSmith trace export (JSON lines or Parquet), the
+    format told by the file (``auto``) or named. Trace files go through ``span_mapping``.
+
+    Raises:
+        ConfigError: a Parquet file of no known export, duckdb or opentelemetry-proto missing,
+            a ``field_mapping`` records from traces cannot be laid out for.
+    """
+    fmt = detect_format(path) if input_format == "auto" and path != "-" else input_format
+    if fmt in ("auto", "records"):
+        return FileSource(path, max_line_bytes=settings.limits.max_record_bytes)
+    check_field_mapping(settings.mapping)
+    mapping, fields = settings.span_mapping, settings.mapping
+    if fmt in ("otlp", "otlp_logs"):
+        require_otlp(f"{path} (OTLP JSON lines)")
+        return OtlpSource(
+            FileSource(path, max_line_bytes=MAX_TRACE_LINE_BYTES),
+            encoding="otlp_json",
+            signal="logs" if fmt == "otlp_logs" else "traces",
+            mapping=mapping,
+            fields=fields,
+        )
+    inner: Source = (
+        ParquetRows(path)
+        if path.endswith(".parquet")
+        else FileSource(path, max_line_bytes=MAX_TRACE_LINE_BYTES)
+    )
+    return OtlpSource(
+        inner, mapping=mapping, fields=fields, decoder=lambda payload: row_spans(payload, fmt)
+    )
+
+
+def _kafka_source(endpoint: Endpoint, settings: Settings) -> KafkaSource:
+    return KafkaSource(
+        list(endpoint.bootstrap),
+        endpoint.topic or "",
+        endpoint.group or settings.group,
+        revoke_timeout_s=min(settings.drain_timeout_s, 10.0),
+        consumer_options=settings.kafka_consumer,
+        auto_offset_reset=settings.auto_offset_reset,
+        start_from=settings.start_from,
+        unreachable_timeout_s=settings.source_unreachable_timeout_s,
     )
 
 
@@ -163,15 +237,25 @@ def open_sink(
     ``headers`` go on every message of a Kafka sink (files have no place for them)."""
     if endpoint is None:
         return DiscardSink()
+    if endpoint.kind == "otlp+http":
+        return OtlpHttpSink(endpoint.path or "")
+    if endpoint.kind == "otlp+kafka":
+        return OtlpKafkaSink(_kafka_sink(endpoint, settings, headers))
     if endpoint.kind == "kafka":
-        return KafkaSink(
-            list(endpoint.bootstrap),
-            endpoint.topic or "",
-            settings.kafka_producer,
-            compression=settings.kafka_compression,
-            headers=headers,
-        )
+        return _kafka_sink(endpoint, settings, headers)
     return JsonlSink(endpoint.path if endpoint.kind == "file" and endpoint.path else "-")
+
+
+def _kafka_sink(
+    endpoint: Endpoint, settings: Settings, headers: list[tuple[str, bytes]] | None
+) -> KafkaSink:
+    return KafkaSink(
+        list(endpoint.bootstrap),
+        endpoint.topic or "",
+        settings.kafka_producer,
+        compression=settings.kafka_compression,
+        headers=headers,
+    )
 
 
 def refuse_feedback(settings: Settings) -> None:

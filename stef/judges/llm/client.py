@@ -31,7 +31,7 @@ import structlog
 try:  # the transport under openai >= 3
     from httpx2 import Response as _HttpResponse
 except ImportError:  # pragma: no cover - earlier openai releases run on httpx
-    from httpx import Response as _HttpResponse  # type: ignore[no-redef,import-not-found,unused-ignore]
+    from httpx import Response as _HttpResponse  # type: ignore[no-redef,import-not-found,assignment,unused-ignore]
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stef.errors import ConfigError, LlmTransportError, StefError

@@ -19,7 +19,7 @@ import openai
 try:  # the transport under openai >= 3
     from httpx2 import Response as _HttpResponse
 except ImportError:  # pragma: no cover - earlier openai releases run on httpx
-    from httpx import Response as _HttpResponse  # type: ignore[no-redef,import-not-found,unused-ignore]
+    from httpx import Response as _HttpResponse  # type: ignore[no-redef,import-not-found,assignment,unused-ignore]
 
 from stef.errors import EndpointError
 from stef.judges.llm.client import _message, redact

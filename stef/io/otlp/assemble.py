@@ -1,0 +1,163 @@
+"""Spans -> whole traces: spans grouped by trace id across messages, a trace closed when its root
+span and every parent it names have arrived, or when no span came for ``idle_timeout_s`` (then
+incomplete, unless it holds only log records, which have no root). Memory is bounded: at most
+``max_traces`` open traces (past it the one idle longest is closed as incomplete) and
+``max_spans_per_trace`` spans each (past it the trace is closed as too large)."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+
+from stef.io.otlp.spans import Span
+
+
+@dataclass
+class Trace:
+    """One trace being assembled, or closed.
+
+    Attributes:
+        trace_id: 32 hex digits.
+        spans: the spans (and log records) that arrived, one per span id.
+        sources: handles of the messages its spans came from, in arrival order.
+        state: ``open``, ``complete``, ``incomplete`` or ``too_large``.
+    """
+
+    trace_id: str
+    spans: list[Span] = field(default_factory=list)
+    sources: list[Hashable] = field(default_factory=list)
+    state: str = "open"
+    last_seen: float = 0.0
+    _ids: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def add(self, span: Span, limit: int) -> None:
+        ident = (span.span_id, "", "")
+        if span.kind == "LOG":
+            ident = (span.span_id, span.name, str(span.start_ns))
+        if ident in self._ids:  # a message read again (a rebalance, a retry upstream)
+            return
+        if len(self.spans) >= limit:
+            self.state = "too_large"
+            return
+        self._ids.add(ident)
+        self.spans.append(span)
+
+    def whole(self) -> bool:
+        """The root span arrived and every parent a span names is here."""
+        spans = [s for s in self.spans if s.kind != "LOG"]
+        ids = {s.span_id for s in spans}
+        return any(s.is_root for s in spans) and all(
+            s.is_root or s.parent_span_id in ids for s in spans
+        )
+
+
+class Assembler:
+    """Open traces by id. Not thread-safe: the source's poll (the main thread) drives it.
+
+    Args:
+        idle_timeout_s: how long a trace waits for more spans after its last one.
+        max_traces: open traces held at once.
+        max_spans_per_trace: spans kept per trace.
+        clock: monotonic seconds (tests pass their own).
+        close_on_root: close a trace once it is whole (OTLP: a span is exported when it
+            ends, so the root comes last); False waits for the idle timeout or the end of the
+            input (trace exports list parents first).
+        settle_s: how long a whole trace waits for more spans before it closes (a trace
+            whose spans came through two partitions may bring its root before its children).
+    """
+
+    def __init__(
+        self,
+        idle_timeout_s: float,
+        max_traces: int,
+        max_spans_per_trace: int,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        close_on_root: bool = True,
+        settle_s: float = 0.0,
+    ) -> None:
+        self.close_on_root = close_on_root
+        self.settle_s = settle_s
+        # Traces found whole, waiting out settle_s (an ordered set).
+        self._whole: OrderedDict[str, None] = OrderedDict()
+        self.idle_timeout_s = idle_timeout_s
+        self.max_traces = max_traces
+        self.max_spans_per_trace = max_spans_per_trace
+        self.clock = clock
+        self._open: OrderedDict[str, Trace] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def add(self, spans: Iterable[Span], source: Hashable) -> tuple[list[str], list[Trace]]:
+        """Take the spans of one message: the trace ids they belong to, and the traces this
+        closed (whole, too large, or evicted to stay within ``max_traces``)."""
+        now = self.clock()
+        ids: list[str] = []
+        closed: list[Trace] = []
+        for span in spans:
+            trace = self._open.get(span.trace_id)
+            if trace is None:
+                trace = self._open[span.trace_id] = Trace(span.trace_id)
+                closed.extend(self._evict())
+            if span.trace_id not in ids:
+                ids.append(span.trace_id)
+                trace.sources.append(source)
+            trace.add(span, self.max_spans_per_trace)
+            trace.last_seen = now
+            self._open.move_to_end(span.trace_id)
+        for trace_id in ids:
+            trace = self._open.get(trace_id)  # None: evicted by a later trace of this message
+            if trace is None:
+                continue
+            if trace.state == "too_large" or (
+                self.close_on_root and self.settle_s <= 0 and trace.whole()
+            ):
+                trace.state = "complete" if trace.state == "open" else trace.state
+                closed.append(self._open.pop(trace_id))
+            elif self.close_on_root and trace.whole():
+                self._whole[trace_id] = None
+                self._whole.move_to_end(trace_id)
+        return ids, closed
+
+    def expired(self, *, everything: bool = False) -> list[Trace]:
+        """Traces idle past the timeout (every open trace with ``everything``: the input ended)."""
+        now = self.clock()
+        out = self._settled(now)
+        while self._open:
+            trace = next(iter(self._open.values()))
+            if not everything and now - trace.last_seen < self.idle_timeout_s:
+                break
+            out.append(self._close_idle(trace))
+        return out
+
+    def _settled(self, now: float) -> list[Trace]:
+        """Whole traces that got no span for ``settle_s``, and are still whole."""
+        out = []
+        for trace_id in list(self._whole):
+            trace = self._open.get(trace_id)
+            if trace is None:  # closed meanwhile (evicted, idle)
+                del self._whole[trace_id]
+                continue
+            if now - trace.last_seen < self.settle_s:
+                continue
+            del self._whole[trace_id]
+            if trace.whole():  # a later span may name a parent not here yet
+                del self._open[trace_id]
+                trace.state = "complete"
+                out.append(trace)
+        return out
+
+    def _evict(self) -> list[Trace]:
+        out = []
+        while len(self._open) > self.max_traces:
+            out.append(self._close_idle(next(iter(self._open.values()))))
+        return out
+
+    def _close_idle(self, trace: Trace) -> Trace:
+        del self._open[trace.trace_id]
+        only_logs = all(s.kind == "LOG" for s in trace.spans)
+        trace.state = "complete" if only_logs or trace.whole() else "incomplete"
+        return trace

@@ -1,0 +1,153 @@
+"""OTLP bytes -> spans: ``TracesData`` / ``LogsData`` as protobuf (``otlp_proto``) or as OTLP
+JSON (``otlp_json``: ids in hex, not base64), through the official ``opentelemetry-proto``
+classes. Anything they cannot read is :class:`~stef.errors.InvalidInput` ``not_otlp``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Literal
+
+from stef.errors import ConfigError, InvalidInput
+from stef.io.otlp.spans import Span
+
+try:
+    from google.protobuf import json_format
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+    MISSING: str | None = None
+except ImportError as exc:  # the otel extra is not installed: say so when OTLP is asked for
+    MISSING = str(exc)
+
+
+def require_otlp(what: str) -> None:
+    """Raises:
+    ConfigError: ``opentelemetry-proto`` (the ``otel`` extra) is not installed."""
+    if MISSING is not None:
+        raise ConfigError(
+            f"{what} needs the OpenTelemetry protobuf package: pip install 'stef[otel]' ({MISSING})"
+        )
+
+
+Encoding = Literal["otlp_proto", "otlp_json"]
+Signal = Literal["traces", "logs"]
+ENCODINGS: tuple[Encoding, ...] = ("otlp_proto", "otlp_json")
+
+# SpanKind numbers of the OTLP protocol (trace.proto), stable by its compatibility rules.
+_KINDS = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+# OTLP JSON fields that hold ids in hex (protobuf's JSON mapping would read them as base64).
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+def decode(payload: bytes, encoding: Encoding, signal: Signal) -> list[Span]:
+    """The spans (or log records) of one message.
+
+    Raises:
+        InvalidInput: ``not_otlp``: the bytes are not a ``TracesData`` / ``LogsData`` message in
+            ``encoding``.
+    """
+    message: TracesData | LogsData = TracesData() if signal == "traces" else LogsData()
+    try:
+        if encoding == "otlp_proto":
+            message.ParseFromString(payload)
+        else:
+            tree = json.loads(payload)
+            _hex_ids_to_base64(tree)
+            json_format.ParseDict(tree, message, ignore_unknown_fields=True)
+    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        kind = "TracesData" if signal == "traces" else "LogsData"
+        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise InvalidInput(
+            "not_otlp", f"not an OTLP {kind} message ({encoding}): {detail}"
+        ) from exc
+    if isinstance(message, TracesData):
+        return _spans(message)
+    return _logs(message)
+
+
+def _spans(data: TracesData) -> list[Span]:
+    out = []
+    for rs in data.resource_spans:
+        resource = attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                out.append(
+                    Span(
+                        trace_id=s.trace_id.hex(),
+                        span_id=s.span_id.hex(),
+                        parent_span_id=s.parent_span_id.hex(),
+                        name=s.name,
+                        kind=_KINDS.get(s.kind, "INTERNAL"),
+                        attributes=attributes(s.attributes),
+                        resource=resource,
+                        start_ns=s.start_time_unix_nano,
+                        end_ns=s.end_time_unix_nano,
+                    )
+                )
+    return out
+
+
+def _logs(data: LogsData) -> list[Span]:
+    out = []
+    for rl in data.resource_logs:
+        resource = attributes(rl.resource.attributes)
+        for sl in rl.scope_logs:
+            for r in sl.log_records:
+                attrs = attributes(r.attributes)
+                if r.HasField("body"):
+                    attrs["body"] = any_value(r.body)
+                when = r.time_unix_nano or r.observed_time_unix_nano
+                out.append(
+                    Span(
+                        trace_id=r.trace_id.hex(),
+                        span_id=r.span_id.hex(),
+                        parent_span_id=r.span_id.hex(),
+                        name=r.event_name or str(attrs.get("event.name", "")),
+                        kind="LOG",
+                        attributes=attrs,
+                        resource=resource,
+                        start_ns=when,
+                        end_ns=when,
+                    )
+                )
+    return out
+
+
+def attributes(kvs: Any) -> dict[str, Any]:
+    """OTLP key-values as a dict of plain values (a repeated key keeps its last value)."""
+    return {kv.key: any_value(kv.value) for kv in kvs if isinstance(kv, KeyValue)}
+
+
+def any_value(value: AnyValue) -> Any:
+    """An OTLP ``AnyValue`` as a plain value: lists, dicts, text (bytes in base64), numbers."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    if which == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    return getattr(value, which)
+
+
+def _hex_ids_to_base64(node: Any) -> None:
+    """OTLP JSON writes trace and span ids in hex; protobuf's JSON mapping reads bytes as base64."""
+    if isinstance(node, list):
+        for item in node:
+            _hex_ids_to_base64(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in _ID_FIELDS and isinstance(value, str):
+            try:
+                node[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+            except ValueError as exc:
+                raise ValueError(f"{key} {value[:40]!r} is not hex") from exc
+        elif isinstance(value, dict | list):
+            _hex_ids_to_base64(value)

@@ -1,0 +1,220 @@
+"""Trace files -> sources of records, through the same span mappings as the Kafka source: the
+Collector's file exporter (OTLP JSON, one ``TracesData`` / ``LogsData`` per line) and trace
+exports of Langfuse (observations) and LangSmith (runs), as JSON lines or Parquet (read with
+DuckDB, the ``duckdb`` extra). Each row of an export is a span; a file's traces close at its end."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from stef.errors import ConfigError, InvalidInput
+from stef.io import Envelope
+from stef.io.otlp.spans import Span
+
+TraceFormat = Literal["otlp", "otlp_logs", "langfuse", "langsmith"]
+FORMATS: tuple[str, ...] = ("records", "otlp", "otlp_logs", "langfuse", "langsmith")
+# Attribute every span read from an export carries: the presets select by it.
+EXPORT_ATTRIBUTE = "stef.export"
+
+
+def detect_format(path: str) -> str:
+    """``records`` (STEF's flat JSONL), ``otlp``, ``otlp_logs``, ``langfuse`` or ``langsmith``,
+    from a Parquet file's columns or the first line of a JSON lines file.
+
+    Raises:
+        ConfigError: a Parquet file of neither export, or duckdb missing.
+    """
+    if path.endswith(".parquet"):
+        columns = set(_parquet_columns(path))
+        found = _export_of(columns)
+        if found is None:
+            raise ConfigError(
+                f"{path}: a Parquet file that is neither a Langfuse observations export "
+                "(parent_observation_id) nor a LangSmith runs export (run_type)"
+            )
+        return found
+    try:
+        with open(path, "rb") as handle:
+            first = next((line for line in handle if line.strip()), b"")
+            row = json.loads(first) if first else None
+    except (OSError, ValueError):
+        return "records"  # the record path reports what is wrong with it, line by line
+    if not isinstance(row, dict):
+        return "records"
+    if "resourceSpans" in row:
+        return "otlp"
+    if "resourceLogs" in row:
+        return "otlp_logs"
+    return _export_of(set(row)) or "records"
+
+
+def _export_of(columns: set[str]) -> str | None:
+    if "parent_observation_id" in columns and "trace_id" in columns:
+        return "langfuse"
+    if "run_type" in columns and "trace_id" in columns:
+        return "langsmith"
+    return None
+
+
+def row_spans(payload: bytes, fmt: str) -> list[Span]:
+    """The span of one export row (a JSON object).
+
+    Raises:
+        InvalidInput: ``not_json`` / ``not_object``, or ``missing_field`` without ids.
+    """
+    try:
+        row = json.loads(payload)
+    except ValueError as exc:
+        raise InvalidInput("not_json", f"export row is not JSON: {exc}") from exc
+    if not isinstance(row, dict):
+        raise InvalidInput("not_object", f"export row is a JSON {type(row).__name__}")
+    if fmt == "langfuse":
+        parent, kind_key, kind = (
+            row.get("parent_observation_id"),
+            "langfuse.observation.type",
+            "type",
+        )
+        attrs = {
+            "input": row.get("input"),
+            "output": row.get("output"),
+            "metadata": row.get("metadata"),
+        }
+        resource = {"service.name": row.get("trace_name"), "service.version": row.get("version")}
+    else:
+        parent, kind_key, kind = row.get("parent_run_id"), "langsmith.run_type", "run_type"
+        attrs = {"inputs": row.get("inputs"), "outputs": row.get("outputs")}
+        resource = {"service.name": row.get("session_name"), "service.version": None}
+    trace, span = _id(row.get("trace_id")), _id(row.get("id"))
+    if not trace or not span:
+        raise InvalidInput("missing_field", f"{fmt} export row without trace_id and id")
+    attrs[kind_key] = str(row.get(kind) or "").upper()
+    attrs[EXPORT_ATTRIBUTE] = fmt
+    return [
+        Span(
+            trace_id=trace,
+            span_id=span,
+            parent_span_id=_id(parent),
+            name=str(row.get("name") or ""),
+            kind="INTERNAL",
+            attributes={k: v for k, v in attrs.items() if v is not None},
+            resource={k: v for k, v in resource.items() if v is not None},
+            start_ns=_ns(row.get("start_time")),
+            end_ns=_ns(row.get("end_time")),
+        )
+    ]
+
+
+def _id(value: Any) -> str:
+    """An id as text; a UUID without its dashes (32 hex digits, the width of a trace id)."""
+    if value is None:
+        return ""
+    text = str(value).strip()
+    bare = text.replace("-", "")
+    try:
+        bytes.fromhex(bare)
+    except ValueError:
+        return text
+    return bare.lower()
+
+
+def _ns(value: Any) -> int:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1e9)
+    if isinstance(value, str) and value:
+        try:
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1e9)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _duckdb() -> Any:
+    try:
+        import duckdb  # noqa: PLC0415 -- an optional extra, imported only for a Parquet file
+    except ImportError as exc:
+        raise ConfigError(
+            "reading Parquet needs the duckdb package: pip install 'stef[duckdb]'"
+        ) from exc
+    return duckdb
+
+
+def _parquet_columns(path: str) -> list[str]:
+    duckdb = _duckdb()
+    try:
+        with duckdb.connect() as conn:
+            rows = conn.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
+    except duckdb.Error as exc:
+        raise ConfigError(f"{path}: not a readable Parquet file: {exc}") from exc
+    return [str(r[0]) for r in rows]
+
+
+class ParquetRows:
+    """The rows of a Parquet trace export, one envelope each (a JSON object), in trace order so
+    a trace's spans come together. Positions are ``{"file", "row"}``; nothing to commit."""
+
+    def __init__(self, path: str, batch: int = 1000) -> None:
+        self.path = path
+        self.batch = batch
+        self._conn: Any = None
+        self._columns: list[str] = []
+        self._row = 0
+        self._done = False
+
+    def start(self) -> None:
+        duckdb = _duckdb()
+        if not Path(self.path).is_file():
+            raise ConfigError(f"{self.path}: no such file")
+        columns = _parquet_columns(self.path)
+        order = ", ".join(c for c in ("trace_id", "start_time") if c in columns) or "1"
+        try:
+            self._conn = duckdb.connect()
+            self._conn.execute(f"SELECT * FROM read_parquet(?) ORDER BY {order}", [self.path])
+        except duckdb.Error as exc:
+            raise ConfigError(f"{self.path}: cannot read: {exc}") from exc
+        self._columns = [d[0] for d in self._conn.description]
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        if self._done or self._conn is None:
+            return []
+        rows = self._conn.fetchmany(max(1, min(max_records, self.batch)))
+        if not rows:
+            self._done = True
+            self._conn.close()
+            return []
+        out = []
+        for values in rows:
+            self._row += 1
+            row = dict(zip(self._columns, values, strict=True))
+            payload = json.dumps(row, default=str, ensure_ascii=False).encode("utf-8")
+            out.append(Envelope(payload, {"file": self.path, "row": self._row}))
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        return self._done
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def commit(self) -> None:
+        pass
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        return {}
+
+    def uncommitted(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        if self._conn is not None and not self._done:
+            self._conn.close()
+        self._done = True
+
+    def unreachable(self) -> str | None:
+        return None

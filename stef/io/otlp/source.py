@@ -1,0 +1,217 @@
+"""OTLP messages -> records: wraps a message source (a Kafka topic the Collector's Kafka exporter
+writes, or a file of OTLP JSON lines), decodes each message, assembles traces across messages and
+hands out one record per trace (:mod:`.record`).
+
+At least once: a message is done (its offset may be committed) only when every trace it carried a
+span of is done, so a restart re-reads every message of a trace not yet judged. A message that
+does not decode, and a trace that gives no record, go to the dead letters with the reason."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from stef.errors import InvalidInput
+from stef.io import Envelope, Source
+from stef.io.otlp.assemble import Assembler, Trace
+from stef.io.otlp.decode import Encoding, Signal, decode
+from stef.io.otlp.mapping import SpanMapping
+from stef.io.otlp.record import trace_record
+from stef.io.otlp.spans import Span
+from stef.stages.validate import FieldMapping
+
+log = structlog.get_logger(__name__)
+
+
+class OtlpSource:
+    """Records of OTLP traces (or logs) carried by the messages of ``inner``.
+
+    Args:
+        inner: the message source (one OTLP ``TracesData`` / ``LogsData`` per message).
+        encoding: ``otlp_proto`` or ``otlp_json``.
+        signal: ``traces`` or ``logs``.
+        mapping: the ``span_mapping`` settings.
+        fields: the ``field_mapping``: records are laid out where it reads them.
+        decoder: reads one message's spans instead of OTLP (rows of a trace export); raises
+            :class:`~stef.errors.InvalidInput` for a message it cannot read. Its traces close
+            at the idle timeout or the end of the input, not on their root span (an export
+            lists parents first).
+    """
+
+    def __init__(
+        self,
+        inner: Source,
+        *,
+        encoding: Encoding = "otlp_proto",
+        signal: Signal = "traces",
+        mapping: SpanMapping,
+        fields: FieldMapping | None = None,
+        decoder: Callable[[bytes], list[Span]] | None = None,
+    ) -> None:
+        self.inner = inner
+        self.decoder = decoder or (lambda payload: decode(payload, encoding, signal))
+        self.mapping = mapping
+        self.fields = fields or FieldMapping()
+        self._assembler = Assembler(
+            mapping.idle_timeout_s,
+            mapping.max_traces,
+            mapping.max_spans_per_trace,
+            close_on_root=decoder is None,
+            settle_s=mapping.settle_s,
+        )
+        self._ready: deque[Envelope] = deque()
+        # message -> traces of it not yet done; guarded: workers finish records concurrently.
+        self._pending: dict[Envelope, int] = {}
+        self._lock = threading.Lock()
+
+    # Delegated to the message source.
+    def start(self) -> None:
+        self.inner.start()
+
+    def pause(self) -> None:
+        self.inner.pause()
+
+    def resume(self) -> None:
+        self.inner.resume()
+
+    def commit(self) -> None:
+        self.inner.commit()
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        return self.inner.lag()
+
+    def uncommitted(self) -> int:
+        return self.inner.uncommitted()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def unreachable(self) -> str | None:
+        return self.inner.unreachable()
+
+    @property
+    def exhausted(self) -> bool:
+        return self.inner.exhausted and not self._ready and not len(self._assembler)
+
+    @property
+    def open_traces(self) -> int:
+        """Traces waiting for more spans."""
+        return len(self._assembler)
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        if len(self._ready) < max_records:
+            for message in self.inner.poll(max_records, timeout_s):
+                self._take(message)
+        for trace in self._assembler.expired(everything=self.inner.exhausted):
+            self._ready.append(self._record(trace))
+        out: list[Envelope] = []
+        while self._ready and len(out) < max(1, max_records):
+            out.append(self._ready.popleft())
+        return out
+
+    def _take(self, message: Envelope) -> None:
+        if message.oversized is not None or message.invalid is not None:
+            self._ready.append(message)  # dead-lettered as it is
+            return
+        try:
+            spans = self.decoder(message.payload)
+        except InvalidInput as exc:
+            self._ready.append(_invalid(message, exc.reason, exc.detail))
+            return
+        # A log record outside any trace cannot be joined to one: nothing to judge in it.
+        spans = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
+        if not spans:
+            message.on_done()  # nothing to judge in it (an empty export, logs outside traces)
+            return
+        with self._lock:
+            self._pending[message] = len({s.trace_id for s in spans})
+        _, closed = self._assembler.add(spans, message)
+        for trace in closed:
+            self._ready.append(self._record(trace))
+
+    def _record(self, trace: Trace) -> Envelope:
+        messages: list[Envelope] = [m for m in trace.sources if isinstance(m, Envelope)]
+        first = messages[0]
+        position = {**first.position, "trace_id": trace.trace_id}
+        done = self._done_of(messages)
+        claim = _claim_of(messages)
+        key = trace.trace_id.encode("ascii")
+        problem = self._problem(trace)
+        if problem is not None:
+            payload = _spans_json(trace)
+            return Envelope(payload, position, key, done, claim, invalid=problem)
+        try:
+            record = trace_record(trace.spans, self.mapping, self.fields)
+        except InvalidInput as exc:
+            return Envelope(
+                _spans_json(trace), position, key, done, claim, invalid=(exc.reason, exc.detail)
+            )
+        payload = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        return Envelope(payload, position, key, done, claim)
+
+    def _problem(self, trace: Trace) -> tuple[str, str] | None:
+        if trace.state == "too_large":
+            return (
+                "limits_exceeded",
+                f"trace {trace.trace_id} has more than {self.mapping.max_spans_per_trace} spans "
+                "(span_mapping.max_spans_per_trace)",
+            )
+        if trace.state == "incomplete" and self.mapping.incomplete == "dead_letter":
+            return (
+                "trace_incomplete",
+                f"trace {trace.trace_id}: its root span (or a parent) did not arrive within "
+                f"{self.mapping.idle_timeout_s:g} s ({len(trace.spans)} spans arrived)",
+            )
+        return None
+
+    def _done_of(self, messages: list[Envelope]) -> Callable[[], None]:
+        def done() -> None:
+            finished = []
+            with self._lock:
+                for message in messages:
+                    left = self._pending.get(message, 1) - 1
+                    if left <= 0:
+                        self._pending.pop(message, None)
+                        finished.append(message)
+                    else:
+                        self._pending[message] = left
+            for message in finished:
+                message.on_done()
+
+        return done
+
+
+def _claim_of(messages: list[Envelope]) -> Callable[[], bool]:
+    """The trace is judged here unless every one of its messages' partitions was revoked: a
+    message claimed must be done (or its partition's commit would stall), and the messages of
+    a revoked partition are read again by its next owner (at least once: a duplicate)."""
+
+    def claim() -> bool:
+        return any([m.claim() for m in messages])  # a list: every message is claimed
+
+    return claim
+
+
+def _invalid(message: Envelope, reason: str, detail: str) -> Envelope:
+    return Envelope(
+        message.payload,
+        message.position,
+        message.key,
+        message.on_done,
+        message.claim,
+        invalid=(reason, detail),
+    )
+
+
+def _spans_json(trace: Trace) -> bytes:
+    """What a dead letter keeps of a trace: its spans' names, ids and attributes."""
+    body: dict[str, Any] = {
+        "trace_id": trace.trace_id,
+        "spans": [s.summary() for s in trace.spans],
+    }
+    return json.dumps(body, ensure_ascii=False, default=str).encode("utf-8")

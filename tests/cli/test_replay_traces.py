@@ -1,0 +1,189 @@
+"""``stef replay`` on trace files, through the same span mappings as the Kafka source: the
+Collector's file exporter (OTLP JSON lines of real SDK traces), a Langfuse observations export in
+Parquet (a few hundred rows) and a LangSmith runs export in JSON lines; each judged with the
+scores of the equivalent flat records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stef.testing.fake_server import FakeLlmServer
+from tests.conftest import ROOT
+from tests.otel.traces import CASES, otlp_json, spans_of, traces_data
+
+_REGIONS = ["EMEA", "APAC", "Americas", "Nordics", "Iberia"]
+
+
+def _replay(path: Path, tmp_path: Path, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
+    out = tmp_path / f"{path.name}.results.jsonl"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stef.cli",
+            "replay",
+            str(path),
+            "-o",
+            str(out),
+            "--no-progress",
+            "--dead-letters",
+            str(tmp_path / "dead.jsonl"),
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    results = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    return done.returncode, results, done.stderr
+
+
+def _flat_scores(tmp_path: Path, pairs: list[tuple[str, str]]) -> dict[str, float]:
+    flat = tmp_path / "flat.jsonl"
+    flat.write_text("".join(json.dumps({"question": q, "sql": s}) + "\n" for q, s in pairs))
+    status, results, err = _replay(flat, tmp_path)
+    assert status == 0, err
+    return {r["input"]["question"]: r["score"] for r in results}
+
+
+def test_collector_file_exporter_lines(tmp_path: Path) -> None:
+    with FakeLlmServer() as server:
+        lines = [otlp_json(traces_data(spans_of(case, server))) for case in CASES]
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    expected = _flat_scores(tmp_path, [(c.question, c.sql) for c in CASES])
+    assert {r["input"]["question"]: r["score"] for r in results} == expected
+    assert all(r["app"] == "sales" for r in results)
+
+
+def _pairs(n: int) -> list[tuple[str, str]]:
+    return [
+        (
+            f"How many customers are in {_REGIONS[i % 5]} since {2000 + i}?",
+            f"SELECT COUNT(*) FROM customers WHERE region = '{_REGIONS[i % 5]}' "
+            f"AND since >= {2000 + i}",
+        )
+        for i in range(n)
+    ]
+
+
+def _langfuse_rows(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    rows = []
+    for i, (question, sql) in enumerate(pairs):
+        trace = f"{i + 1:032x}"
+        root, gen, tool = f"{i:08x}aaaaaaaa", f"{i:08x}bbbbbbbb", f"{i:08x}cccccccc"
+        base = {"trace_id": trace, "trace_name": "sales", "version": "2.1", "metadata": "{}"}
+        rows += [
+            {
+                **base,
+                "id": root,
+                "parent_observation_id": None,
+                "type": "SPAN",
+                "name": "agent",
+                "input": json.dumps({"question": question}),
+                "output": None,
+                "start_time": f"2026-11-01T10:{i % 60:02d}:00Z",
+            },
+            {
+                **base,
+                "id": gen,
+                "parent_observation_id": root,
+                "type": "GENERATION",
+                "name": "chat",
+                "input": json.dumps([{"role": "user", "content": question}]),
+                "output": json.dumps({"role": "assistant", "content": f"```sql\n{sql}\n```"}),
+                "start_time": f"2026-11-01T10:{i % 60:02d}:01Z",
+            },
+            {
+                **base,
+                "id": tool,
+                "parent_observation_id": root,
+                "type": "TOOL",
+                "name": "run_sql",
+                "input": json.dumps({"query": sql}),
+                "output": "[[3]]",
+                "start_time": f"2026-11-01T10:{i % 60:02d}:02Z",
+            },
+        ]
+    return rows
+
+
+def test_langfuse_parquet_export_of_hundreds_of_rows(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    pairs = _pairs(100)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in _langfuse_rows(pairs)))
+    parquet = tmp_path / "observations.parquet"
+    with duckdb.connect() as conn:
+        conn.execute(
+            f"COPY (SELECT * FROM read_json('{rows}', format='newline_delimited', "
+            "columns={trace_id: 'VARCHAR', trace_name: 'VARCHAR', version: 'VARCHAR', "
+            "metadata: 'VARCHAR', id: 'VARCHAR', parent_observation_id: 'VARCHAR', "
+            "type: 'VARCHAR', name: 'VARCHAR', input: 'VARCHAR', output: 'VARCHAR', "
+            f"start_time: 'TIMESTAMP'}})) TO '{parquet}' (FORMAT parquet)"
+        )
+    status, results, err = _replay(parquet, tmp_path)
+    assert status == 0, err
+    assert len(results) == 100
+    expected = _flat_scores(tmp_path, pairs)
+    assert {r["input"]["question"]: r["score"] for r in results} == expected
+    first = next(r for r in results if r["input"]["question"] == pairs[0][0])
+    assert first["id"] == f"{1:032x}:{0:08x}cccccccc"  # the trace and its SQL tool span
+    assert (first["app"], first["agent_version"]) == ("sales", "2.1")
+
+
+def test_langsmith_runs_jsonl_and_a_trace_without_sql(tmp_path: Path) -> None:
+    pairs = _pairs(3)
+    runs = []
+    for i, (question, sql) in enumerate(pairs):
+        trace = f"00000000-0000-0000-0000-{i + 1:012x}"
+        runs.append(
+            {
+                "id": trace,
+                "trace_id": trace,
+                "parent_run_id": None,
+                "run_type": "chain",
+                "name": "AgentExecutor",
+                "inputs": {"input": question},
+                "outputs": {},
+                "session_name": "sales",
+            }
+        )
+        if i < 2:
+            runs.append(
+                {
+                    "id": f"11111111-0000-0000-0000-{i:012x}",
+                    "trace_id": trace,
+                    "parent_run_id": trace,
+                    "run_type": "tool",
+                    "name": "sql_db_query",
+                    "inputs": {"input": sql},
+                    "outputs": {"output": "[(3,)]"},
+                }
+            )
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    letters = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert [(d["reason"], "sql" in d["error"]) for d in letters] == [("missing_field", True)]
+    expected = _flat_scores(tmp_path, pairs[:2])
+    assert {r["input"]["question"]: r["score"] for r in results} == expected
+
+
+def test_a_parquet_file_of_no_known_export_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "other.parquet"
+    with duckdb.connect() as conn:
+        conn.execute(f"COPY (SELECT 1 AS a) TO '{path}' (FORMAT parquet)")
+    status, _, err = _replay(path, tmp_path)
+    assert status == 2 and "Traceback" not in err and "Langfuse" in err

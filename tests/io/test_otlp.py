@@ -1,0 +1,279 @@
+"""OTLP in: real SDK traces decoded (both encodings) and mapped to records by the presets; bad
+messages and traces without SQL as dead-letter reasons; traces assembled across messages within
+bounds; a message done only once every trace it carried is done."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from stef.errors import ConfigError, InvalidInput
+from stef.io import Envelope
+from stef.io.otlp.assemble import Assembler
+from stef.io.otlp.decode import decode
+from stef.io.otlp.mapping import Pick, SpanMapping, SpanSelector
+from stef.io.otlp.record import check_field_mapping, trace_record
+from stef.io.otlp.source import OtlpSource
+from stef.io.otlp.spans import Span
+from stef.io.urls import parse_endpoint
+from stef.settings import load_settings
+from stef.stages.validate import FieldMapping, validate
+from stef.testing.fake_server import FakeLlmServer
+from tests.otel.traces import CASES, Case, messages, spans_of, sql_tool_spans
+
+ENCODINGS = ("otlp_proto", "otlp_json")
+
+
+@pytest.fixture(scope="module")
+def traced() -> Iterator[list[tuple[Case, Any]]]:
+    with FakeLlmServer() as server:
+        yield [(case, spans_of(case, server)) for case in CASES]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("preset", ["all", "by_style"])
+def test_every_instrumentation_gives_the_flat_record(
+    traced: list[tuple[Case, Any]], encoding: str, preset: str
+) -> None:
+    for case, spans in traced:
+        _, value = messages(spans, encoding)
+        decoded = decode(value, encoding, "traces")  # type: ignore[arg-type]
+        name = "all" if preset == "all" else ("genai" if case.style == "genai" else "openinference")
+        record = trace_record(decoded, SpanMapping(preset=name))  # type: ignore[arg-type]
+        assert {k: record[k] for k in case.flat()} == case.flat(), case.style
+        trace_id = format(spans[0].context.trace_id, "032x")
+        sql_span = record["metadata"]["otel"]["span_id"]
+        assert record["id"] == f"{trace_id}:{sql_span}"
+        assert sql_span in {format(s.context.span_id, "016x") for s in spans}
+        validate(json.dumps(record).encode())  # a record the pipeline accepts
+
+
+def test_the_sql_comes_from_the_tool_span_not_the_root(traced: list[tuple[Case, Any]]) -> None:
+    _case, spans = next((c, s) for c, s in traced if c.style == "sql_tool")
+    record = trace_record(
+        decode(messages(spans, "otlp_proto")[1], "otlp_proto", "traces"), SpanMapping()
+    )
+    tool = next(s for s in spans if s.name == "sql_db_query")
+    assert record["metadata"]["otel"]["span_id"] == format(tool.context.span_id, "016x")
+
+
+@pytest.mark.parametrize(
+    ("payload", "encoding"),
+    [
+        (b"\x0a\xff\xff\xff\xff\x0f", "otlp_proto"),  # a length past the end
+        (b"not protobuf at all, just text", "otlp_proto"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', "otlp_json"),
+        (b"{oops", "otlp_json"),
+    ],
+)
+def test_a_message_that_does_not_decode_is_not_otlp(payload: bytes, encoding: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode(payload, encoding, "traces")  # type: ignore[arg-type]
+    assert caught.value.reason == "not_otlp"
+
+
+def test_a_trace_without_sql_names_what_is_missing() -> None:
+    case = Case("Total revenue in 2021", "SELECT 1", "sql_tool")
+    spans = decode(messages(sql_tool_spans(case), "otlp_proto")[1], "otlp_proto", "traces")
+    only_root = [s for s in spans if s.is_root]
+    with pytest.raises(InvalidInput) as caught:
+        trace_record(only_root, SpanMapping())
+    assert caught.value.reason == "missing_field"
+    assert (
+        "sql" in caught.value.detail and "question" not in caught.value.detail.split("gave")[1][:20]
+    )
+    with pytest.raises(InvalidInput) as nothing:
+        trace_record(only_root, SpanMapping(preset="none"))
+    assert "question and sql" in nothing.value.detail
+
+
+def test_own_picks_resource_fields_and_field_mapping_layout() -> None:
+    span = Span(
+        "ab" * 16,
+        "cd" * 8,
+        "",
+        "ask",
+        "SERVER",
+        attributes={"request": json.dumps({"q": "How many?", "payload": {"sql": "SELECT 1"}})},
+        resource={"service.name": "svc", "deployment.environment": "prod"},
+    )
+    mapping = SpanMapping(
+        preset="none",
+        question=(Pick(span=SpanSelector(kind="SERVER"), attribute="request", path="q"),),
+        sql=(Pick(attribute="request", path="payload.sql"),),
+        app="=sales",
+        agent="deployment.environment",
+        agent_version=None,
+    )
+    fields = FieldMapping(fields={"question": "user_query", "sql": "payload.sql"})
+    record = trace_record([span], mapping, fields)
+    assert record["user_query"] == "How many?" and record["payload"]["sql"] == "SELECT 1"
+    assert (record["app"], record["agent"]) == ("sales", "prod") and "agent_version" not in record
+    assert validate(json.dumps(record).encode(), fields).question == "How many?"
+    with pytest.raises(ConfigError):
+        check_field_mapping(FieldMapping(fields={"sql": "turns[-1].sql"}))
+
+
+def _span(trace: str, span: str, parent: str = "") -> Span:
+    return Span(trace * 32, span * 16, parent * 16 if parent else "", span, "INTERNAL")
+
+
+def test_a_trace_split_across_messages_is_joined_when_its_root_arrives() -> None:
+    asm = Assembler(idle_timeout_s=30, max_traces=10, max_spans_per_trace=10)
+    ids, closed = asm.add([_span("a", "2", "1"), _span("b", "5")], "m1")
+    assert ids == ["a" * 32, "b" * 32]
+    assert [t.trace_id for t in closed] == ["b" * 32]  # b came whole
+    _, closed = asm.add([_span("a", "1"), _span("a", "2", "1")], "m2")  # m2 repeats a span
+    assert [(t.trace_id, t.state, len(t.spans), t.sources) for t in closed] == [
+        ("a" * 32, "complete", 2, ["m1", "m2"])
+    ]
+
+
+def test_a_whole_trace_waits_out_settle_s_for_late_children() -> None:
+    now = [0.0]
+    asm = Assembler(30, 10, 10, clock=lambda: now[0], settle_s=1.0)
+    _, closed = asm.add([_span("a", "1")], "p1")  # the root first, from one partition
+    assert closed == [] and asm.expired() == []
+    now[0] = 0.5
+    asm.add([_span("a", "2", "1"), _span("a", "3", "9")], "p0")  # a child, and an orphan
+    now[0] = 1.6
+    assert asm.expired() == []  # span 3 names a parent not here yet
+    asm.add([_span("a", "9", "1")], "p0")
+    now[0] = 2.7
+    (trace,) = asm.expired()
+    assert (trace.state, len(trace.spans), trace.sources) == ("complete", 4, ["p1", "p0", "p0"])
+
+
+def test_idle_eviction_and_size_bounds() -> None:
+    now = [0.0]
+    asm = Assembler(idle_timeout_s=5, max_traces=2, max_spans_per_trace=2, clock=lambda: now[0])
+    asm.add([_span("a", "2", "1")], "m1")
+    asm.add([_span("b", "2", "1")], "m2")
+    _, evicted = asm.add([_span("c", "2", "1")], "m3")
+    assert [(t.trace_id[0], t.state) for t in evicted] == [("a", "incomplete")]
+    now[0] = 4.0
+    assert asm.expired() == []
+    now[0] = 5.5
+    assert [t.trace_id[0] for t in asm.expired()] == ["b", "c"]
+    _, big = asm.add([_span("d", "2", "1"), _span("d", "3", "1"), _span("d", "4", "1")], "m4")
+    assert [t.state for t in big] == ["too_large"]
+
+
+class _Messages:
+    """An inner source handing out given messages once, then nothing (a finished file)."""
+
+    def __init__(self, payloads: Sequence[bytes]) -> None:
+        self.done: list[int] = []
+        self._out = [
+            Envelope(p, {"file": "x", "line": i + 1}, on_done=self._mark(i))
+            for i, p in enumerate(payloads)
+        ]
+
+    def _mark(self, i: int) -> Any:
+        return lambda: self.done.append(i)
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        out, self._out = self._out[:max_records], self._out[max_records:]
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        return not self._out
+
+    def start(self) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+    def lag(self) -> dict[tuple[str, int], int]:
+        return {}
+
+    def uncommitted(self) -> int:
+        return 0
+
+    def unreachable(self) -> str | None:
+        return None
+
+
+def test_a_message_is_done_when_every_trace_it_carried_is(traced: list[tuple[Case, Any]]) -> None:
+    (_, first), (_, second) = traced[0], traced[2]
+    whole = messages([*first, *second], "otlp_proto")[1]  # two traces in one message
+    inner = _Messages([whole, b"garbage\xff"])
+    source = OtlpSource(inner, encoding="otlp_proto", signal="traces", mapping=SpanMapping())  # type: ignore[arg-type]
+    out = source.poll(10, 0.0)
+    records = [e for e in out if e.invalid is None]
+    bad = [e for e in out if e.invalid is not None]
+    assert len(records) == 2 and [e.invalid[0] for e in bad if e.invalid] == ["not_otlp"]
+    assert bad[0].payload == b"garbage\xff"
+    records[0].on_done()
+    assert inner.done == []  # the other trace of the message is not done yet
+    records[1].on_done()
+    assert inner.done == [0]
+    assert source.exhausted
+
+
+def test_incomplete_traces_judged_or_dead_lettered_per_setting(
+    traced: list[tuple[Case, Any]],
+) -> None:
+    _, spans = traced[0]  # the chat span under the agent's root: everything but the root
+    children = [s for s in spans if s.parent is not None]
+    payload = messages(children, "otlp_proto")[1]
+    for policy, invalid in (("judge", None), ("dead_letter", "trace_incomplete")):
+        source = OtlpSource(
+            _Messages([payload]),  # type: ignore[arg-type]
+            encoding="otlp_proto",
+            signal="traces",
+            mapping=SpanMapping(incomplete=policy),  # type: ignore[arg-type]
+        )
+        out = source.poll(10, 0.0)  # the file ended: open traces close
+        assert len(out) == 1
+        assert (out[0].invalid or (None,))[0] == invalid
+
+
+def test_urls_and_settings() -> None:
+    e = parse_endpoint("otlp+kafka://127.0.0.1:9092/otlp_spans?group=g&encoding=otlp_json")
+    assert (e.kind, e.topic, e.group, e.option("encoding", "")) == (
+        "otlp+kafka",
+        "otlp_spans",
+        "g",
+        "otlp_json",
+    )
+    assert parse_endpoint("otlp+http://127.0.0.1:4318", what="sink").path == (
+        "http://127.0.0.1:4318/v1/logs"
+    )
+    for bad, what in (
+        ("otlp+kafka://127.0.0.1:9092/t?encoding=avro", "source"),
+        ("otlp+kafka://127.0.0.1:9092/t?compression=lz4", "source"),
+        ("otlp+http://127.0.0.1:4318", "source"),
+    ):
+        with pytest.raises(ConfigError):
+            parse_endpoint(bad, what=what)
+    with pytest.raises(ConfigError):
+        load_settings(overrides={"dead_letters": "otlp+http://127.0.0.1:4318"}, env={})
+    settings = load_settings(
+        overrides={"span_mapping": {"preset": "genai", "incomplete": "dead_letter"}}, env={}
+    )
+    assert settings.span_mapping.incomplete == "dead_letter"
+
+
+def test_a_logs_topic_of_genai_content_events() -> None:
+    from tests.otel.traces import genai_logs
+
+    case = CASES[0]
+    with FakeLlmServer() as server:
+        payload = genai_logs(server, case)
+    spans = decode(payload, "otlp_proto", "logs")
+    assert {s.kind for s in spans} == {"LOG"}
+    record = trace_record(spans, SpanMapping(preset="genai"))
+    assert (record["question"], record["sql"]) == (case.question, case.sql)
+    assert record["metadata"]["otel"]["trace_id"] == spans[0].trace_id
+    source = OtlpSource(
+        _Messages([payload]),  # type: ignore[arg-type]
+        signal="logs",
+        mapping=SpanMapping(),
+    )
+    (out,) = source.poll(10, 0.0)  # log records have no root: the trace closes at the end
+    assert out.invalid is None and json.loads(out.payload)["sql"] == case.sql
