@@ -9,7 +9,6 @@ import os
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 from stef.cli.common import (
     add_common,
@@ -24,6 +23,7 @@ from stef.exits import Exit
 from stef.io import Envelope, Sink
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink, check_source_file
+from stef.io.replaced import ReplacingJsonlSink
 from stef.pipeline import Processed
 from stef.service.loop import Service
 from stef.summary import Summary
@@ -132,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
             {"concurrency": args.concurrency, "metrics_port": "off", "follow": False},
             cache=args.cache,
         )
-        # Before the outputs are replaced: a replay that cannot judge leaves them as they were.
         unusable = preflight("stef replay", settings)
         if unusable is not None:
             return unusable
@@ -255,10 +254,11 @@ def _same_file(a: str, b: str) -> bool:
 def _sink(path: str | None) -> Sink:
     if not path:
         return DiscardSink()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(b"")  # a replay replaces its outputs
-    return JsonlSink(path)
+    if path == "-":
+        return JsonlSink(path)
+    # A replay replaces its outputs, but only once the run has started: a start refused by the
+    # rules, the source or anything else leaves the existing file as it was.
+    return ReplacingJsonlSink(path)
 
 
 def _count_lines(path: str) -> int | None:
