@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     print(tally.summary.table())
     reasons = service.judge_errors.totals
     if reasons:
-        print(_reasons_line(reasons))
+        print(_reasons_line(reasons, tally.summary.total().judge_errors))
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
         return status
@@ -188,12 +188,22 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _reasons_line(reasons: dict[str, tuple[int, str]]) -> str:
-    """The judge errors by reason, the most frequent first, each with its latest message."""
+def _reasons_line(reasons: dict[str, tuple[int, str]], judge_errors: int) -> str:
+    """What each judge error reason said last, the most frequent first. The counts are the
+    summary's: a record whose judge failed but whose unsafe SQL the safety override scored is
+    said apart, so the numbers here and in the table agree."""
     ranked = sorted(reasons.items(), key=lambda item: (-item[1][0], item[0]))
-    return "judge error reasons: " + "; ".join(
-        f"{reason} x{count} ({_cut(detail, 160)})" for reason, (count, detail) in ranked
+    line = "judge error details: " + "; ".join(
+        f"{reason}: {_cut(detail.removeprefix(reason + ': '), 160)}"
+        for reason, (_, detail) in ranked
     )
+    scored = sum(count for count, _ in reasons.values()) - judge_errors
+    if scored > 0:
+        line += (
+            f"\n{scored} more record{'s' if scored > 1 else ''} had a judge error but "
+            "unsafe SQL, scored by the safety override alone (not counted as judge errors)"
+        )
+    return line
 
 
 def _cut(text: str, limit: int) -> str:
@@ -211,7 +221,7 @@ def _judge_errors_beyond(summary: Summary, failed: int, rate: float | None) -> s
         return None
     share = min(failed, judged) / judged
     if failed >= judged:
-        return f"the judge failed on every judged record ({judged}); the reasons are above"
+        return f"the judge failed on every judged record ({judged}); the details are above"
     if rate is not None and share > rate:
         return (
             f"the judge failed on {failed} of {judged} judged records ({share:.1%}), "
