@@ -17,12 +17,13 @@ from stef.cli.common import (
     report_error,
     settings_of,
 )
+from stef.cli.inorder import InOrder, OrderedFileSource
 from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.io import Envelope, Sink
 from stef.io.discard import DiscardSink
-from stef.io.jsonl import FileSource, JsonlSink, check_source_file
+from stef.io.jsonl import JsonlSink, check_source_file
 from stef.io.replaced import ReplacingJsonlSink
 from stef.pipeline import Processed
 from stef.service.loop import Service
@@ -71,6 +72,7 @@ class _Tally:
         self.path = path
         self.summary = Summary()
         self.progress = progress
+        self.order = InOrder(progress.message)
         self.gates = gates
         self.tripped: set[str] = set()
         self.invalid_reasons: Counter[str] = Counter()
@@ -91,11 +93,13 @@ class _Tally:
             # Counted before anything is written to the terminal: a stderr that fails (closed,
             # full) loses the message, never the summary or the --fail-on gate.
             self.progress.step()
+            message = None
             if result is None:
                 line = envelope.position.get("line")
-                self.progress.message(
-                    f"{self.path}:{line}: invalid input ({processed.reason}): {processed.error}"
-                )
+                why = f"invalid input ({processed.reason}): {processed.error}"
+                message = f"{self.path}:{line}: {why}"
+        # Outside the tally's lock: a message waits for the records read before its own.
+        self.order.finished(envelope, message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         service = Service(
             settings,
-            source=FileSource(args.file, max_line_bytes=settings.limits.max_record_bytes),
+            source=OrderedFileSource(
+                args.file, tally.order, max_line_bytes=settings.limits.max_record_bytes
+            ),
             results=results,
             dead_letters=dead,
             observer=tally,
@@ -160,11 +166,13 @@ def run(args: argparse.Namespace) -> int:
             status = service.run()
     except StefError as exc:
         return report_error("stef replay", exc)
+    tally.order.close()
     tally.progress.close()
     # The service loaded the same calibration at start: it cannot fail here but be safe.
     with contextlib.suppress(StefError):
         tally.summary.load_calibration(settings.calibration)
-    print(tally.summary.table())
+    if tally.summary.groups:  # no table of zeros when no record was judged
+        print(tally.summary.table())
     reasons = service.judge_errors.totals
     if reasons:
         print(_reasons_line(reasons, tally.summary.total().judge_errors))
