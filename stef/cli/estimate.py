@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the agent's accuracy with a 95%% confidence interval (judge + labels)",
         description="Prediction-powered inference: the mean of the judge's calibrated "
         "P(correct) over every evaluated record, corrected by the mean of (label - P(correct)) "
-        "over the labelled ones, with its 95%% interval, per app; beside it the interval from "
+        "over the labelled ones, with its 95% interval, per app; beside it the interval from "
         "the labels alone. Only labels given in stef review's random order (or from a file "
         "that does not say) are used: labels picked by doubt are not a sample.",
     )
