@@ -272,8 +272,8 @@ def _same_file(a: str, b: str) -> bool:
 def _sink(path: str | None) -> Sink:
     if not path:
         return DiscardSink()
-    if path == "-":
-        return JsonlSink(path)
+    if path == "-" or (os.path.exists(path) and not os.path.isfile(path)):
+        return JsonlSink(path)  # stdout, /dev/stdout, a FIFO: written to, never replaced
     # A replay replaces its outputs, but only once the run has started: a start refused by the
     # rules, the source or anything else leaves the existing file as it was.
     return ReplacingJsonlSink(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 
 from stef.io.jsonl import JsonlSink
 
@@ -23,8 +24,9 @@ class ReplacingJsonlSink(JsonlSink):
     :meth:`close` when the run opened it; unopened, it leaves nothing behind."""
 
     def __init__(self, target: str) -> None:
-        self.target = target
-        partial = partial_path(target)
+        # Through a symlink to the file it names: the rename replaces that file, not the link.
+        self.target = os.path.realpath(target)
+        partial = partial_path(self.target)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)  # a leftover of a killed run with the same pid
         super().__init__(partial)
@@ -35,4 +37,6 @@ class ReplacingJsonlSink(JsonlSink):
         opened = self._stream is not None
         super().close()
         if opened and os.path.exists(self.path):
+            with contextlib.suppress(OSError):  # the replaced file keeps its permissions
+                os.chmod(self.path, stat.S_IMODE(os.stat(self.target).st_mode))
             os.replace(self.path, self.target)

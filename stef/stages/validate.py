@@ -389,13 +389,16 @@ def _validate(
 
 
 def _check_required(obj: dict[str, Any], mapping: FieldMapping) -> None:
-    missing = [
-        name
-        for name in REQUIRED
-        if (value := _lookup(obj, mapping.source_of(name))) is None
-        or (isinstance(value, str) and is_blank(value))
-    ]
+    values = {name: _lookup(obj, mapping.source_of(name)) for name in REQUIRED}
+    missing = [name for name, value in values.items() if value is None]
     if not missing:
+        for name, value in values.items():
+            if isinstance(value, str) and is_blank(value):
+                raise InvalidInput(
+                    "missing_field",
+                    f"required field {name!r} (from {mapping.source_of(name)!r}) is empty "
+                    "(nothing but whitespace, zero-width or control characters)",
+                )
         return
     names = " and ".join(repr(n) for n in missing)
     sources = ", ".join(repr(mapping.source_of(n)) for n in missing)
@@ -411,8 +414,7 @@ def _check_required(obj: dict[str, Any], mapping: FieldMapping) -> None:
     where = "" if unmapped else f" (from {sources})"
     raise InvalidInput(
         "missing_field",
-        f"required field{'' if one else 's'} {names}{where} "
-        f"{'is' if one else 'are'} missing or empty{hint}",
+        f"required field{'' if one else 's'} {names}{where} {'is' if one else 'are'} missing{hint}",
     )
 
 

@@ -111,3 +111,19 @@ def test_a_replay_that_runs_replaces_its_outputs(
     assert [json.loads(x)["outcome"] for x in out.read_text().splitlines()] == ["evaluated"]
     assert len(dead.read_text().splitlines()) == 1
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_replaced_output_keeps_its_mode_and_its_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clean_env(monkeypatch)
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps(RECORD) + "\n")
+    real = tmp_path / "real.jsonl"
+    real.write_bytes(KEPT)
+    real.chmod(0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    assert main(["replay", str(log), "--no-progress", "-o", str(link)]) == Exit.OK
+    assert link.is_symlink() and len(real.read_text().splitlines()) == 1
+    assert real.stat().st_mode & 0o777 == 0o640
