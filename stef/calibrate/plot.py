@@ -46,6 +46,7 @@ def histogram_svg(
     markers: Sequence[tuple[str, str, float]] = (),
     width: int = 800,
     height: int = 360,
+    x_label: str = "score",
 ) -> str:
     """Side-by-side bars per 5-point score bin, one colour per series; ``markers`` are dashed
     vertical lines ``(name, colour, score)``."""
@@ -84,7 +85,7 @@ def histogram_svg(
             f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 5}" stroke="{INK}"/>'
         )
         parts.append(_text(x, base + 18, str(score), anchor="middle"))
-    parts.append(_text(left + plot_w / 2, base + 36, "score", anchor="middle"))
+    parts.append(_text(left + plot_w / 2, base + 36, x_label, anchor="middle"))
     parts.append(_text(left - 6, top + 4, f"{100 * peak:.0f}%", anchor="end"))
     for _, colour, at in markers:
         x = x_of(at)
@@ -149,9 +150,10 @@ def reliability_svg(
 
 
 def calibration_histogram(
-    items: Sequence[Item], threshold: float, best: float | None = None
+    items: Sequence[Item], threshold: float, best: float | None = None, x_label: str = "score"
 ) -> str:
-    """``stef calibrate --plot``: score histograms of the correct and the incorrect items."""
+    """``stef calibrate --plot``: score histograms of the correct and the incorrect items;
+    ``x_label`` names what ``Item.score`` holds (``P(correct) x 100`` with a calibration)."""
     good = [i.score for i in items if i.label and i.score is not None]
     bad = [i.score for i in items if not i.label and i.score is not None]
     markers = [(f"threshold {threshold:g}", BLUE, threshold)]
@@ -161,12 +163,18 @@ def calibration_histogram(
         [(f"correct n={len(good)}", GREEN, good), (f"incorrect n={len(bad)}", RED, bad)],
         title="Scores of correct vs incorrect records (share per class)",
         markers=markers,
+        x_label=x_label,
     )
 
 
 def write_histogram(
-    path: Path, items: Sequence[Item], threshold: float, best: float | None = None
+    path: Path,
+    items: Sequence[Item],
+    threshold: float,
+    best: float | None = None,
+    *,
+    x_label: str = "score",
 ) -> None:
     """The score histograms of correct and wrong items as an SVG at ``path`` (folders created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(calibration_histogram(items, threshold, best), encoding="utf-8")
+    path.write_text(calibration_histogram(items, threshold, best, x_label), encoding="utf-8")

@@ -19,29 +19,79 @@ Exit statuses are defined once, in :mod:`stef.exits`.
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib
+import re
 import sys
+from typing import NoReturn
 
 from stef import __version__
-from stef.cli import (
-    backfill,
-    calibrate,
-    canary,
-    check,
-    estimate,
-    judge,
-    replay,
-    report,
-    review,
-    rules,
-    run,
-    summary,
-)
 from stef.exits import Exit
-from stef.logs import FORMATS, LEVELS, configure_logging
+
+# Each command, in the order `stef --help` lists them, with its one-line help. A command's
+# module is imported only when that command runs (or the whole tree is asked for): `stef
+# --version` and `stef --help` load no judge, no HTTP client, no logging library.
+# tests/cli/test_startup.py checks these lines against the modules' own.
+COMMANDS: dict[str, str] = {
+    "judge": "judge one record (flags, or one JSON record on stdin)",
+    "replay": "judge a JSONL agent log and print a summary",
+    "summary": "summary table of a results JSONL file",
+    "rules": "rules files",
+    "run": "the service: judge every logged request of a source, at least once",
+    "calibrate": "agreement with human labels",
+    "backfill": "re-judge a time range of a Kafka topic, outside the live group",
+    "review": "a page to label results as correct or incorrect",
+    "report": "one self-contained HTML report of a results file",
+    "estimate": "the agent's accuracy with a 95%% confidence interval (judge + labels)",
+    "canary": "grow the canary file from labelled results",
+    "check": "check the settings, the rules and the LLM endpoint",
+}
+# stef.logs's names, here so that building the parser does not import structlog
+# (tests/cli/test_startup.py checks they are the same).
+LEVELS = ("debug", "info", "warning", "error", "critical")
+FORMATS = ("auto", "json", "console")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stef", description="Production judge for Text-to-SQL agents")
+class StefParser(argparse.ArgumentParser):
+    """An argument parser whose errors suggest the flag or choice that was probably meant."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = _did_you_mean(self, message)
+        super().error(message + (f" (did you mean {hint}?)" if hint else ""))
+
+
+def _did_you_mean(p: argparse.ArgumentParser, message: str) -> str | None:
+    unknown = re.match(r"unrecognized arguments: (.*)", message)
+    if unknown:
+        flags = sorted(_flags(p))
+        for word in unknown.group(1).split():
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+                if close:
+                    return str(close[0])
+        return None
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        options = re.findall(r"'([^']*)'", choice.group(2))
+        close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.6)
+        return repr(close[0]) if close else None
+    return None
+
+
+def _flags(p: argparse.ArgumentParser) -> set[str]:
+    """The option strings of ``p`` and of every subcommand parser built under it."""
+    out = {s for s in p._option_string_actions if s.startswith("--")}
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _flags(sub)
+    return out
+
+
+def parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
+    """The parser tree: every command's module loaded (the default), only ``command``'s, or
+    none (``lazy``: each command a line of help, enough for ``--help`` and ``--version``)."""
+    p = StefParser(prog="stef", description="Production judge for Text-to-SQL agents")
     p.add_argument("--version", action="version", version=f"stef {__version__}")
     p.add_argument(
         "--log-level", choices=LEVELS, default=None, help="log level (env STEF_LOG_LEVEL)"
@@ -59,26 +109,31 @@ def parser() -> argparse.ArgumentParser:
         help="level of the HTTP and Kafka clients' own loggers (warning; env STEF_LOG_DEPS_LEVEL)",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (
-        judge,
-        replay,
-        summary,
-        rules,
-        run,
-        calibrate,
-        backfill,
-        review,
-        report,
-        estimate,
-        canary,
-        check,
-    ):
-        command.add_parser(sub)
+    for name, help_line in COMMANDS.items():
+        if (command is None and not lazy) or name == command:
+            importlib.import_module(f"stef.cli.{name}").add_parser(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return p
 
 
+def command_of(argv: list[str]) -> str | None:
+    """The command ``argv`` runs: its first word that names one (flags and their values come
+    before it; no value of a top-level flag is a command's name)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if word in COMMANDS:
+            return word
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else argv
+    command = command_of(words)
+    args = parser(command, lazy=command is None).parse_args(words)
+    from stef.logs import configure_logging  # noqa: PLC0415 (structlog: only when a command runs)
+
     try:
         configure_logging(args.log_level, args.log_format, args.log_deps_level)
     except ValueError as exc:  # STEF_LOG_* holds a level or format that does not exist

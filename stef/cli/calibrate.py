@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
+import textwrap
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from stef.calibrate.reference import reference_agreement
 from stef.calibrate.report import header, render, render_fit, report
 from stef.calibration import Calibration, judged_of
 from stef.cli.common import add_common, preflight, report_error, settings_of
+from stef.cli.conclusion import conclusion
 from stef.cli.progress import Progress
 from stef.cli.report import results_calibration
 from stef.errors import StefError
@@ -218,7 +220,8 @@ def _print_report(
     )
     best = best_threshold(items, threshold)
     if args.plot:
-        write_histogram(args.plot, items, threshold, best.value if best else None)
+        axis = "score" if cal is None else "P(correct) x 100"
+        write_histogram(args.plot, items, threshold, best.value if best else None, x_label=axis)
     if args.json:
         # On p_correct's own scale (0-1) when a calibration decides.
         scale = 100.0 if cal is not None else 1.0
@@ -251,6 +254,7 @@ def _print_report(
             pass_rule=pass_rule,
         )
     )
+    print("\n" + "\n".join(textwrap.wrap(conclusion(rep), 100)))
     if with_reference["n"]:
         print(
             f"\nreference verdict (records with gold_sql, n={with_reference['n']}): "
@@ -363,6 +367,7 @@ def _print_joined(
             pass_rule=str(extra["pass_rule"]),
         )
     )
+    print("\n" + "\n".join(textwrap.wrap(conclusion(rep), 100)))
     if args.plot:
         print(f"\nplot: {args.plot}")
     print(f"\n{tail}")

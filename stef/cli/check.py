@@ -6,13 +6,24 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stef.api import Judge
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import EndpointError, StefError
 from stef.exits import Exit
 from stef.judges.llm.examples import check_template, load_examples
 from stef.judges.llm.preflight import check_endpoint
+from stef.models import InputRecord
 from stef.prompts import Prompts
 from stef.rules import load_rules
+from stef.settings import Settings
+
+# The record of the test call: small, and already in STEF's field names.
+TEST_RECORD = InputRecord(
+    id="stef-check",
+    question="How many orders were placed in 2023?",
+    sql="SELECT COUNT(*) FROM orders WHERE order_date >= '2023-01-01' "
+    "AND order_date < '2024-01-01'",
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "check",
         help="check the settings, the rules and the LLM endpoint",
         description="Check what a command reads at start: the settings (--config, STEF_*), the "
-        "rules, and the LLM endpoint (its models list: reachable, the key accepted). One line "
+        "rules, and the LLM endpoint (its models list: reachable, the key accepted, the model "
+        "listed; then one test record judged in the configured verdict mode). One line "
         "each. Exit status: 0 all good, 2 invalid settings or rules, 3 the LLM endpoint is "
         "unusable.",
     )
@@ -62,10 +74,57 @@ def run(args: argparse.Namespace) -> int:
             + (f"; {examples.dropped} past the per-app cap" if examples.dropped else "")
             + ")"
         )
+    return _check_llm(settings)
+
+
+def _check_llm(settings: Settings) -> int:
+    """The endpoint: a model set, an OpenAI-shaped models list, and a test record judged in
+    the configured verdict mode (a model the list does not name fails unless that test call
+    shows the endpoint serves it). One line; exit 3 on the first that fails."""
+    model = settings.llm.model
+    if not model:
+        return _unusable("no model set (llm.model, env STEF_LLM_MODEL)")
     try:
         checked = check_endpoint(settings.llm)
     except EndpointError as exc:
-        print(f"stef check: {exc} (model {settings.llm.model})", file=sys.stderr)
-        return Exit.JUDGE_ERROR
-    print(f"judge: llm, model {settings.llm.model}; endpoint {checked.describe()}")
+        return _unusable(f"{exc} (model {model})")
+    failure = _test_call(settings)
+    unlisted = checked.model_listed is False
+    if failure is not None:
+        why = f"; the models list does not name it ({_listed(checked.models)})" if unlisted else ""
+        return _unusable(
+            f"LLM endpoint {checked.url}: a test record got no verdict in verdict mode "
+            f"{settings.llm.verdict} (model {model}{why}): {failure}"
+        )
+    # Not listed but answering: an Azure deployment name (Azure lists models, not deployments).
+    print(f"judge: llm, model {model}; endpoint {checked.describe()}; test verdict ok")
     return Exit.OK
+
+
+def _listed(models: tuple[str, ...]) -> str:
+    shown = ", ".join(models[:5]) + (" ..." if len(models) > 5 else "")
+    return f"{len(models)} listed: {shown}"
+
+
+def _unusable(line: str) -> int:
+    print(f"stef check: {line}", file=sys.stderr)
+    return Exit.JUDGE_ERROR
+
+
+def _test_call(settings: Settings) -> str | None:
+    """Judge one built-in record the way a run would (same prompts, verdict mode, reply
+    schema), without the cache and without retries; why it got no verdict, or None. The
+    built-in rules (no app's sampling may skip it) and, in cascade mode, every record escalated:
+    the call must reach the LLM."""
+    llm = settings.llm.model_copy(
+        update={"cache_size": 0, "cache_path": None, "max_retries": 0, "samples": 1}
+    )
+    update = {"llm": llm, "rules": None, "cascade_below": 1.0}
+    try:
+        with Judge(settings.model_copy(update=update)) as judge:
+            result = judge.judge(TEST_RECORD)
+    except StefError as exc:  # the calibration file, a template: said as it is
+        return str(exc)
+    if result.outcome == "judge_error":
+        return result.error or "judge_error"
+    return None

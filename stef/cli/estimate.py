@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the agent's accuracy with a 95%% confidence interval (judge + labels)",
         description="Power-tuned prediction-powered inference (PPI++): the mean of the judge's "
         "P(correct) over every evaluated record (calibrated, or a reference's where one "
-        "decided), weighted and corrected by the labelled ones, with its 95%% interval, per app; "
+        "decided), weighted and corrected by the labelled ones, with its 95% interval, per app; "
         "never wider than the interval from the labels alone, printed beside it. Only labels "
         "given in stef review's random order (or from a file "
         "that does not say) are used: labels picked by doubt are not a sample.",
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = read_results(args.results)
         labels = truth(args.labels, random_only=not args.all_labels)
+        left_out = 0 if args.all_labels else len(truth(args.labels)) - len(labels)
     except RecordsError as exc:
         print(f"stef estimate: {exc}", file=sys.stderr)
         return Exit.FAILURE
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({app: e.as_dict() for app, e in result.items()}))
         return Exit.OK
-    print(render(result))
+    print(render(result, left_out=left_out))
     return Exit.OK
 
 
@@ -74,7 +75,9 @@ def _ci(d: dict[str, Any] | None) -> str:
     return f"{d['estimate']:.1%} [{d['low']:.1%}, {d['high']:.1%}]"
 
 
-def render(result: dict[str, Estimate]) -> str:
+def render(result: dict[str, Estimate], *, left_out: int = 0) -> str:
+    """The table, and a note per reason an estimate is missing. ``left_out``: the labels given
+    in teaching order, not used (they favour doubtful records and would bias the estimate)."""
     rows = []
     for app, e in result.items():
         d = e.as_dict()
@@ -99,4 +102,11 @@ def render(result: dict[str, Estimate]) -> str:
         )
     if any(e.n_labelled < 2 for e in result.values()):
         notes.append("an estimate needs at least two labelled records of the app")
+    if left_out:
+        notes.append(
+            f"{left_out} label{'s' if left_out > 1 else ''} given in teaching order "
+            f"{'were' if left_out > 1 else 'was'} left out: that order puts doubtful records "
+            "first, so they are no sample; label with stef review --order random (or pass "
+            "--all-labels to use them anyway, biased)"
+        )
     return "\n".join([out, *notes])

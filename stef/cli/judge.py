@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from typing import Any
 
 import sqlglot
 
+from stef.api import Judge
 from stef.cli.common import add_common, report_error, settings_of
-from stef.errors import StefError
+from stef.cli.result_text import as_text
+from stef.errors import InvalidInput, StefError
 from stef.exits import Exit
-from stef.rules import load_rules
-from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
 
 _FLAG_FIELDS = ("id", "question", "sql", "enriched_question", "app", "dialect")
@@ -34,51 +33,58 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     j.add_argument("--dialect", help="sqlglot dialect of the SQL")
     j.add_argument("--id")
     j.add_argument("--cache", help="SQLite file caching LLM verdicts across runs (LLM only)")
+    j.add_argument(
+        "--format",
+        choices=("json", "text"),
+        default="json",
+        help="json: the whole result (default); text: score, tier, verdict, alignment, issues",
+    )
     add_common(j, rules_help="rules file or directory (default: built-in defaults)")
     j.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.question is None) != (args.sql is None):
-        print(
-            "stef judge: --question and --sql go together (or pass one JSON record on stdin)",
-            file=sys.stderr,
-        )
+    problem = _usage_problem(args)
+    if problem is not None:
+        print(f"stef judge: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if args.dialect is not None and args.dialect not in _dialects():
-        print(
-            f"stef judge: unknown --dialect {args.dialect!r}; one of {', '.join(_dialects())}",
-            file=sys.stderr,
-        )
-        return Exit.USAGE
-    try:
-        settings = settings_of(args, cache=args.cache)
-        rules = load_rules(settings.rules)
-    except (StefError, OSError) as exc:
-        return report_error("stef judge", exc)
     if args.question is None:
         payload = sys.stdin.buffer.read().strip()
+        if not payload:
+            print(
+                "stef judge: no record on stdin; pass --question and --sql, or pipe one JSON "
+                "record (stef judge < record.json)",
+                file=sys.stderr,
+            )
+            return Exit.USAGE
+    try:
+        judge = Judge(settings_of(args, cache=args.cache))
+    except (StefError, OSError) as exc:
+        return report_error("stef judge", exc)
+    with judge:
+        if args.question is not None:
+            payload = _payload_from_flags(args, judge.settings)
+        try:
+            result = judge.judge(payload)
+        except InvalidInput as exc:
+            print(f"stef judge: invalid input ({exc.reason}): {exc.detail}", file=sys.stderr)
+            return Exit.FAILURE
+    if args.format == "text":
+        print(as_text(result))
     else:
-        payload = _payload_from_flags(args, settings)
-    with contextlib.ExitStack() as stack:
-        try:
-            backend = build_backend(settings)
-        except StefError as exc:
-            return report_error("stef judge", exc)
-        stack.callback(backend.close)
-        try:
-            pipeline = build_pipeline(settings, rules, backend)
-        except StefError as exc:
-            return report_error("stef judge", exc)
-        processed = pipeline.process(payload, {"file": "-", "line": 1})
-    if processed.result is None:
-        print(f"stef judge: invalid input ({processed.reason}): {processed.error}", file=sys.stderr)
-        return Exit.FAILURE
-    print(json.dumps(processed.result.model_dump(mode="json"), indent=2, ensure_ascii=False))
-    if processed.result.outcome == "judge_error":
-        print(f"stef judge: judge_error: {processed.result.error}", file=sys.stderr)
+        print(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    if result.outcome == "judge_error":
+        print(f"stef judge: judge_error: {result.error}", file=sys.stderr)
         return Exit.JUDGE_ERROR
     return Exit.OK
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    if (args.question is None) != (args.sql is None):
+        return "--question and --sql go together (or pass one JSON record on stdin)"
+    if args.dialect is not None and args.dialect not in _dialects():
+        return f"unknown --dialect {args.dialect!r}; one of {', '.join(_dialects())}"
+    return None
 
 
 def _payload_from_flags(args: argparse.Namespace, settings: Settings) -> bytes:

@@ -9,7 +9,6 @@ import os
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 from stef.cli.common import (
     add_common,
@@ -18,16 +17,19 @@ from stef.cli.common import (
     report_error,
     settings_of,
 )
+from stef.cli.inorder import InOrder, OrderedFileSource
 from stef.cli.progress import Progress
 from stef.errors import StefError
 from stef.exits import Exit
-from stef.io import Envelope, Sink
+from stef.io import Envelope, Sink, Source
 from stef.io.discard import DiscardSink
 from stef.io.jsonl import JsonlSink, check_source_file
-from stef.io.otlp.exports import FORMATS
+from stef.io.otlp.exports import FORMATS, detect_format
+from stef.io.replaced import ReplacingJsonlSink
 from stef.pipeline import Processed
 from stef.service.loop import Service
 from stef.service.wiring import open_file_source
+from stef.settings import Settings
 from stef.summary import Summary
 
 # What --fail-on can name: result outcomes, dead letters, and the poor tier.
@@ -85,6 +87,7 @@ class _Tally:
         self.path = path
         self.summary = Summary()
         self.progress = progress
+        self.order = InOrder(progress.message)
         self.gates = gates
         self.tripped: set[str] = set()
         self.invalid_reasons: Counter[str] = Counter()
@@ -105,11 +108,24 @@ class _Tally:
             # Counted before anything is written to the terminal: a stderr that fails (closed,
             # full) loses the message, never the summary or the --fail-on gate.
             self.progress.step()
+            message = None
             if result is None:
                 line = envelope.position.get("line")
-                self.progress.message(
-                    f"{self.path}:{line}: invalid input ({processed.reason}): {processed.error}"
-                )
+                why = f"invalid input ({processed.reason}): {processed.error}"
+                message = f"{self.path}:{line}: {why}"
+        # Outside the tally's lock: a message waits for the records read before its own.
+        self.order.finished(envelope, message)
+
+
+def _source(args: argparse.Namespace, settings: Settings, order: InOrder) -> Source:
+    """The replayed file: STEF's records read in order (so invalid lines are reported in input
+    order), or a trace file or export through ``span_mapping``."""
+    fmt = args.input_format
+    if fmt == "auto" and args.file != "-":
+        fmt = detect_format(args.file)
+    if fmt in ("auto", "records"):
+        return OrderedFileSource(args.file, order, max_line_bytes=settings.limits.max_record_bytes)
+    return open_file_source(args.file, settings, fmt)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
             {"concurrency": args.concurrency, "metrics_port": "off", "follow": False},
             cache=args.cache,
         )
-        # Before the outputs are replaced: a replay that cannot judge leaves them as they were.
         unusable = preflight("stef replay", settings)
         if unusable is not None:
             return unusable
@@ -163,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         service = Service(
             settings,
-            source=open_file_source(args.file, settings, args.input_format),
+            source=_source(args, settings, tally.order),
             results=results,
             dead_letters=dead,
             observer=tally,
@@ -179,14 +194,16 @@ def run(args: argparse.Namespace) -> int:
             status = service.run()
     except StefError as exc:
         return report_error("stef replay", exc)
+    tally.order.close()
     tally.progress.close()
     # The service loaded the same calibration at start: it cannot fail here but be safe.
     with contextlib.suppress(StefError):
         tally.summary.load_calibration(settings.calibration)
-    print(tally.summary.table())
+    if tally.summary.groups:  # no table of zeros when no record was judged
+        print(tally.summary.table())
     reasons = service.judge_errors.totals
     if reasons:
-        print(_reasons_line(reasons))
+        print(_reasons_line(reasons, tally.summary.total().judge_errors))
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
         return status
@@ -207,12 +224,22 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _reasons_line(reasons: dict[str, tuple[int, str]]) -> str:
-    """The judge errors by reason, the most frequent first, each with its latest message."""
+def _reasons_line(reasons: dict[str, tuple[int, str]], judge_errors: int) -> str:
+    """What each judge error reason said last, the most frequent first. The counts are the
+    summary's: a record whose judge failed but whose unsafe SQL the safety override scored is
+    said apart, so the numbers here and in the table agree."""
     ranked = sorted(reasons.items(), key=lambda item: (-item[1][0], item[0]))
-    return "judge error reasons: " + "; ".join(
-        f"{reason} x{count} ({_cut(detail, 160)})" for reason, (count, detail) in ranked
+    line = "judge error details: " + "; ".join(
+        f"{reason}: {_cut(detail.removeprefix(reason + ': '), 160)}"
+        for reason, (_, detail) in ranked
     )
+    scored = sum(count for count, _ in reasons.values()) - judge_errors
+    if scored > 0:
+        line += (
+            f"\n{scored} more record{'s' if scored > 1 else ''} had a judge error but "
+            "unsafe SQL, scored by the safety override alone (not counted as judge errors)"
+        )
+    return line
 
 
 def _cut(text: str, limit: int) -> str:
@@ -230,7 +257,7 @@ def _judge_errors_beyond(summary: Summary, failed: int, rate: float | None) -> s
         return None
     share = min(failed, judged) / judged
     if failed >= judged:
-        return f"the judge failed on every judged record ({judged}); the reasons are above"
+        return f"the judge failed on every judged record ({judged}); the details are above"
     if rate is not None and share > rate:
         return (
             f"the judge failed on {failed} of {judged} judged records ({share:.1%}), "
@@ -273,10 +300,11 @@ def _same_file(a: str, b: str) -> bool:
 def _sink(path: str | None) -> Sink:
     if not path:
         return DiscardSink()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(b"")  # a replay replaces its outputs
-    return JsonlSink(path)
+    if path == "-" or (os.path.exists(path) and not os.path.isfile(path)):
+        return JsonlSink(path)  # stdout, /dev/stdout, a FIFO: written to, never replaced
+    # A replay replaces its outputs, but only once the run has started: a start refused by the
+    # rules, the source or anything else leaves the existing file as it was.
+    return ReplacingJsonlSink(path)
 
 
 def _count_lines(path: str) -> int | None:

@@ -26,7 +26,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--input", type=Path, help="the agent log, to show question and SQL by id")
     p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
-    p.add_argument("--reviewer", help="name kept with each label (default: the login name)")
+    p.add_argument(
+        "--reviewer",
+        help="name kept with a label posted without one (default: the login name); the page "
+        "asks each reviewer's name and keeps it per browser",
+    )
     p.add_argument(
         "--order",
         choices=ORDERS,

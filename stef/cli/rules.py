@@ -14,7 +14,7 @@ from stef.rules import load_rules, rules_schema
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules = sub.add_parser("rules", help="rules files")
     rsub = rules.add_subparsers(dest="rules_command", required=True)
-    rc = rsub.add_parser("check", help="validate rules files; file:line errors, non-zero on error")
+    rc = rsub.add_parser("check", help="validate rules files; file:line errors, exit 2 on error")
     rc.add_argument("path", nargs="?", default="rules")
     rc.set_defaults(func=check)
     rs = rsub.add_parser("schema", help="print the JSON schema of a rules file")
@@ -27,8 +27,9 @@ def check(args: argparse.Namespace) -> int:
     except RulesError as exc:
         for problem in exc.problems:
             print(str(problem), file=sys.stderr)
-        print(f"{len(exc.problems)} problem(s) in {args.path}", file=sys.stderr)
-        return Exit.FAILURE
+        count = len(exc.problems)
+        print(f"{count} problem{'' if count == 1 else 's'} in {args.path}", file=sys.stderr)
+        return Exit.USAGE  # bad rules: 2, as everywhere (the README's table)
     apps = ", ".join(ruleset.known_apps) or "(single file)"
     print(f"{args.path}: ok (rules_version {ruleset.version}; apps: {apps})")
     return Exit.OK

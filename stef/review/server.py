@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from stef.io.http_server import BoundedServer
+from stef.review import explain as E
 from stef.review import records as R
 from stef.review.labels import append_label, label_line, latest_labels
 from stef.review.sqlview import formatted, spans
 
 MAX_BODY = 64 * 1024
 MAX_NOTE = 4000
+MAX_REVIEWER = 100
 MAX_HANDLERS = 8
 SOCKET_TIMEOUT_S = 15.0
 
@@ -79,7 +81,7 @@ class Review:
         return {
             "reviewer": self.reviewer,
             "order": self.order,
-            "records": [view(r) for r in self.queue],
+            "records": [view(r, self.order) for r in self.queue],
             "labels": {
                 rid: {"label": line.get("label"), "reviewer": line.get("reviewer")}
                 for rid, line in labels.items()
@@ -96,12 +98,16 @@ class Review:
             raise ValueError("label must be true, false or null")
         if not isinstance(note, str) or len(note) > MAX_NOTE:
             raise ValueError(f"note must be a string of at most {MAX_NOTE} characters")
+        who = body.get("reviewer")
+        if who is not None and (not isinstance(who, str) or len(who) > MAX_REVIEWER):
+            raise ValueError(f"reviewer must be a name of at most {MAX_REVIEWER} characters")
         rec = self.by_id[rid]
         line = label_line(
             rec,
             value,
             note=note,
-            reviewer=self.reviewer,
+            # The name the page asked for (kept per browser), else the server's --reviewer.
+            reviewer=(who or "").strip() or self.reviewer,
             queue=self.order,
             p_correct=R.p_correct(rec),
         )
@@ -109,13 +115,14 @@ class Review:
         return line
 
 
-def view(rec: R.Record) -> dict[str, Any]:
-    """The fields of a result the page shows (values as data; the page renders them as text)."""
-    given = _mapping(rec.get("input"))
-    sql = given.get("sql") if isinstance(given.get("sql"), str) else ""
+def view(rec: R.Record, order: str = "teaching") -> dict[str, Any]:
+    """The fields of a result the page shows (values as data; the page renders them as text).
+    A value that is not there is None (the page shows a dash)."""
     spec = _mapping(rec.get("sql_spec"))
     dialect = spec.get("dialect") if isinstance(spec.get("dialect"), str) else None
     components = _mapping(rec.get("components"))
+    given = _mapping(rec.get("input"))
+    sql, extracted = E.judged_sql(rec)
     return {
         "id": rec.get("id"),
         "app": rec.get("app"),
@@ -124,13 +131,21 @@ def view(rec: R.Record) -> dict[str, Any]:
         "error": rec.get("error"),
         "score": R.score(rec),
         "p_correct": R.p_correct(rec),
+        "confidence": components.get("confidence"),
         "confidence_source": components.get("confidence_source"),
+        "verdict": E.verdict(rec),
+        "decider": E.decider(rec),
+        "second_opinion": E.second_opinion(rec),
+        "agent": E.agent(rec),
+        "timestamp": E.when(rec),
+        "queue_reason": E.queue_reason(rec, order),
         "needs_review": rec.get("needs_review") is True,
         "second_opinion_disagrees": R.second_opinion_disagrees(rec),
         "unsafe": R.unsafe(rec),
         "question": given.get("question"),
         "enriched_question": given.get("enriched_question"),
         "sql": spans(formatted(sql, dialect)) if sql else [],
+        "sql_extracted": extracted,
         "alignment": rec.get("alignment"),
         "issues": R.issues(rec),
         "normalizations": rec.get("normalizations") or [],

@@ -241,20 +241,21 @@ def yaml_problem(exc: yaml.YAMLError, path: str) -> RuleProblem:
 
 
 def line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
-    """The 1-based line of the YAML node at pydantic location ``loc``, or of its nearest parent."""
+    """The 1-based line of the YAML node at pydantic location ``loc``, or of its nearest parent.
+    A mapping entry is located by its key's line (where a person looks for ``column_mapings:``),
+    not by its value's, which may start on the next line."""
     line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
-            nxt = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-            if nxt is None:
-                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
-                return key.start_mark.line + 1 if key is not None else line
-            node = nxt
+            pair = next(((k, v) for k, v in node.value if getattr(k, "value", None) == part), None)
+            if pair is None:
+                return line
+            node, line = pair[1], pair[0].start_mark.line + 1
         elif (
             isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
         ):
             node = node.value[part]
+            line = node.start_mark.line + 1
         else:
             return line
-        line = node.start_mark.line + 1
     return line

@@ -369,14 +369,11 @@ def _validate(
     if not isinstance(obj, dict):
         raise InvalidInput("not_object", f"record is a JSON {type(obj).__name__}, not an object")
     _check_tree(obj, limits)
+    # The required fields first: a log in other field names is missing them, and that (with the
+    # field_mapping hint) is what to say, not a type error of an optional field such as a
+    # nested `agent` object.
+    _check_required(obj, mapping)
     values = _fields(obj, mapping)
-    for name in REQUIRED:
-        if is_blank(values.get(name) or ""):
-            raise InvalidInput(
-                "missing_field",
-                f"required field {name!r} (from {mapping.source_of(name)!r}) is missing or "
-                "empty (nothing but whitespace, zero-width or control characters)",
-            )
     _check_lengths(values, limits)
     for name in _STRINGS:
         if name in values and name not in REQUIRED and is_blank(values[name]):
@@ -389,6 +386,36 @@ def _validate(
             values.get("app"), values["question"], values.get("enriched_question"), values["sql"]
         )
     return InputRecord(**values)
+
+
+def _check_required(obj: dict[str, Any], mapping: FieldMapping) -> None:
+    values = {name: _lookup(obj, mapping.source_of(name)) for name in REQUIRED}
+    missing = [name for name, value in values.items() if value is None]
+    if not missing:
+        for name, value in values.items():
+            if isinstance(value, str) and is_blank(value):
+                raise InvalidInput(
+                    "missing_field",
+                    f"required field {name!r} (from {mapping.source_of(name)!r}) is empty "
+                    "(nothing but whitespace, zero-width or control characters)",
+                )
+        return
+    names = " and ".join(repr(n) for n in missing)
+    sources = ", ".join(repr(mapping.source_of(n)) for n in missing)
+    one = len(missing) == 1
+    unmapped = all(mapping.source_of(n) == n for n in missing)
+    hint = (
+        "; if the log names it otherwise, map it with field_mapping (docs/input-record.md)"
+        if unmapped
+        else "; is field_mapping right for this log? (docs/input-record.md)"
+    )
+    if not one:
+        hint = hint.replace("names it", "names them").replace("map it", "map them")
+    where = "" if unmapped else f" (from {sources})"
+    raise InvalidInput(
+        "missing_field",
+        f"required field{'' if one else 's'} {names}{where} {'is' if one else 'are'} missing{hint}",
+    )
 
 
 def _fields(obj: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]:
@@ -411,10 +438,16 @@ def _fields(obj: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]:
         ):
             value = str(value)
         elif not isinstance(value, str):
+            source = mapping.source_of(name)
+            inside = (
+                f"; map a string inside it with field_mapping ({name}: {source}.<key>)"
+                if isinstance(value, dict | list)
+                else ""
+            )
             raise InvalidInput(
                 "wrong_type",
-                f"field {name!r} (from {mapping.source_of(name)!r}) must be a string, "
-                f"not {type(value).__name__}",
+                f"field {name!r} (from {source!r}) must be a string, "
+                f"not {type(value).__name__}{inside}",
             )
         values[name] = value
     return values

@@ -289,7 +289,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self._refused():
             return
         if self.path.rstrip("/").endswith("/models"):
-            body = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+            models = self.server.owner.models
+            if isinstance(models, bytes):  # not a models list: a web page at a wrong base URL
+                self._send(200, models, content_type="text/html")
+                return
+            body = {"object": "list", "data": [{"id": m, "object": "model"} for m in models]}
             self._send(200, json.dumps(body).encode())
         else:
             self._send(404, b'{"error": {"message": "not found"}}')
@@ -392,6 +396,8 @@ class FakeLlmServer:
         api_key: the bearer token every request must carry (None: any, or none).
         unsupported_params: request parameters answered with a 400 naming them (a model that
             refuses them, as GPT-5 refuses ``temperature`` and ``max_tokens``).
+        models: the ids ``GET /models`` lists; bytes: that body as is, with status 200 (an HTML
+            page, as a web server at a wrong base URL answers).
     """
 
     def __init__(
@@ -404,8 +410,10 @@ class FakeLlmServer:
         api_key: str | None = None,
         unsupported_params: tuple[str, ...] = (),
         logprobs: bool = True,
+        models: tuple[str, ...] | bytes = ("fake-model",),
     ) -> None:
         self.default = default or judge_like
+        self.models = models
         self.api_key = api_key
         self.unsupported_params = unsupported_params
         self.logprobs = logprobs

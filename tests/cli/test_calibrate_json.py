@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,22 @@ def test_json_says_the_sql_was_reformatted(capsys: pytest.CaptureFixture[str]) -
     data = json.loads(_run(capsys, "--json", "--reformat", "--limit", "10"))
     assert data["sql"] == "reformatted"
     assert data["n"] == 10
+
+
+def test_the_text_ends_with_a_plain_conclusion_and_the_plot_names_its_axis(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    figures = json.loads(_run(capsys, "--json"))
+    plot = tmp_path / "p.svg"
+    text = _run(capsys, "--plot", str(plot))
+    said = " ".join(text[text.index("In short:") :].split())
+    assert f"on {figures['n']} labelled records" in said
+    assert f"(kappa {figures['kappa']:.2f}, 95% interval {figures['kappa_ci'][0]:.2f}" in said
+    assert f"catches {figures['specificity']:.0%} of the wrong SQL" in said
+    assert "fewer than 100 labels" in said  # 40 labels: the intervals are wide
+    # With a calibration the bars are p_correct x 100, and the axis says so (before: "score").
+    svg = plot.read_text()
+    assert "P(correct) x 100" in svg and ">score<" not in svg
+    plain = tmp_path / "raw.svg"
+    _run(capsys, "--calibration", "none", "--plot", str(plain))
+    assert ">score<" in plain.read_text()

@@ -65,3 +65,21 @@ def test_bad_labels_line_is_one_clear_error(
     assert main(["estimate", "--results", str(results), "--labels", str(labels)]) == 1
     err = capsys.readouterr().err
     assert f"{labels}:2:" in err and "Traceback" not in err
+
+
+def test_labels_left_out_for_their_order_are_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = _write(tmp_path / "r.jsonl", [_result(f"s{i}", "sales", 0.7) for i in range(5)])
+    labels = _write(
+        tmp_path / "l.jsonl",
+        [{"id": f"s{i}", "label": i % 2 == 0, "queue": "teaching"} for i in range(3)],
+    )
+    assert main(["estimate", "--results", str(results), "--labels", str(labels)]) == 0
+    out = capsys.readouterr().out
+    # Before: only "needs at least two labelled records", with 3 labels in the file.
+    assert "3 labels given in teaching order were left out" in out
+    assert "--order random" in out and "--all-labels" in out
+    args = ["estimate", "--results", str(results), "--labels", str(labels), "--all-labels"]
+    assert main(args) == 0
+    assert "left out" not in capsys.readouterr().out

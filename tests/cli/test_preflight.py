@@ -5,6 +5,7 @@ listed in the replay summary and fail a replay where the judge failed on every r
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from stef.cli import main
 from stef.exits import Exit
 from stef.models import JudgeInfo, Result
 from stef.service.judge_errors import JudgeErrorLog
-from stef.testing.fake_server import Error, FakeLlmServer
+from stef.testing.fake_server import Error, FakeLlmServer, Raw, Reply
 from tests.calibrate.conftest import labels_file
 
 RIGHT = "sk-right-key-0123456789"
@@ -199,5 +200,89 @@ def test_check_says_when_the_models_list_does_not_name_the_model(
     server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _endpoint(monkeypatch, server.base_url, RIGHT, STEF_LLM_MODEL="my-deployment")
-    assert main(["check"]) == Exit.OK  # a note, not a failure: Azure lists models, not deployments
-    assert "does not name the configured model" in capsys.readouterr().out
+    # The test call answers: a note, not a failure (Azure lists models, not deployments).
+    assert main(["check"]) == Exit.OK
+    out = capsys.readouterr().out
+    assert "does not name the configured model" in out and "test verdict ok" in out
+    assert "1 model listed" in out
+
+
+def _check_fails(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+    assert main(["check"]) == Exit.JUDGE_ERROR
+    err = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("{")]
+    assert len(err) == 1 and err[0].startswith("stef check: "), err
+    assert all(n in err[0] for n in needles), err
+
+
+HTML = b"<!doctype html><html><body>Welcome to our site</body></html>"
+
+
+def test_check_fails_on_an_endpoint_that_answers_a_web_page(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeLlmServer(models=HTML, default=lambda r: Raw(200, HTML)) as server:
+        _endpoint(monkeypatch, server.base_url, "")
+        _check_fails(capsys, server.base_url, "not an OpenAI models list")
+
+
+def test_check_fails_without_a_model(
+    server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _endpoint(monkeypatch, server.base_url, RIGHT)
+    monkeypatch.delenv("STEF_LLM_MODEL")
+    _check_fails(capsys, "no model set")
+    assert server.requests == []
+
+
+def test_check_fails_on_a_model_neither_listed_nor_served(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = "The model `fake-model` does not exist"
+    with FakeLlmServer(models=("gpt-other",), default=lambda r: Error(404, gone)) as server:
+        _endpoint(monkeypatch, server.base_url, "")
+        _check_fails(capsys, "does not name it (1 listed: gpt-other)", gone)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reply"),
+    [
+        ("structured", Reply("Sure! The query looks right to me.")),
+        ("probability", Reply("Yes", logprobs=False)),
+    ],
+)
+def test_check_fails_when_the_test_call_is_not_the_verdict_modes_shape(
+    verdict: str,
+    reply: Reply,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with FakeLlmServer(default=lambda r: reply) as server:
+        _endpoint(monkeypatch, server.base_url, "", STEF_LLM_VERDICT=verdict)
+        _check_fails(capsys, f"verdict mode {verdict}")
+        assert server.chat_requests()  # the test call reached the model
+
+
+def test_check_is_ok_when_the_test_call_gives_a_verdict(
+    server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _endpoint(monkeypatch, server.base_url, RIGHT)
+    assert main(["check"]) == Exit.OK
+    assert "test verdict ok" in capsys.readouterr().out
+    assert len(server.chat_requests()) == 1
+
+
+def test_judge_error_counts_agree_between_the_summary_and_the_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    rows = [{**RECORD, "id": str(i)} for i in range(4)]
+    rows[0]["sql"] = "DELETE FROM orders"  # judge failed, scored by the safety override
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with FakeLlmServer(default=lambda r: Raw(200, HTML)) as server:
+        _endpoint(monkeypatch, server.base_url, "", STEF_LLM_PREFLIGHT="false")
+        assert main(["replay", str(log), "--no-progress"]) == Exit.JUDGE_ERROR
+    out = capsys.readouterr().out
+    # Before: "judge errors: 3" in the table, "bad_response x4" on the line after it.
+    counts = {int(n) for n in re.findall(r"bad_response x(\d+)", out)}
+    assert "judge errors: 3;" in out and counts == {3}, out
+    assert "1 more record had a judge error but unsafe SQL" in out

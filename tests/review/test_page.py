@@ -78,6 +78,13 @@ def test_three_labels_by_keyboard_reach_the_labels_file(browser: Any, served: An
     page.wait_for_selector("#r-id:not(:empty)")
     # Teaching order: needs_review first, then p_correct nearest 0.5.
     assert page.text_content("#r-id") == "flagged"
+    # No name yet: the page asks for one (and puts the cursor there) and writes nothing.
+    page.keyboard.press("c")
+    assert "type your name" in (page.text_content("#error") or "")
+    assert page.evaluate("document.activeElement.id") == "who"
+    assert not served.review.labels.exists()
+    page.fill("#who", "ann")
+    page.keyboard.press("Enter")
     page.keyboard.press("c")
     expect(page.locator("#r-id")).to_have_text("near")
     page.keyboard.press("n")

@@ -27,7 +27,7 @@ MISTAKES = [
     (
         "misspelt key",
         "benign_filter:\n  - status = 'Active'\n",
-        2,
+        1,  # the key's line, not its value's (issue 34 §6)
         "benign_filter",
         "did you mean 'benign_filters'?",
     ),

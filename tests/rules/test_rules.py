@@ -49,14 +49,14 @@ def test_every_problem_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture
     (d / "b.yaml").write_text("sampling_rate: 2\n")
     (d / "c.yaml").write_text("- a list\n")
     (d / "e.yaml").write_text("column_mappings: {a: [1]\n")
-    assert main(["rules", "check", str(d)]) == 1
+    assert main(["rules", "check", str(d)]) == 2
     err = capsys.readouterr().err
     assert f"{d / 'a.yaml'}:1: [dialect] unknown sqlglot dialect 'nope'" in err
     assert f"{d / 'a.yaml'}:3: [benign_filters.0] not a SQL predicate: 'x ='" in err
     assert f"{d / 'b.yaml'}:1: [sampling_rate]" in err
     assert f"{d / 'c.yaml'}:1: top level must be a mapping" in err
     assert f"{d / 'e.yaml'}:" in err and "not valid YAML" in err
-    assert "5 problem(s)" in err
+    assert "5 problems in" in err
 
 
 def test_check_ok_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,7 +65,7 @@ def test_check_ok_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_missing_path_is_an_error(tmp_path: Path) -> None:
-    assert main(["rules", "check", str(tmp_path / "absent")]) == 1
+    assert main(["rules", "check", str(tmp_path / "absent")]) == 2
 
 
 def test_single_file_applies_to_every_app(tmp_path: Path) -> None:

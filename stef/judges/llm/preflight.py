@@ -52,13 +52,16 @@ class Checked:
         """One line for ``stef check`` and the start log."""
         if self.how == "chat":
             return f"{self.url}: ok (answered a one-token chat completion)"
+        listed = f"{len(self.models)} model{'' if len(self.models) == 1 else 's'} listed"
         if self.model_listed is False:
             shown = ", ".join(self.models[:5]) + (" ..." if len(self.models) > 5 else "")
             return (
                 f"{self.url}: ok, but its models list does not name the configured model "
-                f"({len(self.models)} listed: {shown})"
+                f"({listed}: {shown})"
             )
-        return f"{self.url}: ok ({len(self.models)} models listed, the configured one among them)"
+        if not self.models:
+            return f"{self.url}: ok (an empty models list)"
+        return f"{self.url}: ok ({listed}, the configured one among them)"
 
 
 def check_endpoint(config: LlmConfig) -> Checked:
@@ -88,6 +91,8 @@ def check_endpoint(config: LlmConfig) -> Checked:
                 raise
             return _chat_check(client, config, url)
         models = _model_ids(raw.content)
+        if models is None:
+            raise EndpointError(url, raw.status_code, _not_openai(raw.content))
         listed = None if not models else (config.model in models)
         return Checked(url=url, how="models", models=models, model_listed=listed)
     except openai.APIStatusError as exc:
@@ -101,6 +106,14 @@ def check_endpoint(config: LlmConfig) -> Checked:
         raise EndpointError(url, None, f"unusable answer: {redact(exc, secrets)}") from None
     finally:
         client.close()
+
+
+def _not_openai(content: bytes) -> str:
+    start = content[:60].decode("utf-8", "replace").strip().replace("\n", " ")
+    return (
+        f"/models answered something that is not an OpenAI models list ({start!r}...); "
+        "is the base URL the API's (often ending in /v1), not a web page's?"
+    )
 
 
 def _chat_check(client: openai.OpenAI, config: LlmConfig, url: str) -> Checked:
@@ -126,13 +139,14 @@ def _chat_check(client: openai.OpenAI, config: LlmConfig, url: str) -> Checked:
     return Checked(url=url, how="chat", models=(), model_listed=None)
 
 
-def _model_ids(content: bytes) -> tuple[str, ...]:
-    """The ids of an OpenAI-style models list; empty when the body is not one."""
+def _model_ids(content: bytes) -> tuple[str, ...] | None:
+    """The ids of an OpenAI-style models list; None when the body is not one (an HTML page: a
+    base URL that points at a web server, not at the API)."""
     try:
         data = json.loads(content)
     except (ValueError, RecursionError):
-        return ()
+        return None
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        return ()
+        return None
     return tuple(str(m["id"]) for m in items if isinstance(m, dict) and "id" in m)
