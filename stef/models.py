@@ -90,6 +90,15 @@ class OrderTerm(_Frozen):
     direction: Literal["asc", "desc"] = "asc"
 
 
+class RankedTerm(_Frozen):
+    """A SELECT anywhere in the query (a derived table, a CTE, a subquery) that keeps the first
+    ``limit`` rows by its first ORDER BY term: how SQL picks "the most" or "the top 5"."""
+
+    expr: str
+    direction: Literal["asc", "desc"] = "asc"
+    limit: int
+
+
 class SqlSpec(_Frozen):
     """What deterministic analysis (sqlglot) extracts from the SQL (SPEC §2)."""
 
@@ -127,6 +136,8 @@ class SqlSpec(_Frozen):
     having_count: int = 0
     functions: list[str] = Field(default_factory=list)
     negated: bool = False
+    # Read by the judges, not part of the results contract (left out of every dump).
+    ranked: list[RankedTerm] = Field(default_factory=list, exclude=True)
 
 
 # ------------------------------------------------------------------------------- question spec

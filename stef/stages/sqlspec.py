@@ -9,13 +9,14 @@ tables and functions, structure flags.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from stef.models import Aggregation, OrderTerm, Predicate, SqlSpec
+from stef.models import Aggregation, OrderTerm, Predicate, RankedTerm, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
 from stef.sql.census import Census
 from stef.sql.dialects import dialect_of
@@ -211,6 +212,20 @@ def _limit_of(node: exp.Expr) -> int | None:
     if isinstance(value, exp.Literal) and value.is_int:
         return int(value.this)
     return None
+
+
+def _ranked(selects: Iterable[exp.Select]) -> list[RankedTerm]:
+    """Every SELECT that keeps its first N rows by an ORDER BY, in any scope."""
+    out = []
+    for select in selects:
+        order, limit = select.args.get("order"), _limit_of(select)
+        if order is None or limit is None or not order.expressions:
+            continue
+        first = order.expressions[0]
+        term = first.this if isinstance(first, exp.Ordered) else first
+        desc = isinstance(first, exp.Ordered) and bool(first.args.get("desc"))
+        out.append(RankedTerm(expr=canon(term), direction="desc" if desc else "asc", limit=limit))
+    return out
 
 
 def _limit(stmt: exp.Expr, main: exp.Select | None) -> int | None:
@@ -412,4 +427,5 @@ def _query_spec(
         having_count=filters.having_count,
         functions=_functions(census),
         negated=any(p.op.startswith("not") or p.op == "!=" for p in filters.preds),
+        ranked=_ranked(selects),
     )

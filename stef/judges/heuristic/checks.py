@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from stef.judges.base import JudgeRequest
 from stef.judges.heuristic.question import DISTINCT_WORDS
-from stef.judges.heuristic.readings import asked_directions, sql_extremes
+from stef.judges.heuristic.readings import asked_directions, first_ranked, sql_extremes
 from stef.models import (
     Enrichment,
     EnrichmentStatus,
@@ -174,7 +174,7 @@ def _top_k_limit_differs(ev: Evidence) -> Iterator[tuple[Issue, str]]:
 def _extreme_direction(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     """ "highest" answered by ``ORDER BY … ASC LIMIT`` or ``MIN()``; "lowest" the other way."""
     spec = ev.spec
-    order_expr = spec.order_by[0].expr if spec.order_by else None
+    order_expr = first_ranked(spec)
     asked = asked_directions(ev.question, order_expr)
     if len(asked) != 1:
         return  # none, or both ("the cheapest of the top 5"): nothing to hold the SQL to

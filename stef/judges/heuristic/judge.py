@@ -22,12 +22,15 @@ from stef.judges.heuristic.readings import (
     NEGATING_OPS,
     STATUS_WORDS,
     DateColumns,
+    asked_directions,
+    first_ranked,
     flipped,
     fold_words,
     is_word_value,
     named_at,
     negated_at,
     question_interval,
+    sql_extremes,
     sql_window_days,
     window_days,
 )
@@ -279,6 +282,8 @@ def _read_match(
     value as before."""
     if kind == "status":
         return _status_word(q, index)
+    if kind in ("extreme", "top_k"):
+        return ("matched" if q.lhs == "yes" else "mismatched"), []
     want = question_interval(q, kind)
     if want is not None:
         decided = dates.match(want)
@@ -381,6 +386,34 @@ def word_filters(
 _WORD_OPS = frozenset({"=", "!=", "in", "not in", "like", "not like"})
 
 
+def rank_filters(
+    qs: QuestionSpec, kinds: list[str], question: str, spec: SqlSpec, limit_min: int
+) -> tuple[QuestionSpec, list[str]]:
+    """The question's superlative and top-N as filters when the SQL ranks or picks an extreme:
+    "the highest" against ``ORDER BY … DESC LIMIT`` / ``MAX()``, "top 5" against ``LIMIT 5``.
+    Decided here (``lhs`` "yes" when the SQL agrees): a wrong direction or N is a mismatch, so
+    it lowers the filter status even where the verdict is already at its floor."""
+    extremes = sql_extremes(spec, limit_min)
+    if not extremes:
+        return qs, kinds
+    filters, kinds = list(qs.filters), list(kinds)
+    asked = asked_directions(question, first_ranked(spec))
+    if len(asked) == 1:
+        way = next(iter(asked))
+        agrees = "yes" if any(d == way for d, _ in extremes) else "no"
+        text = "ordering: " + ("highest first" if way == "desc" else "lowest first")
+        filters.append(QuestionFilter(lhs=agrees, rhs=way, text=text, kind="extreme"))
+        kinds.append("extreme")
+    limits = {t.limit for t in spec.ranked if t.limit < limit_min}
+    k = qs.top_k
+    if k is not None and limits:
+        picks_one = any(not e.startswith("ORDER BY") for _, e in extremes)
+        agrees = "yes" if k in limits or (k == 1 and picks_one) else "no"
+        filters.append(QuestionFilter(lhs=agrees, rhs=str(k), text=f"top {k}", kind="top_k"))
+        kinds.append("top_k")
+    return qs.model_copy(update={"filters": filters}), kinds
+
+
 # ------------------------------------------------------------------------------------ the judge
 
 
@@ -480,6 +513,7 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
     if record.enriched_question and drift.status is not EnrichmentStatus.MAJOR_DRIFT:
         texts.append(record.enriched_question)
     qs, kinds = word_filters(qs, kinds, texts, spec)
+    qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min)
     matches = match_filters(qs.filters, kinds, spec, record.sql)
     return Evidence(
         request=request,

@@ -209,9 +209,20 @@ _AGE = re.compile(r"(?<!\w)age(?!\w)")
 _CHRONO = re.compile(r"\b(oldest|youngest)\b", re.I)
 
 
+_SORT_WORDS = re.compile(
+    r"\b(?:(?P<asc>ascending|alphabetical(?:ly)?|a to z|chronological(?:ly)?)|"
+    r"(?P<desc>descending|reverse (?:alphabetical|chronological) order|z to a))\b",
+    re.I,
+)
+
+
 def asked_directions(question: str, order_expr: str | None) -> set[str]:
-    """The sort directions a question's superlatives ask for (``desc``, ``asc``): "oldest" is
-    the earliest date, or the highest age."""
+    """The sort directions a question asks for (``desc``, ``asc``): its explicit order words
+    ("in alphabetical order") when it has some, else its superlatives; "oldest" is the earliest
+    date, or the highest age."""
+    explicit = {("desc" if m.group("desc") else "asc") for m in _SORT_WORDS.finditer(question)}
+    if explicit:
+        return explicit
     out = {("desc" if m.group("desc") else "asc") for m in _SUPERLATIVE.finditer(question)}
     for m in _CHRONO.finditer(question):
         if order_expr is None:
@@ -224,13 +235,20 @@ def asked_directions(question: str, order_expr: str | None) -> set[str]:
     return out
 
 
+def first_ranked(spec: SqlSpec) -> str | None:
+    """The expression the SQL ranks by: its first ranked SELECT's, else its ORDER BY's."""
+    if spec.ranked:
+        return spec.ranked[0].expr
+    return spec.order_by[0].expr if spec.order_by else None
+
+
 def sql_extremes(spec: SqlSpec, limit_min: int) -> list[tuple[str, str]]:
     """(direction, evidence) of each way the SQL picks an extreme: the first ORDER BY term under
-    a LIMIT, MAX/MIN in a comparison's subquery or as the only output."""
+    a LIMIT (in any scope), MAX/MIN in a comparison's subquery or as the only aggregate."""
     out: list[tuple[str, str]] = []
-    if spec.order_by and spec.limit is not None and spec.limit < limit_min:
-        term = spec.order_by[0]
-        out.append((term.direction, f"ORDER BY {term.expr} {term.direction.upper()}"))
+    for term in spec.ranked:
+        if term.limit < limit_min:
+            out.append((term.direction, f"ORDER BY {term.expr} {term.direction.upper()}"))
     for p in spec.filters:
         for func, way in (("max", "desc"), ("min", "asc")):
             if re.search(r"\(\s*select\s+" + func + r"\(", p.rhs):
