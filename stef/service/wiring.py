@@ -15,6 +15,7 @@ from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
 from stef.io.references import load_references
+from stef.io.rotation import process_started
 from stef.io.urls import Endpoint, same_place
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
@@ -150,6 +151,8 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
         follow=settings.follow,
         checkpoint=Checkpoint(where) if where is not None else None,
         max_line_bytes=settings.limits.max_record_bytes,
+        # Lines logged and rotated away while the process was starting are not lost.
+        since=process_started(),
     )
 
 
