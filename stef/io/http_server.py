@@ -145,9 +145,10 @@ class BoundedServer(ThreadingHTTPServer):
     ) -> None:
         self._slots = threading.BoundedSemaphore(max_connections)
         self._slot_wait_s = slot_wait_s
-        super().__init__(address, handler)
         waiting = max_waiting if max_waiting is not None else _max_waiting()
+        # Before the bind: a failed bind calls server_close, which closes the lobby.
         self._lobby = _Lobby(self._admit, self.shutdown_request, first_byte_timeout_s, waiting)
+        super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self._lobby.park(request, client_address)
