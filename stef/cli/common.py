@@ -10,8 +10,9 @@ from typing import Any
 
 import structlog
 
-from stef.errors import EndpointError, RulesError, StefError
+from stef.errors import ConfigError, EndpointError, RulesError, StefError
 from stef.exits import Exit
+from stef.judges.llm import check_local
 from stef.judges.llm.preflight import check_endpoint
 from stef.logs import FORMATS, LEVELS
 from stef.settings import Settings, load_settings
@@ -68,7 +69,13 @@ def preflight(command: str, settings: Settings) -> int | None:
     """Check the LLM endpoint once before any record is read (``llm.preflight``); print why it
     is unusable and give the exit status, or None to go on (no LLM configured, or it answers).
     """
-    if not settings.llm.configured or not settings.llm.preflight:
+    if not settings.llm.configured:
+        return None
+    try:
+        check_local(settings.llm)  # a settings error is exit 2, whether the endpoint answers
+    except ConfigError as exc:
+        return report_error(command, exc)
+    if not settings.llm.preflight:
         return None
     try:
         checked = check_endpoint(settings.llm)

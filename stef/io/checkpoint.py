@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stef.errors import ConfigError
 
@@ -48,9 +48,10 @@ class FileIdentity(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dev: int
-    ino: int
-    head_len: int
+    dev: int = Field(ge=0)
+    ino: int = Field(ge=0)
+    # A negative length would read the whole file, or fail the read at start.
+    head_len: int = Field(ge=0, le=HEAD_BYTES)
     head_sha256: str
 
     @classmethod
@@ -86,8 +87,8 @@ class FilePosition(BaseModel):
     version: int = _VERSION
     source: str
     file: FileIdentity
-    offset: int
-    line: int
+    offset: int = Field(ge=0)
+    line: int = Field(ge=0)
 
 
 class Checkpoint:

@@ -1,17 +1,132 @@
 """A threaded HTTP server with a bound on its threads: the probe and metrics server of the service
-and the review page share it, so no number of idle connections grows threads without end."""
+and the review page share it, so no number of idle connections grows threads without end.
+
+Idle connections never take a thread: an accepted connection waits in a lobby (one selector, one
+thread) until its first byte arrives, and only then gets a handler thread. The lobby holds at
+most ``max_waiting`` connections, each for at most ``first_byte_timeout_s``; past the bound the
+longest-waiting one is closed. So 2,000 idle connections to the probe port cost descriptors for
+a few seconds, never the slots: a liveness probe, which sends its request at once, is answered
+(a thread per connection let 32 idle ones hold every slot for the idle timeout, and every later
+connection, the probe included, was closed unanswered).
+"""
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import resource
+import selectors
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# A connection that sends nothing for this long after it was accepted is closed: probes and
+# scrapes send their request at once.
+FIRST_BYTE_TIMEOUT_S = 5.0
+# Connections waiting for their first byte, at most (and at most a quarter of the descriptors).
+MAX_WAITING = 1024
+
+
+def _max_waiting() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_WAITING
+    return max(16, min(MAX_WAITING, soft // 4))
+
+
+class _Lobby:
+    """Accepted connections waiting for their first byte, watched by one thread; a connection
+    with bytes to read is handed to ``admit``, one silent too long (or the longest-waiting one,
+    past ``max_waiting``) is handed to ``drop``."""
+
+    def __init__(self, admit: Any, drop: Any, timeout_s: float, max_waiting: int) -> None:
+        self._admit, self._drop = admit, drop
+        self._timeout_s, self._max = timeout_s, max_waiting
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)  # a full pipe already wakes the lobby: never wait on it
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._arrived: collections.deque[tuple[Any, Any]] = collections.deque()
+        # Waiting connections in arrival order (so also in deadline order): conn -> (addr, by).
+        self._waiting: collections.OrderedDict[Any, tuple[Any, float]] = collections.OrderedDict()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="stef-http-lobby", daemon=True)
+        self._thread.start()
+
+    def park(self, conn: Any, addr: Any) -> None:
+        """From the accepting thread: wait for ``conn``'s first byte."""
+        self._arrived.append((conn, addr))
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+        self._thread.join(timeout=5)
+        for conn in list(self._waiting):
+            self._drop(conn)
+        while self._arrived:
+            self._drop(self._arrived.popleft()[0])
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _run(self) -> None:
+        while not self._closed:
+            for key, _ in self._selector.select(timeout=self._next_timeout()):
+                if key.fileobj is self._wake_r:
+                    self._take_arrivals()
+                else:
+                    self._selector.unregister(key.fileobj)
+                    addr, _ = self._waiting.pop(key.fileobj)
+                    self._admit(key.fileobj, addr)
+            self._expire()
+
+    def _next_timeout(self) -> float:
+        if not self._waiting:
+            return 1.0
+        _, by = next(iter(self._waiting.values()))
+        return max(0.0, min(1.0, by - time.monotonic()))
+
+    def _take_arrivals(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._wake_r.recv(4096):
+                pass
+        while self._arrived:
+            conn, addr = self._arrived.popleft()
+            try:
+                self._selector.register(conn, selectors.EVENT_READ)
+            except (OSError, ValueError):  # closed by the client already
+                self._drop(conn)
+                continue
+            self._waiting[conn] = (addr, time.monotonic() + self._timeout_s)
+            while len(self._waiting) > self._max:
+                self._evict(next(iter(self._waiting)))
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._waiting:
+            conn, (_, by) = next(iter(self._waiting.items()))
+            if by > now:
+                return
+            self._evict(conn)
+
+    def _evict(self, conn: Any) -> None:
+        del self._waiting[conn]
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
+        self._drop(conn)
+
 
 class BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``max_connections`` of them. Past the bound a new
-    connection waits up to ``slot_wait_s`` for a slot (0: not at all), then is closed instead of
-    growing another thread."""
+    """A thread per connection that sent a request, at most ``max_connections`` of them. Past
+    the bound a connection waits up to ``slot_wait_s`` for a slot (0: not at all), then is
+    closed instead of growing another thread. Before its first byte a connection waits in the
+    lobby (see the module docstring), taking no thread and no slot."""
 
     daemon_threads = True
     # The default backlog (5) drops connections arriving faster than one accept: a client then
@@ -25,12 +140,21 @@ class BoundedServer(ThreadingHTTPServer):
         max_connections: int,
         *,
         slot_wait_s: float = 0.0,
+        first_byte_timeout_s: float = FIRST_BYTE_TIMEOUT_S,
+        max_waiting: int | None = None,
     ) -> None:
         self._slots = threading.BoundedSemaphore(max_connections)
         self._slot_wait_s = slot_wait_s
+        waiting = max_waiting if max_waiting is not None else _max_waiting()
+        # Before the bind: a failed bind calls server_close, which closes the lobby.
+        self._lobby = _Lobby(self._admit, self.shutdown_request, first_byte_timeout_s, waiting)
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        self._lobby.park(request, client_address)
+
+    def _admit(self, request: Any, client_address: Any) -> None:
+        """The connection's first bytes arrived: a handler thread, if a slot is free."""
         wait = self._slot_wait_s
         acquired = self._slots.acquire(timeout=wait) if wait > 0 else self._slots.acquire(False)
         if not acquired:
@@ -38,12 +162,16 @@ class BoundedServer(ThreadingHTTPServer):
             return
         try:
             super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()  # no thread started: its slot is free again
-            raise
+        except Exception:  # no thread started (the lobby thread must go on): free the slot
+            self._slots.release()
+            self.shutdown_request(request)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def server_close(self) -> None:
+        self._lobby.close()
+        super().server_close()

@@ -31,7 +31,13 @@ from stef.errors import CommitError, ConfigError, SinkError
 from stef.io import AckCallback, Envelope, Oversized
 from stef.io.checkpoint import HEAD_BYTES, Checkpoint, FileIdentity, FilePosition, find_rotated
 from stef.io.offsets import OffsetTracker
-from stef.io.rotation import Generation, generations, locate, open_generation
+from stef.io.rotation import (
+    Generation,
+    first_written_since,
+    generations,
+    locate,
+    open_generation,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -264,6 +270,9 @@ class FileSource:
         max_line_bytes: a longer line is not held in memory: its record carries its first
             bytes with its length and sha256 (:class:`~stef.io.Oversized`), to be dead-lettered
             as too large. None holds every line whole.
+        since: when following began (epoch seconds; None: now). A followed file opened
+            without a saved position starts at the oldest rotated generation written since
+            then, if any, so lines logged and rotated away before the first read are not lost.
     """
 
     def __init__(
@@ -274,8 +283,10 @@ class FileSource:
         poll_interval_s: float = 0.2,
         checkpoint: Checkpoint | None = None,
         max_line_bytes: int | None = None,
+        since: float | None = None,
     ) -> None:
         self.path = path
+        self.since = time.time() if since is None else since
         self.follow = follow and path != "-"
         self.poll_interval_s = poll_interval_s
         self.checkpoint = checkpoint if path != "-" else None
@@ -305,6 +316,8 @@ class FileSource:
             self.checkpoint.reserve()
             if self._resume(self.checkpoint):
                 return
+        if self.follow and self._open_rotated_since():
+            return
         try:
             self._open(self.path)
         except FileNotFoundError as exc:
@@ -538,6 +551,8 @@ class FileSource:
         except OSError:
             st = None  # rotated away, the new file is not there yet
         if file is None:
+            if self._open_rotated_since():
+                return True
             if st is None:
                 return False
             return self._open_live()
@@ -605,6 +620,20 @@ class FileSource:
         log.info("file_truncated", source=self.path, lost_unread_bytes_possible=True)
         file.stream.seek(0)
         self._use(_File(file.stream, file.dev, file.ino))
+        return True
+
+    def _open_rotated_since(self) -> bool:
+        """Open the oldest generation rotated away since following began, if there is one (the
+        first file opened without a saved position): the newer ones and the live file follow."""
+        gen = first_written_since(generations(self.path), self.since)
+        if gen is None:
+            return False
+        try:
+            self._open_generation(gen)
+        except (OSError, EOFError, zlib.error, ConfigError) as exc:
+            log.info("rotation_retry", path=gen.path, error=str(exc))
+            return False
+        log.info("rotated_since_start_followed", source=self.path, generation=gen.path)
         return True
 
     def _open_live(self) -> bool:

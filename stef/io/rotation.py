@@ -114,6 +114,35 @@ def locate(chain: list[Generation], identity: FileIdentity, min_size: int = 0) -
     return same_inode if same_inode is not None else same_head
 
 
+def first_written_since(chain: list[Generation], since: float) -> Generation | None:
+    """The oldest rotated generation of ``chain`` last written at or after ``since`` (epoch
+    seconds), None when there is none: a source that starts following after them would
+    otherwise skip lines written while its process was already running (its start takes
+    seconds: imports, settings, the LLM endpoint check) and rotated away meanwhile."""
+    for gen in chain:
+        if gen.live:
+            return None
+        try:
+            if os.stat(gen.path).st_mtime >= since:
+                return gen
+        except OSError:
+            continue  # rotated again meanwhile: the chain is listed again next time
+    return None
+
+
+def process_started() -> float | None:
+    """When this process started (epoch seconds), from ``/proc``; None where there is none."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            # The command name (field 2) may hold spaces: count fields after its ')'.
+            after = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(ln.split()[1]) for ln in f if ln.startswith(b"btime "))
+        return boot + int(after[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def open_generation(gen: Generation) -> BinaryIO:
     """A stream of the generation's lines (decompressed when it is a ``.gz``).
 

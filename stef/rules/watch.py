@@ -1,8 +1,15 @@
-"""Hot reload of the rules: a changed file is read again; each app keeps its last good rules."""
+"""Hot reload of the rules: a changed file is read again; each app keeps its last good rules.
+
+A change is seen by each file's mtime, size and inode at every check, and by a sha256 of the
+contents on a slower timer: an edit in place to the same size with its mtime restored (``cp -p``,
+``rsync -t``, a config tool that preserves times) changes none of the three.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,8 +43,15 @@ def merge_scan(current: RuleSet, scan: RulesScan) -> tuple[RuleSet, list[str]]:
     return ruleset, kept
 
 
+# How often the contents are hashed (a few small files; the stat check runs every turn).
+HASH_INTERVAL_S = 60.0
+
+
 class RulesWatcher:
     """Hot reload: re-reads the rules path when a file changes; keeps each app's last good rules.
+
+    ``hash_interval_s``: how often the contents are compared by hash as well (see the module
+    docstring), by ``clock``.
 
     At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
     Every version that comes into effect (at start, after any reload, partial ones included) is
@@ -46,12 +60,22 @@ class RulesWatcher:
     """
 
     def __init__(
-        self, path: str | Path | None, on_reload: Callable[[str], object] | None = None
+        self,
+        path: str | Path | None,
+        on_reload: Callable[[str], object] | None = None,
+        *,
+        hash_interval_s: float = HASH_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        self._rules = load_rules(self.path)
+        # Before the load: an edit during it is seen at the next check.
         self._stamp = self._fingerprint()
+        self._digest = self._content_digest()
+        self._rules = load_rules(self.path)
+        self._hash_interval_s = hash_interval_s
+        self._clock = clock
+        self._next_hash = clock() + hash_interval_s
         self._on_reload = on_reload
         log.info(
             "rules_loaded",
@@ -84,6 +108,32 @@ class RulesWatcher:
             out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))
         return tuple(out)
 
+    def _content_digest(self) -> str:
+        """sha256 of every rules file's name and bytes; never raises."""
+        if self.path is None:
+            return ""
+        digest = hashlib.sha256()
+        try:
+            files = rules_files(self.path) if self.path.is_dir() else [self.path]
+        except (OSError, ValueError) as exc:
+            return f"<unlistable: {exc}>"
+        for f in files:
+            digest.update(str(f).encode("utf-8", "surrogateescape") + b"\0")
+            try:
+                digest.update(f.read_bytes())
+            except OSError:
+                digest.update(b"\0<unreadable>")
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def _contents_changed(self) -> bool:
+        """On the slow timer only: do the contents differ from those last loaded?"""
+        now = self._clock()
+        if now < self._next_hash:
+            return False
+        self._next_hash = now + self._hash_interval_s
+        return self._content_digest() != self._digest
+
     def check(self) -> str | None:
         """Reload if anything changed; calls ``on_reload(outcome)`` after each reload.
 
@@ -105,9 +155,10 @@ class RulesWatcher:
 
     def _reload_if_changed(self) -> str | None:
         stamp = self._fingerprint()
-        if stamp == self._stamp or self.path is None:
+        if self.path is None or (stamp == self._stamp and not self._contents_changed()):
             return None
         self._stamp = stamp
+        self._digest = self._content_digest()  # before the scan, as at start
         scan = scan_rules(self.path)
         current = self.rules
         rules, kept = merge_scan(current, scan)

@@ -91,6 +91,8 @@ def load_canary(path: Path) -> list[Labelled]:
         raise ConfigError(f"canary {path}: {exc.strerror or exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"canary {exc}") from exc
+    except RecursionError as exc:  # a JSON line nested thousands deep
+        raise ConfigError(f"canary {path}: a line is nested too deeply to be a record") from exc
     labels = {r.label for r in records}
     if labels != {True, False}:
         raise ConfigError(

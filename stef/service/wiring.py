@@ -20,6 +20,7 @@ from stef.io.otlp.record import check_field_mapping
 from stef.io.otlp.sinks import OtlpHttpSink, OtlpKafkaSink
 from stef.io.otlp.source import OtlpSource
 from stef.io.references import load_references
+from stef.io.rotation import process_started
 from stef.io.urls import Endpoint, same_place
 from stef.judges.base import Judge
 from stef.judges.heuristic.judge import HeuristicJudge, HeuristicOptions
@@ -153,6 +154,8 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
         follow=settings.follow,
         checkpoint=Checkpoint(where) if where is not None else None,
         max_line_bytes=settings.limits.max_record_bytes,
+        # Lines logged and rotated away while the process was starting are not lost.
+        since=process_started(),
     )
 
 

@@ -261,3 +261,39 @@ def test_every_version_in_effect_is_logged_before_a_reader_sees_it(rules_dir: Pa
     )  # every edit changed support: one counted reload each
     assert [e["outcome"] for e in changes] == outcomes
     assert "error" in outcomes
+
+
+def _edit_in_place_keeping_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
+    """The same file (inode), the same size, its mtime put back: no stat field changes."""
+    assert len(old) == len(new)
+    before = path.stat()
+    data = path.read_bytes()
+    with path.open("r+b") as f:
+        f.write(data.replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_an_edit_that_keeps_size_mtime_and_inode_is_seen_by_its_hash(
+    rules_dir: Path, kind: str
+) -> None:
+    """Issue 32, item 6. Before: the old rules stayed in effect for ever."""
+    now = [1000.0]
+    path = rules_dir if kind == "directory" else rules_dir / "sales.yaml"
+    w = RulesWatcher(path, hash_interval_s=60.0, clock=lambda: now[0])
+    sales = w.rules.for_app("sales") if kind == "directory" else w.rules.default
+    assert sales.limit_min == 5000
+    _edit_in_place_keeping_size_and_mtime(rules_dir / "sales.yaml", b"5000", b"7000")
+    assert w.check() is None  # the stat check alone sees nothing
+    now[0] += 61.0  # the slow timer: the contents are hashed
+    assert w.check() == "success"
+    sales = w.rules.for_app("sales") if kind == "directory" else w.rules.default
+    assert sales.limit_min == 7000
+    now[0] += 61.0
+    assert w.check() is None  # hashed again, unchanged: no reload

@@ -157,3 +157,34 @@ def test_idle_connections_hold_a_bounded_number_of_threads(
         for s in idle:
             s.close()
         srv.close()
+
+
+def test_healthz_answers_behind_two_thousand_idle_connections(
+    registry: CollectorRegistry, state: HealthState
+) -> None:
+    """Issue 32, item 3: idle connections to the probe port (connected, never a byte) must not
+    starve the probe. Before: the first 32 held every slot for the idle timeout (10 s) and each
+    later connection, the probe's included, was closed unanswered."""
+    import resource
+    import socket
+
+    state.ready = True
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Each idle connection costs two descriptors in this process (client and server side).
+    n = min(2000, (soft - 200) // 2)
+    assert n >= 200, f"the descriptor limit ({soft}) is too low to show anything"
+    srv = HealthServer(registry, state, "127.0.0.1", 0).start()
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", srv.port))  # not waiting for the accept: a flood
+            idle.append(s)
+        status, body, _ = get(srv, "/healthz")
+        assert (status, body) == (200, "ok\n")
+        assert get(srv, "/readyz")[:2] == (200, "ready\n")
+    finally:
+        for s in idle:
+            s.close()
+        srv.close()

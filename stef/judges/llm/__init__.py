@@ -8,10 +8,27 @@ the local server the tests and the benchmark point it at.
 from __future__ import annotations
 
 from stef.errors import ConfigError
+from stef.judges.llm.cache import JudgeCache
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.judge import LlmJudge
 from stef.metrics import Metrics
+
+_NO_MODEL = "STEF_LLM_MODEL is required when an LLM endpoint is configured"
+
+
+def check_local(config: LlmConfig) -> None:
+    """The LLM settings checks that need no network, run before the endpoint is checked: a
+    settings error must not be reported as an unreachable endpoint (exit 2, not 3).
+
+    Raises:
+        ConfigError: no model name is configured, or the cache file is not a usable SQLite
+            cache (it is created when absent, as the judge would).
+    """
+    if not config.model:
+        raise ConfigError(_NO_MODEL)
+    if config.cache_path is not None:
+        JudgeCache(0, config.cache_path).close()
 
 
 def build_llm_judge(
@@ -27,7 +44,7 @@ def build_llm_judge(
         TemplateError: a prompt template is missing or does not compile.
     """
     if not config.model:
-        raise ConfigError("STEF_LLM_MODEL is required when an LLM endpoint is configured")
+        raise ConfigError(_NO_MODEL)
     judge = LlmJudge(config, metrics, model_watch=model_watch)
     try:
         judge.preflight()
@@ -37,4 +54,4 @@ def build_llm_judge(
     return judge
 
 
-__all__ = ["LlmConfig", "LlmJudge", "build_llm_judge"]
+__all__ = ["LlmConfig", "LlmJudge", "build_llm_judge", "check_local"]

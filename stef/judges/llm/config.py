@@ -170,6 +170,10 @@ class LlmConfig(BaseModel):
             ord(c) < 32 or ord(c) == 127 for c in value.get_secret_value()
         ):
             raise ValueError("contains a line break or a control character (a key is one line)")
+        # Nor can a character outside ASCII: the HTTP library fails every call (the endpoint
+        # check at start with a traceback). The message never shows the key.
+        if value is not None and not value.get_secret_value().isascii():
+            raise ValueError("contains a character outside ASCII (an HTTP header cannot carry it)")
         return value
 
     @field_validator("base_url")
@@ -289,6 +293,8 @@ class LlmConfig(BaseModel):
                     data[field] = json.loads(value)
                 except json.JSONDecodeError as exc:
                     raise ConfigError(f"{var} is not valid JSON: {exc.msg}") from exc
+                except (ValueError, RecursionError) as exc:  # a huge integer, a deep nesting
+                    raise ConfigError(f"{var} is not a prices object: {_why(exc)}") from exc
             else:
                 data[field] = value
         try:
@@ -307,6 +313,13 @@ _ACROSS_FIELDS = (
     ("few_shot", "few_shot"),
     ("verdict probability", "verdict"),
 )
+
+
+def _why(exc: ValueError | RecursionError) -> str:
+    """What is wrong with a JSON value that parses but cannot be held (our words, not Python's)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return "a number with too many digits"
 
 
 def _variable(loc: tuple[int | str, ...], message: str = "") -> str:

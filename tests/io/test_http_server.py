@@ -1,0 +1,76 @@
+"""The bounded HTTP server's lobby: a connection takes no thread before its first byte, waits at
+most the first-byte timeout, and past ``max_waiting`` the longest-waiting one is closed."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from stef.io.http_server import BoundedServer
+
+
+class _Ok(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\n")
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def server() -> Iterator[BoundedServer]:
+    srv = BoundedServer(("127.0.0.1", 0), _Ok, 2, first_byte_timeout_s=1.0, max_waiting=4)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+
+
+def _closed_by_server(s: socket.socket, within_s: float) -> bool:
+    s.settimeout(within_s)
+    try:
+        return s.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _get(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        return s.recv(1024)
+
+
+def test_the_longest_waiting_connections_are_closed_past_the_bound(server: BoundedServer) -> None:
+    port = server.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+    try:
+        time.sleep(0.3)
+        assert all(_closed_by_server(s, 2.0) for s in idle[:6])
+        assert not any(_closed_by_server(s, 0.1) for s in idle[6:])
+        # The two slots are free: idle connections never took them.
+        assert _get(port).startswith(b"HTTP/1.0 200")
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_connection_silent_past_the_first_byte_timeout_is_closed(server: BoundedServer) -> None:
+    port = server.server_address[1]
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        assert not _closed_by_server(s, 0.5)
+        assert _closed_by_server(s, 2.0)  # the timeout is 1 s
+    assert _get(port).startswith(b"HTTP/1.0 200")

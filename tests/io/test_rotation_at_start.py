@@ -1,0 +1,121 @@
+"""Generations logged and rotated away before a followed file source first reads (while its
+process starts: imports, settings, the LLM endpoint check) are read, oldest first, before the
+live file; generations older than the start stay history (issue 32, item 1)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from stef.io import Envelope
+from stef.io.jsonl import FileSource
+from stef.io.rotation import process_started
+
+_IMPORTED = time.time()
+
+
+def _lines(tag: str, n: int) -> list[bytes]:
+    return [f'{{"gen": "{tag}", "n": {i}}}'.encode() for i in range(1, n + 1)]
+
+
+def _write(path: Path, lines: list[bytes]) -> None:
+    with path.open("ab") as f:
+        for line in lines:
+            f.write(line + b"\n")
+
+
+def _rename_rotation(log: Path) -> None:
+    """``mv app.log.N app.log.N+1`` for each N from the highest, ``mv app.log app.log.1``,
+    ``: > app.log``: the shell's (and logrotate's ``create``) rename rotation."""
+    numbered = sorted(
+        (int(p.name.rsplit(".", 1)[1]) for p in log.parent.glob(f"{log.name}.*")), reverse=True
+    )
+    for n in numbered:
+        os.rename(log.with_name(f"{log.name}.{n}"), log.with_name(f"{log.name}.{n + 1}"))
+    os.rename(log, log.with_name(f"{log.name}.1"))
+    log.write_bytes(b"")
+
+
+def _copytruncate(log: Path) -> None:
+    shutil.copyfile(log, log.with_name(f"{log.name}.1"))
+    with log.open("r+b") as f:
+        f.truncate(0)
+
+
+def _drain(s: FileSource) -> list[bytes]:
+    got: list[Envelope] = []
+    empty = 0
+    while empty < 2:
+        batch = s.poll(1000, 0.05)
+        empty = 0 if batch else empty + 1
+        got += batch
+    for e in got:
+        e.on_done()
+    return [e.payload for e in got]
+
+
+def _burst(log: Path, *, first: str = "rename") -> list[list[bytes]]:
+    """The burst of issue 32: 150 lines, a rotation, three times, then 150 lines."""
+    gens = [_lines(tag, 150) for tag in "abcd"]
+    for i, lines in enumerate(gens):
+        _write(log, lines)
+        if i == 0 and first == "copytruncate":
+            _copytruncate(log)
+        elif i < 3:
+            _rename_rotation(log)
+    return gens
+
+
+def test_three_rename_rotations_before_the_first_read_lose_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(b"")
+    since = time.time()
+    a, b, c, d = _burst(log)  # a is app.log.3, b app.log.2, c app.log.1
+    s = FileSource(str(log), follow=True, poll_interval_s=0.01, since=since)
+    s.start()
+    assert _drain(s) == a + b + c + d
+    s.close()
+
+
+def test_copytruncate_then_renames_before_the_first_read_lose_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(b"")
+    since = time.time()
+    a, b, c, d = _burst(log, first="copytruncate")  # a's copy is app.log.3
+    s = FileSource(str(log), follow=True, poll_interval_s=0.01, since=since)
+    s.start()
+    assert _drain(s) == a + b + c + d
+    s.close()
+
+
+def test_a_log_that_appears_and_rotates_between_two_polls_loses_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    s = FileSource(str(log), follow=True, poll_interval_s=0.01)
+    s.start()  # no file yet
+    assert s.poll(10, 0.05) == []
+    a, b, c, d = _burst(log)
+    assert _drain(s) == a + b + c + d
+    s.close()
+
+
+def test_generations_rotated_before_following_began_stay_history(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    old = _lines("old", 5)
+    _write(log, old)
+    _rename_rotation(log)
+    past = time.time() - 3600
+    os.utime(log.with_name("app.log.1"), (past, past))
+    new = _lines("new", 5)
+    _write(log, new)
+    s = FileSource(str(log), follow=True, poll_interval_s=0.01)
+    s.start()
+    assert _drain(s) == new
+    s.close()
+
+
+def test_process_started_is_before_this_module_was_imported() -> None:
+    started = process_started()
+    assert started is not None  # Linux: /proc is there
+    assert _IMPORTED - 6 * 3600 < started <= _IMPORTED
