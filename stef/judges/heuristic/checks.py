@@ -128,12 +128,21 @@ def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     """How many / average / total / maximum in the question, without the aggregate."""
     funcs, division, spec = ev.funcs, ev.division, ev.spec
     for a in ev.qs.aggregations:
-        if a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and spec.limit is None:
+        if a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and funcs & {"MAX", "MIN", "AVG"}:
+            yield ("aggregation_wrong", "the question asks how many; the SQL computes another")
+        elif a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and spec.limit is None:
             yield ("aggregation_missing", "the question asks how many; the SQL counts nothing")
         elif a.func == "AVG" and "AVG" not in funcs and not division:
             yield ("aggregation_wrong", "the question asks for an average; no AVG or division")
         elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and "AVG" in funcs:
             yield ("aggregation_wrong", "the question asks for a total; the SQL averages")
+        elif (
+            a.func == "SUM"
+            and funcs & {"COUNT", "SUM"} == {"COUNT"}
+            and not any(b.func == "COUNT" for b in ev.qs.aggregations)
+            and _AMOUNT.search(ev.question)
+        ):
+            yield ("aggregation_wrong", "the question asks for a total amount; the SQL counts")
         elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division:
             yield ("aggregation_missing", "the question asks for a total; no SUM or COUNT")
         elif a.func in ("MAX", "MIN") and a.func not in funcs and not spec.order_by:
@@ -141,6 +150,13 @@ def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
                 "aggregation_missing",
                 f"the question asks for a {a.func.lower()}imum; no {a.func} or ORDER BY",
             )
+
+
+_AMOUNT = re.compile(
+    r"\bsum of\b|\btotal\s+(?:\w+\s+)?(?:revenue|sales|amount|spend|spent|cost|price|value|"
+    r"salary|salaries|income|profit|quantity|hours|points|balance|payments?)\b",
+    re.I,
+)
 
 
 def _share_without_division(ev: Evidence) -> Iterator[tuple[Issue, str]]:
@@ -225,14 +241,25 @@ def _negation_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
         yield ("logic_error", "the question negates; the SQL has no NOT, <> or EXCEPT")
 
 
+# "revenue by currency": "by" and a lower-case noun after a measure (not "sorted by", "by John").
+_BY_MEASURE = re.compile(
+    r"(?<!sorted )(?<!ordered )(?<!ranked )\bby\s+(?:the\s+|each\s+)?([a-z]\w+)"
+)
+
+
 def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     spec = ev.spec
-    if ev.qs.group_by and not spec.group_by and spec.aggregations and not spec.has_window:
-        if any(True for _ in _by_without_group(ev)):
-            return  # said once, strongly
+    if spec.group_by or not spec.aggregations or spec.has_window:
+        return
+    if any(True for _ in _by_without_group(ev)):
+        return  # said once, strongly
+    words = list(ev.qs.group_by)
+    if not words and (ev.qs.aggregations or _ASKS_SUM.search(ev.question)):
+        words = [m.group(1) for m in _BY_MEASURE.finditer(ev.question)]
+    if words:
         yield (
             "grouping_wrong",
-            f"the question groups per {', '.join(ev.qs.group_by)}; the SQL has no GROUP BY",
+            f"the question groups per {', '.join(words)}; the SQL has no GROUP BY",
         )
 
 

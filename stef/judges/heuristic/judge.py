@@ -282,6 +282,9 @@ def _read_match(
     value as before."""
     if kind == "status":
         return _status_word(q, index)
+    if kind == "null":
+        hits = [p.id for p in index.preds.values() if p.op in _NULL_OPS and q.rhs in p.columns]
+        return _polarity(q, hits, index) if hits else None
     if kind in ("extreme", "top_k"):
         return ("matched" if q.lhs == "yes" else "mismatched"), []
     want = question_interval(q, kind)
@@ -372,6 +375,16 @@ def word_filters(
             op = "!=" if negated_at(folded, at) else "="
             filters.append(QuestionFilter(op=op, rhs=v, text=value, kind="word"))
             kinds.append("word")
+    for p in spec.filters:  # "customers without a phone": phone IS NULL
+        column = p.columns[0] if len(p.columns) == 1 else None
+        if p.op not in _NULL_OPS or column is None or fold_words(column) in have:
+            continue
+        at = named_at(fold_words(column), question)
+        if at is not None:
+            have.add(fold_words(column))
+            op = "!=" if negated_at(question, at) else "="
+            filters.append(QuestionFilter(op=op, rhs=column, text=fold_words(column), kind="null"))
+            kinds.append("null")
     for word in sorted(STATUS_WORDS):
         at = named_at(word, question) if word in question else None
         if at is None or any(named_at(word, h) is not None for h in have):
@@ -384,6 +397,7 @@ def word_filters(
 
 
 _WORD_OPS = frozenset({"=", "!=", "in", "not in", "like", "not like"})
+_NULL_OPS = frozenset({"is null", "is not null"})
 
 
 def rank_filters(
@@ -495,7 +509,14 @@ class HeuristicJudge:
 
 # Weak findings that lower the verdict to Likely Correct; the other weak labels are reported for
 # diagnosis only (on the dev set they were no better than chance).
-_LOWERING: tuple[Issue, ...] = ("filters_missing", "filters_incorrect", "logic_error")
+_LOWERING: tuple[Issue, ...] = (
+    "filters_missing",
+    "filters_incorrect",
+    "logic_error",
+    "grouping_wrong",
+    "columns_wrong",
+    "aggregation_missing",
+)
 
 
 def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from stef.judges.heuristic.readings import negated_at
 from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
 from stef.question import Found, in_words, question_literals
 from stef.rules import AppRules
@@ -107,9 +108,12 @@ def question_spec(
             words = [w for w in re.split(r"\W+", f.value) if w]
             if words and all(w in sql_names for w in words):
                 continue
+        op = f.op
+        if f.kind in ("value", "entity") and negated_at(question, f.span[0]):
+            op = "!="  # "other than Sales", "excluding 'refund'"
         filters.append(
             QuestionFilter(
-                lhs=_mapping_lhs(question, f, rules), op=f.op, rhs=f.value, text=f.text, kind=f.kind
+                lhs=_mapping_lhs(question, f, rules), op=op, rhs=f.value, text=f.text, kind=f.kind
             )
         )
         kinds.append(f.kind)

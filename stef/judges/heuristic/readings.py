@@ -292,6 +292,8 @@ def sql_window_days(text: str) -> set[int]:
 # Status and category words that, in an analytics question, name a value of some column.
 STATUS_WORDS = frozenset(
     [
+        "premium",
+        "trial",
         "active",
         "inactive",
         "pending",
@@ -331,8 +333,11 @@ STATUS_WORDS = frozenset(
     ]
 )
 NEGATING_OPS = frozenset({"!=", "not in", "not like", "not between", "is null"})
+# A negation and at most two words, or a list ("except shipped, pending or delivered"), before a
+# value.
 _NEGATION_BEFORE = re.compile(
-    r"\b(?:not|never|excluding|exclude|except|other\s+than|without|non|no)[\s-]+(?:\w+[\s-]+)?$",
+    r"\b(?:not|never|excluding|exclude|except|other\s+than|without|non|no)[\s-]+"
+    r"(?:[\w']+(?:\s*,\s*|\s+(?:and|or|nor)\s+|[\s-]+)){0,2}$",
     re.I,
 )
 _FOLD = re.compile(r"[\s_\-]+")
