@@ -254,11 +254,7 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     for m in _MONTH_YEAR.finditer(text):
         add(Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
     for m in _QUARTER.finditer(text):
-        # "Q1 2023" is one interval: the year is the quarter's, not a filter of its own.
-        end = m.end(2) if m.group(2) else m.end(1)
-        add(
-            Found(norm_value(m.group(1)), text[m.start(1) : end], "quarter", span=(m.start(1), end))
-        )
+        add(Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
     for m in _NUMBER.finditer(text):
         add(_number_found(m, text, ranges.get(m.start())))
     for m in _WORD_NUMBER.finditer(text):

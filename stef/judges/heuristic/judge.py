@@ -29,7 +29,7 @@ from stef.judges.heuristic.readings import (
     is_word_value,
     named_at,
     negated_at,
-    question_interval,
+    question_intervals,
     sql_extremes,
     sql_window_days,
     window_days,
@@ -287,9 +287,9 @@ def _read_match(
         return _polarity(q, hits, index) if hits else None
     if kind in ("extreme", "top_k"):
         return ("matched" if q.lhs == "yes" else "mismatched"), []
-    want = question_interval(q, kind)
-    if want is not None:
-        decided = dates.match(want)
+    wants = question_intervals(q, kind)
+    if wants:
+        decided = dates.match(wants)
         if decided is not None:
             if decided[0] == "matched":
                 return decided

@@ -37,6 +37,9 @@ _GROUPING = re.compile(
 )
 
 
+_QUARTER_BEFORE = re.compile(r"\bQ[1-4]\s+$")
+
+
 def _mapping_lhs(text: str, f: Found, rules: AppRules) -> str | None:
     """A column for a question value when a mapped question term sits next to it."""
     if not rules.column_mappings:
@@ -108,12 +111,15 @@ def question_spec(
             words = [w for w in re.split(r"\W+", f.value) if w]
             if words and all(w in sql_names for w in words):
                 continue
-        op = f.op
+        op, text = f.op, f.text
         if f.kind in ("value", "entity") and negated_at(question, f.span[0]):
             op = "!="  # "other than Sales", "excluding 'refund'"
+        quarter = _QUARTER_BEFORE.search(question, 0, f.span[0]) if f.kind == "year" else None
+        if quarter is not None:
+            text = question[quarter.start() : f.span[1]]  # "Q3 2024": the year of a quarter
         filters.append(
             QuestionFilter(
-                lhs=_mapping_lhs(question, f, rules), op=op, rhs=f.value, text=f.text, kind=f.kind
+                lhs=_mapping_lhs(question, f, rules), op=op, rhs=f.value, text=text, kind=f.kind
             )
         )
         kinds.append(f.kind)

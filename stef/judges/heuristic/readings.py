@@ -86,22 +86,25 @@ def bounded(span: tuple[date, date], op: str) -> Interval | None:
     }.get(op)
 
 
-def question_interval(f: QuestionFilter, kind: str) -> Interval | None:
-    """The interval a question's year, month or date filter names, under its comparison."""
-    if kind not in ("year", "date", "quarter"):
-        return None
-    month = _MONTH_YEAR.search(f.text or "")
-    quarter = _QUARTER_YEAR.fullmatch(f.text or "")
-    if kind == "quarter":
-        if quarter is None:
-            return None
+def question_intervals(f: QuestionFilter, kind: str) -> list[Interval]:
+    """The intervals a question's year, month or date filter accepts, under its comparison:
+    the year of "Q3 2024" is the quarter's days, or the year where a column holds the year
+    apart (``fiscal_quarter = 3 AND fiscal_year = 2024``)."""
+    if kind not in ("year", "date"):
+        return []
+    text = f.text or ""
+    month = _MONTH_YEAR.search(text)
+    quarter = _QUARTER_YEAR.fullmatch(text)
+    spans: list[tuple[date, date] | None] = []
+    if quarter is not None:
         start = date(int(quarter.group(2)), 3 * int(quarter.group(1)) - 2, 1)
-        span: tuple[date, date] | None = (start, _add_months(start, 3))
+        spans.append((start, _add_months(start, 3)))
     elif month is not None:
-        span = period(f"{month.group(2)}-{_MONTHS[month.group(1).casefold()]:02d}")
-    else:
-        span = period(f.rhs)
-    return None if span is None else bounded(span, f.op)
+        spans.append(period(f"{month.group(2)}-{_MONTHS[month.group(1).casefold()]:02d}"))
+    if quarter is not None or month is None:
+        spans.append(period(f.rhs))
+    out = [bounded(span, f.op) for span in spans if span is not None]
+    return [i for i in out if i is not None]
 
 
 def predicate_interval(p: Predicate) -> tuple[str, Interval] | None:
@@ -157,13 +160,15 @@ class DateColumns:
     def ids(self) -> set[int]:
         return {i for items in self.by_column.values() for i, _ in items}
 
-    def match(self, want: Interval) -> tuple[Literal["matched", "mismatched"], list[int]] | None:
-        """``("matched", ids)`` when a date column keeps the bounds ``want`` states, else
-        ``("mismatched", ids)`` of the date predicates; None when the SQL has none."""
-        if not self.by_column:
+    def match(
+        self, wants: list[Interval]
+    ) -> tuple[Literal["matched", "mismatched"], list[int]] | None:
+        """``("matched", ids)`` when a date column keeps the bounds one of ``wants`` states,
+        else ``("mismatched", ids)`` of the date predicates; None when the SQL has none."""
+        if not self.by_column or not wants:
             return None
         wrong: list[int] = []
-        for items in self.by_column.values():
+        for want, items in ((w, i) for w in wants for i in self.by_column.values()):
             los = [i[0] for _, i in items if i[0] is not None]
             his = [i[1] for _, i in items if i[1] is not None]
             lo, hi = (max(los) if los else None), (min(his) if his else None)
@@ -176,7 +181,7 @@ class DateColumns:
                 ]
                 return "matched", sorted(ids)
             wrong += [pid for pid, _ in items]
-        return "mismatched", sorted(wrong)
+        return "mismatched", sorted(set(wrong))
 
 
 # ------------------------------------------------------------------------------------ direction
