@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.runtime
 LOCKS := requirements/build.txt requirements/run.txt requirements/test.txt
 UV_VERSION := 0.13.9
 
-.PHONY: setup services run test test-latest lock lint wheel-check bench clean calibration eval
+.PHONY: setup services run test test-latest lock lint wheel-check bench clean calibration eval mutations
 
 setup: $(STAMP)
 
@@ -61,6 +61,13 @@ calibration: $(RUN_STAMP)
 bench: services
 	$(BIN)/python -m bench.run
 
+# The mutation benchmark (docs/llm.md, "Mutation benchmark"; no LLM): gold SQL and variants that
+# change one thing the question names or keep its meaning, judged by the default heuristic, then
+# with the gold as reference. Writes build/eval/mutations/. Part of `make eval`.
+mutations: $(RUN_STAMP)
+	$(BIN)/python -m bench.mutations --labels $(DEV_LABELS) --out build/eval/mutations
+	$(BIN)/python -m bench.mutations --labels $(DEV_LABELS) --out build/eval/mutations --reference
+
 # The judge against the dev labels (docs/llm.md, "Measured"): the heuristic on every record, a real
 # model in probability mode, in probability mode with EVAL_FEW_SHOT labelled examples (llm.few_shot,
 # against k = 0), and in structured mode, on the fixed sample of bench/eval-sample.json. Not part
@@ -72,7 +79,7 @@ EVAL_FEW_SHOT ?= 3
 EVAL_FEW_SHOT_SIZE ?= 150
 EVAL_STRUCTURED_SIZE ?= 150
 EVAL_THREADS ?= 1
-eval: $(RUN_STAMP)
+eval: $(RUN_STAMP) mutations
 	if [ -z "$$EVAL_BASE_URL" ]; then bash scripts/build-llama-server.sh && bash scripts/fetch-qwen.sh; fi
 	$(BIN)/python -m bench.eval --sample-size $(EVAL_SAMPLE_SIZE) \
 	  --few-shot $(EVAL_FEW_SHOT) --few-shot-size $(EVAL_FEW_SHOT_SIZE) \
