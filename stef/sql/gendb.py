@@ -66,7 +66,8 @@ class Pool:
 
 
 def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
-    """One value pool per column; columns a join ties share one."""
+    """One value pool per column; columns a join ties share one (a ranked key has more values
+    than the LIMIT asks for)."""
     out: dict[tuple[str, str], Pool] = {}
     for members in _groups(schema).values():
         facts = ColumnFacts()
@@ -81,6 +82,8 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
         exact, near = _named(facts, kind)
         linked = len(members) > 1
         plain = _PLAIN[kind] if linked or not facts.ranked else _wide(kind, exact)
+        if linked and facts.ranked and kind == "int" and schema.limit:
+            plain = list(range(1, min(schema.limit + 3, _MAX_KEYED_ROWS) + 1))
         owner = _owner(members)
         pool = Pool(kind, tuple(exact), tuple(near), tuple(plain), facts.ranked, linked, owner)
         for member in members:
