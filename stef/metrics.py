@@ -218,6 +218,20 @@ class Metrics:
             ["app"],
             registry=r,
         )
+        self.reference_verdicts = Counter(
+            "stef_reference_verdicts_total",
+            "Records compared with a reference SQL, by reference verdict and what decided it "
+            "(execution, structure): the match rate is the Correct share",
+            ["app", "verdict", "decided_by"],
+            registry=r,
+        )
+        self.reference_fallbacks = Counter(
+            "stef_reference_execution_fallbacks_total",
+            "Records whose generated databases could not decide (not_run, undecided): the "
+            "structure decided",
+            ["app", "reason"],
+            registry=r,
+        )
         self.cascade = Counter(
             "stef_cascade_records_total",
             "llm.verdict cascade: records decided by the heuristic alone (an LLM call saved) "
@@ -490,6 +504,7 @@ class Metrics:
             self.issues.labels(app=app, issue=label).inc()
         if result.needs_review:
             self.needs_review.labels(app=app).inc()
+        self._observe_reference(app, result)
         if result.judge.p_correct is not None and self._estimator is not None:
             est = self._estimator.add(app, result.judge.p_correct)
             value, low, high = (
@@ -498,6 +513,20 @@ class Metrics:
             self.estimated_accuracy.labels(app=app).set(value)
             self.estimated_accuracy_low.labels(app=app).set(low)
             self.estimated_accuracy_high.labels(app=app).set(high)
+
+    def _observe_reference(self, app: str, result: Result) -> None:
+        """The reference verdict of a record that had one, and why execution did not decide."""
+        ref = result.reference
+        if ref is None or ref.verdict is None:
+            return
+        decided_by = ref.decided_by or "structure"
+        self.reference_verdicts.labels(
+            app=app, verdict=ref.verdict.value, decided_by=decided_by
+        ).inc()
+        run = ref.execution
+        if run is not None and run.source == "generated" and decided_by == "structure":
+            reason = run.status if run.status in ("not_run", "undecided") else "other"
+            self.reference_fallbacks.labels(app=app, reason=reason).inc()
 
     def observe_cascade(self, app: str | None, escalated: bool) -> None:
         """One record of a cascade: decided by the heuristic alone, or sent to the LLM."""

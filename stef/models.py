@@ -423,24 +423,64 @@ class ReferenceDifference(_Frozen):
     reference: str
 
 
+class ReferenceCounterexample(_Frozen):
+    """A generated database on which the generated SQL and the reference differ (trimmed)."""
+
+    tables: dict[str, list[list[Any]]] = Field(description="table -> its rows")
+    columns: dict[str, list[str]] = Field(description="table -> its column names")
+    generated: list[list[Any]] = Field(description="the generated SQL's rows there")
+    reference: list[list[Any]] = Field(description="the reference's rows there")
+
+
 class ReferenceExecution(_Frozen):
-    """Both queries run on the ``reference.execute`` database and their rows compared.
+    """Both queries run and their rows compared: on the ``reference.execute`` database
+    (``source: database``), or on small databases generated for them (``source: generated``).
 
     Attributes:
         status: ``same`` (the same rows, column order ignored, floats within 1e-6, row order
-            only when the question asks for one), ``different``, ``generated_failed`` (the
-            generated query failed, timed out or returned too many rows: ``detail`` says
-            which), ``reference_failed`` (likewise the reference), or ``not_run`` (not a plain
-            SELECT by STEF's safety check).
+            only when the question asks for one), ``different``, ``duplicates`` (generated
+            databases: the same rows up to repeats and rows with NULLs), ``undecided``
+            (generated databases: none could tell, every reference result empty or dependent
+            on row order), ``generated_failed`` (the generated query failed, timed out or
+            returned too many rows: ``detail`` says which), ``reference_failed`` (likewise the
+            reference), or ``not_run`` (not a plain SELECT by STEF's safety check, or no schema
+            could be inferred for the queries: ``detail`` says which).
         detail: what failed, or why nothing ran.
         generated_rows: rows the generated query returned (None when it failed or did not run).
         reference_rows: rows the reference returned (likewise).
+        source: where the queries ran.
+        databases: generated databases run (generated only).
+        informative: of those, the ones that could tell (the reference returned rows that do
+            not depend on row order).
+        counterexample: the first generated database on which the two differ.
     """
 
-    status: Literal["same", "different", "generated_failed", "reference_failed", "not_run"]
+    status: Literal[
+        "same",
+        "different",
+        "duplicates",
+        "undecided",
+        "generated_failed",
+        "reference_failed",
+        "not_run",
+    ]
     detail: str = ""
     generated_rows: int | None = None
     reference_rows: int | None = None
+    source: Literal["database", "generated"] = "database"
+    databases: int | None = None
+    informative: int | None = None
+    counterexample: ReferenceCounterexample | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_generated_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A configured database's execution keeps the bytes it had: no generated-only keys.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("databases", "informative", "counterexample"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class Reference(_Frozen):
@@ -452,7 +492,13 @@ class Reference(_Frozen):
             None when the reference itself does not parse.
         p_correct: how often SQL with this verdict was right on the labelled dev set.
         differences: every differing component.
-        error: why nothing was compared (``reference_unparsed``), or ``generated_unparsed``.
+        error: why nothing was compared (``reference_unparsed``), or ``generated_unparsed``;
+            or, when the generated databases could not decide, why
+            (``execution_not_run: <reason>``, ``execution_undecided: <reason>``): the verdict
+            is then the structure's.
+        execution: both queries run (a configured database, or generated ones).
+        decided_by: ``execution`` (rows on a database decided the verdict) or ``structure``
+            (the structural comparison did).
     """
 
     verdict: Verdict | None
@@ -460,6 +506,7 @@ class Reference(_Frozen):
     differences: list[ReferenceDifference] = Field(default_factory=list)
     error: str | None = None
     execution: ReferenceExecution | None = None
+    decided_by: Literal["execution", "structure"] | None = None
 
     @model_serializer(mode="wrap")
     def _without_unrun_execution(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -467,6 +514,8 @@ class Reference(_Frozen):
         data = handler(self)
         if isinstance(data, dict) and self.execution is None:
             data.pop("execution", None)
+        if isinstance(data, dict) and self.decided_by is None:
+            data.pop("decided_by", None)
         return data
 
 

@@ -54,6 +54,7 @@ from stef.stages.align import align
 from stef.stages.complexity import complexity
 from stef.stages.normalize import Normalized, normalize
 from stef.stages.reference import with_reference
+from stef.stages.reference_generated import DEFAULT_GENERATED, Generated
 from stef.stages.score import score
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
@@ -158,7 +159,9 @@ class Pipeline:
         references: reference SQL by question (:func:`stef.stages.reference.question_key`),
             from the ``references`` file; a record's own ``gold_sql`` wins.
         reference_db: where a record's SQL and its reference both run (``reference.execute``);
-            None compares structure only.
+            None: on generated databases (``reference_generated``).
+        reference_generated: without ``reference_db``, the databases generated per record for
+            both queries (``reference.generate``); None compares structure only.
     """
 
     def __init__(
@@ -179,6 +182,7 @@ class Pipeline:
         include_input: bool = True,
         references: Mapping[str, str] | None = None,
         reference_db: Database | None = None,
+        reference_generated: Generated | None = DEFAULT_GENERATED,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
@@ -195,6 +199,7 @@ class Pipeline:
         self.include_input = include_input
         self.references: Mapping[str, str] = references or {}
         self.reference_db = reference_db
+        self.reference_generated = reference_generated
 
     @property
     def rules(self) -> RuleSet:
@@ -408,7 +413,18 @@ class Pipeline:
         """The result held against the record's reference SQL, when it has one (reference
         mode): the SQL judged (out of its fence) with the reference the judge was not shown."""
         judged = record.model_copy(update={"sql": request.record.sql})
-        return with_reference(result, judged, rules, self.references, self.reference_db)
+        referenced = with_reference(
+            result,
+            judged,
+            rules,
+            self.references,
+            self.reference_db,
+            self.reference_generated,
+        )
+        if referenced.reference is None or referenced.reference.p_correct is None:
+            return referenced
+        # The reference set the confidence: the review flag follows it.
+        return self._reviewed(referenced.model_copy(update={"needs_review": False}))
 
     def _reviewed(self, result: Result) -> Result:
         """``needs_review`` when the result's confidence is below the bound."""

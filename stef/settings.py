@@ -91,14 +91,19 @@ class CanarySettings(BaseModel):
 
 
 class ReferenceSettings(BaseModel):
-    """Reference mode's execution, opt-in (``reference:`` in the config file).
+    """Reference mode's execution (``reference:`` in the config file).
 
     Attributes:
         execute: ``sqlite:///file.db`` or ``duckdb:///file.duckdb`` (four slashes for an
             absolute path): the generated and the reference SELECT of every record with a
-            reference run there, read-only, and their rows are compared. None: structure only.
-        timeout_s: the longest one statement may run; longer is a finding, not a crash.
+            reference run there, read-only, and their rows are compared. None: the queries
+            run on generated databases instead (``generate``).
+        timeout_s: the longest one statement may run; longer is a finding, not a crash. On
+            generated databases: the longest all of a record's databases may take.
         max_rows: the most rows one statement may return; more is a finding.
+        generate: without ``execute``, run both queries on small databases generated for them
+            (the schema inferred from the two queries); false: structure only.
+        databases: how many databases are generated per record.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -106,6 +111,8 @@ class ReferenceSettings(BaseModel):
     execute: str | None = None
     timeout_s: float = Field(5.0, gt=0, le=600)
     max_rows: int = Field(10_000, ge=1, le=10_000_000)
+    generate: bool = True
+    databases: int = Field(8, ge=1, le=64)
 
     @field_validator("execute")
     @classmethod

@@ -17,7 +17,7 @@ from stef.calibrate.fit import Point, fit
 from stef.calibrate.joined import disagreements, join, render_disagreements
 from stef.calibrate.labels import judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
-from stef.calibrate.reference import reference_agreement
+from stef.calibrate.reference import reference_agreement, render_reference
 from stef.calibrate.report import header, render, render_fit, report
 from stef.calibration import Calibration, judged_of
 from stef.cli.common import add_common, preflight, report_error, settings_of
@@ -30,6 +30,8 @@ from stef.models import JudgeInfo
 from stef.review.records import RecordsError
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
+from stef.settings import Settings
+from stef.stages.reference_generated import Generated
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,6 +60,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--concurrency", type=int, default=8, help="records in flight (default 8)")
     p.add_argument("--limit", type=int, help="judge only the first N records")
     p.add_argument("--reformat", action="store_true", help="re-format every SQL with sqlglot first")
+    p.add_argument(
+        "--reference-databases",
+        type=int,
+        metavar="N",
+        help="reference verdict: generated databases per record (default: the reference "
+        "settings', 8); 0: structure only",
+    )
     p.add_argument("--resamples", type=int, default=MIN_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
@@ -150,9 +159,22 @@ def run(args: argparse.Namespace) -> int:
             return Exit.FAILURE
     if args.fit is not None:
         return _fit(args, items, backend.info)
-    with_reference = reference_agreement(records, rules, reformat=args.reformat)
+    with_reference = reference_agreement(
+        records, rules, reformat=args.reformat, generated=_generated(args, settings)
+    )
     _print_report(args, items, backend.info.backend, pipeline.calibration, with_reference)
     return Exit.OK
+
+
+def _generated(args: argparse.Namespace, settings: Settings) -> Generated | None:
+    """The generated databases of the reference figures: the settings', ``--reference-databases``
+    of them (0, or ``reference.generate: false``: structure only)."""
+    ref = settings.reference
+    count = ref.databases if args.reference_databases is None else args.reference_databases
+    if count <= 0 or not ref.generate:
+        return None
+    timeout_s = min(ref.timeout_s, settings.limits.max_record_cpu_s)
+    return Generated(databases=min(count, 64), timeout_s=timeout_s, max_rows=ref.max_rows)
 
 
 def _invalid_line(invalid: list[Item], total: int, mapping: dict[str, str]) -> str:
@@ -256,10 +278,7 @@ def _print_report(
     )
     print("\n" + "\n".join(textwrap.wrap(conclusion(rep), 100)))
     if with_reference["n"]:
-        print(
-            f"\nreference verdict (records with gold_sql, n={with_reference['n']}): "
-            f"kappa {with_reference['kappa']}, auc {with_reference['auc']}"
-        )
+        print(render_reference(with_reference))
     if args.plot:
         print(f"\nplot: {args.plot}")
 

@@ -31,6 +31,7 @@ from stef.models import Backfill
 from stef.pipeline import Cascade, Pipeline
 from stef.rules import RuleSet
 from stef.settings import Settings
+from stef.stages.reference_generated import Generated
 
 
 def build_backend(settings: Settings, metrics: Metrics | None = None) -> Judge:
@@ -118,6 +119,7 @@ def build_pipeline(
         include_input=settings.results_include_input,
         references=load_references(settings.references) if settings.references else None,
         reference_db=_reference_db(settings),
+        reference_generated=_reference_generated(settings),
     )
 
 
@@ -128,6 +130,17 @@ def _reference_db(settings: Settings) -> Database | None:
     if ref.execute is None:
         return None
     return open_database(ref.execute, timeout_s=ref.timeout_s, max_rows=ref.max_rows)
+
+
+def _reference_generated(settings: Settings) -> Generated | None:
+    """Reference mode's generated databases: on unless ``reference.generate`` is false (a
+    configured ``reference.execute`` database goes first)."""
+    ref = settings.reference
+    if not ref.generate:
+        return None
+    # All of a record's databases within its CPU budget (limits.max_record_cpu_s).
+    timeout_s = min(ref.timeout_s, settings.limits.max_record_cpu_s)
+    return Generated(databases=ref.databases, timeout_s=timeout_s, max_rows=ref.max_rows)
 
 
 def _cascade_mode(settings: Settings) -> bool:

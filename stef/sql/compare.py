@@ -15,6 +15,7 @@ Pure and bounded: no database, no I/O; a parse or optimizer failure is an outcom
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -168,8 +169,8 @@ def parts_of(sql: str, dialect: str | None = None) -> Parts | None:
         return None
     tree = _optimized(trees[0], dialect, len(sql))
     try:
-        return _parts(tree)
-    except (SqlglotError, RecursionError, ValueError):
+        return _parts(tree, dialect)
+    except (SqlglotError, RecursionError, ValueError, AttributeError, KeyError, TypeError):
         return None
 
 
@@ -192,8 +193,10 @@ def _optimized(tree: exp.Expr, dialect: str | None, size: int) -> exp.Expr:
         return tree
 
 
-def _parts(tree: exp.Expr) -> Parts:
-    main, select = rewritten(tree)
+def _parts(tree: exp.Expr, dialect: str | None) -> Parts:
+    for query in list(tree.find_all(exp.Select)):
+        _expand_aliases(query)
+    main, select = rewritten(tree, dialect)
     shape = _shape(main)
     tables = tuple(sorted(_table_name(t) for t in main.find_all(exp.Table)))
     joins, join_filters = _joins(select)
@@ -202,7 +205,6 @@ def _parts(tree: exp.Expr) -> Parts:
     predicates = set(_predicates([*filters, *join_filters]))
     having = select.args.get("having")
     projections = tuple(_expr(p.unalias()) for p in select.expressions)
-    _expand_aliases(select)
     order = select.args.get("order")
     limit = select.args.get("limit")
     return Parts(
@@ -212,28 +214,37 @@ def _parts(tree: exp.Expr) -> Parts:
         projections=projections,
         aggregates=tuple(sorted(_expr(a) for a in select.find_all(exp.AggFunc))),
         distinct=select.args.get("distinct") is not None,
-        filters=tuple(sorted(p for p in predicates if not p.endswith(_NOT_NULL))),
+        filters=tuple(sorted(p for p in _year_ranges(predicates) if not p.endswith(_NOT_NULL))),
         null_checks=tuple(sorted(p for p in predicates if p.endswith(_NOT_NULL))),
         group_by=tuple(sorted({_expr(g) for g in _group_terms(select)})),
         having=tuple(sorted(set(_predicates(conjuncts(having.this))))) if having else (),
         order_by=tuple(_order_term(o) for o in order.expressions) if order is not None else (),
-        limit=_limit(limit),
+        limit=_limit(limit, select.args.get("offset")),
     )
 
 
 def _expand_aliases(select: exp.Select) -> None:
     """References to a projection's alias in ORDER BY, GROUP BY and HAVING replaced by the
-    projection itself (``ORDER BY n`` of ``COUNT(*) AS n`` reads ``ORDER BY COUNT(*)``)."""
-    aliases = {p.alias.casefold(): p.this for p in select.expressions if isinstance(p, exp.Alias)}
+    projection itself (``ORDER BY n`` of ``COUNT(*) AS n`` reads ``ORDER BY COUNT(*)``; the
+    optimizer's own names, ``_col_1``, likewise). In GROUP BY and HAVING an alias that is also
+    a column's name of the query reads the column, as SQL resolves it there."""
+    projections = [p for p in select.expressions if isinstance(p, exp.Alias) and p.this]
+    aliases = {p.alias.casefold(): p.this for p in projections}
     if not aliases:
         return
+    named = {c.name.casefold() for p in projections for c in p.this.find_all(exp.Column)}
     for key in ("order", "group", "having"):
         clause = select.args.get(key)
         if clause is None:
             continue
         for column in list(clause.find_all(exp.Column)):
-            target = aliases.get(column.name.casefold())
-            if not column.table and target is not None and not isinstance(target, exp.Column):
+            name = column.name.casefold()
+            target = aliases.get(name)
+            if column.table or target is None or (key != "order" and name in named):
+                continue
+            if isinstance(target, exp.Column) and target.name.casefold() == name:
+                continue
+            if column.parent_select is select:
                 column.replace(target.copy())
 
 
@@ -321,12 +332,16 @@ def _predicate(term: exp.Expr) -> Iterator[str]:
     if isinstance(term, exp.In) and not term.args.get("query") and term.expressions:
         yield _membership(_expr(term.this), [_value(v) for v in term.expressions])
         return
+    if isinstance(term, exp.And):
+        for part in conjuncts(term):
+            yield from _predicate(part)
+        return
     if isinstance(term, exp.Or):
         members = _or_equalities(term)
         if members is not None:
             yield _membership(*members)
             return
-        yield " or ".join(sorted(" and ".join(_predicate(t)) for t in _disjuncts(term)))
+        yield " or ".join(sorted(" and ".join(sorted(_predicate(t))) for t in _disjuncts(term)))
         return
     if isinstance(term, exp.Binary) and isinstance(term, exp.Predicate):
         yield _comparison(term)
@@ -405,10 +420,14 @@ def _value(node: exp.Expr) -> str:
     while isinstance(node, exp.Paren | exp.Cast):
         node = node.this
     if isinstance(node, exp.Literal) and node.is_string:
+        text = str(node.this)
         try:
-            float(node.this)
+            float(text)
         except ValueError:
-            return repr(str(node.this))
+            return repr(text)
+        if value != text:
+            # '0040' is a string, not the number 40: only '40' reads as 40.
+            return repr(text)
     return value
 
 
@@ -438,8 +457,39 @@ def _order_term(ordered: exp.Expr) -> str:
     return f"{_expr(term)} {'desc' if desc else 'asc'}"
 
 
-def _limit(limit: exp.Expr | None) -> str | None:
+def _limit(limit: exp.Expr | None, offset: exp.Expr | None) -> str | None:
+    """``LIMIT n`` as ``n``, with its offset as ``n offset m`` (``LIMIT m, n`` alike)."""
     if limit is None:
         return None
     value = limit.args.get("expression") or limit.this
-    return _expr(value) if value is not None else None
+    if value is None:
+        return None
+    skip = limit.args.get("offset") or (offset.args.get("expression") if offset else None)
+    skipped = _expr(skip) if skip is not None else "0"
+    return _expr(value) if skipped == "0" else f"{_expr(value)} offset {skipped}"
+
+
+# ``d >= '1995-01-01'`` and ``d < '1996-01-01'`` (or ``d <= '1995-12-31'``): one year.
+_DATE_BOUND = re.compile(r"^(.+) (>=|<|<=) '(\d{4})-(\d{2})-(\d{2})'$")
+
+
+def _year_ranges(predicates: set[str]) -> set[str]:
+    """Two bounds that enclose exactly one calendar year read as ``year(d) = Y``."""
+    lows: dict[tuple[str, int], str] = {}
+    highs: dict[tuple[str, int], str] = {}
+    for p in predicates:
+        m = _DATE_BOUND.match(p)
+        if m is None:
+            continue
+        column, op, year, rest = m[1], m[2], int(m[3]), (m[4], m[5])
+        if op == ">=" and rest == ("01", "01"):
+            lows[(column, year)] = p
+        elif (op == "<" and rest == ("01", "01")) or (op == "<=" and rest == ("12", "31")):
+            highs[(column, year - 1 if op == "<" else year)] = p
+    out = set(predicates)
+    for key, low in lows.items():
+        high = highs.get(key)
+        if high is not None:
+            out -= {low, high}
+            out.add(f"year({key[0]}) = {key[1]}")
+    return out

@@ -17,9 +17,10 @@ from typing import cast
 from sqlglot import exp
 
 from stef.sql.canonical import canon
+from stef.sql.forms import canonical_forms
 
 
-def rewritten(tree: exp.Expr) -> tuple[exp.Expr, exp.Select]:
+def rewritten(tree: exp.Expr, dialect: str | None = None) -> tuple[exp.Expr, exp.Select]:
     """``tree`` in canonical shape: the main query (``tree`` itself or a rewritten copy of a
     part of it) and its main SELECT, changed in place.
 
@@ -27,6 +28,7 @@ def rewritten(tree: exp.Expr) -> tuple[exp.Expr, exp.Select]:
         ValueError: the query has no SELECT.
     """
     _resolve_aliases(tree)
+    canonical_forms(tree, dialect)
     main = tree
     while isinstance(main, exp.Subquery):
         main = main.this
@@ -319,6 +321,10 @@ def _drop_bridges(select: exp.Select) -> None:
         if len(others) == 1 and others[0].name.casefold() not in keys:
             # One edge: only a key of the same name (the usual foreign key) restricts nothing.
             continue
+        if not own_key(name, next(iter(keys))):
+            # Joined on another table's key (``account JOIN loan ON account_id``): the join
+            # keeps only the rows that have a match there, and repeats them.
+            continue
         # Filters on the dropped key read the key it is joined to.
         for c in filters_on_key:
             c.replace(others[0].copy())
@@ -331,6 +337,14 @@ def _drop_bridges(select: exp.Select) -> None:
             if first is not None:
                 first.set("on", exp.and_(first.args["on"], cond) if first.args.get("on") else cond)
         return
+
+
+def own_key(table: str, column: str) -> bool:
+    """Whether ``column`` is ``table``'s own key by its name: ``id``, ``<table>id``,
+    ``<table>_id`` (case and underscores aside)."""
+    bare = table.casefold().replace("_", "")
+    name = column.casefold()
+    return name == "id" or name.replace("_", "") == f"{bare}id"
 
 
 def _all_equalities(select: exp.Select) -> list[exp.EQ]:

@@ -35,6 +35,7 @@ from stef.models import (
 from stef.rules import AppRules
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
+from stef.stages.reference_generated import Generated, run_generated
 from stef.stages.score import tier_of
 from stef.stages.sqlspec import guess_candidates, sqlspec
 
@@ -120,13 +121,15 @@ def with_reference(
     rules: AppRules,
     references: Mapping[str, str],
     database: Database | None = None,
+    generated: Generated | None = None,
 ) -> Result:
     """``result`` compared with the record's reference SQL: its own ``gold_sql``, else the
     references file's line for its question. Only an evaluated result is compared; it gets
-    ``reference``, the differences among its issues and the combined score (an unsafe SQL
-    keeps its 0). With a ``database`` both queries also run there (``_executed``), and the
-    rows decide the verdict when both ran. Without a reference the result is returned as it
-    is."""
+    ``reference``, the differences among its issues, the reference's score and confidence
+    (an unsafe SQL keeps its 0) and ``judge.p_correct``. With a ``database`` both queries also
+    run there (``_executed``), and the rows decide the verdict when both ran; without one,
+    with ``generated``, they run on databases generated for them (:func:`run_generated`).
+    Without a reference the result is returned as it is."""
     gold = record.gold_sql or references.get(question_key(record.question))
     if gold is None or result.outcome != "evaluated":
         return result
@@ -134,9 +137,17 @@ def with_reference(
     cues = question_cues(record.question)
     ordered = cues.ordering_requested or cues.top_k is not None
     ref = reference(record.sql, gold, dialect, ordering_requested=ordered)
+    if ref.verdict is not None:
+        ref = ref.model_copy(update={"decided_by": "structure"})
     if database is not None and result.sql_spec is not None:
         run = _executed(database, result.sql_spec, record.sql, gold, dialect, ordered)
         ref = _decided_by_rows(ref, run)
+    elif generated is not None and result.sql_spec is not None and ref.verdict is not None:
+        ref = run_generated(ref, result.sql_spec, record.sql, gold, dialect, ordered, generated)
+    return _referenced(result, ref, rules)
+
+
+def _referenced(result: Result, ref: Reference, rules: AppRules) -> Result:
     update: dict[str, object] = {"reference": ref}
     found = _reference_issues(ref)
     if found:
@@ -146,6 +157,12 @@ def with_reference(
     if result.score is not None and not unsafe:
         score = _combined_score(result.score, ref)
         update |= {"score": score, "tier": tier_of(score, rules)}
+    if ref.p_correct is not None and ref.verdict is not None:
+        # The reference's probability is the record's: the estimate and the review read it.
+        update["judge"] = result.judge.model_copy(update={"p_correct": ref.p_correct})
+        if result.components is not None and ref.verdict is not Verdict.LIKELY_CORRECT:
+            sure = max(ref.p_correct, 1 - ref.p_correct)
+            update["components"] = result.components.model_copy(update={"confidence": sure})
     return result.model_copy(update=update)
 
 
@@ -219,14 +236,26 @@ def _decided_by_rows(ref: Reference, run: ReferenceExecution) -> Reference:
     elif run.status in ("different", "generated_failed"):
         verdict = Verdict.INCORRECT
     p_correct = ref.p_correct if verdict is None else P_CORRECT[verdict]
-    return ref.model_copy(update={"verdict": verdict, "p_correct": p_correct, "execution": run})
+    decided_by = "execution" if run.status in ("same", "different", "generated_failed") else None
+    return ref.model_copy(
+        update={
+            "verdict": verdict,
+            "p_correct": p_correct,
+            "execution": run,
+            "decided_by": decided_by or ref.decided_by,
+        }
+    )
 
 
 def _combined_score(judge_score: float, ref: Reference) -> float:
-    """The final score with a reference: ``REFERENCE_WEIGHT * 100 * p_correct`` plus the rest
-    of the judge's score (the judge's score alone when the reference could not be compared)."""
+    """The final score with a reference: ``100 * p_correct`` when the reference is decisive
+    (Correct or Incorrect); for Likely Correct ``REFERENCE_WEIGHT * 100 * p_correct`` plus the
+    rest of the judge's score; the judge's score alone when the reference could not be
+    compared."""
     if ref.p_correct is None:
         return judge_score
+    if ref.verdict in (Verdict.CORRECT, Verdict.INCORRECT):
+        return round(100 * ref.p_correct, 2)
     mixed = (1 - REFERENCE_WEIGHT) * judge_score + REFERENCE_WEIGHT * 100 * ref.p_correct
     return round(mixed, 2)
 

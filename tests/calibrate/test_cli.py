@@ -25,7 +25,12 @@ def test_cli_json_has_exactly_the_keys(
         "seed", "plot", "pass_rule", "calibration", "probability", "reference",
     }  # fmt: skip
     # Two records carry gold_sql: a's generated SQL reads another table (Incorrect), b's too.
-    assert out["reference"]["n"] == 2 and set(out["reference"]) == {"kappa", "auc", "n"}
+    assert out["reference"]["n"] == 2
+    assert set(out["reference"]) == {
+        "kappa", "auc", "ece", "n", "generated_databases", "by_source", "by_decided", "decided",
+        "execution_ms",
+    }  # fmt: skip
+    assert sum(f["n"] for f in out["reference"]["by_decided"].values()) == 2
     # The invalid record (question: 7) is left out as invalid input, not counted as a judge error.
     assert out["n"] == 3 and out["judge_errors"] == 0
     assert set(out["confusion"]) == {"tp", "fp", "tn", "fn"}
@@ -46,7 +51,8 @@ def test_cli_table_names_the_positive_class_and_best_threshold(
     assert "kappa-maximising threshold" in text
     for dim in ("by source", "by app", "by error type", "by verdict"):
         assert dim in text
-    assert "reference verdict (records with gold_sql, n=2)" in text
+    assert "reference verdict (records with gold_sql, 8 generated databases a record)" in text
+    assert "decided by" in text
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

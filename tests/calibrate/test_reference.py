@@ -6,6 +6,7 @@ from __future__ import annotations
 from stef.calibrate.labels import Labelled
 from stef.calibrate.reference import auc, reference_agreement
 from stef.rules import load_rules
+from stef.stages.reference_generated import Generated
 
 GOLD = "SELECT name FROM singer WHERE country = 'France'"
 
@@ -25,9 +26,24 @@ def test_agreement_over_the_records_with_a_reference() -> None:
         _rec(6, "SELECT 1", True, "SELEC nothing (("),  # a reference that does not parse
     ]
     rules = load_rules(None)
-    assert reference_agreement(records, rules) == {"kappa": 1.0, "auc": 1.0, "n": 4}
-    assert reference_agreement(records, rules, reformat=True) == {"kappa": 1.0, "auc": 1.0, "n": 4}
-    assert reference_agreement(records[4:], rules) == {"kappa": None, "auc": None, "n": 0}
+    pooled = {"kappa": 1.0, "auc": 1.0, "n": 4}
+    for reformat in (False, True):
+        for generated in (None, Generated()):
+            found = reference_agreement(records, rules, reformat=reformat, generated=generated)
+            assert {k: found[k] for k in pooled} == pooled
+            assert found["by_source"]["S"]["n"] == 4
+            assert sum(f["n"] for f in found["by_decided"].values()) == 4
+            assert sum(found["decided"].values()) == 1.0
+    structure = reference_agreement(records, rules)
+    assert structure["decided"] == {"structure": 1.0}
+    assert structure["execution_ms"] == {"p50": None, "p99": None}
+    executed = reference_agreement(records, rules, generated=Generated())
+    # Spain against France and no filter: counterexamples; the two others agree everywhere.
+    assert executed["decided"] == {"counterexample": 0.5, "execution_same": 0.5}
+    assert executed["by_decided"]["execution"]["n"] == 4
+    assert executed["execution_ms"]["p50"] is not None
+    empty = reference_agreement(records[4:], rules)
+    assert {k: empty[k] for k in pooled} == {"kappa": None, "auc": None, "n": 0}
 
 
 def test_auc_counts_ties_half() -> None:

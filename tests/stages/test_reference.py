@@ -53,16 +53,55 @@ def _judge(pipeline: Pipeline, record: dict[str, Any]) -> Result:
     return processed.result
 
 
-def test_same_structure_is_correct_and_the_score_weighs_p_correct() -> None:
-    without = _judge(Pipeline(load_rules(None), HeuristicJudge()), RECORD)
-    gold = "SELECT COUNT(*) FROM singer WHERE country = 'France'"
-    result = _judge(Pipeline(load_rules(None), HeuristicJudge()), {**RECORD, "gold_sql": gold})
+# The heuristic alone is unsure of it (a filter of the question missing: marginal, 0.85).
+UNSURE = {
+    "id": "r2",
+    "question": "List the singers from France older than 30",
+    "sql": "SELECT name FROM singer WHERE country = 'France'",
+}
+
+
+def _structural() -> Pipeline:
+    return Pipeline(load_rules(None), HeuristicJudge(), reference_generated=None)
+
+
+def test_same_structure_is_correct_sets_the_score_and_can_be_excellent() -> None:
+    without = _judge(_structural(), UNSURE)
+    gold = "SELECT singer.name FROM singer WHERE singer.country = 'France'"
+    result = _judge(_structural(), {**UNSURE, "gold_sql": gold})
     assert result.reference is not None
     assert result.reference.verdict is Verdict.CORRECT
     assert result.reference.differences == []
+    assert result.reference.decided_by == "structure"
+    assert without.score is not None and without.tier != "excellent"
+    # A decisive reference is the score: a query equal to its gold can be excellent.
+    assert result.score == 100 * P_CORRECT[Verdict.CORRECT]
+    assert result.tier == "excellent"
+    assert result.judge.p_correct == P_CORRECT[Verdict.CORRECT]
+    assert result.components is not None
+    assert result.components.confidence == P_CORRECT[Verdict.CORRECT]
+
+
+def test_likely_correct_still_weighs_the_judge() -> None:
+    without = _judge(_structural(), RECORD)
+    gold = "SELECT COUNT(*) FROM singer WHERE country = 'France' AND name IS NOT NULL"
+    result = _judge(_structural(), {**RECORD, "gold_sql": gold})
+    assert result.reference is not None
+    assert result.reference.verdict is Verdict.LIKELY_CORRECT
     assert without.score is not None
-    expected = 0.25 * without.score + 0.75 * 100 * P_CORRECT[Verdict.CORRECT]
+    expected = 0.25 * without.score + 0.75 * 100 * P_CORRECT[Verdict.LIKELY_CORRECT]
     assert result.score == round(expected, 2)
+
+
+def test_needs_review_follows_the_reference_confidence() -> None:
+    pipeline = Pipeline(
+        load_rules(None), HeuristicJudge(), reference_generated=None, review_below=0.9
+    )
+    alone = _judge(pipeline, UNSURE)
+    gold = "SELECT singer.name FROM singer WHERE singer.country = 'France'"
+    referenced = _judge(pipeline, {**UNSURE, "gold_sql": gold})
+    assert alone.needs_review
+    assert not referenced.needs_review
 
 
 def test_differences_are_listed_and_become_issues() -> None:

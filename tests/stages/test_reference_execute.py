@@ -169,8 +169,17 @@ def test_a_bad_database_fails_at_start(tmp_path: Path, url: str) -> None:
         _pipeline(url.format(tmp=tmp_path))
 
 
-def test_without_execute_nothing_runs() -> None:
-    pipeline = Pipeline(load_rules(None), HeuristicJudge())
+def test_with_generation_off_and_no_database_nothing_runs() -> None:
+    pipeline = Pipeline(load_rules(None), HeuristicJudge(), reference_generated=None)
     result = _judge(pipeline, "Names", "SELECT name FROM singer", "SELECT name FROM singer")
     assert result.reference is not None and result.reference.execution is None
+    assert result.reference.decided_by == "structure"
     assert "execution" not in json.loads(result.to_json())["reference"]
+
+
+def test_reference_generate_false_turns_generated_databases_off() -> None:
+    settings = Settings(reference={"generate": False})
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    assert pipeline.reference_generated is None
+    on = Settings()
+    assert build_pipeline(on, load_rules(None), build_backend(on)).reference_generated is not None

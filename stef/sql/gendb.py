@@ -1,0 +1,283 @@
+"""Small databases generated for two queries (reference mode's execution without a database).
+
+From the inferred schema (:mod:`stef.sql.infer`) each column gets a pool of values: the literals
+the queries compare it with and their neighbours (±1, the day before and after, other case,
+zero-padded and unpadded spellings, strings that match and miss each LIKE pattern), and a few
+ordinary values. Columns tied by a join share one pool, so joins match and a filtering join
+filters. Each database has a handful of rows per table; a table's own key (``id``, ``<table>_id``)
+is unique; the clean databases have no NULLs and no repeated rows, the others some. Everything
+is drawn from one seed: the same queries give the same databases.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+from dataclasses import dataclass
+
+from stef.sql.equivalences import own_key
+from stef.sql.infer import ColumnFacts, Kind, Schema
+
+Value = int | float | str | None
+# Rows per table of one generated database.
+_MIN_ROWS, _MAX_ROWS = 2, 5
+# The share of cells drawn from the values the queries name, from their neighbours (the rest:
+# ordinary values), and the most rows of a table whose own key others point to.
+_EXACT_SHARE, _NEAR_SHARE = 0.45, 0.2
+_MAX_KEYED_ROWS = 8
+# A query with a LIMIT gets tables with more rows than it (up to this many).
+_MAX_LIMITED_ROWS = 12
+_NULL_SHARE = 0.15
+_AFFINITY = {"int": "INTEGER", "real": "REAL", "text": "TEXT", "date": "TEXT"}
+_PLAIN: dict[Kind, list[Value]] = {
+    "int": [1, 2, 3],
+    "real": [0.5, 1.0, 2.5],
+    "text": ["a", "b", "c"],
+    "date": ["2020-01-01", "2020-06-15", "2021-03-01"],
+}
+
+
+@dataclass(frozen=True)
+class Table:
+    """One generated table: its columns with their SQLite affinity, and its rows."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    rows: tuple[tuple[Value, ...], ...]
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The values of one column: those the queries name (``exact``), their neighbours
+    (``near``) and ordinary ones (``plain``); ``key``: a table's own key is in the group, whose
+    table holds every value of the pool (so each reference to it finds its row)."""
+
+    kind: Kind
+    exact: tuple[Value, ...]
+    near: tuple[Value, ...]
+    plain: tuple[Value, ...]
+    ranked: bool = False
+    linked: bool = False
+    owner: tuple[str, str] | None = None
+
+    def every(self) -> list[Value]:
+        return list(dict.fromkeys([*self.exact, *self.near, *self.plain]))
+
+
+def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
+    """One value pool per column; columns a join ties share one (a ranked key has more values
+    than the LIMIT asks for)."""
+    out: dict[tuple[str, str], Pool] = {}
+    for members in _groups(schema).values():
+        facts = ColumnFacts()
+        for table, column in members:
+            one = schema.tables[table][column]
+            facts.kinds |= one.kinds
+            facts.literals |= one.literals
+            facts.patterns |= one.patterns
+            facts.years |= one.years
+            facts.ranked |= one.ranked
+        kind = _kind(facts, [c for _, c in members])
+        exact, near = _named(facts, kind)
+        linked = len(members) > 1
+        plain = _PLAIN[kind] if linked or not facts.ranked else _wide(kind, exact)
+        if linked and facts.ranked and kind == "int" and schema.limit:
+            plain = list(range(1, min(schema.limit + 3, _MAX_KEYED_ROWS) + 1))
+        owner = _owner(members)
+        pool = Pool(kind, tuple(exact), tuple(near), tuple(plain), facts.ranked, linked, owner)
+        for member in members:
+            out[member] = pool
+    return out
+
+
+def _owner(members: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The one column of a join group that is its table's own key: ``<table>_id`` first, then
+    the first ``id`` (of the reference's tables first); the others point to it."""
+    named = [(t, c) for t, c in members if own_key(t, c) and c != "id"]
+    plain = [(t, c) for t, c in members if c == "id"]
+    found = named or plain
+    return found[0] if found else None
+
+
+def _owns(pools_of: dict[tuple[str, str], Pool], table: str, column: str) -> bool:
+    pool = pools_of.get((table, column))
+    return pool is not None and pool.owner == (table, column)
+
+
+def _wide(kind: Kind, exact: list[Value]) -> list[Value]:
+    """Ordinary values for a column ranked by ORDER BY, MAX or MIN: many, so ties are rare,
+    around the number the queries compare it with (both sides of ``height > 180``)."""
+    centre = next((v for v in exact if isinstance(v, int | float)), None)
+    if kind == "int":
+        low = int(centre) - 20 if centre is not None else 1
+        return list(range(low, low + 40))
+    if kind == "real":
+        return [i + 0.25 for i in range(1, 40)]
+    if kind == "date":
+        return [f"20{10 + i // 12:02d}-{i % 12 + 1:02d}-1{i % 9}" for i in range(40)]
+    return [f"{chr(97 + i % 26)}{i}" for i in range(40)]
+
+
+def _groups(schema: Schema) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(x: tuple[str, str]) -> tuple[str, str]:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in schema.links:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[rb] = ra
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for table, columns in schema.tables.items():
+        for column in columns:
+            groups.setdefault(find((table, column)), []).append((table, column))
+    return groups
+
+
+def _kind(facts: ColumnFacts, names: list[str]) -> Kind:
+    for kind in ("date", "text", "real", "int"):
+        if kind in facts.kinds:
+            return kind
+    if facts.years:
+        return "date"
+    if any(_key_like(n) for n in names):
+        return "int"
+    return "text"
+
+
+def _key_like(name: str) -> bool:
+    return name == "id" or name.endswith("id") or name.endswith("_no") or name.endswith("key")
+
+
+def _named(facts: ColumnFacts, kind: Kind) -> tuple[list[Value], list[Value]]:
+    """The values the queries name (as the column stores them) and their neighbours."""
+    exact: list[Value] = []
+    near: list[Value] = []
+    for value in sorted(facts.literals, key=repr):
+        first, *rest = _neighbours(value, kind)
+        exact.append(first)
+        near.extend(rest)
+    for year in sorted(facts.years):
+        first, *rest = _year_dates(year)
+        exact.append(first)
+        near.extend(rest)
+    for pattern in sorted(facts.patterns):
+        first, *rest = _pattern_values(pattern, kind)
+        exact.append(first)
+        near.extend(rest)
+    exact = list(dict.fromkeys(exact))
+    return exact, [v for v in dict.fromkeys(near) if v not in exact]
+
+
+def _neighbours(value: object, kind: Kind) -> list[Value]:
+    if isinstance(value, bool):
+        return [int(value)]
+    if isinstance(value, int | float):
+        if kind in ("text", "date"):
+            return [str(value)]
+        step = 1 if isinstance(value, int) else 0.5
+        return [value, value - step, value + step]
+    text = str(value)
+    if kind == "date" and re.match(r"^\d{4}-\d{2}-\d{2}$", text):
+        try:
+            day = dt.date.fromisoformat(text)
+        except ValueError:
+            return [text]
+        one = dt.timedelta(days=1)
+        return [text, (day - one).isoformat(), (day + one).isoformat(), f"{text} 12:00:00"]
+    if kind in ("int", "real"):
+        try:
+            number = float(text)
+        except ValueError:
+            return [text]
+        base = int(number) if number.is_integer() else number
+        return [base, base - 1, base + 1]
+    variants: list[Value] = [text, text.upper(), text.lower(), text + "x"]
+    if text.isdigit():
+        variants += [text.lstrip("0") or "0", "0" + text]
+    return variants
+
+
+def _year_dates(year: int) -> list[Value]:
+    return [
+        f"{year}-01-01",
+        f"{year}-06-15",
+        f"{year}-12-31",
+        f"{year - 1}-12-31",
+        f"{year + 1}-01-01",
+    ]
+
+
+def _pattern_values(pattern: str, kind: Kind) -> list[Value]:
+    """Strings that match ``pattern`` (``%`` as nothing and as text, ``_`` as one letter) and
+    one that misses it by its first character."""
+    if kind == "date":
+        head = re.match(r"^(\d{4})", pattern)
+        if head is not None:
+            return _year_dates(int(head.group(1)))
+    bare = pattern.replace("%", "").replace("_", "a")
+    filled = pattern.replace("%", "z").replace("_", "a")
+    missed = ("q" + filled[1:]) if filled else "q"
+    return [bare, filled, missed, bare.upper()]
+
+
+def generate(
+    schema: Schema, pools_of: dict[tuple[str, str], Pool], seed: int, index: int, *, clean: bool
+) -> list[Table]:
+    """The ``index``-th database of ``seed``; ``clean``: without NULLs or repeated rows."""
+    rng = random.Random(f"{seed}:{index}")
+    tables = []
+    for name, columns in schema.tables.items():
+        names = list(columns) or ["stef_row"]
+        keys = [
+            c for c in names if (name, c) in pools_of and pools_of[(name, c)].owner == (name, c)
+        ]
+        count = max(rng.randint(_MIN_ROWS, _MAX_ROWS), min(3 * schema.limit + 2, _MAX_LIMITED_ROWS))
+        if keys:
+            # The table a reference points to holds every value of its key's pool.
+            count = min(len(pools_of[(name, keys[0])].every()), _MAX_KEYED_ROWS)
+        cells = [_column_values(name, c, pools_of.get((name, c)), count, rng, clean) for c in names]
+        rows = [tuple(col[i] for col in cells) for i in range(count)]
+        if not clean and rows and not keys:
+            rows.append(rng.choice(rows))
+        affinities = tuple(
+            (c, _AFFINITY[pools_of[(name, c)].kind] if (name, c) in pools_of else "TEXT")
+            for c in names
+        )
+        tables.append(Table(name, affinities, tuple(rows)))
+    return tables
+
+
+def _column_values(
+    table: str, column: str, pool: Pool | None, count: int, rng: random.Random, clean: bool
+) -> list[Value]:
+    if pool is None:
+        return [rng.choice(_PLAIN["text"]) for _ in range(count)]
+    if pool.owner == (table, column):
+        choices = pool.every()
+        rng.shuffle(choices)
+        extra = [len(choices) + i + 1 for i in range(count)]
+        return [*choices, *extra][:count]
+    plain = list(pool.plain)
+    if pool.ranked and not pool.linked:
+        rng.shuffle(plain)  # distinct ordinary values: no ties on what is ranked
+    out: list[Value] = []
+    # A ranked column mostly takes ordinary values: a top-k needs more rows than k to pass.
+    exact_share = _EXACT_SHARE / 3 if pool.ranked else _EXACT_SHARE
+    for i in range(count):
+        draw = rng.random()
+        if not clean and draw < _NULL_SHARE:
+            out.append(None)
+        elif pool.exact and draw < exact_share:
+            out.append(rng.choice(pool.exact))
+        elif pool.near and draw < exact_share + _NEAR_SHARE:
+            out.append(rng.choice(pool.near))
+        elif pool.ranked and not pool.linked:
+            out.append(plain[i % len(plain)])
+        else:
+            out.append(rng.choice(plain))
+    return out

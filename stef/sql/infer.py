@@ -1,0 +1,284 @@
+"""The part of a schema that two queries read, inferred from the queries alone (reference mode's
+generated databases, :mod:`stef.sql.gendb`).
+
+Each query is walked scope by scope (sqlglot's scopes: CTEs, derived tables and subqueries
+apart). A qualified column belongs to the table its qualifier names in its scope or an outer one;
+an unqualified column to the one table of its scope, else to the table of that scope that either
+query places it in, else to the first table of the scope. A column's kind comes from its use:
+compared with a number (``int``/``real``), with a string (``text``, or ``date`` when the string
+reads ``YYYY-MM-DD`` or a date function reads the column), summed or used in arithmetic
+(``real``); a join equality gives its two columns one kind and one shared domain. The literals a
+column is compared with, and the LIKE patterns it is matched against, are kept: the generated
+values are drawn around them.
+
+Pure: no I/O; a query sqlglot cannot read gives :class:`InferenceError`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from stef.errors import StefError
+
+Kind = str  # "int" | "real" | "text" | "date"
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
+_NUMERIC_FUNCS = (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Abs, exp.Round)
+_DATE_FUNCS = ("strftime", "date", "datetime", "julianday", "year", "month", "timestrtotime")
+_DATE_NODES = (exp.TimeToStr, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.StrToTime)
+
+
+class InferenceError(StefError):
+    """The queries cannot be read well enough to build a schema for them."""
+
+
+@dataclass
+class ColumnFacts:
+    """What the queries say about one column."""
+
+    kinds: set[Kind] = field(default_factory=set)
+    literals: set[object] = field(default_factory=set)
+    patterns: set[str] = field(default_factory=set)
+    years: set[int] = field(default_factory=set)
+    ranked: bool = False
+
+
+@dataclass
+class Schema:
+    """Tables (in first-use order) with their columns' facts, and the join links between
+    columns as ``((table, column), (table, column))`` pairs."""
+
+    tables: dict[str, dict[str, ColumnFacts]] = field(default_factory=dict)
+    links: list[tuple[tuple[str, str], tuple[str, str]]] = field(default_factory=list)
+    limit: int = 0
+
+    def column(self, table: str, name: str) -> ColumnFacts:
+        return self.tables.setdefault(table, {}).setdefault(name, ColumnFacts())
+
+
+@dataclass
+class _Pending:
+    """An unqualified column of a scope with several tables: placed after both queries."""
+
+    node: exp.Column
+    candidates: list[str]
+
+
+def parse_one(sql: str, dialect: str | None) -> exp.Query:
+    """``sql`` as one query tree.
+
+    Raises:
+        InferenceError: it does not parse to exactly one query.
+    """
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except (SqlglotError, RecursionError, ValueError) as exc:
+        raise InferenceError(f"does not parse: {type(exc).__name__}") from exc
+    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+        raise InferenceError("not one query")
+    return trees[0]
+
+
+def infer_schema(trees: list[exp.Query]) -> tuple[Schema, dict[int, tuple[str, str]]]:
+    """The schema ``trees`` read, and where each column node was placed (by ``id``).
+
+    Raises:
+        InferenceError: a scope cannot be built, or a query reads no table.
+    """
+    schema = Schema()
+    placed: dict[int, tuple[str, str]] = {}
+    pending: list[_Pending] = []
+    for tree in trees:
+        try:
+            scopes = traverse_scope(tree)
+        except (SqlglotError, RecursionError, ValueError, KeyError) as exc:
+            raise InferenceError(f"no scopes: {type(exc).__name__}") from exc
+        if not any(_tables_of(s) for s in scopes):
+            raise InferenceError("reads no table")
+        for scope in scopes:
+            for table in _tables_of(scope).values():
+                schema.tables.setdefault(table, {})
+            _place_scope(scope, schema, placed, pending)
+    for item in pending:
+        known = [t for t in item.candidates if item.node.name.casefold() in schema.tables[t]]
+        table = (known or item.candidates)[0]
+        schema.column(table, item.node.name.casefold())
+        placed[id(item.node)] = (table, item.node.name.casefold())
+    for tree in trees:
+        _read_facts(tree, schema, placed)
+        for limit in tree.find_all(exp.Limit):
+            value = limit.args.get("expression")
+            if isinstance(value, exp.Literal) and value.is_int:
+                schema.limit = max(schema.limit, int(value.this))
+    return schema, placed
+
+
+def _tables_of(scope: Scope) -> dict[str, str]:
+    """Alias (or name) -> physical table name, for the physical tables of ``scope``."""
+    return {
+        alias.casefold(): source.name.casefold()
+        for alias, source in scope.sources.items()
+        if isinstance(source, exp.Table) and source.name
+    }
+
+
+def _place_scope(
+    scope: Scope,
+    schema: Schema,
+    placed: dict[int, tuple[str, str]],
+    pending: list[_Pending],
+) -> None:
+    select = scope.expression
+    aliases = (
+        {p.alias.casefold() for p in select.expressions if isinstance(p, exp.Alias)}
+        if isinstance(select, exp.Select)
+        else set()
+    )
+    tables = _tables_of(scope)
+    derived = any(not isinstance(s, exp.Table) for s in scope.sources.values())
+    for column in scope.columns:
+        if column.parent_select is not select and not column.table:
+            continue
+        name = column.name.casefold()
+        if not name or isinstance(column.this, exp.Star):
+            continue
+        if column.table:
+            table = _qualified_table(scope, column.table.casefold())
+            if table is not None:
+                schema.column(table, name)
+                placed[id(column)] = (table, name)
+            continue
+        if name in aliases or not tables:
+            continue
+        candidates = list(dict.fromkeys(tables.values()))
+        if len(candidates) == 1 and not derived:
+            schema.column(candidates[0], name)
+            placed[id(column)] = (candidates[0], name)
+        elif not derived:
+            pending.append(_Pending(column, candidates))
+
+
+def _qualified_table(scope: Scope | None, qualifier: str) -> str | None:
+    """The physical table ``qualifier`` names in ``scope`` or an outer one (None: a derived
+    table or CTE, whose columns are not physical)."""
+    while scope is not None:
+        for alias, source in scope.sources.items():
+            if alias.casefold() == qualifier:
+                return source.name.casefold() if isinstance(source, exp.Table) else None
+        scope = scope.parent
+    return None
+
+
+# ------------------------------------------------------------------------------- kinds, values
+
+
+def _read_facts(tree: exp.Query, schema: Schema, placed: dict[int, tuple[str, str]]) -> None:
+    for column in tree.find_all(exp.Column):
+        where = placed.get(id(column)) or _by_name(schema, column)
+        if where is None:
+            continue
+        facts = schema.column(*where)
+        _facts_from_use(column, facts, schema, where, placed)
+
+
+def _by_name(schema: Schema, column: exp.Column) -> tuple[str, str] | None:
+    """An unplaced column (``ORDER BY name`` naming an output) by its name, when exactly one
+    table has a column of that name."""
+    name = column.name.casefold()
+    owners = [t for t, columns in schema.tables.items() if name in columns]
+    return (owners[0], name) if len(owners) == 1 and not column.table else None
+
+
+def _facts_from_use(
+    column: exp.Column,
+    facts: ColumnFacts,
+    schema: Schema,
+    where: tuple[str, str],
+    placed: dict[int, tuple[str, str]],
+) -> None:
+    node: exp.Expr = column
+    wrapped_date = False
+    parent = node.parent
+    # Climb through the functions that wrap the column (STRFTIME('%Y', d), LOWER(c), CAST).
+    while isinstance(parent, exp.Func | exp.Paren) and not isinstance(parent, exp.AggFunc):
+        if _is_date_func(parent):
+            wrapped_date = True
+        if isinstance(parent, _NUMERIC_FUNCS):
+            facts.kinds.add("int")
+        node, parent = parent, parent.parent
+    if isinstance(parent, exp.Ordered | exp.Max | exp.Min):
+        facts.ranked = True
+    if isinstance(parent, exp.Sum | exp.Avg):
+        facts.kinds.add("int")
+    if wrapped_date:
+        facts.kinds.add("date")
+    if isinstance(parent, exp.Binary) and isinstance(parent, _NUMERIC_FUNCS):
+        facts.kinds.add("int")
+    if isinstance(parent, exp.Like | exp.ILike):
+        pattern = parent.expression
+        if isinstance(pattern, exp.Literal) and pattern.is_string:
+            facts.patterns.add(str(pattern.this))
+            facts.kinds.add("text")
+    if isinstance(parent, _COMPARISONS):
+        other = parent.expression if parent.this is node else parent.this
+        _compared_with(other, facts, wrapped_date, schema, where, placed)
+    if isinstance(parent, exp.In):
+        for value in parent.expressions:
+            _compared_with(value, facts, wrapped_date, schema, where, placed)
+    if isinstance(parent, exp.Between):
+        for key in ("low", "high"):
+            bound = parent.args.get(key)
+            if bound is not None and bound is not node:
+                _compared_with(bound, facts, wrapped_date, schema, where, placed)
+
+
+def _is_date_func(node: exp.Expr) -> bool:
+    if isinstance(node, _DATE_NODES):
+        return True
+    name = node.name.casefold() if isinstance(node, exp.Anonymous) else ""
+    sql_name = node.sql_name().casefold() if isinstance(node, exp.Func) else ""
+    return name in _DATE_FUNCS or sql_name in _DATE_FUNCS
+
+
+def _compared_with(
+    other: exp.Expr,
+    facts: ColumnFacts,
+    wrapped_date: bool,
+    schema: Schema,
+    where: tuple[str, str],
+    placed: dict[int, tuple[str, str]],
+) -> None:
+    while isinstance(other, exp.Paren | exp.Cast):
+        other = other.this
+    if isinstance(other, exp.Neg) and isinstance(other.this, exp.Literal):
+        other = exp.Literal.number(f"-{other.this.this}")
+    if isinstance(other, exp.Column):
+        target = placed.get(id(other))
+        if target is not None and target != where:
+            schema.links.append((where, target))
+        return
+    if not isinstance(other, exp.Literal):
+        return
+    text = str(other.this)
+    if not other.is_string:
+        number = float(text)
+        if wrapped_date and number.is_integer() and 1000 <= number <= 9999:
+            facts.years.add(int(number))
+            return
+        facts.kinds.add("int" if number.is_integer() else "real")
+        facts.literals.add(int(number) if number.is_integer() else number)
+        return
+    if wrapped_date:
+        if re.fullmatch(r"\d{4}", text):
+            facts.years.add(int(text))
+        elif _DATE.match(text):
+            facts.literals.add(text)
+        return
+    facts.kinds.add("date" if _DATE.match(text) else "text")
+    facts.literals.add(text)

@@ -1,0 +1,247 @@
+"""Two queries run on small generated databases and their results compared (reference mode's
+execution without a database: the test-suite accuracy of Zhong, Yu and Klein, EMNLP 2020, with
+the schema inferred from the two queries).
+
+:func:`run_suite` infers the tables and columns both queries read (:mod:`stef.sql.infer`),
+generates ``n`` databases (:mod:`stef.sql.gendb`) in in-memory SQLite, runs both queries there
+read-only with a time and a row limit, and compares the results as bags of rows (as lists when
+``ordered``), column order ignored, numbers within 1e-6. Each database is built twice, its rows
+in two orders: a query whose result changes with the order of the rows (ties under a LIMIT, a
+LIMIT without ORDER BY) says nothing on that database, which is skipped. A database on which
+the two results differ is a counterexample; a query that cannot be read or run is an outcome
+with its reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from stef.sql.gendb import Table, generate, pools
+from stef.sql.infer import InferenceError, infer_schema, parse_one
+
+Status = Literal["different", "duplicates", "same", "undecided", "not_run"]
+# Progress-handler period, in SQLite virtual-machine instructions.
+_CHECK_EVERY = 1_000
+# The rows of a counterexample kept in the result, per table and per output.
+_SHOWN_ROWS = 8
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A database on which the two queries differ: its tables and both outputs (trimmed)."""
+
+    tables: dict[str, list[list[Any]]]
+    columns: dict[str, list[str]]
+    generated: list[list[Any]]
+    reference: list[list[Any]]
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """What running both queries on the generated databases gave.
+
+    Attributes:
+        status: ``different`` (a counterexample), ``same`` (the same result on every database
+            that could tell), ``undecided`` (no database could tell: every result empty or
+            order-dependent), ``not_run`` (the queries could not be read or run: ``detail``).
+        databases: databases generated.
+        informative: databases on which the reference returned rows and both results were
+            independent of row order.
+    """
+
+    status: Status
+    detail: str = ""
+    databases: int = 0
+    informative: int = 0
+    counterexample: Counterexample | None = None
+    elapsed_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def seed_of(generated: str, reference: str) -> int:
+    """The seed of a record's databases: its two queries' text (deterministic per record)."""
+    digest = hashlib.sha256(f"{generated}\x00{reference}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def run_suite(
+    generated: str,
+    reference: str,
+    dialect: str | None,
+    *,
+    ordered: bool,
+    n: int,
+    timeout_s: float,
+    max_rows: int,
+) -> SuiteOutcome:
+    """Run ``generated`` and ``reference`` on ``n`` clean generated databases (no NULLs, no
+    repeated rows) and ``n // 4`` with both, and compare them. A difference on a clean database
+    is ``different``; one of repeated rows only, or only on a database with NULLs and repeated
+    rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows)."""
+    started = time.perf_counter()
+    try:
+        gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
+        schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
+        gen_sql, ref_sql = _sqlite_text(gen_tree), _sqlite_text(ref_tree)
+    except InferenceError as exc:
+        return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
+    ordered = ordered and _orders(gen_tree) and _orders(ref_tree)
+    column_pools = pools(schema)
+    seed = seed_of(generated, reference)
+    deadline = time.monotonic() + timeout_s
+    informative = 0
+    minor: SuiteOutcome | None = None
+    total = n + n // 4
+    for index in range(total):
+        clean = index < n
+        tables = generate(schema, column_pools, seed, index, clean=clean)
+        runs = _run_both_orders(tables, (gen_sql, ref_sql), deadline, max_rows)
+        if isinstance(runs, str):
+            return SuiteOutcome("not_run", detail=runs, databases=index, elapsed_ms=_ms(started))
+        (gen_a, gen_b), (ref_a, ref_b) = runs
+        if _key(gen_a, ordered) != _key(gen_b, ordered) or _key(ref_a, ordered) != _key(
+            ref_b, ordered
+        ):
+            continue  # the result depends on the order of the rows: this database cannot tell
+        if ref_a:
+            informative += 1
+        if _key(gen_a, ordered) == _key(ref_a, ordered):
+            continue
+        found = SuiteOutcome(
+            "different",
+            databases=index + 1,
+            informative=informative,
+            counterexample=_counterexample(tables, gen_a, ref_a),
+        )
+        if _rows_set(gen_a) != _rows_set(ref_a) and clean:
+            return replace(found, elapsed_ms=_ms(started))
+        # Only repeated rows differ, or only a database with NULLs and repeated rows tells
+        # them apart: what real data with keys and few NULLs seldom shows.
+        minor = minor or replace(found, status="duplicates")
+    if minor is not None:
+        return replace(minor, databases=total, informative=informative, elapsed_ms=_ms(started))
+    status: Status = "same" if informative else "undecided"
+    detail = "" if informative else "no generated database gave the reference rows"
+    return SuiteOutcome(
+        status, detail=detail, databases=total, informative=informative, elapsed_ms=_ms(started)
+    )
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def _orders(tree: exp.Query) -> bool:
+    return tree.args.get("order") is not None
+
+
+def _sqlite_text(tree: exp.Query) -> str:
+    try:
+        return tree.sql(dialect="sqlite")
+    except (SqlglotError, RecursionError, ValueError) as exc:
+        raise InferenceError(f"cannot be written for SQLite: {type(exc).__name__}") from exc
+
+
+Rows = list[tuple[Any, ...]]
+
+
+def _run_both_orders(
+    tables: list[Table], queries: tuple[str, str], deadline: float, max_rows: int
+) -> tuple[tuple[Rows, Rows], tuple[Rows, Rows]] | str:
+    """Each query's rows on ``tables`` as generated and with every table's rows reversed; a
+    string saying why when a query fails."""
+    results: list[list[Rows]] = [[], []]
+    for reverse in (False, True):
+        conn = _database(tables, reverse)
+        try:
+            for i, sql in enumerate(queries):
+                rows = _run(conn, sql, deadline, max_rows)
+                if isinstance(rows, str):
+                    who = "generated" if i == 0 else "reference"
+                    return f"the {who} SQL failed on a generated database: {rows}"
+                results[i].append(rows)
+        finally:
+            conn.close()
+    return (results[0][0], results[0][1]), (results[1][0], results[1][1])
+
+
+def _database(tables: list[Table], reverse: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    for table in tables:
+        columns = ", ".join(f"{_quoted(c)} {affinity}" for c, affinity in table.columns)
+        conn.execute(f"CREATE TABLE {_quoted(table.name)} ({columns})")
+        marks = ", ".join("?" for _ in table.columns)
+        rows = list(reversed(table.rows)) if reverse else list(table.rows)
+        conn.executemany(f"INSERT INTO {_quoted(table.name)} VALUES ({marks})", rows)
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _run(conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int) -> Rows | str:
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _CHECK_EVERY)
+    try:
+        rows = conn.execute(sql).fetchmany(max_rows + 1)
+    except (sqlite3.Error, OverflowError, ValueError) as exc:
+        if time.monotonic() > deadline:
+            return "timed out"
+        return f"{type(exc).__name__}: {exc}"[:200]
+    if len(rows) > max_rows:
+        return f"more than {max_rows} rows"
+    return [tuple(r) for r in rows]
+
+
+def _cell(value: Any) -> tuple[int, Any]:
+    """One cell as compared: numbers (and strings that read as numbers) as floats rounded to
+    6 decimals, other text as itself; NULL apart."""
+    if value is None:
+        return (0, "")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return (2, value)
+    if isinstance(value, bool | int | float | Decimal):
+        number = float(value)
+        if math.isfinite(number):
+            return (1, round(number, 6) + 0.0)
+    return (2, str(value))
+
+
+def rows_key(rows: Sequence[Sequence[Any]], ordered: bool) -> object:
+    """Rows as compared: each row the sorted multiset of its cells (column order ignored), the
+    rows a list when ``ordered``, else a bag."""
+    keyed = [tuple(sorted(_cell(v) for v in row)) for row in rows]
+    return keyed if ordered else Counter(keyed)
+
+
+_key = rows_key
+
+
+def _rows_set(rows: Sequence[Sequence[Any]]) -> frozenset[tuple[tuple[int, Any], ...]]:
+    """Rows as a set, rows with a NULL left out: what duplicates and NULLs do not change."""
+    keyed = (tuple(sorted(_cell(v) for v in row)) for row in rows)
+    return frozenset(row for row in keyed if all(tag for tag, _ in row))
+
+
+def _counterexample(tables: list[Table], generated: Rows, reference: Rows) -> Counterexample:
+    return Counterexample(
+        tables={t.name: [list(r) for r in t.rows[:_SHOWN_ROWS]] for t in tables},
+        columns={t.name: [c for c, _ in t.columns] for t in tables},
+        generated=[list(r) for r in generated[:_SHOWN_ROWS]],
+        reference=[list(r) for r in reference[:_SHOWN_ROWS]],
+    )

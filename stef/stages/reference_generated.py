@@ -1,0 +1,143 @@
+"""Reference mode's execution on generated databases: the verdict from rows when no database
+is configured (``reference.generate``, on by default).
+
+:func:`run_generated` runs the generated SQL and the reference on small databases generated for
+them (:func:`stef.sql.suite.run_suite`) and decides:
+
+- a database on which their rows differ: ``Incorrect``, with the counterexample;
+- rows that differ only by repeats and rows with NULLs: ``Likely Correct``;
+- the same rows on every database that could tell: ``Correct``, more surely the more databases
+  could tell;
+- nothing could tell, or the queries could not be read or run: the structure's verdict stands,
+  and ``reference.error`` says why.
+
+``P_EXECUTION`` is how often SQL with each outcome was labelled correct on the dev set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stef.models import (
+    Reference,
+    ReferenceCounterexample,
+    ReferenceExecution,
+    SqlSpec,
+    Verdict,
+)
+from stef.sql.suite import SuiteOutcome, run_suite
+from stef.stages.sqlspec import sqlspec
+
+# P(label correct | outcome on generated databases, and for the same rows the structure's
+# verdict) on ../shared/data/judge-dev.jsonl (1,942 records with gold_sql, 8 databases each;
+# see docs/reference.md).
+P_EXECUTION: dict[str, float] = {"different": 0.23, "duplicates": 0.87}
+P_SAME: dict[Verdict, float] = {
+    Verdict.CORRECT: 0.95,
+    Verdict.LIKELY_CORRECT: 0.77,
+    Verdict.INCORRECT: 0.58,
+}
+_VERDICT = {
+    "same": Verdict.CORRECT,
+    "duplicates": Verdict.LIKELY_CORRECT,
+    "different": Verdict.INCORRECT,
+}
+
+
+# Databases that could tell, from which agreement is as sure as the dev rate says.
+_SURE = 6
+
+
+@dataclass(frozen=True)
+class Generated:
+    """Reference mode's generated databases (``reference.generate``): how many per record,
+    the time all of them may take, the most rows one query may return."""
+
+    databases: int = 8
+    timeout_s: float = 1.0
+    max_rows: int = 10_000
+
+
+DEFAULT_GENERATED = Generated()
+
+
+def run_generated(
+    ref: Reference,
+    spec: SqlSpec,
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    ordered: bool,
+    generated: Generated,
+) -> Reference:
+    """``ref`` (the structural comparison) decided by rows on generated databases, when they
+    can tell. Only plain SELECTs run (STEF's safety check on ``spec`` and the reference)."""
+    gold_spec = sqlspec(gold_sql, dialect)
+    for who, checked in (("generated", spec), ("reference", gold_spec)):
+        if not (
+            checked.parsed
+            and checked.statement_type == "select"
+            and not checked.mutating
+            and not checked.multiple_statements
+        ):
+            return _structure(ref, "not_run", f"the {who} SQL is not one SELECT")
+    found = run_suite(
+        sql,
+        gold_sql,
+        dialect or gold_spec.dialect,
+        ordered=ordered,
+        n=generated.databases,
+        timeout_s=generated.timeout_s,
+        max_rows=generated.max_rows,
+    )
+    execution = _execution(found)
+    if found.status in ("not_run", "undecided"):
+        reason = f"execution_{found.status}: {found.detail}"
+        return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
+    verdict = _VERDICT[found.status]
+    p_correct = _p_correct(found, ref.verdict)
+    return ref.model_copy(
+        update={
+            "verdict": verdict,
+            "p_correct": p_correct,
+            "execution": execution,
+            "decided_by": "execution",
+        }
+    )
+
+
+def _p_correct(found: SuiteOutcome, structural: Verdict | None) -> float:
+    """The outcome's dev rate; for ``same`` (by the structure's verdict) it grows with the
+    databases that could tell: half-way from 0.5 to the rate with one, 15/16 of the way with
+    four, all of it with ``_SURE`` or more."""
+    if found.status != "same":
+        return P_EXECUTION[found.status]
+    rate = P_SAME[structural or Verdict.INCORRECT]
+    if found.informative >= _SURE:
+        return rate
+    return round(0.5 + (rate - 0.5) * (1 - 0.5 ** max(found.informative, 1)), 4)
+
+
+def _structure(ref: Reference, status: str, detail: str) -> Reference:
+    execution = ReferenceExecution(status="not_run", detail=detail, source="generated")
+    reason = f"execution_{status}: {detail}"
+    return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
+
+
+def _execution(found: SuiteOutcome) -> ReferenceExecution:
+    example = found.counterexample
+    return ReferenceExecution(
+        status=found.status,
+        detail=found.detail,
+        source="generated",
+        databases=found.databases,
+        informative=found.informative,
+        counterexample=None
+        if example is None
+        else ReferenceCounterexample(
+            tables=example.tables,
+            columns=example.columns,
+            generated=example.generated,
+            reference=example.reference,
+        ),
+    )

@@ -1,0 +1,85 @@
+"""Golden tests of execution on generated databases, one titled case per entry of
+tests/fixtures/suite/*.yaml: ``title``, ``generated``, ``reference``, optional ``dialect``
+(default sqlite), optional ``ordered``, ``expect: {status}``. Every case also holds the
+contract: the same outcome on a second run (seeded per record), a counterexample exactly when
+the status is ``different`` or ``duplicates``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stef.sql.suite import run_suite
+from tests.golden import load_golden
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "suite"
+KEYS = {"title", "generated", "reference", "dialect", "ordered", "expect", "xfail"}
+STATUSES = {"same", "different", "duplicates", "undecided", "not_run"}
+
+
+def _check(name: str, case: Any) -> None:
+    assert set(case) <= KEYS, f"{name}: unknown keys {set(case) - KEYS}"
+    assert case["expect"]["status"] in STATUSES, f"{name}: {case['title']}"
+
+
+CASES = load_golden(FIXTURES, _check)
+
+
+def _run(case: dict[str, Any]) -> Any:
+    return run_suite(
+        case["generated"],
+        case["reference"],
+        case.get("dialect", "sqlite"),
+        ordered=case.get("ordered", False),
+        n=8,
+        timeout_s=5.0,
+        max_rows=1000,
+    )
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_suite_golden(case: dict[str, Any]) -> None:
+    found = _run(case)
+    assert found.status == case["expect"]["status"], found.detail
+    assert (found.counterexample is not None) == (found.status in ("different", "duplicates"))
+    if found.status == "not_run":
+        assert found.detail
+    again = _run(case)
+    assert (again.status, again.counterexample) == (found.status, found.counterexample)
+
+
+def test_a_counterexample_holds_both_outputs_and_the_tables() -> None:
+    found = run_suite(
+        "SELECT COUNT(*) FROM singer WHERE country = 'Germany'",
+        "SELECT COUNT(*) FROM singer WHERE country = 'France'",
+        "sqlite",
+        ordered=False,
+        n=8,
+        timeout_s=5.0,
+        max_rows=1000,
+    )
+    example = found.counterexample
+    assert example is not None
+    assert example.columns == {"singer": ["country"]}
+    assert example.generated != example.reference
+    assert all(len(row) == 1 for row in example.tables["singer"])
+
+
+def test_a_runaway_query_is_stopped_by_the_time_limit() -> None:
+    slow = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+        "SELECT COUNT(*) FROM n, t WHERE t.a = 1"
+    )
+    found = run_suite(
+        slow,
+        "SELECT COUNT(*) FROM t WHERE a = 1",
+        None,
+        ordered=False,
+        n=2,
+        timeout_s=0.2,
+        max_rows=10,
+    )
+    assert found.status == "not_run"
+    assert "timed out" in found.detail

@@ -1,0 +1,92 @@
+"""Reference mode on generated databases (no ``reference.execute``): on by default, the rows
+decide when they can, the counterexample is in the result, and what cannot run falls back to
+the structure with its reason and a metric."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.metrics import Metrics
+from stef.models import Result, Verdict
+from stef.pipeline import Pipeline
+from stef.rules import load_rules
+
+
+def _judge(record: dict[str, Any], metrics: Metrics | None = None) -> Result:
+    pipeline = Pipeline(load_rules(None), HeuristicJudge(), metrics=metrics)
+    processed = pipeline.process(json.dumps({"id": "r", **record}).encode(), {"line": 1})
+    assert processed.result is not None, processed.error
+    return processed.result
+
+
+def test_a_counterexample_decides_incorrect_and_is_in_the_result() -> None:
+    result = _judge(
+        {
+            "question": "Which singer has the second highest fee?",
+            "sql": "SELECT name FROM singer ORDER BY fee DESC LIMIT 2, 1",
+            "gold_sql": "SELECT name FROM singer ORDER BY fee DESC LIMIT 1, 1",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.verdict is Verdict.INCORRECT
+    assert ref.decided_by == "execution"
+    run = json.loads(result.to_json())["reference"]["execution"]
+    assert run["source"] == "generated" and run["status"] == "different"
+    example = run["counterexample"]
+    assert example["generated"] != example["reference"]
+    assert set(example["tables"]) == set(example["columns"]) == {"singer"}
+    assert result.score is not None and result.score < 50
+
+
+def test_agreement_on_every_database_is_correct_and_can_be_excellent() -> None:
+    result = _judge(
+        {
+            "question": "List the singers from France older than 30",
+            "sql": "SELECT name FROM singer WHERE country = 'France'",
+            "gold_sql": "SELECT s.name FROM singer AS s WHERE (s.country = 'France')",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.verdict is Verdict.CORRECT
+    assert ref.decided_by == "execution"
+    assert ref.execution is not None and ref.execution.informative
+    assert ref.p_correct is not None and result.judge.p_correct == ref.p_correct
+    assert result.tier == "excellent"
+
+
+def test_the_same_record_gives_the_same_databases() -> None:
+    record = {
+        "question": "How many singers are from France?",
+        "sql": "SELECT COUNT(*) FROM singer WHERE country = 'Germany'",
+        "gold_sql": "SELECT COUNT(*) FROM singer WHERE country = 'France'",
+    }
+    first, second = _judge(record).reference, _judge(record).reference
+    assert first is not None and second is not None
+    assert first.execution is not None and second.execution is not None
+    assert first.execution.counterexample == second.execution.counterexample
+
+
+def test_what_cannot_run_falls_back_to_the_structure_with_its_reason_and_a_metric() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    # json_each is a table-valued function: no table to generate, nothing to run.
+    result = _judge(
+        {
+            "question": "Which values are listed?",
+            "sql": "SELECT value FROM json_each('[1, 2]')",
+            "gold_sql": "SELECT value FROM json_each('[1, 2]')",
+        },
+        metrics,
+    )
+    ref = result.reference
+    assert ref is not None and ref.verdict is Verdict.CORRECT
+    assert ref.decided_by == "structure"
+    assert ref.error is not None and ref.error.startswith("execution_not_run")
+    labels = {"app": "default", "reason": "not_run"}
+    assert registry.get_sample_value("stef_reference_execution_fallbacks_total", labels) == 1
+    verdicts = {"app": "default", "verdict": "Correct", "decided_by": "structure"}
+    assert registry.get_sample_value("stef_reference_verdicts_total", verdicts) == 1
