@@ -155,4 +155,3 @@ def render_reference(figures: dict[str, Any]) -> str:
 
 def _line(name: str, f: dict[str, Any]) -> str:
     return f"  {name:<34} n={f['n']:<5} kappa {f['kappa']}  auc {f['auc']}  ece {f['ece']}"
-

@@ -93,7 +93,7 @@ _TOP_K = re.compile(
     + _NUM
     + r"\s+(?:"
     + _SUPERLATIVES
-    + r")\b|\b(?:"
+    + r")\b|\b(?<!at )(?<!no )(?:"
     + _SUPERLATIVES
     + r")\s+"
     + _NUM

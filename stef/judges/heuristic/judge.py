@@ -252,9 +252,10 @@ def match_filters(
     index = _PredicateIndex(spec)
     dates = DateColumns.of(spec)
     folded = sql.casefold()
+    names = fold_words(sql_names_text(sql))
     out = []
     for i, (q, kind) in enumerate(zip(filters, kinds, strict=True)):
-        read = _read_match(q, kind, index, dates)
+        read = _read_match(q, kind, index, dates, names)
         if read is not None:
             out.append(FilterMatch(filter=i, status=read[0], predicates=read[1], decided_by="stef"))
             continue
@@ -275,13 +276,13 @@ def match_filters(
 
 
 def _read_match(
-    q: QuestionFilter, kind: str, index: _PredicateIndex, dates: DateColumns
+    q: QuestionFilter, kind: str, index: _PredicateIndex, dates: DateColumns, sql_names: str
 ) -> tuple[MatchStatus, list[int]] | None:
     """What the question's words decide beyond the value (:mod:`readings`): a time interval, a
     comparison's direction, a window's length, a negation, a status word; None to match the
     value as before."""
     if kind == "status":
-        return _status_word(q, index)
+        return _status_word(q, index, sql_names)
     if kind == "null":
         hits = [p.id for p in index.preds.values() if p.op in _NULL_OPS and q.rhs in p.columns]
         return _polarity(q, hits, index) if hits else None
@@ -337,9 +338,12 @@ def _window(
     return ("matched", kept) if kept else ("mismatched", hits)
 
 
-def _status_word(q: QuestionFilter, index: _PredicateIndex) -> tuple[MatchStatus, list[int]]:
+def _status_word(
+    q: QuestionFilter, index: _PredicateIndex, sql_names: str
+) -> tuple[MatchStatus, list[int]]:
     """A status word of the question ("active", "overdue"): a predicate whose value or column
-    names it, with the question's polarity; else missing."""
+    names it, with the question's polarity; a column the SQL reads elsewhere (``SUM(returned)``);
+    else missing."""
     word = q.rhs
     hits = [
         p.id
@@ -348,7 +352,7 @@ def _status_word(q: QuestionFilter, index: _PredicateIndex) -> tuple[MatchStatus
         or any(named_at(word, fold_words(c)) is not None for c in p.columns)
     ]
     if not hits:
-        return "missing", []
+        return ("matched" if named_at(word, sql_names) is not None else "missing"), []
     return _polarity(q, hits, index)
 
 
@@ -551,8 +555,10 @@ def _verdict(ev: Evidence, strong: list[Finding], weak: list[Finding]) -> Verdic
     spec = ev.spec
     if not spec.parsed:
         return Verdict.INCORRECT  # nothing of it could be read: never Correct
-    n_missing = sum(m.status != "matched" for m in ev.matches)
-    all_missing = bool(ev.qs.filters) and n_missing == len(ev.qs.filters) and spec.parsed
+    # A status word a question uses may be met without a predicate the heuristic can see: it
+    # never makes "every filter missed" on its own.
+    read = [m for m in ev.matches if ev.qs.filters[m.filter].kind != "status"]
+    all_missing = bool(read) and all(m.status != "matched" for m in read) and spec.parsed
     if spec.mutating or spec.multiple_statements or all_missing or len(strong) >= 2:
         return Verdict.INCORRECT
     if strong:

@@ -35,7 +35,7 @@ def test_each_way_of_matching_is_found_through_the_index() -> None:
         ("matched", [2, 6]),  # the window: a date range, date arithmetic relative to now
         ("matched", [3]),  # 'acme' inside the LIKE pattern
         ("matched", [1, 2]),  # Q3: the quarter column and the range starting in July
-        ("matched", [2]),  # 2023: a date that starts with the year
+        ("mismatched", [2]),  # 2023 of Q3 2023: a start with no end keeps more than Q3
         ("matched", [4]),  # 500 exactly
         ("matched", [5]),  # the name inside a longer value
     ]
