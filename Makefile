@@ -58,8 +58,10 @@ DEV_LABELS ?= ../shared/data/judge-dev.jsonl
 calibration: $(RUN_STAMP)
 	$(BIN)/stef calibrate $(DEV_LABELS) --no-progress --fit stef/calibrations/heuristic.json
 
+# BENCH_AGAINST: the LLM and deterministic sections also run on that commit's code, same run.
+BENCH_AGAINST ?= HEAD~1
 bench: services
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(if $(BENCH_AGAINST),--against $(BENCH_AGAINST))
 
 # The judge against the dev labels (docs/llm.md, "Measured"): the heuristic on every record, a real
 # model in probability mode, in probability mode with EVAL_FEW_SHOT labelled examples (llm.few_shot,

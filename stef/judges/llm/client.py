@@ -528,14 +528,6 @@ class ChatClient:
         params: dict[str, Any],
         call: _Call | None = None,
     ) -> Any:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "response_format": response_format(mode, schema),
-            **params,
-        }
-        if call is not None:
-            _with_call_options(body, call)
         # The lean path: the openai client's own request (headers, auth, timeout, its error
         # classes for every failure) with a body serialized here. ``chat.completions.create``
         # would walk the body (the reply schema included) through its typed-dict transform
@@ -545,8 +537,24 @@ class ChatClient:
         return self._client.post(
             "/chat/completions",
             cast_to=_HttpResponse,
-            content=json.dumps(body, separators=(",", ":")).encode(),
+            content=_serialized(self.model, messages, mode, schema, params, call),
         )
+
+    def request_body(
+        self, messages: Messages, schema: dict[str, Any] | None = None, *, top_logprobs: int = 0
+    ) -> bytes:
+        """The body :meth:`complete` would send now for these messages, structured in the mode
+        settled so far: what a benchmark's plain client sends, to compare like with like."""
+        mode = self._current_mode()
+        call = _Call(
+            started=0.0,
+            mode=mode,
+            schema=schema,
+            top_logprobs=top_logprobs if self.logprobs_accepted else 0,
+        )
+        with self._lock:
+            params = self._params.body()
+        return _serialized(self.model, messages, mode, schema, params, call)
 
     def _adapt(self, exc: openai.APIStatusError, message: str, call: _Call) -> bool:
         """The server refused a request parameter by name (a 400 such as GPT-5's "Unsupported
@@ -719,6 +727,26 @@ def _refused_param(body: object, message: str, sent: dict[str, Any]) -> str | No
     return min(named)[1] if named else None
 
 
+def _serialized(
+    model: str,
+    messages: Messages,
+    mode: str,
+    schema: dict[str, Any] | None,
+    params: dict[str, Any],
+    call: _Call | None,
+) -> bytes:
+    """The JSON body of one chat-completion request."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "response_format": response_format(mode, schema),
+        **params,
+    }
+    if call is not None:
+        _with_call_options(body, call)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 def _with_call_options(body: dict[str, Any], call: _Call) -> None:
     """The body with what one call asks beyond the settings: plain text (no
     ``response_format``), log-probabilities, its own completion cap (under the name the
@@ -828,6 +856,12 @@ def _logprobs(block: object) -> TokenLogprobs | None:
         return None
     entries: list[tuple[str, float, object]] = []
     for entry in content:
+        if type(entry) is dict:
+            # The common shape checked inline (a few hundred tokens a reply); NaN fails <= 0.
+            token, logprob = entry.get("token"), entry.get("logprob")
+            if type(token) is str and type(logprob) is float and logprob <= 0:
+                entries.append((token, logprob, entry.get("top_logprobs")))
+                continue
         pair = _token_pair(entry)
         if pair is not None:
             entries.append((pair[0], pair[1], entry.get("top_logprobs")))
