@@ -396,7 +396,8 @@ class LlmJudge:
         )
         shots = self._shots(request)
         context = prompt_context(request, asked.stef)
-        key = self._key(request, context, shots)
+        # A disabled cache misses anyway (still counted): the key's hashing would be wasted.
+        key = self._key(request, context, shots) if self._cache.enabled else ""
         cached = self._cached(key)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))
