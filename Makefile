@@ -58,8 +58,10 @@ DEV_LABELS ?= ../shared/data/judge-dev.jsonl
 calibration: $(RUN_STAMP)
 	$(BIN)/stef calibrate $(DEV_LABELS) --no-progress --fit stef/calibrations/heuristic.json
 
+# BENCH_AGAINST: the LLM and deterministic sections also run on that commit's code, same run.
+BENCH_AGAINST ?= HEAD~1
 bench: services
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(if $(BENCH_AGAINST),--against $(BENCH_AGAINST))
 
 # The mutation benchmark (docs/llm.md, "Mutation benchmark"; no LLM): gold SQL and variants that
 # change one thing the question names or keep its meaning, judged by the default heuristic, then

@@ -4,11 +4,13 @@ The endpoint runs in its own process (``python -m stef.testing.fake_server``), a
 in this process it would compete with the judge for the GIL.
 
 The baseline is a plain client (``httpx``, the transport under the ``openai`` client) sending the
-very bodies STEF sends, at the same concurrency, to the same server, in chunks alternating with
-STEF's in one window. Little's law (N in flight / latency L) is the bound both approach; the
-ratio says how much of what the transport reaches the judge's own overhead (analysis, prompt
-rendering, the client, validation, scoring, the result's JSON) leaves. Measured at 64 and 256
-in flight.
+very bodies STEF sends (:meth:`LlmJudge.request_body`: log-probabilities asked for included, so
+the endpoint answers both sides alike), at the same concurrency, to the same server, in chunks
+alternating with STEF's in one window. Little's law (N in flight / latency L) is the bound both
+approach; the ratio says how much of what the transport reaches the judge's own overhead
+(analysis, prompt rendering, the client, validation, scoring, the result's JSON) leaves. Measured
+at 64 and 256 in flight. Until the log-probabilities were asked for in the bodies here (2026-11),
+the baseline's replies were lighter than STEF's: ratios from before are not comparable.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import httpx2 as httpx
 from stef.judges.llm import build_llm_judge
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
-from stef.judges.llm.reply import reply_schema, response_format
 from stef.models import InputRecord
 from stef.pipeline import Pipeline, judge_request
 from stef.rules import load_rules
@@ -72,19 +73,13 @@ def fake_endpoint(latency_s: float) -> Iterator[str]:
 
 
 def _request_bodies(pipeline: Pipeline, judge: LlmJudge, records: list[InputRecord]) -> list[bytes]:
-    """The chat-completion body STEF sends for each record (json_schema mode, its own schema)."""
+    """The chat-completion body STEF sends for each record: built by the judge's own client
+    (json_schema mode with the record's schema, the log-probabilities and completion cap it
+    asks for), so the baseline cannot drift from what STEF sends."""
     bodies = []
     for record in records:
         request, _ = judge_request(record, pipeline.rules.for_app(record.app))
-        body = {
-            "model": judge.config.model,
-            "messages": judge.messages(request),
-            "temperature": judge.config.temperature,
-            "response_format": response_format(
-                "json_schema", reply_schema([p.id for p in request.sql_spec.filters])
-            ),
-        }
-        bodies.append(json.dumps(body).encode())
+        bodies.append(judge.request_body(request))
     return bodies
 
 

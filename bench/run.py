@@ -24,6 +24,7 @@ import sqlglot
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.against import AgainstError, resolve, run_against, side_by_side  # noqa: E402
 from stef.judges.heuristic.judge import HeuristicJudge  # noqa: E402
 from stef.pipeline import Pipeline, Processed  # noqa: E402
 from stef.rules import load_rules  # noqa: E402
@@ -288,6 +289,20 @@ def _markdown(report: dict[str, Any]) -> str:
         lines += ["", f"## {title}", "", "| " + " | ".join(columns) + " |"]
         lines.append("| " + " | ".join("---" for _ in columns) + " |")
         lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
+    if report.get("against"):
+        against = report["against"]
+        lines += ["", f"## against {against['ref']} ({against['commit'][:12]})", ""]
+        lines += [
+            "The same sections on that commit's code (git archive in a temporary folder), "
+            "same machine, same run; each side's ratio is against its own baseline.",
+            "",
+        ]
+        rows = report["comparison"]
+        if rows:
+            columns = list(rows[0])
+            lines += ["| " + " | ".join(columns) + " |"]
+            lines.append("| " + " | ".join("---" for _ in columns) + " |")
+            lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
     if report.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
@@ -300,9 +315,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-latency-ms", type=float, default=200.0)
     parser.add_argument("--llm-concurrency", type=int, default=64)
     parser.add_argument("--backlog", type=int, default=100_000)
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="also run the llm and deterministic sections on commit REF's code (exported to a "
+        "temporary folder) in this run, and report both sides",
+    )
     args = parser.parse_args(argv)
     _register_optional_sections()
     corpus = load_corpus()
+    try:  # a REF that is not a commit is said before an hour of benchmarks, not after
+        against = resolve(ROOT, args.against) if args.against else None
+    except AgainstError as exc:
+        print(exc.message, file=sys.stderr)
+        return 2
     report: dict[str, Any] = {
         "run_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
@@ -320,6 +346,16 @@ def main(argv: list[str] | None = None) -> int:
             report["sections"][name] = fn(corpus, args)
         except Exception as exc:
             report["sections"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+    if args.against and against:
+        try:
+            ran = [name for name, _ in SECTIONS if not args.only or name in args.only]
+            report["against"] = run_against(
+                ROOT, args.against, against, ran, args, DEV_SET.resolve()
+            )
+        except AgainstError as exc:
+            print(exc.message, file=sys.stderr)
+            return 2
+        report["comparison"] = side_by_side(report["sections"], report["against"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")

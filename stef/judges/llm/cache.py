@@ -125,6 +125,12 @@ class JudgeCache:
         if path is not None:
             self._db = _open(Path(path))
 
+    @property
+    def enabled(self) -> bool:
+        """Whether anything is kept: with neither level every lookup misses, and its key need
+        not be computed."""
+        return self._size > 0 or self._db is not None
+
     def get(self, key: str) -> JudgeOutput | None:
         """The cached output, counting a hit or a miss."""
         with self._lock:
@@ -153,6 +159,8 @@ class JudgeCache:
         return output
 
     def put(self, key: str, output: JudgeOutput) -> None:
+        if not self.enabled:
+            return
         text = output.model_dump_json()
         with self._lock:
             self._remember(key, text)

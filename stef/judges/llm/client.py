@@ -21,9 +21,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import openai
 import structlog
@@ -129,6 +129,47 @@ class TokenLogprob:
     top: tuple[tuple[str, float], ...] = ()
 
 
+class TokenLogprobs(Sequence[TokenLogprob]):
+    """The generated tokens of one reply, read lazily.
+
+    Each token's text and log-probability are checked when the reply arrives (an entry that is
+    not a token is left out, as before); its alternatives are read only when its position is.
+    A structured reply has hundreds of tokens, each with up to ``top_logprobs`` alternatives,
+    and the judge reads one position: reading them all cost more CPU than the rest of the call.
+
+    Attributes:
+        texts: every token's text, in order (the reply as the tokens spell it).
+    """
+
+    __slots__ = ("_entries", "_read", "texts")
+
+    def __init__(self, entries: list[tuple[str, float, object]]) -> None:
+        self._entries = entries
+        self.texts: tuple[str, ...] = tuple(e[0] for e in entries)
+        self._read: dict[int, TokenLogprob] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> TokenLogprob: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[TokenLogprob, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> TokenLogprob | tuple[TokenLogprob, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        i = range(len(self._entries))[index]  # negative indexes and IndexError as a tuple's
+        read = self._read.get(i)
+        if read is None:
+            token, logprob, top = self._entries[i]
+            alternatives = [_token_pair(t) for t in top] if isinstance(top, list) else []
+            read = TokenLogprob(token, logprob, tuple(a for a in alternatives if a is not None))
+            self._read[i] = read
+        return read
+
+
 @dataclass(frozen=True)
 class Completion:
     """The text of one successful call and what the calls behind it cost.
@@ -154,7 +195,7 @@ class Completion:
     completion_tokens: int
     attempts: int
     reported_model: str | None = None
-    logprobs: tuple[TokenLogprob, ...] | None = None
+    logprobs: Sequence[TokenLogprob] | None = None
 
 
 class _Lenient(BaseModel):
@@ -487,14 +528,6 @@ class ChatClient:
         params: dict[str, Any],
         call: _Call | None = None,
     ) -> Any:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "response_format": response_format(mode, schema),
-            **params,
-        }
-        if call is not None:
-            _with_call_options(body, call)
         # The lean path: the openai client's own request (headers, auth, timeout, its error
         # classes for every failure) with a body serialized here. ``chat.completions.create``
         # would walk the body (the reply schema included) through its typed-dict transform
@@ -504,8 +537,24 @@ class ChatClient:
         return self._client.post(
             "/chat/completions",
             cast_to=_HttpResponse,
-            content=json.dumps(body, separators=(",", ":")).encode(),
+            content=_serialized(self.model, messages, mode, schema, params, call),
         )
+
+    def request_body(
+        self, messages: Messages, schema: dict[str, Any] | None = None, *, top_logprobs: int = 0
+    ) -> bytes:
+        """The body :meth:`complete` would send now for these messages, structured in the mode
+        settled so far: what a benchmark's plain client sends, to compare like with like."""
+        mode = self._current_mode()
+        call = _Call(
+            started=0.0,
+            mode=mode,
+            schema=schema,
+            top_logprobs=top_logprobs if self.logprobs_accepted else 0,
+        )
+        with self._lock:
+            params = self._params.body()
+        return _serialized(self.model, messages, mode, schema, params, call)
 
     def _adapt(self, exc: openai.APIStatusError, message: str, call: _Call) -> bool:
         """The server refused a request parameter by name (a 400 such as GPT-5's "Unsupported
@@ -678,6 +727,26 @@ def _refused_param(body: object, message: str, sent: dict[str, Any]) -> str | No
     return min(named)[1] if named else None
 
 
+def _serialized(
+    model: str,
+    messages: Messages,
+    mode: str,
+    schema: dict[str, Any] | None,
+    params: dict[str, Any],
+    call: _Call | None,
+) -> bytes:
+    """The JSON body of one chat-completion request."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "response_format": response_format(mode, schema),
+        **params,
+    }
+    if call is not None:
+        _with_call_options(body, call)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 def _with_call_options(body: dict[str, Any], call: _Call) -> None:
     """The body with what one call asks beyond the settings: plain text (no
     ``response_format``), log-probabilities, its own completion cap (under the name the
@@ -777,22 +846,26 @@ def _completion(
     )
 
 
-def _logprobs(block: object) -> tuple[TokenLogprob, ...] | None:
+def _logprobs(block: object) -> TokenLogprobs | None:
     """The tokens of a choice's ``logprobs`` block (``{"content": [{"token", "logprob",
     "top_logprobs": [...]}]}``); None when absent or not that shape. Entries that are not
-    token objects are skipped: the rest of the block still says what it says."""
+    token objects are skipped: the rest of the block still says what it says. Alternatives are
+    read when their position is (:class:`TokenLogprobs`)."""
     content = block.get("content") if isinstance(block, dict) else None
     if not isinstance(content, list) or not content:
         return None
-    out: list[TokenLogprob] = []
+    entries: list[tuple[str, float, object]] = []
     for entry in content:
+        if type(entry) is dict:
+            # The common shape checked inline (a few hundred tokens a reply); NaN fails <= 0.
+            token, logprob = entry.get("token"), entry.get("logprob")
+            if type(token) is str and type(logprob) is float and logprob <= 0:
+                entries.append((token, logprob, entry.get("top_logprobs")))
+                continue
         pair = _token_pair(entry)
-        if pair is None:
-            continue
-        top = entry.get("top_logprobs") if isinstance(entry, dict) else None
-        alternatives = [_token_pair(t) for t in top] if isinstance(top, list) else []
-        out.append(TokenLogprob(*pair, tuple(a for a in alternatives if a is not None)))
-    return tuple(out) or None
+        if pair is not None:
+            entries.append((pair[0], pair[1], entry.get("top_logprobs")))
+    return TokenLogprobs(entries) if entries else None
 
 
 def _token_pair(entry: object) -> tuple[str, float] | None:

@@ -344,6 +344,14 @@ class LlmJudge:
             {"role": "user", "content": user},
         ]
 
+    def request_body(self, request: JudgeRequest) -> bytes:
+        """The body of the structured request this judge sends for ``request`` (the first call,
+        before any re-ask): what ``bench/llm.py``'s plain client sends."""
+        schema = reply_schema([p.id for p in request.sql_spec.filters])
+        return self._client.request_body(
+            self.messages(request), schema, top_logprobs=self.config.top_logprobs
+        )
+
     def judge(self, request: JudgeRequest) -> JudgeReply:
         """Judge one record.
 
@@ -388,7 +396,8 @@ class LlmJudge:
         )
         shots = self._shots(request)
         context = prompt_context(request, asked.stef)
-        key = self._key(request, context, shots)
+        # A disabled cache misses anyway (still counted): the key's hashing would be wasted.
+        key = self._key(request, context, shots) if self._cache.enabled else ""
         cached = self._cached(key)
         if cached is not None:
             return JudgeReply(output=cached, usage=Usage(cache_hit=True, latency_ms=_ms(started)))

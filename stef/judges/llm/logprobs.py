@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from stef.judges.llm.client import TokenLogprob
+from stef.judges.llm.client import TokenLogprob, TokenLogprobs
 from stef.models import PASSING_VERDICTS, Verdict
 
 # How many leading tokens may precede the Yes/No (a space, a quote, a markdown star).
@@ -71,16 +71,18 @@ def verdict_probability(text: str | None, tokens: Sequence[TokenLogprob] | None)
     """
     if not text or not tokens or not _VERDICT_KEY.search(text):
         return None
-    spelt = "".join(t.token for t in tokens)
+    # Only the texts are read to find the verdict: the alternatives of that one position next.
+    texts = tokens.texts if isinstance(tokens, TokenLogprobs) else [t.token for t in tokens]
+    spelt = "".join(texts)
     found = list(_VERDICT_KEY.finditer(spelt))
     if not found:
         return None
     start = found[-1].end()
     offset = 0
-    for entry in tokens:
-        end = offset + len(entry.token)
+    for i, token in enumerate(texts):
+        end = offset + len(token)
         if offset <= start < end:
-            return _passing_share(_alternatives(entry), spelt[offset:start])
+            return _passing_share(_alternatives(tokens[i]), spelt[offset:start])
         offset = end
     return None
 

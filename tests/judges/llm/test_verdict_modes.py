@@ -15,6 +15,7 @@ from stef.errors import ConfigError, InvalidInput, LlmReplyError
 from stef.judges.heuristic.judge import heuristic
 from stef.judges.llm import build_llm_judge
 from stef.judges.llm.client import TokenLogprob
+from stef.judges.llm.client import _logprobs as _read_logprobs
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.logprobs import verdict_probability, yes_probability
@@ -304,3 +305,48 @@ def test_probability_prompt_is_short_on_the_example_log() -> None:
         judge.close()
     assert len(sizes) > 300
     assert statistics.median(sizes) <= 300
+
+
+def test_a_reply_block_read_lazily_reads_as_its_tokens() -> None:
+    block = {
+        "content": [
+            {"token": '{"', "logprob": 0.0, "top_logprobs": [{"token": '{"', "logprob": 0.0}]},
+            {"token": 7, "logprob": -0.1},  # not a token: left out, as from the spelling
+            {"token": "verdict", "logprob": -0.0, "top_logprobs": "not a list"},
+            {"token": '":', "logprob": -0.0},
+            {
+                "token": ' "In',
+                "logprob": math.log(0.6),
+                "top_logprobs": [
+                    {"token": ' "In', "logprob": math.log(0.6)},
+                    {"token": ' "Correct', "logprob": math.log(0.3)},
+                    {"token": ' "Pot', "logprob": float("nan")},  # no probability: skipped
+                ],
+            },
+            {"token": "correct", "logprob": -1},  # an integer log-probability is one
+        ]
+    }
+    tokens = _read_logprobs(block)
+    assert tokens is not None
+    eager = tuple(tokens)
+    text = '{"verdict": "Incorrect"}'
+    assert [t.token for t in eager] == ['{"', "verdict", '":', ' "In', "correct"]
+    assert eager[3].top == ((' "In', math.log(0.6)), (' "Correct', math.log(0.3)))
+    assert eager[1].top == () and eager[4].logprob == -1.0
+    assert tokens[-1] == eager[-1] and tokens[1:3] == eager[1:3]
+    assert verdict_probability(text, tokens) == verdict_probability(text, eager)
+    assert verdict_probability(text, tokens) == pytest.approx(0.3 / 0.9)
+    with pytest.raises(IndexError):
+        tokens[len(eager)]
+    assert _read_logprobs({"content": [{"token": "x", "logprob": 0.5}]}) is None
+
+
+def test_request_body_is_what_the_judge_sends(judge_factory: Make) -> None:
+    with FakeLlmServer() as server:
+        judge = judge_factory(server)
+        request = request_for(RECORD)
+        body = json.loads(judge.request_body(request))
+        judge.judge(request)
+        sent = server.chat_requests()[-1].body
+    assert body == sent
+    assert body["logprobs"] is True and body["response_format"]["type"] == "json_schema"

@@ -1,0 +1,122 @@
+"""`make bench --against REF`: the same sections on another commit's code, same machine, same run.
+
+REF's tree is exported (``git archive``, nothing registered in the repository) into a temporary
+folder, and its own ``bench.run`` runs there with this interpreter, the same corpus and the same
+options, so a change that costs throughput shows beside the figures of the tree under test.
+Only the LLM and deterministic sections are run on REF (the ones a change of the record path
+moves); each side's ratios are against the baseline measured in that side's own window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# The sections REF runs too, when this run runs them.
+SECTIONS = ("deterministic", "llm")
+# The figures set side by side in the report: the throughputs and their ratios.
+_KEYS = ("_per_s_", "_ratio_")
+
+
+class AgainstError(SystemExit):
+    """REF cannot be exported or its bench failed: one line, exit 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
+def resolve(root: Path, ref: str) -> str:
+    """The commit REF names.
+
+    Raises:
+        AgainstError: REF is not a commit of the repository at ``root``.
+    """
+    out = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise AgainstError(f"bench: --against {ref!r} is not a commit of {root}")
+    return out.stdout.strip()
+
+
+def _export(root: Path, commit: str, into: Path) -> None:
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", "--format=tar", commit],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise AgainstError(f"bench: git archive {commit} failed: {archive.stderr.decode()[:300]}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def run_against(
+    root: Path, ref: str, commit: str, sections: list[str], args: argparse.Namespace, corpus: Path
+) -> dict[str, Any]:
+    """REF's report of ``sections`` (those of :data:`SECTIONS` among them), run on REF's code
+    (``commit``, from :func:`resolve`).
+
+    Raises:
+        AgainstError: REF cannot be exported, or its bench failed.
+    """
+    chosen = [s for s in SECTIONS if s in sections]
+    with tempfile.TemporaryDirectory(prefix="stef-bench-against-") as tmp:
+        tree, out = Path(tmp) / "tree", Path(tmp) / "out"
+        tree.mkdir()
+        _export(root, commit, tree)
+        command = [sys.executable, "-m", "bench.run", "--out", str(out)]
+        command += [f"--only={s}" for s in chosen]
+        command += [f"--llm-latency-ms={args.llm_latency_ms}"]
+        command += [f"--llm-concurrency={args.llm_concurrency}", f"--backlog={args.backlog}"]
+        print(f"bench: against {ref} ({commit[:12]}) ...", file=sys.stderr, flush=True)
+        done = subprocess.run(
+            command,
+            cwd=tree,
+            env={**_env(), "BENCH_CORPUS": str(corpus)},
+            stdout=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0 or not (out / "report.json").exists():
+            raise AgainstError(f"bench: the bench of {ref} ({commit[:12]}) failed")
+        theirs: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return {"ref": ref, "commit": commit, "sections": theirs.get("sections", {})}
+
+
+def _env() -> dict[str, str]:
+    # REF's own tree must come first on the path, not this one's (an editable install).
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def side_by_side(ours: dict[str, Any], against: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per throughput or ratio both sides report: this tree, REF, and this / REF."""
+    rows = []
+    for section in SECTIONS:
+        mine, theirs = ours.get(section, {}), against["sections"].get(section, {})
+        for key, value in mine.items():
+            other = theirs.get(key)
+            if key.startswith("littles_law") or not any(k in f"{key}_" for k in _KEYS):
+                continue
+            if not isinstance(value, int | float) or not isinstance(other, int | float):
+                continue
+            rows.append(
+                {
+                    "figure": f"{section}.{key}",
+                    "this tree": value,
+                    against["ref"]: other,
+                    "this / ref": round(value / other, 3) if other else "-",
+                }
+            )
+    return rows
