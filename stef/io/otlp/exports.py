@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from stef.errors import ConfigError, InvalidInput
 from stef.io import Envelope
@@ -18,6 +18,18 @@ TraceFormat = Literal["otlp", "otlp_logs", "langfuse", "langsmith"]
 FORMATS: tuple[str, ...] = ("records", "otlp", "otlp_logs", "langfuse", "langsmith")
 # Attribute every span read from an export carries: the presets select by it.
 EXPORT_ATTRIBUTE = "stef.export"
+
+
+# How much of the first line format detection reads.
+_DETECT_BYTES = 1 << 20
+
+
+def _first_line_head(handle: BinaryIO) -> bytes:
+    """The first non-blank line, cut at ``_DETECT_BYTES`` (a line that long is not read whole)."""
+    while True:
+        line = handle.readline(_DETECT_BYTES)
+        if not line or line.strip():
+            return line
 
 
 def detect_format(path: str) -> str:
@@ -38,10 +50,19 @@ def detect_format(path: str) -> str:
         return found
     try:
         with open(path, "rb") as handle:
-            first = next((line for line in handle if line.strip()), b"")
-            row = json.loads(first) if first else None
-    except (OSError, ValueError):
+            first = _first_line_head(handle)
+    except OSError:
         return "records"  # the record path reports what is wrong with it, line by line
+    if not first.endswith(b"\n") and len(first) >= _DETECT_BYTES:
+        # A long first line is read by its opening only (a 200 MB line is not loaded to look).
+        head = first[:4096]
+        if b'"resourceSpans"' in head:
+            return "otlp"
+        return "otlp_logs" if b'"resourceLogs"' in head else "records"
+    try:
+        row = json.loads(first) if first.strip() else None
+    except ValueError:
+        return "records"
     if not isinstance(row, dict):
         return "records"
     if "resourceSpans" in row:
