@@ -52,8 +52,8 @@ _WORD_NUMBER = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
 # with.
 _COMPARATORS = (
     # Symbols, as enrichments write them ("refers to salary > 5000").
-    (re.compile(r"(>=|=>|\u2265)\s*$"), ">="),
-    (re.compile(r"(<=|=<|\u2264)\s*$"), "<="),
+    (re.compile(r"(>\s?=|=>|\u2265)\s*$"), ">="),
+    (re.compile(r"(<\s?=|=<|\u2264)\s*$"), "<="),
     (re.compile(r"(?<![<>=!-])>\s*$"), ">"),
     (re.compile(r"<\s*$"), "<"),
     (

@@ -482,6 +482,13 @@ def _with_enrichment_values(
     for f in question_literals(enriched):
         if options.backtick_names and is_quoted_name(f, enriched, sql_names):
             continue
+        if f.kind == "number" and f.op != "=":
+            # The enrichment states the comparison the question leaves loose ("more then 1",
+            # defined as "Downvotes > 1"): the question's filter takes its direction.
+            filters = [
+                g.model_copy(update={"op": f.op}) if g.rhs == f.value and g.op == "=" else g
+                for g in filters
+            ]
         # A word test: the enrichment's 'F' is not stated by the "f" of "female".
         if f.kind == "entity" or f.value in have or in_words(f.value, q_text):
             continue
