@@ -368,7 +368,7 @@ def word_filters(
     for p in spec.filters:
         if p.op not in _WORD_OPS:
             continue
-        for v in p.values:
+        for v in p.values[:_MAX_WORD_VALUES]:
             value = fold_words(v)
             if value in have or not is_word_value(value):
                 continue
@@ -402,6 +402,9 @@ def word_filters(
 
 _WORD_OPS = frozenset({"=", "!=", "in", "not in", "like", "not like"})
 _NULL_OPS = frozenset({"is null", "is not null"})
+# Values of one predicate looked up in the question's words: an IN list of thousands is a
+# lookup table, not something a question names one by one.
+_MAX_WORD_VALUES = 100
 
 
 def rank_filters(

@@ -369,8 +369,8 @@ def _forms(value: str) -> Iterable[str]:
 def named_at(value: str, text: str) -> int | None:
     """Where ``text`` (folded) names ``value`` (folded) as whole words, in any number."""
     for form in _forms(value):
-        if len(form) < 2:
-            continue
+        if len(form) < 2 or form not in text:
+            continue  # the substring test first: most values are not in the question at all
         for m in re.finditer(r"(?<!\w)" + re.escape(form) + r"(?!\w)", text):
             return m.start()
     return None
