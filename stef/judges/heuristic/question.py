@@ -85,6 +85,21 @@ def is_quoted_name(f: Found, text: str, sql_names: str) -> bool:
     return f.kind == "value" and text[f.span[0]] == "`" and in_words(f.value, sql_names)
 
 
+def _filter_of(f: Found, question: str, rules: AppRules) -> QuestionFilter:
+    """A question literal as a filter: negated after "not", "other than"; the year of "Q3 2024"
+    carries its quarter in its text."""
+    op, text = f.op, f.text
+    if f.kind in ("value", "entity") and negated_at(question, f.span[0]):
+        op = "!="  # "other than Sales", "excluding 'refund'"
+    if f.kind == "year":
+        before = question[max(0, f.span[0] - 8) : f.span[0]]
+        quarter = _QUARTER_BEFORE.search(before)
+        if quarter is not None:  # "Q3 2024": the year of a quarter
+            text = question[f.span[0] - len(before) + quarter.start() : f.span[1]]
+    lhs = _mapping_lhs(question, f, rules)
+    return QuestionFilter(lhs=lhs, op=op, rhs=f.value, text=text, kind=f.kind)
+
+
 def question_spec(
     question: str, spec: SqlSpec, sql: str, rules: AppRules, *, backtick_names: bool = False
 ) -> tuple[QuestionSpec, list[str]]:
@@ -111,17 +126,7 @@ def question_spec(
             words = [w for w in re.split(r"\W+", f.value) if w]
             if words and all(w in sql_names for w in words):
                 continue
-        op, text = f.op, f.text
-        if f.kind in ("value", "entity") and negated_at(question, f.span[0]):
-            op = "!="  # "other than Sales", "excluding 'refund'"
-        quarter = _QUARTER_BEFORE.search(question, 0, f.span[0]) if f.kind == "year" else None
-        if quarter is not None:
-            text = question[quarter.start() : f.span[1]]  # "Q3 2024": the year of a quarter
-        filters.append(
-            QuestionFilter(
-                lhs=_mapping_lhs(question, f, rules), op=op, rhs=f.value, text=text, kind=f.kind
-            )
-        )
+        filters.append(_filter_of(f, question, rules))
         kinds.append(f.kind)
     aggregations = [
         Aggregation(func=func, column="*")
