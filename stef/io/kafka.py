@@ -356,8 +356,9 @@ class KafkaSource:
             if offset is not None:
                 offsets[tp] = OffsetAndMetadata(offset, "", -1)
         if offsets and self._consumer is not None:
-            # A synchronous commit cannot run inside kafka-python's rebalance callback.
-            self._consumer.commit_async(offsets)
+            # A synchronous commit cannot run inside kafka-python's rebalance callback. If it
+            # fails, the new owner judges again what was done since the last commit.
+            self._consumer.commit_async(offsets, callback=_log_revoke_commit)
         log.info(
             "partitions_revoked",
             partitions=sorted(tp.partition for tp in revoked),
@@ -528,3 +529,13 @@ class KafkaSink:
     def close(self) -> None:
         self.flush(30.0)
         self._producer.close(timeout=5)
+
+
+def _log_revoke_commit(offsets: dict[TopicPartition, OffsetAndMetadata], response: object) -> None:
+    """kafka-python's ``commit_async`` callback: a failure is logged, nothing is raised."""
+    if isinstance(response, Exception):
+        log.warning(
+            "revoke_commit_failed",
+            partitions=sorted(tp.partition for tp in offsets),
+            error=str(response),
+        )

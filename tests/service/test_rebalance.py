@@ -107,18 +107,30 @@ def test_a_replica_joining_mid_stream_loses_nothing_and_duplicates_stay_bounded(
         json.loads(m.value)["id"] for m in kafka_broker.consume_all(results, expect=RECORDS)
     )
     revocations = first.events("partitions_revoked")
-    abandoned = sum(e["abandoned"] for e in revocations)
+    # Replica 2 can lose a partition too in a later round of the rebalance: its abandoned
+    # records are redelivered as well.
+    every_revocation = revocations + second.events("partitions_revoked")
+    abandoned = sum(e["abandoned"] for e in every_revocation)
     duplicates = sum(n - 1 for n in ids.values())
+    # Only records given up in flight are judged twice, unless a commit lost to the rebalance
+    # (logged) left done records to the new owner too.
+    lost_commits = [
+        e for p in replicas for name in ("commit_failed", "revoke_commit_failed")
+        for e in p.events(name)
+    ]  # fmt: skip
     print(
         f"\nrebalance ({revoke}): {RECORDS} records, {inflight_at_join:.0f} in flight at the "
-        f"join, {len(revocations)} revocation(s) of replica 1, {abandoned} abandoned, "
+        f"join, {len(revocations)} revocation(s) of replica 1, "
+        f"{len(every_revocation) - len(revocations)} of replica 2, {abandoned} abandoned, "
         f"{duplicates} duplicate result(s) (bound {MAX_INFLIGHT} per revocation), "
-        f"judged per replica {shares}"
+        f"judged per replica {shares}, {len(lost_commits)} commit(s) lost"
     )
     assert set(ids) == {f"r-{i:06d}" for i in range(RECORDS)}, "records lost"
     assert all(s > 0 for s in shares), shares  # replica 2 took a share after joining
     assert revocations, "replica 1 never gave up a partition: no rebalance happened"
-    assert duplicates <= MAX_INFLIGHT * len(revocations)
-    assert duplicates <= abandoned  # only records given up in flight are judged twice
+    assert duplicates <= MAX_INFLIGHT * len(every_revocation)
+    if not lost_commits:  # else the bound above is the contract
+        assert duplicates <= abandoned, "duplicates beyond the records abandoned in flight"
     if revoke == "wait":
-        assert abandoned == 0 and duplicates == 0
+        assert abandoned == 0
+        assert duplicates == 0 or lost_commits
