@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 from functools import lru_cache
 
 from stef.sql.canonical import norm_value
@@ -38,6 +39,12 @@ _MONTHS = (
 # word follows: the apostrophes of "doesn't" or "O'Brien's" are not quotes.
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
+# "2010/7/19", "7/19/2010" (month first unless the first number cannot be a month), and the
+# clock times beside them ("21:20:00", "7:39 PM"), whose digits are not filter numbers.
+_SLASH_DATE = re.compile(r"\b(\d{4})/(\d{1,2})/(\d{1,2})\b|\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s*[AP]\.?M\b\.?)?", re.I)
+# "user No.58", "race no. 161", "#12": the number, not a name "No.58".
+_NUMBERED = re.compile(r"(?<!\w)(?:no|nr|#)\.?\s?(\d+)\b", re.I)
 _QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
 _MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?|[km](?![\w-]))(?![\w-])", re.I)
@@ -251,10 +258,19 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     for m in _ISO_DATE.finditer(text):
         op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
         add(Found(norm_value(m.group(1)), m.group(1), "date", op, m.span()))
+    for m in _SLASH_DATE.finditer(text):
+        iso = _slash_date(m)
+        if iso is not None:
+            op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
+            add(Found(iso, m.group(0), "date", op, m.span()))
+    for m in _CLOCK.finditer(text):
+        take(m.span())
     for m in _MONTH_YEAR.finditer(text):
         add(Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
     for m in _QUARTER.finditer(text):
         add(Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
+    for m in _NUMBERED.finditer(text):
+        add(Found(norm_value(m.group(1)), m.group(0), "number", span=m.span()))
     for m in _NUMBER.finditer(text):
         add(_number_found(m, text, ranges.get(m.start())))
     for m in _WORD_NUMBER.finditer(text):
@@ -267,6 +283,19 @@ def _question_literals(text: str) -> tuple[Found, ...]:
         if entity is not None:
             add(entity)
     return tuple(found)
+
+
+def _slash_date(m: re.Match[str]) -> str | None:
+    """The ISO date of a slash date, or None when it is not a calendar date."""
+    if m.group(1) is not None:
+        year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    else:
+        first, second, year = int(m.group(4)), int(m.group(5)), int(m.group(6))
+        month, day = (second, first) if first > 12 else (first, second)
+    try:
+        return date(year, month, day).isoformat()
+    except ValueError:
+        return None
 
 
 def _number_found(m: re.Match[str], text: str, range_op: str | None = None) -> Found:
@@ -304,3 +333,71 @@ def _entity_found(m: re.Match[str], text: str) -> Found | None:
     if sentence_start and len(words) == 1 and not phrase.isupper():
         return None  # a capital that only marks the start of a sentence
     return Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase)))
+
+
+# A clause of an enrichment: what one definition says ("chlorine refers to element = 'cl'").
+_CLAUSE_END = re.compile(r";|\n|,\s|\.\s")
+_WORD = re.compile(r"[^\W\d_]{3,}")
+# Names beside an operator are columns ("element = 'cl'"), quoted text is a value.
+_COLUMN_OR_VALUE = re.compile(
+    r"[`\"]?[\w.-]+[`\"]?\s*(?:=|!=|<>|<=|>=|<|>|\bin\b|\blike\b|\bbetween\b)|'[^']*'", re.I
+)
+_LINK_WORDS = frozenset(
+    [
+        "refers",
+        "refer",
+        "referring",
+        "means",
+        "mean",
+        "meaning",
+        "stands",
+        "stand",
+        "represents",
+        "represent",
+        "represented",
+        "indicates",
+        "indicate",
+        "denotes",
+        "denote",
+        "can",
+        "could",
+        "are",
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "which",
+        "where",
+        "when",
+        "has",
+        "have",
+        "its",
+        "their",
+        "value",
+        "values",
+        "column",
+        "columns",
+        "field",
+    ]
+)
+
+
+def _stems(text: str) -> set[str]:
+    return {w.casefold()[:5] for w in _WORD.findall(text)} - {w[:5] for w in _LINK_WORDS}
+
+
+def glossary_entry(enriched: str, span: tuple[int, int], question: str) -> bool:
+    """Whether the enrichment clause around ``span`` defines something the question never
+    names: a glossary line ("element = 'cl' means Chlorine") asked of no question about
+    chlorine, whose value is then no constraint of this question.
+
+    A clause with no word of its own beside the value (``UserId = 58``) is not a glossary
+    entry; nor is one whose words (stems of 5 letters) the question uses.
+    """
+    start = max((m.end() for m in _CLAUSE_END.finditer(enriched, 0, span[0])), default=0)
+    found = _CLAUSE_END.search(enriched, span[1])
+    clause = enriched[start : found.start() if found else len(enriched)]
+    words = _stems(_COLUMN_OR_VALUE.sub(" ", clause))
+    return bool(words) and not words & _stems(question)

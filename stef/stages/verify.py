@@ -31,7 +31,7 @@ from stef.models import (
     Predicate,
     QuestionFilter,
 )
-from stef.question import Found, as_word, in_words, question_literals
+from stef.question import Found, as_word, glossary_entry, in_words, question_literals
 from stef.request import JudgeRequest
 from stef.sql.canonical import norm_value
 
@@ -203,7 +203,9 @@ def _sources(request: JudgeRequest) -> _Sources:
     enriched = tuple(
         f
         for f in question_literals(record.enriched_question or "")
-        if f.kind in STRONG_KINDS and not in_words(f.value, asked)
+        if f.kind in STRONG_KINDS
+        and not in_words(f.value, asked)
+        and not glossary_entry(record.enriched_question or "", f.span, record.question)
     )
     columns = {
         (f.text, f.span): column

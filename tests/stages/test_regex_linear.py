@@ -274,7 +274,7 @@ def tree_growth(
     """CPU time of ``run`` on ``make(FACTOR * n)`` over its time on ``make(n)``."""
     small, big = make(n), make(FACTOR * n)
     reps = 1
-    while _cpu(run, small, reps) < 0.002 and reps < 4096:
+    while _cpu(run, small, reps) < 0.02 and reps < 4096:
         reps *= 2
     return _cpu(run, big, reps) / max(_cpu(run, small, reps), 1e-6)
 

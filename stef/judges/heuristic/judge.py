@@ -47,7 +47,7 @@ from stef.models import (
     Usage,
     Verdict,
 )
-from stef.question import in_words, question_literals
+from stef.question import glossary_entry, in_words, question_literals
 from stef.sql.canonical import SQL_STRING, norm_value
 
 MatchStatus = Literal["matched", "missing", "mismatched"]
@@ -256,6 +256,8 @@ def match_filters(
     out = []
     for i, (q, kind) in enumerate(zip(filters, kinds, strict=True)):
         read = _read_match(q, kind, index, dates, names)
+        if read is not None and read[0] == "matched" and kind in ("value", "entity"):
+            read = _partly_named(q, read[1], index, literals)
         if read is not None:
             out.append(FilterMatch(filter=i, status=read[0], predicates=read[1], decided_by="stef"))
             continue
@@ -273,6 +275,20 @@ def match_filters(
         else:
             out.append(FilterMatch(filter=i, status="missing", predicates=[]))
     return out
+
+
+def _partly_named(
+    q: QuestionFilter, hits: list[int], index: _PredicateIndex, literals: set[str]
+) -> tuple[MatchStatus, list[int]]:
+    """A name of several words met by predicates on only some of them ("Maya Mclean" by
+    ``first_name = 'Maya'`` alone): a wrong filter, unless the SQL names the rest elsewhere."""
+    words = set(_WORD.findall(q.rhs))
+    if len(words) < 2 or not hits:
+        return "matched", hits
+    said = " ".join([*(v for i in hits for v in index.preds[i].values), *literals])
+    if all(w in said for w in words):
+        return "matched", hits
+    return "mismatched", hits
 
 
 def _read_match(
@@ -492,8 +508,14 @@ def _with_enrichment_values(
                 g.model_copy(update={"op": f.op}) if g.rhs == f.value and g.op == "=" else g
                 for g in filters
             ]
-        # A word test: the enrichment's 'F' is not stated by the "f" of "female".
-        if f.kind == "entity" or f.value in have or in_words(f.value, q_text):
+        # A word test: the enrichment's 'F' is not stated by the "f" of "female". A quoted
+        # value the question says in its own words ("closed events", status = 'Closed') is a
+        # filter the question names, which no reading of the question alone finds.
+        if f.kind == "entity" or f.value in have:
+            continue
+        if in_words(f.value, q_text) and f.kind != "value":
+            continue
+        if glossary_entry(enriched, f.span, question):
             continue
         have.add(f.value)
         filters.append(

@@ -612,6 +612,38 @@ VALUES = [
         "mismatched:churned | missing:churned",
         enriched="Count the customers with status 'churned'",
     ),
+    Pair(
+        "slash-date-day",
+        "How many votes did user No.58 cast on 2010/7/19?",
+        "SELECT COUNT(*) FROM votes WHERE user_id = 58 AND created = '2010-07-19'",
+        "SELECT COUNT(*) FROM votes WHERE user_id = 58 AND created = '2010-07-20'",
+        "mismatched:2010/7/19 | missing:2010/7/19",
+    ),
+    Pair(
+        "numbered-user",
+        "How many votes did user No.58 cast on 7/19/2010?",
+        "SELECT COUNT(*) FROM votes WHERE user_id = 58 AND created = '2010-07-19'",
+        "SELECT COUNT(*) FROM votes WHERE user_id = 59 AND created = '2010-07-19'",
+        "mismatched:No.58 | missing:No.58",
+    ),
+    Pair(
+        "full-name-half-dropped",
+        "Which events did Maya Mclean attend?",
+        "SELECT e.name FROM events e JOIN members m ON e.member_id = m.id"
+        " WHERE m.first_name = 'Maya' AND m.last_name = 'Mclean'",
+        "SELECT e.name FROM events e JOIN members m ON e.member_id = m.id"
+        " WHERE m.first_name = 'Maya'",
+        "mismatched:Maya Mclean",
+    ),
+    Pair(
+        "enrichment-quotes-question-word",
+        "List the teams whose speed class is fast",
+        "SELECT name FROM teams WHERE speed_class = 'Fast'",
+        "SELECT name FROM teams",
+        "missing:Fast",
+        enriched="List the teams whose speed class is fast. speed class refers to"
+        " speed_class = 'Fast'",
+    ),
 ]
 
 NEGATION = [

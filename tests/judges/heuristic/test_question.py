@@ -8,7 +8,7 @@ import pytest
 
 from stef.judges.heuristic.question import question_spec
 from stef.models import Aggregation, QuestionFilter, QuestionSpec
-from stef.question import question_literals
+from stef.question import glossary_entry, question_literals
 from stef.rules import AppRules
 from stef.stages.sqlspec import sqlspec
 
@@ -370,3 +370,48 @@ def test_by_a_grouped_column_is_a_grouping(question: str, sql: str, group_by: li
     keys and agents."""
     spec, _ = _spec(question, sql)
     assert spec.group_by == group_by
+
+
+# ------------------------------------------------------------------- slash dates, numbered names
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("votes on 2010/7/19", [("date", "2010-07-19", "2010/7/19", "=")]),
+        ("badges on 7/19/2010 7:39:08 PM", [("date", "2010-07-19", "7/19/2010", "=")]),
+        ("born on 31/12/1990", [("date", "1990-12-31", "31/12/1990", "=")]),
+        ("race No. 161", [("number", "161", "No. 161", "=")]),
+        ("lap time 0:01:27 in 2009", [("year", "2009", "2009", "=")]),
+    ],
+)
+def test_slash_dates_clock_times_and_numbered_names(
+    question: str, expected: list[tuple[str, str, str, str]]
+) -> None:
+    assert _literals(question) == expected
+
+
+def test_an_impossible_slash_date_is_not_a_date() -> None:
+    assert all(kind != "date" for kind, *_ in _literals("on 2024/2/30"))
+
+
+# ------------------------------------------------------------------------- enrichment glossary
+
+GLOSSARY = "Definitions: element = 'cl' means Chlorine; chlorine refers to element = 'cl'; x = 5"
+
+
+@pytest.mark.parametrize(
+    ("question", "clause", "expected"),
+    [
+        # A definition of a word the question never uses: a glossary line, no constraint.
+        ("Name the elements of bond TR001", "element = 'cl' means", True),
+        # The question uses the defined word: a constraint.
+        ("How much chlorine is there?", "chlorine refers to", False),
+        # A bare predicate says nothing of what it defines: kept.
+        ("Name the elements of bond TR001", "x = 5", False),
+    ],
+)
+def test_glossary_entries_of_an_enrichment(question: str, clause: str, expected: bool) -> None:
+    start = GLOSSARY.index(clause)
+    value = GLOSSARY.index("'cl'", start) if "'cl'" in clause or "refers" in clause else start + 4
+    assert glossary_entry(GLOSSARY, (value, value + 4), question) is expected
