@@ -46,7 +46,7 @@ _CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s*[AP]\.?M\b\.?)?"
 # "user No.58", "race no. 161", "#12": the number, not a name "No.58".
 _NUMBERED = re.compile(r"(?<!\w)(?:no|nr|#)\.?\s?(\d+)\b", re.I)
 _QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r"),?\s+(\d{4})\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?|[km](?![\w-]))(?![\w-])", re.I)
 # A count in words right after a comparison ("at least five years", "less than twenty").
 _NUMBER_WORDS = {
@@ -86,8 +86,20 @@ _COMPARATORS = (
 )
 # Comparison words after the number ("50 or more", "3 or fewer").
 _COMPARATORS_AFTER = (
-    (re.compile(r"^%?\s*(?:\w+\s+)?or\s+(more|greater|higher|above|over|later)\b", re.I), ">="),
-    (re.compile(r"^%?\s*(?:\w+\s+)?or\s+(less|fewer|lower|below|under|earlier)\b", re.I), "<="),
+    (
+        re.compile(
+            r"^%?\s*(?:\w+\s+)?(?:or|and)\s+(more|greater|higher|above|over|later|older|up)\b",
+            re.I,
+        ),
+        ">=",
+    ),
+    (
+        re.compile(
+            r"^%?\s*(?:\w+\s+)?(?:or|and)\s+(less|fewer|lower|below|under|earlier|younger)\b",
+            re.I,
+        ),
+        "<=",
+    ),
 )
 # A full stop belongs to a name only inside it ("U.S", "St.Louis"): one followed by a space ends
 # the sentence, and the next capital starts another name.

@@ -127,6 +127,7 @@ _Structure = Callable[[Evidence], Iterator[tuple[Issue, str]]]
 def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     """How many / average / total / maximum in the question, without the aggregate."""
     funcs, division, spec = ev.funcs, ev.division, ev.spec
+    asked = {a.func for a in ev.qs.aggregations}
     for a in ev.qs.aggregations:
         if a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and funcs & {"MAX", "MIN", "AVG"}:
             yield ("aggregation_wrong", "the question asks how many; the SQL computes another")
@@ -134,7 +135,8 @@ def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
             yield ("aggregation_missing", "the question asks how many; the SQL counts nothing")
         elif a.func == "AVG" and "AVG" not in funcs and not division:
             yield ("aggregation_wrong", "the question asks for an average; no AVG or division")
-        elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and "AVG" in funcs:
+        elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and "AVG" in funcs - asked:
+            # "the average total price" asks for AVG; a total beside it is the summed column.
             yield ("aggregation_wrong", "the question asks for a total; the SQL averages")
         elif (
             a.func == "SUM"
@@ -143,7 +145,9 @@ def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
             and _AMOUNT.search(ev.question)
         ):
             yield ("aggregation_wrong", "the question asks for a total amount; the SQL counts")
-        elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division:
+        elif (
+            a.func == "SUM" and not funcs & {"SUM", "COUNT"} and not division and "AVG" not in asked
+        ):
             yield ("aggregation_missing", "the question asks for a total; no SUM or COUNT")
         elif a.func in ("MAX", "MIN") and a.func not in funcs and not spec.order_by:
             yield (
@@ -191,7 +195,8 @@ def _extreme_direction(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     """ "highest" answered by ``ORDER BY … ASC LIMIT`` or ``MIN()``; "lowest" the other way."""
     spec = ev.spec
     order_expr = first_ranked(spec)
-    asked = asked_directions(ev.question, order_expr)
+    faithful = ev.enriched if ev.drift.status is not EnrichmentStatus.MAJOR_DRIFT else None
+    asked = asked_directions(ev.question, order_expr, faithful)
     if len(asked) != 1:
         return  # none, or both ("the cheapest of the top 5"): nothing to hold the SQL to
     extremes = sql_extremes(spec, ev.request.rules.limit_min)
@@ -343,6 +348,8 @@ def enrichment_aggregates(ev: Evidence) -> Iterator[Finding]:
     for func in sorted(named):
         if func in ev.funcs:
             continue
+        if func in ("SUM", "COUNT") and {"SUM", "COUNT"} <= named and "AVG" in ev.funcs:
+            continue  # DIVIDE(SUM(x), COUNT(id)) is the average AVG(x) computes
         if func in ("MAX", "MIN") and spec.order_by:
             continue
         if func == "AVG" and ev.division:

@@ -266,8 +266,11 @@ def match_filters(
             out.append(FilterMatch(filter=i, status="matched", predicates=hits))
             continue
         if q.rhs in literals or (not spec.parsed and q.rhs in folded):
-            # Used outside WHERE (a CASE arm, a join condition, unparsed text): still applied.
-            out.append(FilterMatch(filter=i, status="matched", predicates=[]))
+            # Used outside WHERE (a CASE arm, a join condition, unparsed text): still applied,
+            # unless every comparison with it bounds the other side ("over 5" in IIF(x < 5)).
+            wrong = kind in ("number", "year") and _only_flipped(q, folded)
+            status: MatchStatus = "mismatched" if wrong else "matched"
+            out.append(FilterMatch(filter=i, status=status, predicates=[]))
             continue
         wrong = index.same_kind(q, kind)
         if wrong:
@@ -275,6 +278,27 @@ def match_filters(
         else:
             out.append(FilterMatch(filter=i, status="missing", predicates=[]))
     return out
+
+
+_COMPARED = re.compile(r"(<=|>=|<>|!=|<|>|=)\s*(-?\d+(?:\.\d+)?)(?![\w.])")
+_COMPARED_AFTER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s*(<=|>=|<>|!=|<|>|=)")
+_MIRRORED = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+def _only_flipped(q: QuestionFilter, sql: str) -> bool:
+    """Whether the SQL compares the question's number only on the side the question's
+    comparison excludes (``x < 5`` or ``5 > x`` for "over 5"); False when it is never compared
+    or the question states no direction."""
+    if q.op not in _MIRRORED:
+        return False
+    text = SQL_STRING.sub(" ", sql)
+    ops = [m.group(1) for m in _COMPARED.finditer(text) if norm_value(m.group(2)) == q.rhs]
+    ops += [
+        _MIRRORED.get(m.group(2), m.group(2))
+        for m in _COMPARED_AFTER.finditer(text)
+        if norm_value(m.group(1)) == q.rhs
+    ]
+    return bool(ops) and all(flipped(q.op, op) for op in ops)
 
 
 def _partly_named(
@@ -424,7 +448,12 @@ _MAX_WORD_VALUES = 100
 
 
 def rank_filters(
-    qs: QuestionSpec, kinds: list[str], question: str, spec: SqlSpec, limit_min: int
+    qs: QuestionSpec,
+    kinds: list[str],
+    question: str,
+    spec: SqlSpec,
+    limit_min: int,
+    enriched: str | None = None,
 ) -> tuple[QuestionSpec, list[str]]:
     """The question's superlative and top-N as filters when the SQL ranks or picks an extreme:
     "the highest" against ``ORDER BY … DESC LIMIT`` / ``MAX()``, "top 5" against ``LIMIT 5``.
@@ -434,7 +463,7 @@ def rank_filters(
     if not extremes:
         return qs, kinds
     filters, kinds = list(qs.filters), list(kinds)
-    asked = asked_directions(question, first_ranked(spec))
+    asked = asked_directions(question, first_ranked(spec), enriched)
     if len(asked) == 1:
         way = next(iter(asked))
         agrees = "yes" if any(d == way for d, _ in extremes) else "no"
@@ -570,7 +599,10 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
     if record.enriched_question and drift.status is not EnrichmentStatus.MAJOR_DRIFT:
         texts.append(record.enriched_question)
     qs, kinds = word_filters(qs, kinds, texts, spec)
-    qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min)
+    faithful = (
+        record.enriched_question if drift.status is not EnrichmentStatus.MAJOR_DRIFT else None
+    )
+    qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min, faithful)
     matches = match_filters(qs.filters, kinds, spec, record.sql)
     return Evidence(
         request=request,

@@ -32,7 +32,7 @@ _MONTH_NAMES = (
     "october", "november", "december",
 )  # fmt: skip
 _MONTHS = {m: i + 1 for i, m in enumerate(_MONTH_NAMES)}
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.I)
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r"),?\s+(\d{4})\b", re.I)
 _QUARTER_YEAR = re.compile(r"q([1-4])\s+(\d{4})", re.I)
 _PERIOD = re.compile(r"((?:19|20)\d\d)(?:[-/](\d\d)(?:[-/](\d\d))?)?(?:[ t]\d\d:\d\d(?::\d\d)?.*)?")
 _YEAR_OF = re.compile(
@@ -210,8 +210,15 @@ _ASC = (
 _SUPERLATIVE = re.compile(
     r"(?<!at )(?<!\bno )\b(?:(?P<desc>" + _DESC + r")|(?P<asc>" + _ASC + r"))\b", re.I
 )
-_AGE = re.compile(r"(?<!\w)age(?!\w)")
+_AGE = re.compile(r"(?<![a-z])age(?![a-z])")
 _CHRONO = re.compile(r"\b(oldest|youngest)\b", re.I)
+# "fastest" is the shortest time and the highest speed.
+_PACE = re.compile(r"\b(fastest|quickest|slowest)\b", re.I)
+_DURATION = re.compile(r"time|duration|millis|seconds|minutes|(?<![a-z])ms(?![a-z])")
+_SPEED = re.compile(r"speed|velocity|pace|rate")
+# An enrichment's "refers to MAX(dob)": the end of the ranked column it means.
+_NAMED_EXTREME = re.compile(r"\b(max|min)\s*\(\s*([^()]{1,80}?)\s*\)", re.I)
+_NAME_PART = re.compile(r"[a-z0-9_-]+")
 
 
 _SORT_WORDS = re.compile(
@@ -221,23 +228,51 @@ _SORT_WORDS = re.compile(
 )
 
 
-def asked_directions(question: str, order_expr: str | None) -> set[str]:
-    """The sort directions a question asks for (``desc``, ``asc``): its explicit order words
-    ("in alphabetical order") when it has some, else its superlatives; "oldest" is the earliest
-    date, or the highest age."""
+def asked_directions(
+    question: str, order_expr: str | None, enriched: str | None = None
+) -> set[str]:
+    """The sort directions a question asks for (``desc``, ``asc``): the enrichment's MAX/MIN
+    of the ranked column when it names one, else the question's explicit order words ("in
+    alphabetical order"), else its superlatives; "oldest" is the earliest date, or the highest
+    age; "fastest" the shortest time, or the highest speed."""
+    named = _enrichment_direction(enriched, order_expr)
+    if named is not None:
+        return {named}
     explicit = {("desc" if m.group("desc") else "asc") for m in _SORT_WORDS.finditer(question)}
     if explicit:
         return explicit
     out = {("desc" if m.group("desc") else "asc") for m in _SUPERLATIVE.finditer(question)}
+    if order_expr is None:
+        return out
+    ranked = order_expr.casefold()
     for m in _CHRONO.finditer(question):
-        if order_expr is None:
-            continue
         older = m.group(1).casefold() == "oldest"
-        if _AGE.search(order_expr):
+        if _AGE.search(ranked):
             out.add("desc" if older else "asc")
-        elif _DATE_NAME.search(order_expr) or "birth" in order_expr:
+        elif _DATE_NAME.search(ranked) or "birth" in ranked or "dob" in ranked:
             out.add("asc" if older else "desc")
+    for m in _PACE.finditer(question):
+        slower = m.group(1).casefold() == "slowest"
+        if _SPEED.search(ranked):
+            out.add("asc" if slower else "desc")
+        elif _DURATION.search(ranked):
+            out.add("desc" if slower else "asc")
     return out
+
+
+def _enrichment_direction(enriched: str | None, order_expr: str | None) -> str | None:
+    """``desc`` when the enrichment names MAX() of the column the SQL ranks by, ``asc`` for
+    MIN(); None when it names neither, or both."""
+    if not enriched or order_expr is None:
+        return None
+    ranked = set(_NAME_PART.findall(order_expr.casefold()))
+    ways = set()
+    for m in _NAMED_EXTREME.finditer(enriched):
+        names = [n for n in _NAME_PART.findall(m.group(2).casefold()) if len(n) > 1]
+        column = names[-1] if names else None
+        if column is not None and column in ranked:
+            ways.add("desc" if m.group(1).casefold() == "max" else "asc")
+    return next(iter(ways)) if len(ways) == 1 else None
 
 
 def first_ranked(spec: SqlSpec) -> str | None:
