@@ -268,9 +268,12 @@ def match_filters(
         if q.rhs in literals or (not spec.parsed and q.rhs in folded):
             # Used outside WHERE (a CASE arm, a join condition, unparsed text): still applied,
             # unless every comparison with it bounds the other side ("over 5" in IIF(x < 5)).
-            wrong = kind in ("number", "year") and _only_flipped(q, folded)
-            status: MatchStatus = "mismatched" if wrong else "matched"
-            out.append(FilterMatch(filter=i, status=status, predicates=[]))
+            if kind in ("number", "year") and _only_flipped(q, folded):
+                out.append(
+                    FilterMatch(filter=i, status="mismatched", predicates=[], decided_by="stef")
+                )
+            else:
+                out.append(FilterMatch(filter=i, status="matched", predicates=[]))
             continue
         wrong = index.same_kind(q, kind)
         if wrong:
