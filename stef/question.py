@@ -304,3 +304,9 @@ def _entity_found(m: re.Match[str], text: str) -> Found | None:
     if sentence_start and len(words) == 1 and not phrase.isupper():
         return None  # a capital that only marks the start of a sentence
     return Found(norm_value(phrase), phrase, "entity", span=(start, start + len(phrase)))
+
+
+def question_key(question: str) -> str:
+    """A question as reference mode's references file is matched on: case-folded, whitespace
+    collapsed."""
+    return " ".join(question.split()).casefold()
