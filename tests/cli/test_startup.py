@@ -137,3 +137,25 @@ def test_judge_text_format_is_short_and_says_the_verdict(
     assert any(x.startswith("issues: ") for x in lines)
     with pytest.raises(ValueError):
         json.loads(text)  # text, not the JSON result
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["summary", "r.jsonl", "--worst", "-1"], "argument --worst: must be at least 0"),
+        (["report", "r.jsonl", "-o", "r.html", "--worst", "-1"], "--worst: must be at least 0"),
+        (
+            ["review", "--results", "r", "--labels", "l", "--port", "65536"],
+            "--port: must be 0..65535",
+        ),
+        (["review", "--results", "r", "--labels", "l", "--port", "x"], "--port: invalid int value"),
+    ],
+)
+def test_an_argument_out_of_its_range_is_a_usage_error(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 36 §6: the ranges are the parser's (argparse types), checked before a file is read.
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == Exit.USAGE
+    assert said in capsys.readouterr().err
