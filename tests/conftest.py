@@ -1,10 +1,13 @@
-"""Shared fixtures: paths to the repository, the shared data and the example files."""
+"""Shared fixtures: paths to the repository, the shared data and the example files; a JSONL
+file written the one way (:func:`write_jsonl`)."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -19,6 +22,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
+    """``rows`` one a line at ``path`` (UTF-8): a string as it is (a raw, maybe broken, line),
+    anything else as JSON; ``path`` back."""
+    lines = (row if isinstance(row, str) else json.dumps(row) for row in rows)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
 
 
 @pytest.fixture(autouse=True, scope="session")
