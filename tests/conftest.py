@@ -1,11 +1,15 @@
 """Shared fixtures: paths to the repository, the shared data and the example files; a JSONL
-file written the one way (:func:`write_jsonl`)."""
+file written the one way (:func:`write_jsonl`); ``stef`` run in a fresh interpreter the one way
+(:func:`run_stef`, the fixture ``stef_cli``)."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ from stef.logs import DEPENDENCY_LOGGERS
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+STEF = (sys.executable, "-m", "stef.cli")
 
 
 @pytest.fixture
@@ -30,6 +35,36 @@ def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
     lines = (row if isinstance(row, str) else json.dumps(row) for row in rows)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def run_stef(
+    *args: str,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    prefix: Sequence[str] = (),
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """``stef ARGS`` in a fresh interpreter (behind ``prefix``, a command such as setpriv), in
+    the test process's environment without its ``STEF_*`` settings, plus ``env``; its exit
+    status, stdout and stderr as text (a non-zero status is the caller's to assert)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    return subprocess.run(
+        [*prefix, *STEF, *args],
+        input=stdin,
+        cwd=cwd,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def stef_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """:func:`run_stef`, for a test that takes it as a fixture."""
+    return run_stef
 
 
 @pytest.fixture(autouse=True, scope="session")

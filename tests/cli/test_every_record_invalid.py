@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_stef
 
 
 def _log(tmp_path: Path) -> Path:
@@ -25,16 +23,7 @@ def _log(tmp_path: Path) -> Path:
 
 
 def _stef(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "STEF_STATE_DIR": str(tmp_path / "state")}
-    return subprocess.run(
-        [sys.executable, "-m", "stef.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
+    return run_stef(*args, cwd=ROOT, STEF_STATE_DIR=str(tmp_path / "state"))
 
 
 @pytest.mark.parametrize("command", ["replay", "run"])
