@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_stef
+from tests.conftest import ROOT, run_stef, write_jsonl
 
 
 def _log(tmp_path: Path) -> Path:
@@ -18,7 +18,7 @@ def _log(tmp_path: Path) -> Path:
     rows = [
         {"user_query": f"How many orders in {2020 + i}?", "gen_sql": "SELECT 1"} for i in range(5)
     ]
-    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(log, rows)
     return log
 
 
