@@ -43,6 +43,7 @@ lint: setup
 	$(BIN)/ruff check stef tests scripts bench
 	$(BIN)/ruff format --check stef tests scripts bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache  # the floors ([tool.importlinter] in pyproject.toml)
 
 # The wheel installs into a fresh virtualenv and judges with the LLM backend (templates inside).
 wheel-check: setup

@@ -5,7 +5,6 @@ StefError
 │   ├── RulesError           a rules file is invalid; carries file:line problems
 │   └── TemplateError        a prompt template failed to compile or render
 ├── InvalidInput             a record cannot be judged; becomes a dead letter
-├── SqlParseError            sqlglot could not parse S (the record is still judged)
 ├── JudgeError               a judge backend could not decide; outcome judge_error
 │   │                        (also ``internal``: any other exception inside a backend)
 │   ├── LlmTransportError    timeouts, connection errors, 429/5xx, bodies that are not a
@@ -75,10 +74,6 @@ class InvalidInput(StefError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"{reason}: {detail}")
-
-
-class SqlParseError(StefError):
-    """sqlglot could not parse the SQL; the record is still judged, flagged ``unparsed_sql``."""
 
 
 class JudgeError(StefError):

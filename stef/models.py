@@ -1,4 +1,5 @@
-"""Frozen models that cross stage boundaries: input record, SQL and question specs, verdict, result.
+"""Frozen models that cross stage boundaries: input record, SQL and question specs, verdict, result
+(and the protocol of reference mode's database).
 
 The JSON field names of :class:`Result` are a contract (SPEC §3): tools, dashboards and tests read
 them. Add fields freely; never rename one.
@@ -6,8 +7,9 @@ them. Add fields freely; never rename one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import (
     BaseModel,
@@ -517,6 +519,29 @@ class Reference(_Frozen):
         if isinstance(data, dict) and self.decided_by is None:
             data.pop("decided_by", None)
         return data
+
+
+# A database reference mode runs SELECTs on (``reference.execute``): the protocol here, so the
+# reference stage needs no I/O module; :mod:`stef.io.database` opens the real ones.
+
+ExecutionStatus = Literal["ok", "error", "timeout", "too_many_rows"]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What running one statement gave: its rows (``status`` ``ok``) or why not."""
+
+    status: ExecutionStatus
+    rows: tuple[tuple[Any, ...], ...] = ()
+    detail: str = ""
+
+
+class Database(Protocol):
+    """A read-only database the reference stage runs SELECTs on."""
+
+    def run(self, sql: str) -> Execution: ...
+
+    def close(self) -> None: ...
 
 
 Outcome = Literal["evaluated", "judge_error", "skipped_sampling"]

@@ -413,3 +413,9 @@ def glossary_entry(enriched: str, span: tuple[int, int], question: str) -> bool:
     clause = enriched[start : found.start() if found else len(enriched)]
     words = _stems(_COLUMN_OR_VALUE.sub(" ", clause))
     return bool(words) and not words & _stems(question)
+
+
+def question_key(question: str) -> str:
+    """A question as reference mode's references file is matched on: case-folded, whitespace
+    collapsed."""
+    return " ".join(question.split()).casefold()

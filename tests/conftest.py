@@ -1,10 +1,17 @@
-"""Shared fixtures: paths to the repository, the shared data and the example files."""
+"""Shared fixtures: paths to the repository, the shared data and the example files; a JSONL
+file written the one way (:func:`write_jsonl`); ``stef`` run in a fresh interpreter the one way
+(:func:`run_stef`, the fixture ``stef_cli``)."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -14,11 +21,50 @@ from stef.logs import DEPENDENCY_LOGGERS
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+STEF = (sys.executable, "-m", "stef.cli")
 
 
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
+    """``rows`` one a line at ``path`` (UTF-8): a string as it is (a raw, maybe broken, line),
+    anything else as JSON; ``path`` back."""
+    lines = (row if isinstance(row, str) else json.dumps(row) for row in rows)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def run_stef(
+    *args: str,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    prefix: Sequence[str] = (),
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """``stef ARGS`` in a fresh interpreter (behind ``prefix``, a command such as setpriv), in
+    the test process's environment without its ``STEF_*`` settings, plus ``env``; its exit
+    status, stdout and stderr as text (a non-zero status is the caller's to assert)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    return subprocess.run(
+        [*prefix, *STEF, *args],
+        input=stdin,
+        cwd=cwd,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def stef_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """:func:`run_stef`, for a test that takes it as a fixture."""
+    return run_stef
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -18,7 +18,7 @@ import stef
 from stef.cli import main
 from stef.errors import ConfigError, InvalidInput, RulesError
 from stef.models import InputRecord, Result
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_jsonl
 
 RECORD = {
     "id": "r1",
@@ -117,7 +117,7 @@ def test_ajudge_in_asyncio() -> None:
 
 def test_load_results_reads_a_replay_output(tmp_path: Path) -> None:
     log, out = tmp_path / "log.jsonl", tmp_path / "out.jsonl"
-    log.write_text("".join(json.dumps({**RECORD, "id": str(i)}) + "\n" for i in range(3)))
+    write_jsonl(log, ({**RECORD, "id": str(i)} for i in range(3)))
     assert main(["replay", str(log), "--no-progress", "-o", str(out)]) == 0
     results = stef.load_results(out)
     assert sorted(r.id for r in results) == ["0", "1", "2"]

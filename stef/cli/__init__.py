@@ -23,6 +23,7 @@ import difflib
 import importlib
 import re
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from stef import __version__
@@ -86,6 +87,21 @@ def _flags(p: argparse.ArgumentParser) -> set[str]:
             for sub in action.choices.values():
                 out |= _flags(sub)
     return out
+
+
+def integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` (to ``high``), else a usage error naming the
+    flag and the range (exit 2, as every other usage error)."""
+
+    def check(text: str) -> int:
+        value = int(text)  # not an integer: argparse says "invalid int value", as type=int does
+        if value < low or (high is not None and value > high):
+            bounds = f"at least {low}" if high is None else f"{low}..{high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}")
+        return value
+
+    check.__name__ = "int"
+    return check
 
 
 def parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from stef.calibration import Calibration, calibration_for
+from stef.cli import integer
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.models import JudgeInfo
@@ -30,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
     p.add_argument("--labels", type=Path, help="labels JSONL (stef review's)")
     p.add_argument("--input", type=Path, help="the agent log, to show question and SQL by id")
-    p.add_argument("--worst", type=int, default=20, help="lowest-scored records listed (20)")
+    p.add_argument("--worst", type=integer(0), default=20, help="lowest-scored records listed (20)")
     p.add_argument(
         "--calibration",
         metavar="FILE",
@@ -61,9 +62,6 @@ def results_calibration(records: list[R.Record], setting: str | None) -> Calibra
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.worst < 0:
-        print("stef report: --worst must be at least 0", file=sys.stderr)
-        return Exit.USAGE
     try:
         records = read_results(args.results, args.input)
         labels = truth(args.labels) if args.labels else {}

@@ -7,6 +7,7 @@ import getpass
 import sys
 from pathlib import Path
 
+from stef.cli import integer
 from stef.exits import Exit
 from stef.review.labels import read_label_lines
 from stef.review.records import ORDERS, RecordsError, read_results
@@ -25,7 +26,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--labels", type=Path, required=True, help="labels JSONL (appended)")
     p.add_argument("--input", type=Path, help="the agent log, to show question and SQL by id")
     p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    p.add_argument(
+        "--port", type=integer(0, 65535), default=8765, help="port (default 8765; 0: any free)"
+    )
     p.add_argument(
         "--reviewer",
         help="name kept with a label posted without one (default: the login name); the page "
@@ -42,9 +45,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65535:
-        print("stef review: --port must be 0..65535", file=sys.stderr)
-        return Exit.USAGE
     try:
         records = read_results(args.results, args.input)
         read_label_lines(args.labels)  # a broken labels file is said now, not on the page

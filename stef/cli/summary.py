@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stef.cli import integer
 from stef.errors import StefError
 from stef.exits import Exit
 from stef.models import Result
@@ -30,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     s.add_argument(
         "--worst",
-        type=int,
+        type=integer(0),
         default=0,
         metavar="N",
         help="also list the N lowest-scored evaluated records (id, app, score, issues, question)",
@@ -39,9 +40,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.worst < 0:
-        print("stef summary: --worst must be at least 0", file=sys.stderr)
-        return Exit.USAGE
     summary = Summary(worst_n=args.worst)
     try:
         with open(args.file, encoding="utf-8") as f:

@@ -16,29 +16,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from stef.errors import ConfigError
+from stef.models import Database, Execution
 
-Status = Literal["ok", "error", "timeout", "too_many_rows"]
-
-
-@dataclass(frozen=True)
-class Execution:
-    """What running one statement gave: its rows (``status`` ``ok``) or why not."""
-
-    status: Status
-    rows: tuple[tuple[Any, ...], ...] = ()
-    detail: str = ""
-
-
-class Database(Protocol):
-    """A read-only database the reference stage runs SELECTs on."""
-
-    def run(self, sql: str) -> Execution: ...
-
-    def close(self) -> None: ...
+# Database and Execution live in the ground floor (the reference stage reads them); re-exported.
+__all__ = ["Database", "DuckDbDatabase", "Execution", "SqliteDatabase", "open_database"]
 
 
 # Progress-handler period, in SQLite virtual-machine instructions: often enough to stop a

@@ -3,7 +3,7 @@
     {"question": "How many bonds does TR006 have?", "gold_sql": "SELECT COUNT(*) FROM bond ..."}
 
 Read once at start; a record is matched on its normalised question
-(:func:`stef.stages.reference.question_key`). A bad line fails the start loudly, with its number.
+(:func:`stef.question.question_key`). A bad line fails the start loudly, with its number.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from stef.errors import ConfigError
-from stef.stages.reference import question_key
+from stef.question import question_key
 
 
 def load_references(path: Path) -> dict[str, str]:

@@ -8,7 +8,7 @@ from stef.models import JudgeInfo
 from stef.request import JudgeReply, JudgeRequest
 
 # The request and the reply live in stef.request, below the stages that read them (verify).
-__all__ = ["Judge", "JudgeReply", "JudgeRequest", "judge"]
+__all__ = ["Judge", "JudgeReply", "JudgeRequest"]
 
 
 class Judge(Protocol):
@@ -30,8 +30,3 @@ class Judge(Protocol):
     def close(self) -> None:
         """Release what the backend holds (HTTP connections, a cache file); idempotent."""
         ...
-
-
-def judge(backend: Judge, request: JudgeRequest) -> JudgeReply:
-    """Run one backend on one request (the stage function; kept for symmetry with other stages)."""
-    return backend.judge(request)

@@ -72,10 +72,6 @@ class CanaryRun:
     kappa: float | None = None
     accuracy: float | None = None
 
-    @property
-    def measured(self) -> bool:
-        return self.accuracy is not None
-
 
 def load_canary(path: Path) -> list[Labelled]:
     """The canary's labelled records, checked as at start.

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from stef.io.database import Database
 from stef.models import (
+    Database,
     InputRecord,
     Reference,
     ReferenceDifference,
@@ -32,6 +32,7 @@ from stef.models import (
     SqlSpec,
     Verdict,
 )
+from stef.question import question_key
 from stef.rules import AppRules
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
@@ -108,11 +109,6 @@ def _parts_guessed(sql: str, dialect: str | None, guess: bool) -> Parts | None:
         if parts is not None:
             return parts
     return None
-
-
-def question_key(question: str) -> str:
-    """A question as the references file is matched on: case-folded, whitespace collapsed."""
-    return " ".join(question.split()).casefold()
 
 
 def with_reference(

@@ -18,51 +18,21 @@ import math
 import re
 import unicodedata
 from datetime import UTC, datetime
-from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from stef.errors import InvalidInput
+from stef.fields import FIELDS as FIELDS  # re-exported: pipeline, settings, calibrate
+from stef.fields import FieldMapping as FieldMapping
+from stef.fields import path_parts as path_parts
 from stef.models import InputRecord
 from stef.sql.dialects import dialect_names
 
-FIELDS = (
-    "id",
-    "question",
-    "sql",
-    "enriched_question",
-    "app",
-    "agent",
-    "agent_version",
-    "dialect",
-    "timestamp",
-    "metadata",
-    "gold_sql",
-)
 REQUIRED = ("question", "sql")
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
 _TEXTS = ("question", "enriched_question", "sql", "gold_sql")
-
-
-class FieldMapping(BaseModel):
-    """STEF field name -> the field's path in the agent's log record: dotted for nesting, with
-    list indexes in brackets (``request.messages[0].content``, ``turns[-1].sql``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    fields: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("fields")
-    @classmethod
-    def _paths(cls, value: dict[str, str]) -> dict[str, str]:
-        for path in value.values():
-            path_parts(path)  # a path that cannot be read is a settings error, not silence
-        return value
-
-    def source_of(self, name: str) -> str:
-        return self.fields.get(name, name)
 
 
 class Limits(BaseModel):
@@ -111,26 +81,6 @@ class Limits(BaseModel):
     max_sql_tokens: int = Field(8_000, ge=1)
     max_digit_run: int = Field(100, ge=1, le=4_000)
     max_record_cpu_s: float = Field(1.0, gt=0)
-
-
-# A field path: keys joined by dots, each optionally followed by bracketed list indexes.
-_PATH = re.compile(r"[^.\[\]]+(?:\[-?\d{1,6}\])*(?:\.[^.\[\]]+(?:\[-?\d{1,6}\])*)*")
-_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
-
-
-@lru_cache(maxsize=256)
-def path_parts(path: str) -> tuple[str | int, ...]:
-    """The steps of a field path: keys (text) and list indexes (integers).
-
-    Raises:
-        ValueError: the path is not keys joined by dots with optional ``[N]`` list indexes.
-    """
-    if _PATH.fullmatch(path) is None:
-        raise ValueError(
-            f"field path {path[:80]!r} is not keys joined by dots with optional [N] list "
-            "indexes (as in request.messages[0].content)"
-        )
-    return tuple(m[1] if m[1] is not None else int(m[2]) for m in _PATH_STEP.finditer(path))
 
 
 def _lookup(obj: dict[str, Any], path: str) -> Any:

@@ -10,11 +10,7 @@ from typing import Any
 import pytest
 
 from stef.cli import main
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.conftest import write_jsonl
 
 
 def _res(rid: str, score: float | None) -> dict[str, Any]:
@@ -32,11 +28,11 @@ def _res(rid: str, score: float | None) -> dict[str, Any]:
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path]:
-    results = _write(
+    results = write_jsonl(
         tmp_path / "r.jsonl",
         [_res("a", 95.0), _res("b", 80.0), _res("c", 10.0), _res("d", 60.0), _res("e", None)],
     )
-    labels = _write(
+    labels = write_jsonl(
         tmp_path / "l.jsonl",
         [
             {"id": "a", "label": False, "note": "wrong table"},  # 20 above 75: wrong

@@ -14,6 +14,7 @@ from stef.cli import main
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
+from tests.conftest import write_jsonl
 
 ROWS = [
     ("How many singers are there?", "SELECT COUNT(*) FROM singer", True),
@@ -43,7 +44,7 @@ def test_file_mode_and_results_mode_agree(
         for i, (q, sql, label) in enumerate(ROWS)
     ]
     labelled = tmp_path / "labelled.jsonl"
-    labelled.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    write_jsonl(labelled, records)
     judge = HeuristicJudge()
     pipeline = Pipeline(load_rules(None), judge, calibration=calibration_for(None, judge.info))
     results, labels = tmp_path / "results.jsonl", tmp_path / "labels.jsonl"
@@ -54,10 +55,7 @@ def test_file_mode_and_results_mode_agree(
         assert result is not None
         lines.append(result.to_json())
     results.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    labels.write_text(
-        "".join(json.dumps({"id": r["id"], "label": r["label"]}) + "\n" for r in records),
-        encoding="utf-8",
-    )
+    write_jsonl(labels, ({"id": r["id"], "label": r["label"]} for r in records))
     assert main(["calibrate", str(labelled), "--json", "--no-progress"]) == 0
     now = json.loads(capsys.readouterr().out)
     assert main(["calibrate", "--results", str(results), "--labels", str(labels), "--json"]) == 0

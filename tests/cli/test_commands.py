@@ -3,36 +3,29 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
 from stef.cli import main
 from tests.conftest import ROOT
 
-STEF = [sys.executable, "-m", "stef.cli"]
 
-
-def test_judge_flags_subprocess() -> None:
-    proc = subprocess.run(
-        [
-            *STEF,
-            "judge",
-            "--question",
-            "How many customers are in APAC?",
-            "--sql",
-            "SELECT COUNT(*) FROM customers WHERE region = 'APAC'",
-            "--app",
-            "sales",
-            "--rules",
-            str(ROOT / "rules"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+def test_judge_flags_subprocess(stef_cli: Callable[..., CompletedProcess[str]]) -> None:
+    proc = stef_cli(
+        "judge",
+        "--question",
+        "How many customers are in APAC?",
+        "--sql",
+        "SELECT COUNT(*) FROM customers WHERE region = 'APAC'",
+        "--app",
+        "sales",
+        "--rules",
+        str(ROOT / "rules"),
     )
+    assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["outcome"] == "evaluated" and result["app"] == "sales"
     assert result["sql_spec"]["dialect"] == "snowflake"
@@ -49,13 +42,15 @@ def test_judge_needs_question_and_sql(capsys: pytest.CaptureFixture[str]) -> Non
     assert "--sql" in capsys.readouterr().err
 
 
-def test_judge_invalid_stdin() -> None:
-    proc = subprocess.run([*STEF, "judge"], input="[1,2]", capture_output=True, text=True)
+def test_judge_invalid_stdin(stef_cli: Callable[..., CompletedProcess[str]]) -> None:
+    proc = stef_cli("judge", stdin="[1,2]")
     assert proc.returncode == 1
     assert "not_object" in proc.stderr
 
 
-def test_replay_reports_invalid_lines(tmp_path: Path) -> None:
+def test_replay_reports_invalid_lines(
+    tmp_path: Path, stef_cli: Callable[..., CompletedProcess[str]]
+) -> None:
     log = tmp_path / "log.jsonl"
     lines = [
         json.dumps(
@@ -85,24 +80,19 @@ def test_replay_reports_invalid_lines(tmp_path: Path) -> None:
     ]
     log.write_text("\n".join(lines) + "\n")
     out, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
-    proc = subprocess.run(
-        [
-            *STEF,
-            "replay",
-            str(log),
-            "--output",
-            str(out),
-            "--dead-letters",
-            str(dead),
-            "--rules",
-            str(ROOT / "rules"),
-            "--concurrency",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    proc = stef_cli(
+        "replay",
+        str(log),
+        "--output",
+        str(out),
+        "--dead-letters",
+        str(dead),
+        "--rules",
+        str(ROOT / "rules"),
+        "--concurrency",
+        "3",
     )
+    assert proc.returncode == 0, proc.stderr
     assert f"{log}:2: invalid input (not_json)" in proc.stderr
     assert f"{log}:5: invalid input (missing_field)" in proc.stderr
     results = [json.loads(x) for x in out.read_text().splitlines()]

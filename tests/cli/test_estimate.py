@@ -9,11 +9,7 @@ from typing import Any
 import pytest
 
 from stef.cli import main
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.conftest import write_jsonl
 
 
 def _result(rid: str, app: str, p: float | None) -> dict[str, Any]:
@@ -24,13 +20,13 @@ def _result(rid: str, app: str, p: float | None) -> dict[str, Any]:
 
 
 def test_json_per_app(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    results = _write(
+    results = write_jsonl(
         tmp_path / "r.jsonl",
         [_result(f"s{i}", "sales", 0.8) for i in range(10)]
         + [_result(f"h{i}", "hr", None) for i in range(4)]
         + [{"id": "x", "app": "sales", "outcome": "judge_error", "judge": {"backend": "llm"}}],
     )
-    labels = _write(
+    labels = write_jsonl(
         tmp_path / "l.jsonl",
         [
             {"id": "s0", "label": True, "queue": "random"},
@@ -59,7 +55,7 @@ def test_json_per_app(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_bad_labels_line_is_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    results = _write(tmp_path / "r.jsonl", [_result("a", "sales", 0.5)])
+    results = write_jsonl(tmp_path / "r.jsonl", [_result("a", "sales", 0.5)])
     labels = tmp_path / "l.jsonl"
     labels.write_text('{"id": "a", "label": true}\n{"id": "b", "label": "yes"}\n')
     assert main(["estimate", "--results", str(results), "--labels", str(labels)]) == 1
@@ -70,8 +66,8 @@ def test_bad_labels_line_is_one_clear_error(
 def test_labels_left_out_for_their_order_are_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    results = _write(tmp_path / "r.jsonl", [_result(f"s{i}", "sales", 0.7) for i in range(5)])
-    labels = _write(
+    results = write_jsonl(tmp_path / "r.jsonl", [_result(f"s{i}", "sales", 0.7) for i in range(5)])
+    labels = write_jsonl(
         tmp_path / "l.jsonl",
         [{"id": f"s{i}", "label": i % 2 == 0, "queue": "teaching"} for i in range(3)],
     )

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_stef, write_jsonl
 
 
 def _log(tmp_path: Path) -> Path:
@@ -20,21 +18,12 @@ def _log(tmp_path: Path) -> Path:
     rows = [
         {"user_query": f"How many orders in {2020 + i}?", "gen_sql": "SELECT 1"} for i in range(5)
     ]
-    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(log, rows)
     return log
 
 
 def _stef(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "STEF_STATE_DIR": str(tmp_path / "state")}
-    return subprocess.run(
-        [sys.executable, "-m", "stef.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
+    return run_stef(*args, cwd=ROOT, STEF_STATE_DIR=str(tmp_path / "state"))
 
 
 @pytest.mark.parametrize("command", ["replay", "run"])

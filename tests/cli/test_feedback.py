@@ -3,9 +3,7 @@ for ever: ``stef run`` and ``stef backfill`` refuse them at start (exit 2, one l
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,21 +12,12 @@ from stef.cli import main
 from stef.exits import Exit
 from tests.brokers import Broker
 from tests.brokers import kafka_broker as kafka_broker  # the fixture
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_stef
 from tests.service.test_backfill import _produce_singly
 
 
 def _stef(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
-    return subprocess.run(
-        [sys.executable, "-m", "stef.cli", *argv, "--metrics-port", "off"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_stef(*argv, "--metrics-port", "off", cwd=ROOT, timeout=60)
 
 
 def _refused(proc: subprocess.CompletedProcess[str], setting: str) -> None:

@@ -8,7 +8,6 @@ import os
 import pty
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,8 @@ import pytest
 from stef.cli import main
 from stef.exits import Exit
 from stef.testing.fake_server import FakeLlmServer
+from tests.conftest import STEF, run_stef
 
-STEF = [sys.executable, "-m", "stef.cli"]
 GOOD = {"id": "r-1", "question": "How many orders?", "sql": "SELECT COUNT(*) FROM orders"}
 
 
@@ -82,26 +81,14 @@ def test_log_format_json_holds_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_off_a_terminal_the_log_is_json_lines(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [*STEF, "replay", str(_log(tmp_path)), "--log-level", "info"],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
+    proc = run_stef("replay", str(_log(tmp_path)), "--log-level", "info")
     assert proc.returncode == Exit.OK, proc.stderr
     events = [json.loads(line)["event"] for line in proc.stderr.splitlines() if line[:1] == "{"]
     assert "service_started" in events
 
 
 def test_an_unknown_log_format_in_the_environment_is_a_usage_error() -> None:
-    proc = subprocess.run(
-        [*STEF, "rules", "schema"],
-        capture_output=True,
-        text=True,
-        env={**_env(), "STEF_LOG_FORMAT": "yaml"},
-        timeout=120,
-    )
+    proc = run_stef("rules", "schema", STEF_LOG_FORMAT="yaml")
     assert proc.returncode == Exit.USAGE
     assert "Traceback" not in proc.stderr and "log format" in proc.stderr
 
@@ -138,13 +125,7 @@ def test_debug_against_a_real_endpoint_keeps_the_http_clients_quiet_unless_asked
             "STEF_LLM_MODEL": "judge-model",
             "STEF_LLM_API_KEY": "test-key",
         }
-        proc = subprocess.run(
-            [*STEF, "--log-level", "debug", *flags, "replay", str(_log(tmp_path))],
-            capture_output=True,
-            text=True,
-            env={**_env(), **llm},
-            timeout=120,
-        )
+        proc = run_stef("--log-level", "debug", *flags, "replay", str(_log(tmp_path)), **llm)
     assert proc.returncode == Exit.OK, proc.stderr
     lines = [json.loads(line) for line in proc.stderr.splitlines()]  # every line JSON
     loggers = {line["logger"].split(".")[0] for line in lines}

@@ -9,15 +9,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stef.cli import main
 from stef.exits import Exit
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_stef
 
 CHAT = {
     "request_id": "r-1",
@@ -98,17 +96,7 @@ def test_the_readme_judge_your_own_log_runs_as_written(tmp_path: Path) -> None:
     (tmp_path / "stef.yaml").write_text(config)
     argv = shlex.split(command)
     assert argv[0] == ".venv/bin/stef"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
-    env["STEF_STATE_DIR"] = str(tmp_path / "state")
-    done = subprocess.run(
-        [sys.executable, "-m", "stef.cli", *argv[1:]],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_stef(*argv[1:], cwd=tmp_path, STEF_STATE_DIR=str(tmp_path / "state"))
     assert done.returncode == 0, done.stderr
     (result,) = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert result["id"] == "r-17" and result["outcome"] == "evaluated"

@@ -19,6 +19,7 @@ from stef.models import JudgeInfo, Result
 from stef.service.judge_errors import JudgeErrorLog
 from stef.testing.fake_server import Error, FakeLlmServer, Raw, Reply
 from tests.calibrate.conftest import labels_file
+from tests.conftest import write_jsonl
 
 RIGHT = "sk-right-key-0123456789"
 WRONG = "sk-wrong-key-9876543210"
@@ -34,7 +35,7 @@ def server() -> Iterator[FakeLlmServer]:
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     path = tmp_path / "log.jsonl"
-    path.write_text("".join(json.dumps({**RECORD, "id": str(i)}) + "\n" for i in range(4)))
+    write_jsonl(path, ({**RECORD, "id": str(i)} for i in range(4)))
     return path
 
 
@@ -277,7 +278,7 @@ def test_judge_error_counts_agree_between_the_summary_and_the_details(
     log = tmp_path / "log.jsonl"
     rows = [{**RECORD, "id": str(i)} for i in range(4)]
     rows[0]["sql"] = "DELETE FROM orders"  # judge failed, scored by the safety override
-    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(log, rows)
     with FakeLlmServer(default=lambda r: Raw(200, HTML)) as server:
         _endpoint(monkeypatch, server.base_url, "", STEF_LLM_PREFLIGHT="false")
         assert main(["replay", str(log), "--no-progress"]) == Exit.JUDGE_ERROR

@@ -6,15 +6,13 @@ scores of the equivalent flat records."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stef.testing.fake_server import FakeLlmServer
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_stef, write_jsonl
 from tests.otel.traces import CASES, otlp_json, spans_of, traces_data
 
 _REGIONS = ["EMEA", "APAC", "Americas", "Nordics", "Iberia"]
@@ -22,23 +20,16 @@ _REGIONS = ["EMEA", "APAC", "Americas", "Nordics", "Iberia"]
 
 def _replay(path: Path, tmp_path: Path, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
     out = tmp_path / f"{path.name}.results.jsonl"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stef.cli",
-            "replay",
-            str(path),
-            "-o",
-            str(out),
-            "--no-progress",
-            "--dead-letters",
-            str(tmp_path / "dead.jsonl"),
-            *extra,
-        ],
+    done = run_stef(
+        "replay",
+        str(path),
+        "-o",
+        str(out),
+        "--no-progress",
+        "--dead-letters",
+        str(tmp_path / "dead.jsonl"),
+        *extra,
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     results = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
@@ -121,7 +112,7 @@ def test_langfuse_parquet_export_of_hundreds_of_rows(tmp_path: Path) -> None:
     duckdb = pytest.importorskip("duckdb")
     pairs = _pairs(100)
     rows = tmp_path / "rows.jsonl"
-    rows.write_text("".join(json.dumps(r) + "\n" for r in _langfuse_rows(pairs)))
+    write_jsonl(rows, _langfuse_rows(pairs))
     parquet = tmp_path / "observations.parquet"
     with duckdb.connect() as conn:
         conn.execute(
@@ -171,7 +162,7 @@ def test_langsmith_runs_jsonl_and_a_trace_without_sql(tmp_path: Path) -> None:
                 }
             )
     path = tmp_path / "runs.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    write_jsonl(path, runs)
     status, results, err = _replay(path, tmp_path)
     assert status == 0, err
     letters = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]

@@ -5,9 +5,6 @@ means the same to ``stef judge`` and ``stef replay``."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +12,8 @@ import pytest
 
 from stef.cli import main
 from stef.exits import Exit
+from tests.conftest import run_stef
 
-STEF = [sys.executable, "-m", "stef.cli"]
 COMMANDS = ("judge", "replay", "summary", "rules", "run", "calibrate")
 # A record in the agent's own field names: the config maps STEF's fields onto them.
 AGENT_RECORD = {
@@ -32,19 +29,6 @@ field_mapping:
   sql: generated.sql
   agent: bot
 """
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """The environment without the test process's own STEF_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
-    env.update(extra)
-    return env
-
-
-def _stef(*args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*STEF, *args], input=stdin, capture_output=True, text=True, env=_env(**env), timeout=120
-    )
 
 
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +72,7 @@ def test_run_help_names_the_shared_flags(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_stef_help_exits_0_as_a_process() -> None:
-    proc = _stef("--help")
+    proc = run_stef("--help")
     assert proc.returncode == 0, proc.stderr
     assert all(command in proc.stdout for command in COMMANDS)
 
@@ -102,7 +86,7 @@ def test_stef_help_exits_0_as_a_process() -> None:
     ],
 )
 def test_a_bogus_log_level_flag_is_a_usage_error(args: tuple[str, ...]) -> None:
-    proc = _stef(*args, stdin="")
+    proc = run_stef(*args, stdin="")
     assert proc.returncode == Exit.USAGE
     assert "invalid choice: 'bogus'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -111,13 +95,13 @@ def test_a_bogus_log_level_flag_is_a_usage_error(args: tuple[str, ...]) -> None:
 def test_a_bogus_log_level_in_the_config_file_is_a_usage_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("log_level: bogus\n", encoding="utf-8")
-    proc = _stef("judge", "--config", str(bad), stdin=json.dumps(AGENT_RECORD))
+    proc = run_stef("judge", "--config", str(bad), stdin=json.dumps(AGENT_RECORD))
     assert proc.returncode == Exit.USAGE
     assert "log_level" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_bogus_log_level_in_the_environment_is_a_usage_error() -> None:
-    proc = _stef("judge", stdin=json.dumps(AGENT_RECORD), STEF_LOG_LEVEL="bogus")
+    proc = run_stef("judge", stdin=json.dumps(AGENT_RECORD), STEF_LOG_LEVEL="bogus")
     assert "Traceback" not in proc.stderr
     assert proc.returncode == Exit.USAGE
 
@@ -126,7 +110,7 @@ def test_a_bogus_log_level_in_the_environment_is_a_usage_error() -> None:
 
 
 def test_judge_reads_a_record_in_the_agents_field_names(config: Path) -> None:
-    proc = _stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
+    proc = run_stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
     assert proc.returncode == Exit.OK, proc.stderr
     result = json.loads(proc.stdout)
     assert (result["id"], result["app"], result["agent"]) == ("r-1", "sales", "helper")
@@ -136,26 +120,28 @@ def test_judge_reads_a_record_in_the_agents_field_names(config: Path) -> None:
 
 
 def test_without_the_config_the_same_record_is_invalid() -> None:
-    proc = _stef("judge", stdin=json.dumps(AGENT_RECORD))
+    proc = run_stef("judge", stdin=json.dumps(AGENT_RECORD))
     assert proc.returncode == Exit.FAILURE
     assert "missing_field" in proc.stderr
 
 
 def test_replay_with_the_same_config_gives_the_same_result(config: Path, tmp_path: Path) -> None:
-    judged = _stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
+    judged = run_stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
     assert judged.returncode == Exit.OK, judged.stderr
     log = tmp_path / "log.jsonl"
     log.write_text(json.dumps(AGENT_RECORD) + "\n", encoding="utf-8")
     out = tmp_path / "results.jsonl"
-    replayed = _stef("replay", str(log), "--config", str(config), "-o", str(out), "--no-progress")
+    replayed = run_stef(
+        "replay", str(log), "--config", str(config), "-o", str(out), "--no-progress"
+    )
     assert replayed.returncode == Exit.OK, replayed.stderr
     [line] = out.read_text(encoding="utf-8").splitlines()
     assert _comparable(json.loads(line)) == _comparable(json.loads(judged.stdout))
 
 
 def test_stef_config_in_the_environment_is_the_same_as_the_flag(config: Path) -> None:
-    by_flag = _stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
-    by_env = _stef("judge", stdin=json.dumps(AGENT_RECORD), STEF_CONFIG=str(config))
+    by_flag = run_stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
+    by_env = run_stef("judge", stdin=json.dumps(AGENT_RECORD), STEF_CONFIG=str(config))
     assert by_env.returncode == by_flag.returncode == Exit.OK, by_env.stderr
     assert _comparable(json.loads(by_env.stdout)) == _comparable(json.loads(by_flag.stdout))
 
@@ -163,13 +149,13 @@ def test_stef_config_in_the_environment_is_the_same_as_the_flag(config: Path) ->
 def test_limits_in_the_config_apply_to_judge_and_replay(tmp_path: Path) -> None:
     config = tmp_path / "tight.yaml"
     config.write_text(CONFIG + "limits:\n  max_question_chars: 20\n", encoding="utf-8")
-    judged = _stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
+    judged = run_stef("judge", "--config", str(config), stdin=json.dumps(AGENT_RECORD))
     assert judged.returncode == Exit.FAILURE
     assert "invalid input (too_large)" in judged.stderr
     log = tmp_path / "log.jsonl"
     log.write_text(json.dumps(AGENT_RECORD) + "\n", encoding="utf-8")
     dead = tmp_path / "dead.jsonl"
-    replayed = _stef(
+    replayed = run_stef(
         "replay", str(log), "--config", str(config), "--dead-letters", str(dead), "--no-progress"
     )
     # Its only record is a dead letter: the replay says so and fails (issue 25 section 4).

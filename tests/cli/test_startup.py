@@ -43,6 +43,41 @@ def test_version_and_help_load_no_command(arg: str) -> None:
     assert best < 0.3, f"stef {arg}: {best:.3f} s past the interpreter's start"
 
 
+_LOADED = """
+import sys
+before = set(sys.modules)
+from stef.cli import main
+try:
+    main([{arg!r}])
+except SystemExit:
+    pass
+print(" ".join(sorted(set(sys.modules) - before)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("arg", ["--version", "--help"])
+def test_version_and_help_load_only_the_standard_library_and_the_parser(arg: str) -> None:
+    # Issue 36 §6: what `stef --version` loads is the contract, not how long it takes.
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(arg=arg)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    loaded = done.stderr.split()
+    assert "stef.cli" in loaded
+    third_party = sorted(
+        m for m in loaded if m.split(".")[0] not in (*sys.stdlib_module_names, "stef")
+    )
+    assert third_party == []
+    assert sorted(m for m in loaded if m.split(".")[0] == "stef") == [
+        "stef",
+        "stef.cli",
+        "stef.exits",
+    ]
+
+
 def test_the_lazy_help_is_the_full_help() -> None:
     assert parser(lazy=True).format_help() == parser().format_help()
     assert "95%%" not in parser().format_help()
@@ -102,3 +137,25 @@ def test_judge_text_format_is_short_and_says_the_verdict(
     assert any(x.startswith("issues: ") for x in lines)
     with pytest.raises(ValueError):
         json.loads(text)  # text, not the JSON result
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["summary", "r.jsonl", "--worst", "-1"], "argument --worst: must be at least 0"),
+        (["report", "r.jsonl", "-o", "r.html", "--worst", "-1"], "--worst: must be at least 0"),
+        (
+            ["review", "--results", "r", "--labels", "l", "--port", "65536"],
+            "--port: must be 0..65535",
+        ),
+        (["review", "--results", "r", "--labels", "l", "--port", "x"], "--port: invalid int value"),
+    ],
+)
+def test_an_argument_out_of_its_range_is_a_usage_error(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 36 §6: the ranges are the parser's (argparse types), checked before a file is read.
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == Exit.USAGE
+    assert said in capsys.readouterr().err

@@ -216,4 +216,7 @@ def test_worst_n_lists_the_lowest_scores_first(
         _summary(capsys, str(path), "--worst", "5", "--format", "json", "--calibration", "none")
     )
     assert [row["id"] for row in data["worst"]] == ["b", "a"]
-    assert main(["summary", str(path), "--worst", "-1"]) == 2
+    with pytest.raises(SystemExit) as stopped:  # a usage error of the parser (issue 36 §6)
+        main(["summary", str(path), "--worst", "-1"])
+    assert stopped.value.code == 2
+    assert "--worst: must be at least 0" in capsys.readouterr().err

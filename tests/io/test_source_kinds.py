@@ -8,7 +8,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import pytest
 
 from stef.errors import ConfigError
 from stef.io.jsonl import FileSource
+from tests.conftest import run_stef
 
-STEF = [sys.executable, "-m", "stef.cli"]
 KINDS = ["fifo", "directory", "socket", "symlink_loop", "unreadable"]
 
 
@@ -56,10 +55,7 @@ def bad_source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
 
 
 def _stef(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
-    return subprocess.run(
-        [*prefix, *STEF, *args], capture_output=True, text=True, env=env, timeout=30
-    )
+    return run_stef(*args, prefix=prefix, timeout=30)
 
 
 def test_stef_run_exits_2_in_one_line(bad_source: tuple[Path, list[str]], tmp_path: Path) -> None:

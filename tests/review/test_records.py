@@ -3,7 +3,6 @@ bad lines named with their number."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,22 +10,18 @@ import pytest
 
 from stef.cli import main
 from stef.review.records import RecordsError, queue, read_results
-
-
-def _write(path: Path, rows: list[Any]) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
-    return path
+from tests.conftest import write_jsonl
 
 
 def test_input_log_is_joined_by_id_where_results_lack_input(tmp_path: Path) -> None:
-    results = _write(
+    results = write_jsonl(
         tmp_path / "r.jsonl",
         [
             {"id": "a", "outcome": "evaluated"},
             {"id": "b", "outcome": "evaluated", "input": {"question": "kept", "sql": "SELECT 2"}},
         ],
     )
-    log = _write(
+    log = write_jsonl(
         tmp_path / "log.jsonl",
         [
             "not json",  # the log's bad lines are passed over: their dead letters say why
@@ -65,7 +60,7 @@ def test_teaching_order_and_filters() -> None:
 
 
 def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
-    path = _write(tmp_path / "r.jsonl", [{"id": "a", "outcome": "evaluated"}, {"id": 3}])
+    path = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "outcome": "evaluated"}, {"id": 3}])
     with pytest.raises(RecordsError, match=r"r\.jsonl:2:"):
         read_results(path)
 
@@ -73,8 +68,8 @@ def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
 def test_review_refuses_a_broken_labels_file_before_serving(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    results = _write(tmp_path / "r.jsonl", [{"id": "a", "outcome": "evaluated"}])
-    labels = _write(tmp_path / "l.jsonl", [{"id": "a", "label": "yes"}])
+    results = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "outcome": "evaluated"}])
+    labels = write_jsonl(tmp_path / "l.jsonl", [{"id": "a", "label": "yes"}])
     argv = ["review", "--results", str(results), "--labels", str(labels), "--port", "0"]
     assert main(argv) == 1
     err = capsys.readouterr().err

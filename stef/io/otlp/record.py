@@ -13,9 +13,9 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from stef.errors import ConfigError, InvalidInput
+from stef.fields import FieldMapping, path_parts
 from stef.io.otlp.mapping import RESOURCE_FIELDS, Pick, SpanMapping, SpanSelector
 from stef.io.otlp.spans import Span
-from stef.stages.validate import FieldMapping, path_parts
 
 _FENCE = re.compile(r"```[ \t]*(?:sql|SQL|[A-Za-z]*)?[ \t]*\n(.*?)```", re.S)
 

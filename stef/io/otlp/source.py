@@ -17,13 +17,13 @@ from typing import Any
 import structlog
 
 from stef.errors import InvalidInput
+from stef.fields import FieldMapping
 from stef.io import Envelope, Source
 from stef.io.otlp.assemble import Assembler, Trace
 from stef.io.otlp.decode import Encoding, Signal, decode
 from stef.io.otlp.mapping import SpanMapping
 from stef.io.otlp.record import trace_record
 from stef.io.otlp.spans import Span
-from stef.stages.validate import FieldMapping
 
 log = structlog.get_logger(__name__)
 

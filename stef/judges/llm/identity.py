@@ -30,7 +30,6 @@ class ModelWatch:
         self._metrics = metrics
         self._lock = threading.Lock()
         self._last: str | None = None
-        self.changes = 0
 
     @property
     def last(self) -> str | None:
@@ -45,8 +44,6 @@ class ModelWatch:
         with self._lock:
             previous, self._last = self._last, reported
             changed = previous is not None and previous != reported
-            if changed:
-                self.changes += 1
             # Under the lock: the gauge's old and new series move together.
             if self._metrics is not None:
                 self._metrics.observe_reported_model(self.configured, previous, reported)

@@ -38,8 +38,6 @@ from stef.stages.verify import REPAIR_KINDS, repair_kind
 from tests.conftest import FIXTURES, ROOT, SHARED_DATA
 from tests.judges.llm.real_model import ALIAS, llama_server
 
-pytestmark = pytest.mark.integration
-
 PAPER_CASES = FIXTURES / "paper-cases.jsonl"
 JUDGE_DEV = SHARED_DATA / "judge-dev.jsonl"
 AGENT_LOG = ROOT / "examples" / "agent_log.jsonl"
@@ -54,6 +52,12 @@ MAX_TOKENS = 2048
 # The share of judge_error results the reply design should stay under.
 MAX_JUDGE_ERROR_SHARE = 0.05
 REPORT = ROOT / "build" / "real-model-report.json"
+# The whole run is the first test's setup: pytest-timeout's default (10 minutes) would cut it,
+# so the bound is per record: a call and a re-ask, each within the LLM timeout (LLM_TIMEOUT_S),
+# and the server's start.
+LLM_TIMEOUT_S = 600
+SECONDS_PER_RECORD = 2 * LLM_TIMEOUT_S
+SERVER_START_S = 300
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,12 @@ def _counts() -> tuple[int, int]:
     return min(n, 17), n
 
 
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(SERVER_START_S + SECONDS_PER_RECORD * sum(_counts())),
+]
+
+
 def _paper_cases(count: int) -> list[tuple[bytes, dict[str, Any], AppRules]]:
     cases: list[tuple[bytes, dict[str, Any], AppRules]] = []
     for line_no, line in enumerate(PAPER_CASES.read_text().splitlines(), start=1):
@@ -151,7 +161,7 @@ def _settings(base_url: str) -> Settings:
         model=ALIAS,
         api_key="none",
         # A full reply (up to MAX_TOKENS) at 30 tokens/s on a quiet machine, 5 on a busy one.
-        timeout_s=600,
+        timeout_s=LLM_TIMEOUT_S,
         # One retry: a local server that times out once will time out again.
         max_retries=1,
         max_concurrency=1,
