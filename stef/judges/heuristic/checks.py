@@ -71,9 +71,13 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Finding:
+    """``weight``: how many pieces of strong evidence it holds (each question value missed or
+    contradicted counts apart)."""
+
     label: Issue
     reason: str
     strong: bool
+    weight: int = 1
 
 
 Check = Callable[[Evidence], Iterator[Finding]]
@@ -99,7 +103,7 @@ def question_filters(ev: Evidence) -> Iterator[Finding]:
         hard = [f.text for f in hits if f.kind in _STRONG_KINDS]
         soft = [f.text for f in hits if f.kind not in _STRONG_KINDS]
         if hard:
-            yield Finding(label, f"{what} {', '.join(hard)}", strong=True)
+            yield Finding(label, f"{what} {', '.join(hard)}", strong=True, weight=len(hard))
         if soft:
             yield Finding(label, f"{what} {', '.join(soft)}", strong=False)
 
@@ -386,6 +390,19 @@ _TRUNCATING_DIALECTS = {"sqlite", "postgres", "redshift", "tsql"}
 _FLOAT_HINT = re.compile(r"cast\(|real|float|double|decimal|numeric|\d\.\d|::", re.I)
 
 
+# AVG(x) / COUNT(y), CAST(AVG(x) AS REAL) / COUNT(y): an average divided again by a count.
+_AVERAGE_OVER_COUNT = re.compile(
+    r"\bavg\s*\((?:[^()]|\([^()]*\))*\)\s*(?:as\s+\w+\s*\)\s*)?/\s*(?:cast\s*\(\s*)?count\s*\(",
+    re.I,
+)
+
+
+def average_over_count(ev: Evidence) -> Iterator[Finding]:
+    """An average divided by a count: SUM(x) / COUNT(y) made an average twice."""
+    if _AVERAGE_OVER_COUNT.search(SQL_STRING.sub("''", ev.request.record.sql)):
+        yield Finding("aggregation_wrong", "an AVG() divided again by a COUNT()", True)
+
+
 def integer_division(ev: Evidence) -> Iterator[Finding]:
     """A ratio of integer aggregates in a dialect whose ``/`` truncates integers.
 
@@ -463,6 +480,7 @@ CHECKS: tuple[Check, ...] = (
     unrequested_predicates,
     enrichment_aggregates,
     unasked_aggregates,
+    average_over_count,
     integer_division,
     operator_mismatch,
     enrichment_distinct,

@@ -626,13 +626,17 @@ def _verdict(ev: Evidence, strong: list[Finding], weak: list[Finding]) -> Verdic
     # never makes "every filter missed" on its own.
     read = [m for m in ev.matches if ev.qs.filters[m.filter].kind != "status"]
     all_missing = bool(read) and all(m.status != "matched" for m in read) and spec.parsed
-    if spec.mutating or spec.multiple_statements or all_missing or len(strong) >= 2:
+    if spec.mutating or spec.multiple_statements or all_missing or _weight(strong) >= 2:
         return Verdict.INCORRECT
     if strong:
         return Verdict.POTENTIALLY_INCORRECT
     if any(f.label in _LOWERING for f in weak):
         return Verdict.LIKELY_CORRECT
     return Verdict.CORRECT
+
+
+def _weight(findings: list[Finding]) -> int:
+    return sum(f.weight for f in findings)
 
 
 def _confidence(ev: Evidence) -> float:

@@ -642,6 +642,13 @@ VALUES = [
         enriched="the slowest hero refers to MIN(speed_value)",
     ),
     Pair(
+        "average-divided-by-count",
+        "What was the average rating of players taller than 170?",
+        "SELECT CAST(SUM(rating) AS REAL) / COUNT(id) FROM players WHERE height > 170",
+        "SELECT CAST(AVG(rating) AS REAL) / COUNT(id) FROM players WHERE height > 170",
+        "issues:aggregation_wrong",
+    ),
+    Pair(
         "average-total-price",
         "What is the average total price of the orders in January, 2012?",
         "SELECT AVG(price) FROM orders WHERE order_date LIKE '2012-01%'",
@@ -1000,3 +1007,22 @@ def test_rewrites_that_keep_the_meaning_score_the_same(same: Same) -> None:
         other.components.verdict,
         other.components.filter_status,
     ), f"\none:   {summary(one)}\nother: {summary(other)}"
+
+
+def test_each_value_missed_or_contradicted_is_evidence_of_its_own() -> None:
+    """One question value wrong is Potentially Incorrect; two are Incorrect, in one finding."""
+    question = "How many orders from customer 42 in 2023 were over 100 dollars?"
+    one = judged(
+        question,
+        "SELECT COUNT(*) FROM orders WHERE customer_id = 42 AND amount > 100"
+        " AND order_date >= '2022-01-01' AND order_date < '2023-01-01'",
+    )
+    two = judged(
+        question,
+        "SELECT COUNT(*) FROM orders WHERE customer_id = 43 AND amount > 100"
+        " AND order_date >= '2022-01-01' AND order_date < '2023-01-01'",
+    )
+    assert one.components is not None and two.components is not None
+    assert str(one.components.verdict) == "Potentially Incorrect"
+    assert str(two.components.verdict) == "Incorrect"
+    assert two.score is not None and one.score is not None and two.score < one.score
