@@ -176,7 +176,15 @@ class Metrics:
             self.judge_repairs.labels(kind=kind)
 
     def _register_quality(self, r: CollectorRegistry) -> None:
-        """What the judge found: outcomes, scores, tiers, issues, safety."""
+        """What the judge found: outcomes, scores, tiers, issues, safety (registered in this
+        order: the exposition lists the families as they were registered)."""
+        self._register_verdicts(r)
+        self._register_reference(r)
+        self._register_estimates(r)
+        self._register_failures(r)
+
+    def _register_verdicts(self, r: CollectorRegistry) -> None:
+        """Outcomes, scores, tiers, confidence, enrichment, issues, safety, review."""
         self.records = Counter(
             "stef_records_total", "Records received, by outcome", ["app", "outcome"], registry=r
         )
@@ -218,6 +226,9 @@ class Metrics:
             ["app"],
             registry=r,
         )
+
+    def _register_reference(self, r: CollectorRegistry) -> None:
+        """Reference mode and the cascade: what decided a record."""
         self.reference_verdicts = Counter(
             "stef_reference_verdicts_total",
             "Records compared with a reference SQL, by reference verdict and what decided it "
@@ -239,6 +250,9 @@ class Metrics:
             ["app", "decided_by"],
             registry=r,
         )
+
+    def _register_estimates(self, r: CollectorRegistry) -> None:
+        """The agent's accuracy estimated from the judge's p_correct."""
         self.estimated_accuracy = Gauge(
             "stef_estimated_accuracy",
             "Agent accuracy estimated from p_correct over the last window of evaluated records "
@@ -258,6 +272,9 @@ class Metrics:
             ["app"],
             registry=r,
         )
+
+    def _register_failures(self, r: CollectorRegistry) -> None:
+        """Records the judge could not decide, dead letters, and the newest record's time."""
         self.judge_errors = Counter(
             "stef_judge_errors_total",
             "Records whose judge could not decide, by reason",
