@@ -194,7 +194,7 @@ def _judge(
             on_progress=progress.update_to,
         )
     progress.close()
-    return items, backend.info, pipeline.calibration
+    return items, backend.info, pipeline.options.calibration
 
 
 def _generated(args: argparse.Namespace, settings: Settings) -> Generated | None:
