@@ -289,7 +289,7 @@ class Service:
         if not envelopes:
             return
         self.window.admit(envelopes)
-        self.metrics.inflight.inc(len(envelopes))
+        self.metrics.service.inflight.inc(len(envelopes))
         self._received += len(envelopes)
         for envelope in envelopes:
             self._work.put(envelope)
@@ -355,12 +355,12 @@ class Service:
             )
         else:
             self._commit_failures = (0, "")
-        self.metrics.uncommitted.set(self.source.uncommitted())
+        self.metrics.seams.uncommitted.set(self.source.uncommitted())
         lags = self.source.lag()
         for (topic, partition), lag in lags.items():
             self.metrics.set_lag(topic, partition, lag)
         for topic, partition in self._lag_labels - set(lags):
-            self.metrics.consumer_lag.remove(topic, str(partition))
+            self.metrics.service.consumer_lag.remove(topic, str(partition))
         self._lag_labels = set(lags)
 
     def _on_rules_reload(self, outcome: str) -> None:
