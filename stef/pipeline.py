@@ -217,28 +217,7 @@ class Pipeline:
                 self.metrics.observe_invalid(None, invalid[0])
             return self._dead(invalid[0], invalid[1], position, payload, key)
         try:
-            try:
-                record = validate(payload, self.options.mapping, self.options.limits)
-            except InvalidInput as exc:
-                if self.metrics is not None:
-                    self.metrics.observe_invalid(self._app_of(payload), exc.reason)
-                return self._dead(exc.reason, exc.detail, position, payload, key)
-            try:
-                result = self.judge_record(record)
-            except InvalidInput as exc:  # past the CPU budget: judged, but too costly to keep
-                if self.metrics is not None:
-                    self.metrics.observe_invalid(record.app, exc.reason)
-                return self._dead(exc.reason, exc.detail, position, payload, key)
-            if self.options.backfill is not None:
-                result = result.model_copy(update={"backfill": self.options.backfill})
-            if self.options.include_input:
-                result = result.model_copy(update={"input": _input_of(record)})
-            value = result.to_json().encode("utf-8")
-            if self.metrics is not None:
-                self.metrics.observe_result(result)
-            # The id may be as long as the record allows: the key is bounded, the value has it all.
-            key = message_key(result.id.encode("utf-8"))
-            return Processed(value=value, key=key, result=result)
+            return self._judged(payload, position, key)
         except Exception as exc:  # the one guard of the record path: no record stops a command
             message = str(exc).replace("\n", " ")[:_MAX_INTERNAL_MESSAGE]
             log.error(
@@ -249,6 +228,30 @@ class Pipeline:
             return self._dead(
                 "internal_error", f"{type(exc).__name__}: {message}", position, payload, key
             )
+
+    def _judged(self, payload: bytes, position: dict[str, Any], key: bytes | None) -> Processed:
+        """Validate and judge one record: its result, or the dead letter of invalid input."""
+        try:
+            record = validate(payload, self.options.mapping, self.options.limits)
+        except InvalidInput as exc:
+            if self.metrics is not None:
+                self.metrics.observe_invalid(self._app_of(payload), exc.reason)
+            return self._dead(exc.reason, exc.detail, position, payload, key)
+        try:
+            result = self.judge_record(record)
+        except InvalidInput as exc:  # past the CPU budget: judged, but too costly to keep
+            if self.metrics is not None:
+                self.metrics.observe_invalid(record.app, exc.reason)
+            return self._dead(exc.reason, exc.detail, position, payload, key)
+        if self.options.backfill is not None:
+            result = result.model_copy(update={"backfill": self.options.backfill})
+        if self.options.include_input:
+            result = result.model_copy(update={"input": _input_of(record)})
+        value = result.to_json().encode("utf-8")
+        if self.metrics is not None:
+            self.metrics.observe_result(result)
+        # The id may be as long as the record allows: the key is bounded, the value has it all.
+        return Processed(value=value, key=message_key(result.id.encode("utf-8")), result=result)
 
     def _dead(
         self,

@@ -126,6 +126,31 @@ def run(args: argparse.Namespace) -> int:
         return Exit.USAGE
     if args.results is not None or args.labels is not None or args.file is None:
         return _run_joined(args)
+    loaded = _load(args)
+    if isinstance(loaded, int):
+        return loaded
+    settings, records, rules = loaded
+    judged = _judge(args, settings, rules, records)
+    if isinstance(judged, int):
+        return judged
+    items, info, cal = judged
+    items, invalid = [i for i in items if i.invalid is None], [i for i in items if i.invalid]
+    if invalid:
+        print(_invalid_line(invalid, len(records), settings.field_mapping), file=sys.stderr)
+        if not items:
+            return Exit.FAILURE
+    if args.fit is not None:
+        return _fit(args, items, info)
+    with_reference = reference_agreement(
+        records, rules, reformat=args.reformat, generated=_generated(args, settings)
+    )
+    _print_report(args, items, info.backend, cal, with_reference)
+    return Exit.OK
+
+
+def _load(args: argparse.Namespace) -> tuple[Settings, list[Labelled], RuleSet] | int:
+    """The settings (checked by the preflight), the labelled records and the rules (without
+    sampling: every labelled record is judged); or the exit status."""
     try:
         # The labels file is in STEF's field names, or in the agent's with --config's
         # field_mapping (each record then goes to the judge whole, less label and reference).
@@ -143,22 +168,7 @@ def run(args: argparse.Namespace) -> int:
     unusable = preflight("stef calibrate", settings)
     if unusable is not None:
         return unusable
-    judged = _judge(args, settings, rules, records)
-    if isinstance(judged, int):
-        return judged
-    items, info, cal = judged
-    items, invalid = [i for i in items if i.invalid is None], [i for i in items if i.invalid]
-    if invalid:
-        print(_invalid_line(invalid, len(records), settings.field_mapping), file=sys.stderr)
-        if not items:
-            return Exit.FAILURE
-    if args.fit is not None:
-        return _fit(args, items, info)
-    with_reference = reference_agreement(
-        records, rules, reformat=args.reformat, generated=_generated(args, settings)
-    )
-    _print_report(args, items, info.backend, cal, with_reference)
-    return Exit.OK
+    return settings, records, rules
 
 
 def _bad_numbers(args: argparse.Namespace) -> str | None:
