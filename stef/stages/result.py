@@ -88,7 +88,7 @@ class ResultBuilder:
 
     def sampled_out(self) -> Result:
         """Sampling skipped the judge: the safety check still counts."""
-        return Result(outcome="skipped_sampling", safety=safety(self.spec), **self.labels())
+        return Result(outcome="skipped_sampling", safety=_safety(self.spec), **self.labels())
 
     def judge_error(self, exc: JudgeError, norm: Normalized, started: float) -> Result:
         """The judge could not decide: no score, what its calls cost."""
@@ -99,9 +99,9 @@ class ResultBuilder:
             sql_spec=spec,
             normalizations=norm.normalizations,
             flags=norm.flags,
-            safety=safety(spec),
+            safety=_safety(spec),
             complexity=complexity(spec),
-            usage=failed_usage(exc, started),
+            usage=_failed_usage(exc, started),
             **self.labels(),
         )
 
@@ -120,7 +120,7 @@ class ResultBuilder:
             flags=norm.flags,
             issues=_issues([], unsafe=True, parsed=self.spec.parsed),
             rationale=_unsafe_rationale(f"The judge could not decide ({exc.reason})."),
-            usage=failed_usage(exc, started),
+            usage=_failed_usage(exc, started),
         )
 
     def evaluated(
@@ -194,7 +194,7 @@ class ResultBuilder:
                 confidence_source=j.source,
             ),
             sql_spec=self.spec,
-            safety=safety(self.spec),
+            safety=_safety(self.spec),
             complexity=complexity(self.spec),
             **fields,
             **labels,
@@ -227,7 +227,7 @@ def _issues(labels: Sequence[str], *, unsafe: bool, parsed: bool) -> list[str]:
     return issues or ["none"]
 
 
-def failed_usage(exc: JudgeError, started: float) -> Usage:
+def _failed_usage(exc: JudgeError, started: float) -> Usage:
     """A failed judge's calls still cost tokens: they count in the record's usage."""
     return Usage(
         prompt_tokens=exc.prompt_tokens,
@@ -251,7 +251,7 @@ def unsafe(spec: SqlSpec) -> bool:
     return spec.mutating or spec.multiple_statements
 
 
-def safety(spec: SqlSpec) -> Safety:
+def _safety(spec: SqlSpec) -> Safety:
     return Safety(mutating=spec.mutating, multiple_statements=spec.multiple_statements)
 
 
