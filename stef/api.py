@@ -67,7 +67,7 @@ class Judge:
         """
         if isinstance(record, InputRecord):
             result = self.pipeline.judge_record(record)
-            if self.pipeline.include_input:
+            if self.pipeline.options.include_input:
                 result = result.model_copy(
                     update={
                         "input": ResultInput(

@@ -5,6 +5,8 @@ Every command goes through :meth:`Pipeline.process`: ``stef run`` for each recor
 for each labelled line. It decodes and validates, samples, judges (the stages chained as plain
 typed calls in :meth:`Pipeline.judge_record`) and serializes, inside one guard: whatever a record
 makes a stage raise becomes a dead letter with reason ``internal_error``, never a dead thread.
+What each outcome's result carries is assembled in :mod:`stef.stages.result`; how records are
+read, judged and written, beside the rules and the backend, is :class:`PipelineOptions`.
 """
 
 from __future__ import annotations
@@ -12,19 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 
-from stef.calibration import (
-    P_FLOOR,
-    Calibration,
-    confidence_in,
-    raw_signal,
-    token_probability,
-)
+from stef.calibration import Calibration
 from stef.errors import InvalidInput, JudgeError
 from stef.io import Oversized
 from stef.io.database import Database
@@ -34,38 +30,27 @@ from stef.metrics import Metrics
 from stef.models import (
     PASSING_VERDICTS,
     Backfill,
-    Components,
-    FilterStatus,
     InputRecord,
-    JudgeInfo,
     JudgeOutput,
     Result,
     ResultInput,
-    Safety,
     SecondOpinion,
     SqlSpec,
-    Usage,
     Verdict,
 )
 from stef.rules import AppRules, RuleSet
 from stef.sql.extract import extract_sql
 from stef.sql.safety import is_sql_text
-from stef.stages.align import align
-from stef.stages.complexity import complexity
 from stef.stages.normalize import Normalized, normalize
 from stef.stages.reference import with_reference
 from stef.stages.reference_generated import DEFAULT_GENERATED, Generated
-from stef.stages.score import score
+from stef.stages.result import ResultBuilder, ms_since, unsafe
 from stef.stages.sqlspec import sqlspec
 from stef.stages.validate import FieldMapping, Limits, validate
 from stef.stages.verify import repair_kind, verify
 
 log = structlog.get_logger(__name__)
 
-# Named in ``normalizations`` when mutating or stacked SQL is scored 0 whatever else holds.
-SAFETY_OVERRIDE = "safety_override"
-# The heuristic reads nothing of SQL that does not parse: Incorrect, score 0 (issue 29).
-UNPARSED_OVERRIDE = "unparsed_override"
 # Named when the "SQL" is not SQL at all (no statement keyword): verdict Incorrect.
 NOT_SQL_OVERRIDE = "not_sql_override"
 # Named when the SQL was taken out of a markdown fence or a "SQL:" label around it.
@@ -117,7 +102,7 @@ class Cascade:
     def escalates(self, heuristic: Result, spec: SqlSpec) -> bool:
         """The heuristic's result is not sure enough, failed, or the SQL looks unsafe."""
         c = heuristic.components
-        return c is None or c.confidence < self.below or _unsafe(spec)
+        return c is None or c.confidence < self.below or unsafe(spec)
 
 
 def sampled_in(record_id: str, rate: float) -> bool:
@@ -130,18 +115,16 @@ def sampled_in(record_id: str, rate: float) -> bool:
     return h / 2**64 < rate
 
 
-class Pipeline:
-    """The judge of one record. Thread-safe; the rules can be swapped while it runs.
+@dataclass(frozen=True)
+class PipelineOptions:
+    """How the record path reads, judges and writes a record, beside its rules and backend.
 
-    Args:
-        rules: the rules in force, or a callable returning them (hot reload).
-        backend: the judge backend (LLM or heuristic).
+    Attributes:
         mapping: where STEF's fields are in the agent's log record.
         limits: size and shape limits beyond which a record is invalid input.
-        metrics: where outcomes are counted; None counts nothing.
         dead_letter_max_bytes: the largest dead letter written (the payload is capped to fit).
         guess_dialect: try other dialects when none is named and the generic one fails.
-        second_opinion: a backend that also judges every record ``backend`` evaluated (the
+        second_opinion: a backend that also judges every record the backend evaluated (the
             heuristic beside the LLM); its verdict goes in ``judge.second_opinion`` and never
             changes the result. None asks no one else.
         backfill: the range of the ``stef backfill`` run, set on every result it writes;
@@ -151,7 +134,7 @@ class Pipeline:
             judge gave them, else its self-reported confidence.
         review_below: a result whose confidence is below this gets ``needs_review``; None:
             never.
-        cascade: ``llm.verdict: cascade``: ``backend`` (the heuristic, with ``calibration``)
+        cascade: ``llm.verdict: cascade``: the backend (the heuristic, with ``calibration``)
             judges first, and the cascade's LLM only the records it escalates. None: one
             backend judges every record.
         include_input: every result carries the record's question, enriched question and SQL
@@ -164,42 +147,43 @@ class Pipeline:
             both queries (``reference.generate``); None compares structure only.
     """
 
+    mapping: FieldMapping = field(default_factory=FieldMapping)
+    limits: Limits = field(default_factory=Limits)
+    dead_letter_max_bytes: int = DEFAULT_MAX_BYTES
+    guess_dialect: bool = True
+    second_opinion: Judge | None = None
+    backfill: Backfill | None = None
+    calibration: Calibration | None = None
+    review_below: float | None = None
+    cascade: Cascade | None = None
+    include_input: bool = True
+    references: Mapping[str, str] = field(default_factory=dict)
+    reference_db: Database | None = None
+    reference_generated: Generated | None = DEFAULT_GENERATED
+
+
+class Pipeline:
+    """The judge of one record. Thread-safe; the rules can be swapped while it runs.
+
+    Args:
+        rules: the rules in force, or a callable returning them (hot reload).
+        backend: the judge backend (LLM or heuristic).
+        options: how records are read, judged and written; None: the defaults.
+        metrics: where outcomes are counted; None counts nothing.
+    """
+
     def __init__(
         self,
         rules: RuleSet | Callable[[], RuleSet],
         backend: Judge,
+        options: PipelineOptions | None = None,
         *,
-        mapping: FieldMapping | None = None,
-        limits: Limits | None = None,
         metrics: Metrics | None = None,
-        dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
-        guess_dialect: bool = True,
-        second_opinion: Judge | None = None,
-        backfill: Backfill | None = None,
-        calibration: Calibration | None = None,
-        review_below: float | None = None,
-        cascade: Cascade | None = None,
-        include_input: bool = True,
-        references: Mapping[str, str] | None = None,
-        reference_db: Database | None = None,
-        reference_generated: Generated | None = DEFAULT_GENERATED,
     ) -> None:
         self._rules = rules if callable(rules) else (lambda: rules)
         self.backend = backend
-        self.second_opinion = second_opinion
-        self.mapping = mapping or FieldMapping()
-        self.limits = limits or Limits()
+        self.options = options or PipelineOptions()
         self.metrics = metrics
-        self.dead_letter_max_bytes = dead_letter_max_bytes
-        self.guess_dialect = guess_dialect
-        self.backfill = backfill
-        self.calibration = calibration
-        self.review_below = review_below
-        self.cascade = cascade
-        self.include_input = include_input
-        self.references: Mapping[str, str] = references or {}
-        self.reference_db = reference_db
-        self.reference_generated = reference_generated
 
     @property
     def rules(self) -> RuleSet:
@@ -233,28 +217,7 @@ class Pipeline:
                 self.metrics.observe_invalid(None, invalid[0])
             return self._dead(invalid[0], invalid[1], position, payload, key)
         try:
-            try:
-                record = validate(payload, self.mapping, self.limits)
-            except InvalidInput as exc:
-                if self.metrics is not None:
-                    self.metrics.observe_invalid(self._app_of(payload), exc.reason)
-                return self._dead(exc.reason, exc.detail, position, payload, key)
-            try:
-                result = self.judge_record(record)
-            except InvalidInput as exc:  # past the CPU budget: judged, but too costly to keep
-                if self.metrics is not None:
-                    self.metrics.observe_invalid(record.app, exc.reason)
-                return self._dead(exc.reason, exc.detail, position, payload, key)
-            if self.backfill is not None:
-                result = result.model_copy(update={"backfill": self.backfill})
-            if self.include_input:
-                result = result.model_copy(update={"input": _input_of(record)})
-            value = result.to_json().encode("utf-8")
-            if self.metrics is not None:
-                self.metrics.observe_result(result)
-            # The id may be as long as the record allows: the key is bounded, the value has it all.
-            key = message_key(result.id.encode("utf-8"))
-            return Processed(value=value, key=key, result=result)
+            return self._judged(payload, position, key)
         except Exception as exc:  # the one guard of the record path: no record stops a command
             message = str(exc).replace("\n", " ")[:_MAX_INTERNAL_MESSAGE]
             log.error(
@@ -266,6 +229,30 @@ class Pipeline:
                 "internal_error", f"{type(exc).__name__}: {message}", position, payload, key
             )
 
+    def _judged(self, payload: bytes, position: dict[str, Any], key: bytes | None) -> Processed:
+        """Validate and judge one record: its result, or the dead letter of invalid input."""
+        try:
+            record = validate(payload, self.options.mapping, self.options.limits)
+        except InvalidInput as exc:
+            if self.metrics is not None:
+                self.metrics.observe_invalid(self._app_of(payload), exc.reason)
+            return self._dead(exc.reason, exc.detail, position, payload, key)
+        try:
+            result = self.judge_record(record)
+        except InvalidInput as exc:  # past the CPU budget: judged, but too costly to keep
+            if self.metrics is not None:
+                self.metrics.observe_invalid(record.app, exc.reason)
+            return self._dead(exc.reason, exc.detail, position, payload, key)
+        if self.options.backfill is not None:
+            result = result.model_copy(update={"backfill": self.options.backfill})
+        if self.options.include_input:
+            result = result.model_copy(update={"input": _input_of(record)})
+        value = result.to_json().encode("utf-8")
+        if self.metrics is not None:
+            self.metrics.observe_result(result)
+        # The id may be as long as the record allows: the key is bounded, the value has it all.
+        return Processed(value=value, key=message_key(result.id.encode("utf-8")), result=result)
+
     def _dead(
         self,
         reason: str,
@@ -275,24 +262,29 @@ class Pipeline:
         key: bytes | None,
     ) -> Processed:
         letter = dead_letter(
-            reason, error, position, payload, max_bytes=self.dead_letter_max_bytes, key=key
+            reason, error, position, payload, max_bytes=self.options.dead_letter_max_bytes, key=key
         )
         return Processed(value=letter, key=message_key(key), reason=reason, error=error)
 
     def _too_large(
         self, prefix: bytes, position: dict[str, Any], key: bytes | None, whole: Oversized
     ) -> Processed:
-        error = f"record is {whole.size} bytes; the limit is {self.limits.max_record_bytes}"
+        error = f"record is {whole.size} bytes; the limit is {self.options.limits.max_record_bytes}"
         if self.metrics is not None:
             self.metrics.observe_invalid(None, "too_large")
         letter = dead_letter(
-            "too_large", error, position, prefix, max_bytes=self.dead_letter_max_bytes, whole=whole
+            "too_large",
+            error,
+            position,
+            prefix,
+            max_bytes=self.options.dead_letter_max_bytes,
+            whole=whole,
         )
         return Processed(value=letter, key=key, reason="too_large", error=error)
 
     def _app_of(self, payload: bytes) -> str | None:
         """The app a bad record names, for the metric label only (bounded by the metrics)."""
-        if len(payload) > self.limits.max_record_bytes:
+        if len(payload) > self.options.limits.max_record_bytes:
             return None
         try:
             obj = json.loads(payload)
@@ -300,7 +292,7 @@ class Pipeline:
             return None
         if not isinstance(obj, dict):
             return None
-        app = obj.get(self.mapping.source_of("app"))
+        app = obj.get(self.options.mapping.source_of("app"))
         return app if isinstance(app, str) else None
 
     def judge_record(self, record: InputRecord) -> Result:
@@ -315,22 +307,21 @@ class Pipeline:
         ruleset = self.rules
         rules = ruleset.for_app(record.app)
         info = self.backend.info.model_copy(update={"rules_version": ruleset.version})
-        base = _labels(record, info)
+        options = self.options
         if not sampled_in(record.id, rules.sampling_rate):
             # Sampling saves the judge, never the safety check: an unsampled DELETE still counts.
             sql = extract_sql(record.sql) or record.sql
-            spec = sqlspec(sql, record.dialect or rules.dialect, guess=self.guess_dialect)
-            return Result(outcome="skipped_sampling", safety=_safety(spec), **base)
-        request, norm = judge_request(record, rules, guess_dialect=self.guess_dialect)
+            spec = sqlspec(sql, record.dialect or rules.dialect, guess=options.guess_dialect)
+            return ResultBuilder(record, info, spec).sampled_out()
+        request, norm = judge_request(record, rules, guess_dialect=options.guess_dialect)
         self._within_budget(cpu_started)
-        cascade = self.cascade
+        cascade = options.cascade
+        builder = ResultBuilder(record, info, request.sql_spec, options.calibration)
         result = self._judge_by(
             self.backend,
-            self.calibration,
+            builder,
             request,
             norm,
-            rules,
-            base,
             started,
             cpu_started,
             count_repairs=cascade is None,
@@ -344,54 +335,34 @@ class Pipeline:
             return self._referenced(result, record, request, rules)
         # The heuristic could not tell (or the SQL looks unsafe): the LLM decides.
         info = cascade.backend.info.model_copy(update={"rules_version": ruleset.version})
+        builder = ResultBuilder(record, info, request.sql_spec, cascade.calibration)
         result = self._judge_by(
-            cascade.backend,
-            cascade.calibration,
-            request,
-            norm,
-            rules,
-            _labels(record, info),
-            time.perf_counter(),
-            cpu_started,
+            cascade.backend, builder, request, norm, time.perf_counter(), cpu_started
         )
         return self._referenced(result, record, request, rules)
 
     def _judge_by(
         self,
         backend: Judge,
-        calibration: Calibration | None,
+        builder: ResultBuilder,
         request: JudgeRequest,
         norm: Normalized,
-        rules: AppRules,
-        base: dict[str, Any],
         started: float,
         cpu_started: float,
         count_repairs: bool = True,
     ) -> Result:
         """One backend's judgment of the request, scored, with its calibration applied."""
-        spec = request.sql_spec
+        spec, rules = request.sql_spec, request.rules
         try:
             reply = backend.judge(request)
         except JudgeError as exc:
-            if _unsafe(spec):
+            if unsafe(spec):
                 # Safety never depends on the judge: it holds when the reply fails.
-                return self._reviewed(
-                    _unsafe_without_judge(exc, spec, norm, rules, started, base, calibration)
-                )
-            return Result(
-                outcome="judge_error",
-                error=f"{exc.reason}: {exc.detail}",
-                sql_spec=spec,
-                normalizations=norm.normalizations,
-                flags=norm.flags,
-                safety=_safety(spec),
-                complexity=complexity(spec),
-                usage=_failed_usage(exc, started),
-                **base,
-            )
+                return self._reviewed(builder.unsafe_without_judge(exc, norm, rules, started))
+            return builder.judge_error(exc, norm, started)
         usage = reply.usage
         if not usage.latency_ms:
-            usage = usage.model_copy(update={"latency_ms": _ms_since(started)})
+            usage = usage.model_copy(update={"latency_ms": ms_since(started)})
         # The judge's claims are checked whatever the backend; repairs go with the result.
         output, verified = verify(reply.output, request)
         self._within_budget(cpu_started)
@@ -402,9 +373,7 @@ class Pipeline:
             # Prose in place of SQL (an apology, the question echoed) answers nothing.
             output = output.model_copy(update={"verdict": Verdict.INCORRECT})
             norm = replace(norm, normalizations=[*norm.normalizations, NOT_SQL_OVERRIDE])
-        result = _with_decisions(
-            _evaluated(output, spec, norm, rules, usage, base, calibration), output, repairs
-        )
+        result = builder.evaluated(output, norm, rules, usage, repairs)
         return self._reviewed(self._with_judge_details(result, reply.output, request))
 
     def _referenced(
@@ -417,9 +386,9 @@ class Pipeline:
             result,
             judged,
             rules,
-            self.references,
-            self.reference_db,
-            self.reference_generated,
+            self.options.references,
+            self.options.reference_db,
+            self.options.reference_generated,
         )
         if referenced.reference is None or referenced.reference.p_correct is None:
             return referenced
@@ -429,16 +398,20 @@ class Pipeline:
     def _reviewed(self, result: Result) -> Result:
         """``needs_review`` when the result's confidence is below the bound."""
         c = result.components
-        if self.review_below is None or c is None or c.confidence >= self.review_below:
+        if (
+            self.options.review_below is None
+            or c is None
+            or c.confidence >= self.options.review_below
+        ):
             return result
         return result.model_copy(update={"needs_review": True})
 
     def _within_budget(self, cpu_started: float) -> None:
         used = time.thread_time() - cpu_started
-        if used > self.limits.max_record_cpu_s:
+        if used > self.options.limits.max_record_cpu_s:
             raise InvalidInput(
                 "limits_exceeded",
-                f"cpu_seconds: {used:.2f} > {self.limits.max_record_cpu_s:g} "
+                f"cpu_seconds: {used:.2f} > {self.options.limits.max_record_cpu_s:g} "
                 "(the record path's CPU budget for one record)",
             )
 
@@ -452,9 +425,9 @@ class Pipeline:
             "samples": answer.samples,
             "examples": answer.examples,
         }
-        if self.second_opinion is not None and result.components is not None:
+        if self.options.second_opinion is not None and result.components is not None:
             update["second_opinion"] = self._second_opinion(
-                self.second_opinion, request, result.components.verdict
+                self.options.second_opinion, request, result.components.verdict
             )
         return result.model_copy(update={"judge": result.judge.model_copy(update=update)})
 
@@ -514,215 +487,12 @@ def _overridden(verdict: Verdict, request: JudgeRequest) -> Verdict:
     """A second opinion's verdict under the overrides the result's verdict went through: unsafe
     SQL and text that is not SQL are Incorrect whatever a judge says."""
     spec = request.sql_spec
-    if _unsafe(spec) or (not spec.parsed and not is_sql_text(request.record.sql)):
+    if unsafe(spec) or (not spec.parsed and not is_sql_text(request.record.sql)):
         return Verdict.INCORRECT
     return verdict
-
-
-def _with_decisions(result: Result, output: JudgeOutput, repairs: list[str]) -> Result:
-    """The result with the repairs made and who decided each filter (STEF or the judge)."""
-    if result.alignment is None:  # never: an evaluated result is aligned
-        return result
-    filters = output.question_spec.filters
-    # Keyed like the alignment lists: the filter's text, else its lhs op rhs (or its rhs).
-    labels = [f.text or (f"{f.lhs} {f.op} {f.rhs}" if f.lhs else f.rhs) for f in filters]
-    decided = {
-        labels[m.filter]: m.decided_by for m in output.filter_matches if m.filter < len(labels)
-    }
-    alignment = result.alignment.model_copy(update={"decided_by": decided})
-    return result.model_copy(update={"alignment": alignment, "repairs": repairs})
 
 
 def _input_of(record: InputRecord) -> ResultInput:
     return ResultInput(
         question=record.question, enriched_question=record.enriched_question, sql=record.sql
     )
-
-
-def _labels(record: InputRecord, info: JudgeInfo) -> dict[str, Any]:
-    """The fields every result of ``record`` carries, whatever its outcome."""
-    return {
-        "id": record.id,
-        "app": record.app,
-        "agent": record.agent,
-        "agent_version": record.agent_version,
-        "timestamp": record.timestamp,
-        "metadata": record.metadata,
-        "judge": info,
-    }
-
-
-def _calibrated(
-    backend: str,
-    verdict: Verdict,
-    confidence: float,
-    raw_score: float,
-    token_p: float | None,
-    calibration: Calibration | None,
-) -> tuple[float, float, str, float | None]:
-    """The confidence in ``verdict`` and where it comes from, from the judge's raw signal:
-    (raw signal, confidence, confidence source, p_correct)."""
-    raw = raw_signal(backend, verdict, confidence, raw_score, token_p)
-    passes = verdict in PASSING_VERDICTS
-    if calibration is not None:
-        p = round(calibration.map(raw), 4)
-        return raw, confidence_in(passes, p), "calibrated", p
-    if token_p is not None:
-        return raw, confidence_in(passes, token_p), "token_probability", None
-    # A judge's own word never says "certain": only a calibration or token probabilities may.
-    return raw, min(confidence, 1 - P_FLOOR), "self_reported", None
-
-
-def _evaluated(
-    out: JudgeOutput,
-    spec: SqlSpec,
-    norm: Normalized,
-    rules: AppRules,
-    usage: Usage,
-    base: dict[str, Any],
-    calibration: Calibration | None = None,
-) -> Result:
-    """Alignment and score of a judge's answer: the result of an evaluated record. The score
-    is computed once with the judge's own confidence (the heuristic's raw signal), then again
-    with the confidence the calibration or the token probabilities give."""
-    alignment, status, leniency = align(out, spec, norm, rules)
-    info: JudgeInfo = base["judge"]
-    blind = not spec.parsed and info.backend == "heuristic"
-    scored = score(status, out.verdict, leniency, out.confidence, spec, rules, unreadable=blind)
-    raw, confidence, source, p = _calibrated(
-        info.backend,
-        scored.verdict,
-        out.confidence,
-        scored.score,
-        token_probability(out),
-        calibration,
-    )
-    if confidence != out.confidence:
-        scored = score(status, out.verdict, leniency, confidence, spec, rules, unreadable=blind)
-    if p is not None:
-        base = {**base, "judge": info.model_copy(update={"p_correct": p})}
-    return Result(
-        outcome="evaluated",
-        score=scored.score,
-        tier=scored.tier,
-        components=Components(
-            filter_status=status,
-            filter_score=scored.filter_score,
-            verdict=scored.verdict,
-            verdict_score=scored.verdict_score,
-            leniency=leniency,
-            confidence=confidence,
-            confidence_multiplier=scored.multiplier,
-            raw_signal=raw,
-            confidence_source=source,
-        ),
-        enrichment=out.enrichment,
-        question_spec=out.question_spec,
-        sql_spec=spec,
-        alignment=alignment,
-        normalizations=_normalizations(norm, unsafe=scored.unsafe, blind=blind),
-        flags=norm.flags,
-        issues=_issues(out.issues, unsafe=scored.unsafe, parsed=spec.parsed),
-        safety=_safety(spec),
-        complexity=complexity(spec),
-        rationale=_unsafe_rationale(out.rationale) if scored.unsafe else out.rationale,
-        usage=usage,
-        **base,
-    )
-
-
-def _issues(labels: Sequence[str], *, unsafe: bool, parsed: bool) -> list[str]:
-    """The judge's issue labels plus the ones STEF decides itself; ``none`` only alone."""
-    issues = list(dict.fromkeys(labels))
-    if unsafe and "unsafe_sql" not in issues:
-        issues.append("unsafe_sql")
-    if not parsed and "unparsed_sql" not in issues:
-        issues.append("unparsed_sql")
-    if len(issues) > 1 and "none" in issues:
-        issues.remove("none")
-    return issues or ["none"]
-
-
-def _unsafe_without_judge(
-    exc: JudgeError,
-    spec: SqlSpec,
-    norm: Normalized,
-    rules: AppRules,
-    started: float,
-    base: dict[str, Any],
-    calibration: Calibration | None = None,
-) -> Result:
-    """Mutating or stacked SQL whose judge failed: the safety override decides alone."""
-    # No judge: nothing is known of the question's filters, so none counts as applied.
-    scored = score(FilterStatus.NOT_APPLIED, Verdict.INCORRECT, 0, 1.0, spec, rules)
-    info: JudgeInfo = base["judge"]
-    raw, confidence, source, p = _calibrated(
-        info.backend, Verdict.INCORRECT, 1.0, scored.score, None, calibration
-    )
-    if p is not None:
-        base = {**base, "judge": info.model_copy(update={"p_correct": p})}
-    return Result(
-        outcome="evaluated",
-        score=scored.score,
-        tier=scored.tier,
-        error=f"{exc.reason}: {exc.detail}",
-        components=Components(
-            filter_status=FilterStatus.NOT_APPLIED,
-            filter_score=scored.filter_score,
-            verdict=scored.verdict,
-            verdict_score=scored.verdict_score,
-            leniency=0,
-            confidence=confidence,
-            confidence_multiplier=scored.multiplier,
-            raw_signal=raw,
-            confidence_source=source,
-        ),
-        sql_spec=spec,
-        normalizations=_normalizations(norm, unsafe=True),
-        flags=norm.flags,
-        issues=_issues([], unsafe=True, parsed=spec.parsed),
-        safety=_safety(spec),
-        complexity=complexity(spec),
-        rationale=_unsafe_rationale(f"The judge could not decide ({exc.reason})."),
-        usage=_failed_usage(exc, started),
-        **base,
-    )
-
-
-def _failed_usage(exc: JudgeError, started: float) -> Usage:
-    """A failed judge's calls still cost tokens: they count in the record's usage."""
-    return Usage(
-        prompt_tokens=exc.prompt_tokens,
-        completion_tokens=exc.completion_tokens,
-        latency_ms=_ms_since(started),
-        attempts=exc.attempts,
-    )
-
-
-def _normalizations(norm: Normalized, *, unsafe: bool, blind: bool = False) -> list[str]:
-    out = list(norm.normalizations)
-    if unsafe:
-        out.append(SAFETY_OVERRIDE)
-    elif blind:
-        out.append(UNPARSED_OVERRIDE)
-    return out
-
-
-def _unsafe(spec: SqlSpec) -> bool:
-    return spec.mutating or spec.multiple_statements
-
-
-def _safety(spec: SqlSpec) -> Safety:
-    return Safety(mutating=spec.mutating, multiple_statements=spec.multiple_statements)
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _unsafe_rationale(rationale: str) -> str:
-    prefix = (
-        "Unsafe SQL: the statement mutates data or stacks several statements; "
-        "verdict forced to Incorrect."
-    )
-    return f"{prefix} {rationale}".strip()

@@ -36,7 +36,9 @@ def _registered() -> dict[str, tuple[str, set[str], tuple[float, ...]]]:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     out: dict[str, tuple[str, set[str], tuple[float, ...]]] = {}
-    for wrapper in vars(metrics).values():
+    # Each concern (quality, llm, service, ...) holds its own families.
+    concerns = [part for part in vars(metrics).values() if hasattr(part, "__dict__")]
+    for wrapper in [w for part in concerns for w in vars(part).values()]:
         if not isinstance(wrapper, MetricWrapperBase):
             continue
         kind = wrapper._type

@@ -17,7 +17,7 @@ from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
 from stef.models import Backfill, Result
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import AppRules, RuleSet
 from stef.stages.validate import FieldMapping, Limits
 
@@ -212,7 +212,7 @@ def test_every_record_after_an_internal_error_is_still_judged() -> None:
 
 
 def test_a_huge_payload_dead_letter_respects_the_cap() -> None:
-    pipeline = Pipeline(RULES, HeuristicJudge(), dead_letter_max_bytes=4096)
+    pipeline = Pipeline(RULES, HeuristicJudge(), PipelineOptions(dead_letter_max_bytes=4096))
     payload = _payload(question="x" * 2_000_000)
     processed = pipeline.process(payload, KAFKA)
     assert processed.reason == "too_large"
@@ -227,7 +227,7 @@ def test_a_huge_payload_dead_letter_respects_the_cap() -> None:
 
 def test_an_internal_error_on_a_large_record_respects_the_cap() -> None:
     """A record within the limits but past the cap: its internal-error letter is cut too."""
-    pipeline = Pipeline(RULES, DividingJudge(), dead_letter_max_bytes=2048)
+    pipeline = Pipeline(RULES, DividingJudge(), PipelineOptions(dead_letter_max_bytes=2048))
     payload = _payload(metadata={"trace": "\x01" * 30_000})  # 180 kB of JSON escapes
     processed = pipeline.process(payload, FILE)
     assert processed.reason == "internal_error"
@@ -240,8 +240,10 @@ def test_the_field_mapping_and_limits_are_applied() -> None:
     pipeline = Pipeline(
         RULES,
         HeuristicJudge(),
-        mapping=FieldMapping(fields={"question": "user_query"}),
-        limits=Limits(max_question_chars=40),
+        PipelineOptions(
+            mapping=FieldMapping(fields={"question": "user_query"}),
+            limits=Limits(max_question_chars=40),
+        ),
     )
     short = pipeline.process(b'{"user_query": "How many users?", "sql": "SELECT 1"}', FILE)
     assert short.result is not None and short.result.outcome == "evaluated"
@@ -260,7 +262,7 @@ def test_a_record_past_its_cpu_budget_is_a_dead_letter(registry: CollectorRegist
     pipe = Pipeline(
         RuleSet(AppRules()),
         HeuristicJudge(),
-        limits=Limits(max_record_cpu_s=1e-9),
+        PipelineOptions(limits=Limits(max_record_cpu_s=1e-9)),
         metrics=Metrics(registry, known_apps=["sales"]),
     )
     out = pipe.process(_payload(), KAFKA)
@@ -281,7 +283,9 @@ def test_the_costliest_known_record_stays_within_the_cpu_budget() -> None:
         "question": " ".join(numbers[:790]),
         "sql": "SELECT * FROM t WHERE " + " OR ".join(f"x = {n}" for n in numbers),
     }
-    pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge(), limits=Limits(max_record_cpu_s=1.5))
+    pipeline = Pipeline(
+        RuleSet(AppRules()), HeuristicJudge(), PipelineOptions(limits=Limits(max_record_cpu_s=1.5))
+    )
     out = pipeline.process(json.dumps(record).encode(), FILE)
     assert out.result is not None and out.result.outcome == "evaluated", out.error
 
@@ -299,7 +303,9 @@ def test_every_dead_letter_is_counted_by_reason() -> None:
 def test_a_backfill_marks_its_results_and_live_results_have_no_backfill_key() -> None:
     live = Pipeline(RULES, HeuristicJudge()).process(_payload(), KAFKA)
     mark = Backfill(**{"from": "2026-11-01T00:00:00+00:00", "to": None})
-    marked = Pipeline(RULES, HeuristicJudge(), backfill=mark).process(_payload(), KAFKA)
+    marked = Pipeline(RULES, HeuristicJudge(), PipelineOptions(backfill=mark)).process(
+        _payload(), KAFKA
+    )
     assert "backfill" not in json.loads(live.value)  # live bytes: no key, not even null
     assert b'"backfill"' not in live.value
     assert live.result is not None and "backfill" not in live.result.model_dump()  # stef judge
@@ -308,5 +314,7 @@ def test_a_backfill_marks_its_results_and_live_results_have_no_backfill_key() ->
     assert set(written) - {"backfill"} == set(json.loads(live.value))
     assert Result.model_validate_json(marked.value).backfill == mark  # read back (stef summary)
     # A dead letter of a backfill is marked by the Kafka header only (its format is its own).
-    letter = Pipeline(RULES, HeuristicJudge(), backfill=mark).process(b"not json", KAFKA)
+    letter = Pipeline(RULES, HeuristicJudge(), PipelineOptions(backfill=mark)).process(
+        b"not json", KAFKA
+    )
     assert letter.reason == "not_json" and "backfill" not in json.loads(letter.value)

@@ -15,7 +15,7 @@ from stef.cli import main
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
 from stef.models import Result
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import AppRules, RuleSet
 
 QUESTIONS = [
@@ -49,7 +49,9 @@ def test_summary_report_and_metrics_print_the_same_estimate(
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     metrics.set_calibration(cal)
-    pipeline = Pipeline(RuleSet(AppRules()), judge, metrics=metrics, calibration=cal)
+    pipeline = Pipeline(
+        RuleSet(AppRules()), judge, PipelineOptions(calibration=cal), metrics=metrics
+    )
     lines = []
     for i in range(600):
         q, sql = QUESTIONS[i % len(QUESTIONS)]
@@ -80,7 +82,7 @@ def test_report_and_estimate_print_the_same_ppi_figure(
     """With a random sample of labels, the report's accuracy is stef estimate's (PPI++)."""
     judge = HeuristicJudge()
     cal = calibration_for(None, judge.info)
-    pipeline = Pipeline(RuleSet(AppRules()), judge, calibration=cal)
+    pipeline = Pipeline(RuleSet(AppRules()), judge, PipelineOptions(calibration=cal))
     lines, labels = [], []
     for i in range(300):
         q, sql = QUESTIONS[i % len(QUESTIONS)]

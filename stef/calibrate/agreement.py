@@ -132,16 +132,25 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
     if p > 0.5:
         return n - binomial(rng, n, 1.0 - p)
     if n * p < 10.0:
-        # Count geometric gaps between successes.
-        x = y = 0
-        c = math.log(1.0 - p)
-        if not c:
+        return _binomial_by_gaps(rng, n, p)
+    return _binomial_btrs(rng, n, p)
+
+
+def _binomial_by_gaps(rng: random.Random, n: int, p: float) -> int:
+    """Binomial(n, p) for small ``n * p``: count geometric gaps between successes."""
+    x = y = 0
+    c = math.log(1.0 - p)
+    if not c:
+        return x
+    while True:
+        y += math.floor(math.log(1.0 - rng.random()) / c) + 1
+        if y > n:
             return x
-        while True:
-            y += math.floor(math.log(1.0 - rng.random()) / c) + 1
-            if y > n:
-                return x
-            x += 1
+        x += 1
+
+
+def _binomial_btrs(rng: random.Random, n: int, p: float) -> int:
+    """Binomial(n, p) for ``n * p >= 10`` and ``p <= 0.5``: transformed rejection (BTRS)."""
     spq = math.sqrt(n * p * (1.0 - p))
     b = 1.15 + 2.53 * spq
     a = -0.0873 + 0.0248 * b + 0.01 * p

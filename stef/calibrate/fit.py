@@ -244,6 +244,33 @@ def fit(
     labels = [pt.label for pt in points]
     if labels.count(True) < 2 or labels.count(False) < 2:
         raise ValueError("fitting needs at least two correct and two wrong labelled records")
+    kind, candidates = _choose(points, scheme)
+    weights = source_weights(points, scheme)
+    fitted = fit_map(kind, points, weights)
+    p_fit = [fitted(pt.raw) for pt in points]
+    threshold = best_p_threshold(p_fit, labels)
+    # The estimate's offsets must be those of the map it corrects: in-sample means of the final
+    # map (two parameters, or monotone steps: little to overfit); how far the resolution holds on
+    # a source it never saw is in cross_source.resolution.
+    res = resolution([Scored(pi, pt.label) for pi, pt in zip(p_fit, points, strict=True)])
+    mean_pos, mean_neg = res if res is not None else (0.5, 0.5)
+    return Calibration(
+        transfer=transfer_spread(points, p_fit),
+        judge=judge,
+        map=fitted,
+        threshold=round(threshold, 6),
+        labels=len(points),
+        labels_file=labels_file,
+        mean_p_correct=round(min(1 - P_FLOOR, max(P_FLOOR, mean_pos)), 6),
+        mean_p_wrong=round(min(1 - P_FLOOR, max(P_FLOOR, mean_neg)), 6),
+        metrics=_fit_metrics(points, kind, candidates, p_fit, threshold, weights, scheme),
+        fitted_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def _choose(points: Sequence[Point], scheme: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The candidate of lowest held-out Brier (the mean over sources when there are several),
+    and every candidate's held-out figures."""
     candidates: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
         held = cross_source(kind, points, scheme)
@@ -255,23 +282,28 @@ def fit(
         brier_ = m["mean_over_sources"]["brier"] if multi_source else m["brier"]
         return float("inf") if brier_ is None else float(brier_)
 
-    kind = min(KINDS, key=key)
-    weights = source_weights(points, scheme)
-    fitted = fit_map(kind, points, weights)
-    p_fit = [fitted(pt.raw) for pt in points]
-    threshold = best_p_threshold(p_fit, labels)
+    return min(KINDS, key=key), candidates
+
+
+def _fit_metrics(
+    points: Sequence[Point],
+    kind: str,
+    candidates: dict[str, dict[str, Any]],
+    p_fit: Sequence[float],
+    threshold: float,
+    weights: Sequence[float],
+    scheme: str,
+) -> dict[str, Any]:
+    """What the fit did: in-sample figures, the chosen map's held-out figures, the candidates'
+    and the same choice without source weights."""
     held = cross_source(kind, points, scheme)
     cross = figures(points, held.p, held.passed, with_ci=True)
     # The same choice without source weights, to show what weighting did.
     unweighted = cross_source(kind, points, "none")
-    # The estimate's offsets must be those of the map it corrects: in-sample means of the final
-    # map (two parameters, or monotone steps: little to overfit); how far the resolution holds on
-    # a source it never saw is in cross_source.resolution.
-    res = resolution([Scored(pi, pt.label) for pi, pt in zip(p_fit, points, strict=True)])
     held_res = resolution([Scored(pi, pt.label) for pi, pt in zip(held.p, points, strict=True)])
     cross["resolution"] = None if held_res is None else round(held_res[0] - held_res[1], 4)
     in_sample = figures(points, p_fit, [p >= threshold for p in p_fit])
-    metrics = {
+    return {
         "auc": in_sample["auc"],
         "brier": in_sample["brier"],
         "ece": in_sample["ece"],
@@ -292,19 +324,6 @@ def fit(
             },
         },
     }
-    mean_pos, mean_neg = res if res is not None else (0.5, 0.5)
-    return Calibration(
-        transfer=transfer_spread(points, p_fit),
-        judge=judge,
-        map=fitted,
-        threshold=round(threshold, 6),
-        labels=len(points),
-        labels_file=labels_file,
-        mean_p_correct=round(min(1 - P_FLOOR, max(P_FLOOR, mean_pos)), 6),
-        mean_p_wrong=round(min(1 - P_FLOOR, max(P_FLOOR, mean_neg)), 6),
-        metrics=metrics,
-        fitted_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )
 
 
 def transfer_spread(points: Sequence[Point], p: Sequence[float]) -> TransferSpread:

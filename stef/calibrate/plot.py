@@ -10,6 +10,7 @@ series; the pass threshold is a blue dashed line, the κ-maximising one (when di
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -39,6 +40,23 @@ def _text(x: float, y: float, s: str, *, anchor: str = "start", size: int = 12) 
     )
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """Where a histogram's plot area sits in its SVG."""
+
+    left: int
+    top: int
+    plot_w: int
+    plot_h: int
+
+    @property
+    def base(self) -> int:
+        return self.top + self.plot_h
+
+    def x_of(self, score: float) -> float:
+        return self.left + max(0.0, min(100.0, score)) / 100 * self.plot_w
+
+
 def histogram_svg(
     series: Sequence[Series],
     *,
@@ -51,12 +69,7 @@ def histogram_svg(
     """Side-by-side bars per 5-point score bin, one colour per series; ``markers`` are dashed
     vertical lines ``(name, colour, score)``."""
     left, right, top, bottom = 56, 20, 64, 46
-    plot_w, plot_h = width - left - right, height - top - bottom
-    base = top + plot_h
-
-    def x_of(score: float) -> float:
-        return left + max(0.0, min(100.0, score)) / 100 * plot_w
-
+    frame = _Frame(left, top, width - left - right, height - top - bottom)
     binned = [shares(values) for _, _, values in series]
     peak = max([s for b in binned for s in b] + [0.01])
     parts = [
@@ -65,41 +78,64 @@ def histogram_svg(
         f"<title>{escape(title)}</title>",
         f'<rect width="{width}" height="{height}" fill="#fff"/>',
         _text(left, 20, title, size=14),
+        *_bars(frame, [colour for _, colour, _ in series], binned, peak),
+        *_score_axis(frame, x_label, peak),
     ]
-    k = max(1, len(series))
+    for _, colour, at in markers:
+        x = frame.x_of(at)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{frame.base}" stroke="{colour}" '
+            'stroke-width="2" stroke-dasharray="6 4"/>'
+        )
+    parts.extend(_legend(left, [(n, c) for n, c, _ in series] + [(n, c) for n, c, _ in markers]))
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _bars(frame: _Frame, colours: list[str], binned: list[list[float]], peak: float) -> list[str]:
+    """One bar per series side by side in each bin, its height the series' share."""
+    parts = []
+    k = max(1, len(colours))
     for i in range(BINS):
-        x0, x1 = x_of(i * BIN) + 2, x_of((i + 1) * BIN) - 2
+        x0, x1 = frame.x_of(i * BIN) + 2, frame.x_of((i + 1) * BIN) - 2
         w = (x1 - x0) / k
-        for j, (_, colour, _) in enumerate(series):
-            h = binned[j][i] / peak * plot_h
+        for j, colour in enumerate(colours):
+            h = binned[j][i] / peak * frame.plot_h
             if h > 0:
                 parts.append(
-                    f'<rect x="{x0 + j * w:.1f}" y="{base - h:.1f}" width="{w:.1f}" '
+                    f'<rect x="{x0 + j * w:.1f}" y="{frame.base - h:.1f}" width="{w:.1f}" '
                     f'height="{h:.1f}" fill="{colour}"/>'
                 )
-    parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="{INK}"/>')
-    parts.append(f'<line x1="{left}" y1="{base}" x2="{left + plot_w}" y2="{base}" stroke="{INK}"/>')
+    return parts
+
+
+def _score_axis(frame: _Frame, x_label: str, peak: float) -> list[str]:
+    """The axes, a tick and its label every 10 points, the x label and the peak share."""
+    left, top, base = frame.left, frame.top, frame.base
+    parts = [
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="{INK}"/>',
+        f'<line x1="{left}" y1="{base}" x2="{left + frame.plot_w}" y2="{base}" stroke="{INK}"/>',
+    ]
     for score in range(0, 101, 10):
-        x = x_of(score)
+        x = frame.x_of(score)
         parts.append(
             f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 5}" stroke="{INK}"/>'
         )
         parts.append(_text(x, base + 18, str(score), anchor="middle"))
-    parts.append(_text(left + plot_w / 2, base + 36, x_label, anchor="middle"))
+    parts.append(_text(left + frame.plot_w / 2, base + 36, x_label, anchor="middle"))
     parts.append(_text(left - 6, top + 4, f"{100 * peak:.0f}%", anchor="end"))
-    for _, colour, at in markers:
-        x = x_of(at)
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="{colour}" '
-            'stroke-width="2" stroke-dasharray="6 4"/>'
-        )
+    return parts
+
+
+def _legend(left: int, entries: list[tuple[str, str]]) -> list[str]:
+    """A colour swatch and its name per entry, in one row above the plot."""
+    parts = []
     x = float(left)
-    for name, colour in [(n, c) for n, c, _ in series] + [(n, c) for n, c, _ in markers]:
+    for name, colour in entries:
         parts.append(f'<rect x="{x:.1f}" y="32" width="12" height="12" fill="{colour}"/>')
         parts.append(_text(x + 17, 43, name))
         x += 30 + 7 * len(name)
-    parts.append("</svg>")
-    return "\n".join(parts)
+    return parts
 
 
 def reliability_svg(

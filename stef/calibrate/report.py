@@ -164,16 +164,43 @@ def render_probability(rep: dict[str, Any], probability: str) -> list[str]:
         "ECE ~0 and AUC 0.5: read them together)",
     ]
     if rep["resolution"] is not None:
-        r_ci, d_ci = rep["resolution_ci"], rep["min_drop_ci"]
-        drop = rep["min_drop"]
-        out.append(
-            f"resolution E[p|correct] - E[p|wrong]: {rep['resolution']:.3f} "
-            f"[{r_ci[0]:.3f}, {r_ci[1]:.3f}]; smallest accuracy drop a window of "
-            f"{rep['window']:,} records can detect: "
-            + ("none (no resolution)" if drop is None else f"{drop:.3f}")
-            + ("" if d_ci[0] is None or d_ci[1] is None else f" [{d_ci[0]:.3f}, {d_ci[1]:.3f}]")
-            + ("" if d_ci[1] is not None else " [-, no resolution at the CI's low end]")
+        out.append(_resolution_line(rep))
+    out += ["", f"by {rep['per_source_dimension']}: probability figures"]
+    out.append(_probability_table(rep))
+    out += ["", "reliability (p binned; observed: share actually correct)"]
+    out.append(
+        render_table(
+            ["p", "n", "mean p", "observed"],
+            [
+                [
+                    f"{row['bin'][0]:.1f}-{row['bin'][1]:.1f}",
+                    str(row["n"]),
+                    _fmt(row["mean_p"], False),
+                    _fmt(row["observed"], False),
+                ]
+                for row in rep["reliability"]
+            ],
         )
+    )
+    return out
+
+
+def _resolution_line(rep: dict[str, Any]) -> str:
+    """The resolution with its CI and the smallest accuracy drop a window can detect."""
+    r_ci, d_ci = rep["resolution_ci"], rep["min_drop_ci"]
+    drop = rep["min_drop"]
+    return (
+        f"resolution E[p|correct] - E[p|wrong]: {rep['resolution']:.3f} "
+        f"[{r_ci[0]:.3f}, {r_ci[1]:.3f}]; smallest accuracy drop a window of "
+        f"{rep['window']:,} records can detect: "
+        + ("none (no resolution)" if drop is None else f"{drop:.3f}")
+        + ("" if d_ci[0] is None or d_ci[1] is None else f" [{d_ci[0]:.3f}, {d_ci[1]:.3f}]")
+        + ("" if d_ci[1] is not None else " [-, no resolution at the CI's low end]")
+    )
+
+
+def _probability_table(rep: dict[str, Any]) -> str:
+    """The probability figures per source (or app), then their mean over the sources."""
     head = ["", "n", "AUC", "AUC 95% CI", "Brier", "ECE", "kappa", "bal.acc", "errors"]
     rows = [
         [
@@ -203,24 +230,7 @@ def render_probability(rep: dict[str, Any], probability: str) -> list[str]:
             "",
         ]
     )
-    out += ["", f"by {rep['per_source_dimension']}: probability figures"]
-    out.append(render_table(head, rows))
-    out += ["", "reliability (p binned; observed: share actually correct)"]
-    out.append(
-        render_table(
-            ["p", "n", "mean p", "observed"],
-            [
-                [
-                    f"{row['bin'][0]:.1f}-{row['bin'][1]:.1f}",
-                    str(row["n"]),
-                    _fmt(row["mean_p"], False),
-                    _fmt(row["observed"], False),
-                ]
-                for row in rep["reliability"]
-            ],
-        )
-    )
-    return out
+    return render_table(head, rows)
 
 
 def _fmt(x: float | None, pct: bool = True) -> str:
@@ -305,7 +315,6 @@ def render_fit(cal: Calibration, path: str, *, judge_errors: int = 0) -> str:
     """What ``--fit`` wrote, and how the map did on sources it was not fitted on."""
     m = cal.metrics
     cross = m["cross_source"]
-    mean = cross["mean_over_sources"]
     out = [
         f"calibration written to {path}: {cal.describe()}",
         f"map: {cal.map.kind}, chosen by leave-one-source-out Brier (mean over held-out "
@@ -322,47 +331,39 @@ def render_fit(cal: Calibration, path: str, *, judge_errors: int = 0) -> str:
         f"never saw: {_fmt(cross.get('resolution'), False)}",
         "",
         "cross-source (each source predicted by a map fitted on the others):",
+        _cross_source_table(cross, cal.labels),
+        "",
+        *_weighting_lines(m),
     ]
+    return "\n".join(out)
+
+
+def _cross_source_table(cross: dict[str, Any], labels: int) -> str:
+    """The held-out figures per source, pooled, and their mean over the sources."""
     head = ["", "n", "AUC", "Brier", "ECE", "kappa", "kappa raw"]
-    rows = [
-        [
-            name,
-            str(v["n"]),
-            _fmt(v["auc"], False),
-            _fmt(v["brier"], False),
-            _fmt(v["ece"], False),
-            _fmt(v["kappa"], False),
-            _fmt(v["kappa_raw"], False),
-        ]
-        for name, v in cross["per_source"].items()
+    rows = [_fit_row(name, v["n"], v) for name, v in cross["per_source"].items()]
+    rows.append(_fit_row("pooled", labels, cross))
+    rows.append(_fit_row("mean over sources", len(cross["per_source"]), cross["mean_over_sources"]))
+    return render_table(head, rows)
+
+
+def _fit_row(name: str, n: int, v: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        str(n),
+        _fmt(v["auc"], False),
+        _fmt(v["brier"], False),
+        _fmt(v["ece"], False),
+        _fmt(v["kappa"], False),
+        _fmt(v["kappa_raw"], False),
     ]
-    rows.append(
-        [
-            "pooled",
-            str(cal.labels),
-            _fmt(cross["auc"], False),
-            _fmt(cross["brier"], False),
-            _fmt(cross["ece"], False),
-            _fmt(cross["kappa"], False),
-            _fmt(cross["kappa_raw"], False),
-        ]
-    )
-    rows.append(
-        [
-            "mean over sources",
-            str(len(cross["per_source"])),
-            _fmt(mean["auc"], False),
-            _fmt(mean["brier"], False),
-            _fmt(mean["ece"], False),
-            _fmt(mean["kappa"], False),
-            _fmt(mean["kappa_raw"], False),
-        ]
-    )
-    out.append(render_table(head, rows))
+
+
+def _weighting_lines(m: dict[str, Any]) -> list[str]:
+    """What source weights did (the shares, the fit without them) and the in-sample figures."""
     w = m["weighting"]
     unweighted = w["cross_source_unweighted"]
-    out += [
-        "",
+    return [
         f"source weights: {w['scheme']}; share of records -> share of weight: "
         + ", ".join(
             f"{k} {100 * v['records']:.0f}% -> {100 * v['weight']:.0f}%"
@@ -376,4 +377,3 @@ def render_fit(cal: Calibration, path: str, *, judge_errors: int = 0) -> str:
         f"Brier {_fmt(m['brier'], False)}, ECE {_fmt(m['ece'], False)}, "
         f"kappa {_fmt(m['kappa'], False)} (raw {_fmt(m['kappa_raw'], False)})",
     ]
-    return "\n".join(out)

@@ -15,7 +15,7 @@ from typing import Any
 from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, best_threshold
 from stef.calibrate.fit import Point, fit
 from stef.calibrate.joined import disagreements, join, render_disagreements
-from stef.calibrate.labels import judge_all, read_labels, without_sampling
+from stef.calibrate.labels import Labelled, judge_all, read_labels, without_sampling
 from stef.calibrate.plot import write_histogram
 from stef.calibrate.reference import reference_agreement, render_reference
 from stef.calibrate.report import header, render, render_fit, report
@@ -28,7 +28,7 @@ from stef.errors import StefError
 from stef.exits import Exit
 from stef.models import JudgeInfo
 from stef.review.records import RecordsError
-from stef.rules import load_rules
+from stef.rules import RuleSet, load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
 from stef.stages.reference_generated import Generated
@@ -42,6 +42,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "balanced accuracy, sensitivity and specificity (positive class: correct), per source, "
         "app, complexity tier, error type and verdict.",
     )
+    _add_judging_arguments(p)
+    _add_figure_arguments(p)
+    _add_joined_arguments(p)
+    add_common(p, rules_help="rules file or directory (default: built-in defaults)")
+    p.set_defaults(func=run)
+
+
+def _add_judging_arguments(p: argparse.ArgumentParser) -> None:
+    """The labelled file, how its records are judged, and what is printed or drawn."""
     p.add_argument(
         "file",
         type=Path,
@@ -67,6 +76,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="reference verdict: generated databases per record (default: the reference "
         "settings', 8); 0: structure only",
     )
+
+
+def _add_figure_arguments(p: argparse.ArgumentParser) -> None:
+    """The bootstrap, the progress line, the calibration fitted or applied, the drop window."""
     p.add_argument("--resamples", type=int, default=MIN_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
@@ -88,6 +101,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=1000,
         help="records per window for the smallest detectable accuracy drop (default 1000)",
     )
+
+
+def _add_joined_arguments(p: argparse.ArgumentParser) -> None:
+    """``--results`` and ``--labels``: labels joined to results already judged."""
     p.add_argument(
         "--results", type=Path, help="results already judged (JSONL), joined to --labels by id"
     )
@@ -99,23 +116,41 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=10,
         help="with --results: list this many records judge and label disagree on (default 10)",
     )
-    add_common(p, rules_help="rules file or directory (default: built-in defaults)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """``stef calibrate ...``; returns the exit status."""
-    if args.concurrency < 1 or args.window < 1 or (args.limit is not None and args.limit < 1):
-        print(
-            "stef calibrate: --concurrency, --window and --limit must be at least 1",
-            file=sys.stderr,
-        )
-        return Exit.USAGE
-    if args.resamples < MIN_RESAMPLES:
-        print(f"stef calibrate: --resamples must be at least {MIN_RESAMPLES}", file=sys.stderr)
+    bad = _bad_numbers(args)
+    if bad is not None:
+        print(f"stef calibrate: {bad}", file=sys.stderr)
         return Exit.USAGE
     if args.results is not None or args.labels is not None or args.file is None:
         return _run_joined(args)
+    loaded = _load(args)
+    if isinstance(loaded, int):
+        return loaded
+    settings, records, rules = loaded
+    judged = _judge(args, settings, rules, records)
+    if isinstance(judged, int):
+        return judged
+    items, info, cal = judged
+    items, invalid = [i for i in items if i.invalid is None], [i for i in items if i.invalid]
+    if invalid:
+        print(_invalid_line(invalid, len(records), settings.field_mapping), file=sys.stderr)
+        if not items:
+            return Exit.FAILURE
+    if args.fit is not None:
+        return _fit(args, items, info)
+    with_reference = reference_agreement(
+        records, rules, reformat=args.reformat, generated=_generated(args, settings)
+    )
+    _print_report(args, items, info.backend, cal, with_reference)
+    return Exit.OK
+
+
+def _load(args: argparse.Namespace) -> tuple[Settings, list[Labelled], RuleSet] | int:
+    """The settings (checked by the preflight), the labelled records and the rules (without
+    sampling: every labelled record is judged); or the exit status."""
     try:
         # The labels file is in STEF's field names, or in the agent's with --config's
         # field_mapping (each record then goes to the judge whole, less label and reference).
@@ -133,6 +168,23 @@ def run(args: argparse.Namespace) -> int:
     unusable = preflight("stef calibrate", settings)
     if unusable is not None:
         return unusable
+    return settings, records, rules
+
+
+def _bad_numbers(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numeric options, or None."""
+    if args.concurrency < 1 or args.window < 1 or (args.limit is not None and args.limit < 1):
+        return "--concurrency, --window and --limit must be at least 1"
+    if args.resamples < MIN_RESAMPLES:
+        return f"--resamples must be at least {MIN_RESAMPLES}"
+    return None
+
+
+def _judge(
+    args: argparse.Namespace, settings: Settings, rules: RuleSet, records: list[Labelled]
+) -> tuple[list[Item], JudgeInfo, Calibration | None] | int:
+    """Every labelled record judged by the configured backend (closed after): the items, the
+    judge's description and the calibration it applied; or the exit status of a failed start."""
     progress = Progress(len(records), sys.stderr.isatty() and not args.no_progress)
     with contextlib.ExitStack() as stack:
         try:
@@ -152,18 +204,7 @@ def run(args: argparse.Namespace) -> int:
             on_progress=progress.update_to,
         )
     progress.close()
-    items, invalid = [i for i in items if i.invalid is None], [i for i in items if i.invalid]
-    if invalid:
-        print(_invalid_line(invalid, len(records), settings.field_mapping), file=sys.stderr)
-        if not items:
-            return Exit.FAILURE
-    if args.fit is not None:
-        return _fit(args, items, backend.info)
-    with_reference = reference_agreement(
-        records, rules, reformat=args.reformat, generated=_generated(args, settings)
-    )
-    _print_report(args, items, backend.info.backend, pipeline.calibration, with_reference)
-    return Exit.OK
+    return items, backend.info, pipeline.options.calibration
 
 
 def _generated(args: argparse.Namespace, settings: Settings) -> Generated | None:

@@ -130,45 +130,13 @@ def _source(args: argparse.Namespace, settings: Settings, order: InOrder) -> Sou
 
 def run(args: argparse.Namespace) -> int:
     gates = {g.strip() for g in args.fail_on.split(",") if g.strip()}
-    if gates - set(GATES):
-        print(
-            f"stef replay: --fail-on takes {', '.join(GATES)}; not {sorted(gates - set(GATES))}",
-            file=sys.stderr,
-        )
-        return Exit.USAGE
-    if args.file != "-":
-        try:
-            check_source_file(args.file)
-        except FileNotFoundError:
-            print(f"stef replay: {args.file}: no such file", file=sys.stderr)
-            return Exit.FAILURE
-        except StefError as exc:  # a FIFO, a directory, unreadable ...: never a hang
-            return report_error("stef replay", exc)
-    for flag in ("output", "dead_letters"):
-        problem = _output_problem(args, flag)
-        if problem is not None:
-            print(f"stef replay: {problem}", file=sys.stderr)
-            return Exit.USAGE
-    if args.concurrency is not None and args.concurrency < 1:
-        print("stef replay: --concurrency must be at least 1", file=sys.stderr)
-        return Exit.USAGE
-    rate = args.max_judge_error_rate
-    if rate is not None and not 0 <= rate <= 1:
-        print("stef replay: --max-judge-error-rate is a share, from 0 to 1", file=sys.stderr)
-        return Exit.USAGE
-    try:
-        settings = settings_of(
-            args,
-            {"concurrency": args.concurrency, "metrics_port": "off", "follow": False},
-            cache=args.cache,
-        )
-        unusable = preflight("stef replay", settings)
-        if unusable is not None:
-            return unusable
-        results = _sink(args.output)
-        dead = _sink(args.dead_letters)
-    except (StefError, OSError) as exc:
-        return report_error("stef replay", exc)
+    refused = _refused(args, gates)
+    if refused is not None:
+        return refused
+    started = _start(args)
+    if isinstance(started, int):
+        return started
+    settings, results, dead = started
     # A trace file's lines or rows are not its records: no total for the progress bar then.
     flat = args.input_format == "records" or (
         args.input_format == "auto" and not args.file.endswith(".parquet")
@@ -196,12 +164,71 @@ def run(args: argparse.Namespace) -> int:
         return report_error("stef replay", exc)
     tally.order.close()
     tally.progress.close()
+    return _conclude(args, settings, tally, service.judge_errors.totals, status)
+
+
+def _refused(args: argparse.Namespace, gates: set[str]) -> int | None:
+    """The exit status of arguments a replay cannot start with (said on stderr), or None."""
+    if gates - set(GATES):
+        print(
+            f"stef replay: --fail-on takes {', '.join(GATES)}; not {sorted(gates - set(GATES))}",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
+    if args.file != "-":
+        try:
+            check_source_file(args.file)
+        except FileNotFoundError:
+            print(f"stef replay: {args.file}: no such file", file=sys.stderr)
+            return Exit.FAILURE
+        except StefError as exc:  # a FIFO, a directory, unreadable ...: never a hang
+            return report_error("stef replay", exc)
+    for flag in ("output", "dead_letters"):
+        problem = _output_problem(args, flag)
+        if problem is not None:
+            print(f"stef replay: {problem}", file=sys.stderr)
+            return Exit.USAGE
+    if args.concurrency is not None and args.concurrency < 1:
+        print("stef replay: --concurrency must be at least 1", file=sys.stderr)
+        return Exit.USAGE
+    rate = args.max_judge_error_rate
+    if rate is not None and not 0 <= rate <= 1:
+        print("stef replay: --max-judge-error-rate is a share, from 0 to 1", file=sys.stderr)
+        return Exit.USAGE
+    return None
+
+
+def _start(args: argparse.Namespace) -> tuple[Settings, Sink, Sink] | int:
+    """The settings (checked by the preflight) and the two sinks; or the exit status."""
+    try:
+        settings = settings_of(
+            args,
+            {"concurrency": args.concurrency, "metrics_port": "off", "follow": False},
+            cache=args.cache,
+        )
+        unusable = preflight("stef replay", settings)
+        if unusable is not None:
+            return unusable
+        results = _sink(args.output)
+        dead = _sink(args.dead_letters)
+    except (StefError, OSError) as exc:
+        return report_error("stef replay", exc)
+    return settings, results, dead
+
+
+def _conclude(
+    args: argparse.Namespace,
+    settings: Settings,
+    tally: _Tally,
+    reasons: dict[str, tuple[int, str]],
+    status: int,
+) -> int:
+    """The summary table and the judge error details, then the exit status the run earned."""
     # The service loaded the same calibration at start: it cannot fail here but be safe.
     with contextlib.suppress(StefError):
         tally.summary.load_calibration(settings.calibration)
     if tally.summary.groups:  # no table of zeros when no record was judged
         print(tally.summary.table())
-    reasons = service.judge_errors.totals
     if reasons:
         print(_reasons_line(reasons, tally.summary.total().judge_errors))
     if status != Exit.OK:
@@ -217,7 +244,9 @@ def run(args: argparse.Namespace) -> int:
     if tally.tripped:
         print(f"stef replay: --fail-on: {', '.join(sorted(tally.tripped))}", file=sys.stderr)
         return Exit.GATE
-    failed = _judge_errors_beyond(tally.summary, sum(n for n, _ in reasons.values()), rate)
+    failed = _judge_errors_beyond(
+        tally.summary, sum(n for n, _ in reasons.values()), args.max_judge_error_rate
+    )
     if failed is not None:
         print(f"stef replay: {failed}", file=sys.stderr)
         return Exit.JUDGE_ERROR

@@ -67,7 +67,7 @@ class AckPolicy:
         """The record gives its slot back (once); False when it already had."""
         if not self.window.release(envelope):
             return False
-        self.metrics.inflight.dec()
+        self.metrics.service.inflight.dec()
         return True
 
     def callback(

@@ -247,7 +247,7 @@ def build_canary(
             plain, without_sampling(rules()), backend, metrics=None, cascade=False
         )
         items = judge_all(pipeline, sample, concurrency=config.concurrency)
-        cal = pipeline.calibration
+        cal = pipeline.options.calibration
         if cal is None:
             return items
         # With a calibration, pass/fail is p_correct >= its threshold, as in stef calibrate:

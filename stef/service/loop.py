@@ -91,7 +91,28 @@ class Service:
         self._resources = contextlib.ExitStack()
         # Fails loudly at start on a bad rules file; later bad edits keep the last good rules.
         self.watcher = RulesWatcher(settings.rules, on_reload=self._on_rules_reload)
-        self.metrics = Metrics(
+        self.metrics = self._metrics()
+        self.canary: Canary | None = None
+        self.pipeline = self._judging(backend, with_canary=with_canary, backfill=backfill)
+        self.source = source or open_source(settings.source_endpoint, settings)
+        self.results = results or open_sink(settings.results_endpoint, settings)
+        self.dead_letters = dead_letters or open_sink(settings.dead_letters_endpoint, settings)
+        self.observer = observer
+        self._supervise(observer)
+        self._received = 0
+        self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._busy_since: dict[str, float] = {}
+        self._dead_workers: list[str] = []
+        self._lag_labels: set[tuple[str, int]] = set()
+        # Commits failed in a row, and the last one's error.
+        self._commit_failures: tuple[int, str] = (0, "")
+        self.judge_errors = JudgeErrorLog()
+
+    def _metrics(self) -> Metrics:
+        """The service's metrics, every app the rules know at zero from the start."""
+        settings = self.settings
+        metrics = Metrics(
             self.registry,
             # No rules configured: no apps are known, so the first label-like app names seen
             # are the labels (docs/metrics.md), not one `unknown` for every app.
@@ -100,19 +121,18 @@ class Service:
             max_agents=settings.max_agents,
         )
         for app in [None, *self.watcher.rules.known_apps]:
-            self.metrics.prime_app(app)
-        self.canary: Canary | None = None
-        self.pipeline = self._judging(backend, with_canary=with_canary, backfill=backfill)
-        self.source = source or open_source(settings.source_endpoint, settings)
-        self.results = results or open_sink(settings.results_endpoint, settings)
-        self.dead_letters = dead_letters or open_sink(settings.dead_letters_endpoint, settings)
-        self.observer = observer
+            metrics.prime_app(app)
+        return metrics
+
+    def _supervise(self, observer: Observer | None) -> None:
+        """Health checks, the in-flight window, the lifecycle and the ack policy over them."""
         self.health = HealthState()
         self.health.liveness.append(self._workers_problem)
         self.health.liveness.append(self._acks_problem)
         self.health.liveness.append(self._commits_problem)
         self.health.readiness.append(self.source.unreachable)
         self.server: HealthServer | None = None
+        settings = self.settings
         self.window = InFlightWindow(settings.inflight_bound, settings.inflight_bytes_bound)
         self.lifecycle = Lifecycle(self.health, lambda: self.window.count)
         self.acks = AckPolicy(
@@ -123,15 +143,6 @@ class Service:
             on_fatal=self.lifecycle.fail,
             closing=lambda: self.lifecycle.closing,
         )
-        self._received = 0
-        self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
-        self._workers: list[threading.Thread] = []
-        self._busy_since: dict[str, float] = {}
-        self._dead_workers: list[str] = []
-        self._lag_labels: set[tuple[str, int]] = set()
-        # Commits failed in a row, and the last one's error.
-        self._commit_failures: tuple[int, str] = (0, "")
-        self.judge_errors = JudgeErrorLog()
 
     def _judging(
         self, backend: Judge | None, *, with_canary: bool, backfill: Backfill | None
@@ -278,7 +289,7 @@ class Service:
         if not envelopes:
             return
         self.window.admit(envelopes)
-        self.metrics.inflight.inc(len(envelopes))
+        self.metrics.service.inflight.inc(len(envelopes))
         self._received += len(envelopes)
         for envelope in envelopes:
             self._work.put(envelope)
@@ -344,12 +355,12 @@ class Service:
             )
         else:
             self._commit_failures = (0, "")
-        self.metrics.uncommitted.set(self.source.uncommitted())
+        self.metrics.seams.uncommitted.set(self.source.uncommitted())
         lags = self.source.lag()
         for (topic, partition), lag in lags.items():
             self.metrics.set_lag(topic, partition, lag)
         for topic, partition in self._lag_labels - set(lags):
-            self.metrics.consumer_lag.remove(topic, str(partition))
+            self.metrics.service.consumer_lag.remove(topic, str(partition))
         self._lag_labels = set(lags)
 
     def _on_rules_reload(self, outcome: str) -> None:

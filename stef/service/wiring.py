@@ -28,7 +28,7 @@ from stef.judges.llm import LlmJudge, build_llm_judge
 from stef.judges.ratelimit import RateLimitedJudge
 from stef.metrics import Metrics
 from stef.models import Backfill
-from stef.pipeline import Cascade, Pipeline
+from stef.pipeline import Cascade, Pipeline, PipelineOptions
 from stef.rules import RuleSet
 from stef.settings import Settings
 from stef.stages.reference_generated import Generated
@@ -103,12 +103,9 @@ def build_pipeline(
     second = None
     if backend.info.backend != "heuristic" and settings.llm.second_opinion:
         second = HeuristicJudge(HeuristicOptions(**settings.heuristic.model_dump()))
-    return Pipeline(
-        rules,
-        backend,
+    options = PipelineOptions(
         mapping=settings.mapping,
         limits=settings.limits,
-        metrics=metrics,
         dead_letter_max_bytes=settings.dead_letter_max_bytes,
         guess_dialect=settings.guess_dialect,
         second_opinion=second,
@@ -117,10 +114,11 @@ def build_pipeline(
         review_below=settings.review_below,
         cascade=stages,
         include_input=settings.results_include_input,
-        references=load_references(settings.references) if settings.references else None,
+        references=load_references(settings.references) if settings.references else {},
         reference_db=_reference_db(settings),
         reference_generated=_reference_generated(settings),
     )
+    return Pipeline(rules, backend, options, metrics=metrics)
 
 
 def _reference_db(settings: Settings) -> Database | None:

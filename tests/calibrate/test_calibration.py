@@ -32,7 +32,7 @@ from stef.judges.llm import build_llm_judge
 from stef.judges.llm.config import LlmConfig
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, Result
-from stef.pipeline import Cascade, Pipeline
+from stef.pipeline import Cascade, Pipeline, PipelineOptions
 from stef.rules import AppRules, RuleSet
 from stef.summary import Summary
 from stef.testing.fake_server import FakeLlmServer
@@ -195,9 +195,8 @@ def _judge(calibration: Calibration | None, review_below: float | None = None) -
     pipeline = Pipeline(
         RuleSet(AppRules()),
         HeuristicJudge(),
+        PipelineOptions(calibration=calibration, review_below=review_below),
         metrics=Metrics(registry),
-        calibration=calibration,
-        review_below=review_below,
     )
     processed = pipeline.process(json.dumps({**RECORD, "app": "a"}).encode(), {"line": 1})
     assert processed.result is not None
@@ -342,7 +341,9 @@ def test_estimated_accuracy_gauges_only_when_the_judge_can_resolve_it() -> None:
         registry = CollectorRegistry()
         metrics = Metrics(registry)
         metrics.set_calibration(cal)
-        pipeline = Pipeline(RuleSet(AppRules()), HeuristicJudge(), metrics=metrics, calibration=cal)
+        pipeline = Pipeline(
+            RuleSet(AppRules()), HeuristicJudge(), PipelineOptions(calibration=cal), metrics=metrics
+        )
         for i in range(200):
             pipeline.process(json.dumps({**RECORD, "id": f"r{i}", "app": "a"}).encode(), {})
         value = registry.get_sample_value("stef_estimated_accuracy", {"app": "a"})
@@ -372,7 +373,7 @@ def test_cascade_sends_only_unsure_or_unsafe_records_to_the_llm_and_counts_the_s
         # Unsafe SQL goes to the LLM whatever the heuristic's confidence.
         {"id": "unsafe", "question": "Remove old orders", "sql": "DELETE FROM orders", "app": "a"},
     ]  # fmt: skip
-    plain = Pipeline(RuleSet(AppRules()), heuristic, calibration=cal)
+    plain = Pipeline(RuleSet(AppRules()), heuristic, PipelineOptions(calibration=cal))
     confidence = {}
     for r in records:
         res = plain.process(json.dumps(r).encode(), {}).result
@@ -387,9 +388,8 @@ def test_cascade_sends_only_unsure_or_unsafe_records_to_the_llm_and_counts_the_s
             pipeline = Pipeline(
                 RuleSet(AppRules()),
                 heuristic,
+                PipelineOptions(calibration=cal, cascade=Cascade(llm, None, below)),
                 metrics=Metrics(registry),
-                calibration=cal,
-                cascade=Cascade(llm, None, below),
             )
             results = {
                 r["id"]: pipeline.process(json.dumps(r).encode(), {}).result for r in records

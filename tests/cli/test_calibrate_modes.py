@@ -12,7 +12,7 @@ import pytest
 from stef.calibration import calibration_for
 from stef.cli import main
 from stef.judges.heuristic.judge import HeuristicJudge
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from tests.conftest import write_jsonl
 
@@ -46,7 +46,9 @@ def test_file_mode_and_results_mode_agree(
     labelled = tmp_path / "labelled.jsonl"
     write_jsonl(labelled, records)
     judge = HeuristicJudge()
-    pipeline = Pipeline(load_rules(None), judge, calibration=calibration_for(None, judge.info))
+    pipeline = Pipeline(
+        load_rules(None), judge, PipelineOptions(calibration=calibration_for(None, judge.info))
+    )
     results, labels = tmp_path / "results.jsonl", tmp_path / "labels.jsonl"
     lines = []
     for r in records:

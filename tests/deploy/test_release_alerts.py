@@ -46,8 +46,8 @@ def _series(version: str, env: Mapping[str, str]) -> dict[str, float]:
     backend = build_backend(settings, metrics)
     try:
         pipeline = build_pipeline(settings, load_rules(settings.rules), backend, metrics)
-        if pipeline.calibration is not None:
-            metrics.set_calibration(pipeline.calibration)
+        if pipeline.options.calibration is not None:
+            metrics.set_calibration(pipeline.options.calibration)
         for n, raw in enumerate(_release(version), start=1):
             pipeline.process(raw, {"file": str(LOG), "line": n})
     finally:

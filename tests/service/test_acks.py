@@ -37,7 +37,7 @@ class _Setup:
         e = Envelope(b'{"q": 1}', {"file": "log", "line": line})
         e.on_done = lambda: self.done.append(line)
         self.window.admit([e])
-        self.metrics.inflight.inc()
+        self.metrics.service.inflight.inc()
         return e
 
     def value(self, name: str, **labels: str) -> float:

@@ -129,9 +129,11 @@ def test_build_pipeline_carries_mapping_limits_and_cap() -> None:
     )
     backend = HeuristicJudge()
     pipeline = build_pipeline(settings, RULES, backend, metrics)
-    assert pipeline.mapping == FieldMapping(fields={"question": "user_query", "sql": "query.text"})
-    assert pipeline.limits == Limits(max_question_chars=100)
-    assert pipeline.dead_letter_max_bytes == 2048
+    assert pipeline.options.mapping == FieldMapping(
+        fields={"question": "user_query", "sql": "query.text"}
+    )
+    assert pipeline.options.limits == Limits(max_question_chars=100)
+    assert pipeline.options.dead_letter_max_bytes == 2048
     assert pipeline.backend is backend and pipeline.metrics is metrics
     assert pipeline.rules is RULES
     # ... and uses them on a record.
@@ -206,6 +208,6 @@ def test_heuristic_options_and_the_dialect_guess_come_from_the_settings() -> Non
     assert isinstance(backend, HeuristicJudge)
     assert backend._options.operator_mismatch and not backend._options.backtick_names
     pipeline = build_pipeline(settings, RuleSet(AppRules()), backend)
-    assert pipeline.guess_dialect is False
+    assert pipeline.options.guess_dialect is False
     with pytest.raises(ConfigError, match="heuristic"):
         load_settings(overrides={"heuristic": {"no_such_signal": True}}, env={})

@@ -14,7 +14,7 @@ from stef.io.references import load_references
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import JudgeInfo, Result, Verdict
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
@@ -62,7 +62,7 @@ UNSURE = {
 
 
 def _structural() -> Pipeline:
-    return Pipeline(load_rules(None), HeuristicJudge(), reference_generated=None)
+    return Pipeline(load_rules(None), HeuristicJudge(), PipelineOptions(reference_generated=None))
 
 
 def test_same_structure_is_correct_sets_the_score_and_can_be_excellent() -> None:
@@ -95,7 +95,9 @@ def test_likely_correct_still_weighs_the_judge() -> None:
 
 def test_needs_review_follows_the_reference_confidence() -> None:
     pipeline = Pipeline(
-        load_rules(None), HeuristicJudge(), reference_generated=None, review_below=0.9
+        load_rules(None),
+        HeuristicJudge(),
+        PipelineOptions(reference_generated=None, review_below=0.9),
     )
     alone = _judge(pipeline, UNSURE)
     gold = "SELECT singer.name FROM singer WHERE singer.country = 'France'"

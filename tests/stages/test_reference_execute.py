@@ -14,7 +14,7 @@ from stef.errors import ConfigError
 from stef.io.database import Database, open_database
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import Result, Verdict
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
@@ -170,7 +170,9 @@ def test_a_bad_database_fails_at_start(tmp_path: Path, url: str) -> None:
 
 
 def test_with_generation_off_and_no_database_nothing_runs() -> None:
-    pipeline = Pipeline(load_rules(None), HeuristicJudge(), reference_generated=None)
+    pipeline = Pipeline(
+        load_rules(None), HeuristicJudge(), PipelineOptions(reference_generated=None)
+    )
     result = _judge(pipeline, "Names", "SELECT name FROM singer", "SELECT name FROM singer")
     assert result.reference is not None and result.reference.execution is None
     assert result.reference.decided_by == "structure"
@@ -180,6 +182,9 @@ def test_with_generation_off_and_no_database_nothing_runs() -> None:
 def test_reference_generate_false_turns_generated_databases_off() -> None:
     settings = Settings(reference={"generate": False})
     pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
-    assert pipeline.reference_generated is None
+    assert pipeline.options.reference_generated is None
     on = Settings()
-    assert build_pipeline(on, load_rules(None), build_backend(on)).reference_generated is not None
+    assert (
+        build_pipeline(on, load_rules(None), build_backend(on)).options.reference_generated
+        is not None
+    )

@@ -16,7 +16,7 @@ from stef.judges.heuristic.judge import HeuristicJudge
 from stef.judges.llm.judge import LlmJudge
 from stef.metrics import Metrics
 from stef.models import Verdict
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import RuleSet
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import load_settings
@@ -47,7 +47,10 @@ def pipeline(
 ) -> Pipeline:
     # No cache: every record asks the server, so each takes its scripted step.
     return Pipeline(
-        rules, judge_factory(server, cache_size=0), metrics=metrics, second_opinion=HeuristicJudge()
+        rules,
+        judge_factory(server, cache_size=0),
+        PipelineOptions(second_opinion=HeuristicJudge()),
+        metrics=metrics,
     )
 
 
@@ -102,7 +105,7 @@ def test_the_second_opinion_never_changes_the_llm_result(
     server.script(Reply(scripted), Reply(scripted))
     judge = judge_factory(server, cache_size=0)
     alone = Pipeline(rules, judge).process(_payload(id="x"), {"file": "-", "line": 1}).result
-    both = Pipeline(rules, judge, second_opinion=HeuristicJudge()).process(
+    both = Pipeline(rules, judge, PipelineOptions(second_opinion=HeuristicJudge())).process(
         _payload(id="x"), {"file": "-", "line": 1}
     )
     assert alone is not None and both.result is not None
@@ -131,8 +134,8 @@ def test_a_failing_second_opinion_is_logged_counted_and_harmless(
     pipe = Pipeline(
         rules,
         judge_factory(server, cache_size=0),
+        PipelineOptions(second_opinion=_BrokenHeuristic()),
         metrics=metrics,
-        second_opinion=_BrokenHeuristic(),
     )
     with capture_logs() as logs:
         out = pipe.process(_payload(id="y"), {"file": "-", "line": 1})
@@ -170,14 +173,14 @@ def test_wiring_adds_the_heuristic_beside_the_llm_unless_turned_off(server: Fake
     on = load_settings(None, None, env=env)
     backend = build_backend(on)
     try:
-        second = build_pipeline(on, rules, backend).second_opinion
+        second = build_pipeline(on, rules, backend).options.second_opinion
         assert isinstance(second, HeuristicJudge)
         off = load_settings(None, None, env={**env, "STEF_LLM_SECOND_OPINION": "false"})
-        assert build_pipeline(off, rules, backend).second_opinion is None
+        assert build_pipeline(off, rules, backend).options.second_opinion is None
     finally:
         backend.close()
     heuristic = load_settings(None, None, env={})
-    assert build_pipeline(heuristic, rules, build_backend(heuristic)).second_opinion is None
+    assert build_pipeline(heuristic, rules, build_backend(heuristic)).options.second_opinion is None
 
 
 def test_a_heuristic_run_keeps_its_result_json(rules: RuleSet) -> None:
