@@ -183,8 +183,9 @@ def _check(promtool: str, tmp_path: Path, env: Mapping[str, str]) -> Checked:
     for version, by_app in shares.items():
         for app, share in by_app.items():
             assert abs(share - threshold) >= MARGIN, (
-                f"{app} {version}: detected-error share {share:.1%} is within {MARGIN:.0%} of "
-                f"the alert's {threshold:.0%}: the threshold no longer separates the releases"
+                f"{app} {version}: detected-error share {share:.1%} is within "
+                f"{100 * MARGIN:.0f} points of the alert's {threshold:.0%}: the threshold no "
+                "longer separates the releases"
             )
     return Checked(fired, by_version)
 
