@@ -692,6 +692,7 @@ class Truth:
     defect: str  # "none" or the mistake made
     drift: str  # "faithful", "dropped", "added", "absent"
     decorations: list[str]
+    reference: str | None = None  # the question's correct SQL, before any mistake or decoration
 
 
 def make_record(
@@ -699,6 +700,7 @@ def make_record(
 ) -> tuple[dict[str, object], Truth]:
     """One logged request: a question, its enrichment and the SQL the agent wrote."""
     d = template(rng)
+    reference = _assemble(d, [f.sql for f in d.filters], d.limit, pretty=False)
     alias = d.alias
     where = [f.sql for f in d.filters]
     limit = d.limit
@@ -778,7 +780,7 @@ def make_record(
     if enriched is not None:
         record["enriched_question"] = enriched
     record["sql"] = sql
-    return record, Truth(defect, drift, decorations)
+    return record, Truth(defect, drift, decorations, reference)
 
 
 def _user(rng: random.Random) -> str:
@@ -884,6 +886,22 @@ def labelled(lines: list[tuple[str, Truth | None]], count: int = 40) -> list[str
     return out
 
 
+def references(lines: list[tuple[str, Truth | None]]) -> list[str]:
+    """A golden set for reference mode: each question of the log once, with the SQL the
+    generator built for it before putting in any mistake or decoration (its first occurrence's
+    where a question comes back with another harmless ``ORDER BY``). Unsafe requests have none."""
+    out: dict[str, str] = {}
+    for text, truth in lines:
+        if truth is None or truth.reference is None:
+            continue
+        question = json.loads(text)["question"]
+        if question not in out:
+            out[question] = json.dumps(
+                {"question": question, "gold_sql": truth.reference}, ensure_ascii=False
+            )
+    return list(out.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
@@ -899,6 +917,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also write a labelled calibration file drawn from the log "
         "(examples/judge-sample.jsonl)",
     )
+    parser.add_argument(
+        "--references",
+        type=Path,
+        default=None,
+        help="also write a references file (the golden set) for the log's questions "
+        "(examples/references.jsonl)",
+    )
     args = parser.parse_args(argv)
     lines = generate(args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -908,6 +933,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = labelled(lines)
         args.labels.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
         print(f"wrote {len(rows)} labelled records to {args.labels}")
+    if args.references is not None:
+        refs = references(lines)
+        args.references.write_text("".join(r + "\n" for r in refs), encoding="utf-8")
+        print(f"wrote {len(refs)} references to {args.references}")
     return 0
 
 

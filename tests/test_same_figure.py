@@ -4,7 +4,9 @@ report`` and the metrics' window (issue 31: one accuracy module, no second copy)
 from __future__ import annotations
 
 import json
+import math
 import re
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
 from stef.models import Result
 from stef.pipeline import Pipeline, PipelineOptions
-from stef.rules import AppRules, RuleSet
+from stef.rules import AppRules, RuleSet, load_rules
+from tests.conftest import ROOT
 
 QUESTIONS = [
     ("How many orders in 'APAC'?", "SELECT COUNT(*) FROM orders WHERE region = 'APAC'"),
@@ -102,3 +105,40 @@ def test_report_and_estimate_print_the_same_ppi_figure(
     assert main(["report", str(results), "-o", str(html), "--labels", str(label_file)]) == 0
     shown = f"{100 * est['estimate']:.1f}% [{100 * est['low']:.1f}%, {100 * est['high']:.1f}%]"
     assert shown in html.read_text(encoding="utf-8")
+
+
+def test_summary_report_and_metrics_decline_alike_on_the_example_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default judge on the example log: no label-free figure anywhere, and the same reason
+    in the summary and the report; the metrics export NaN rather than a number."""
+    judge = HeuristicJudge()
+    cal = calibration_for(None, judge.info)
+    assert cal is not None
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.set_calibration(cal)
+    pipeline = Pipeline(
+        load_rules(ROOT / "rules"), judge, PipelineOptions(calibration=cal), metrics=metrics
+    )
+    lines = []
+    log = ROOT / "examples" / "agent_log.jsonl"
+    for n, raw in enumerate(log.read_bytes().splitlines(), start=1):
+        result = pipeline.process(raw, {"line": n}).result
+        if isinstance(result, Result):
+            lines.append(result.to_json())
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    assert main(["summary", str(results), "--format", "json"]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert total["estimated_accuracy"] is None
+    reason = total["estimated_accuracy_note"]
+    assert reason
+    html = tmp_path / "report.html"
+    assert main(["report", str(results), "-o", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert escape(reason) in page
+    for app in ("sales", "support"):
+        gauge = registry.get_sample_value("stef_estimated_accuracy", {"app": app})
+        assert gauge is not None and math.isnan(gauge)

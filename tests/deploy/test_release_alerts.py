@@ -1,13 +1,20 @@
 """The shipped alerts on the example log's two releases (issue 31 §5): each release is judged
 through the record path of ``stef run`` (settings, backend and pipeline wired as the service
 wires them), its metric series are replayed to promtool as an hour of steady traffic, and the
-quality alerts stay quiet on 2.0 and fire on 2.1, with the judge the settings configure."""
+quality alerts stay quiet on 2.0 and fire on 2.1, with the judge the settings configure: the
+default heuristic, the LLM judge (the package's fake server), and the heuristic with the example
+log's golden set (``examples/references.jsonl``). What fires is computed from the series of the
+run and the rule's own threshold, never from hard-coded shares; and every app's share must keep
+``MARGIN`` from the threshold, so a judge change that brings a release near it fails here, not in
+production."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -18,12 +25,32 @@ from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import load_settings
 from stef.testing.fake_server import FakeLlmServer
-from tests.deploy.conftest import PROM_DIR, ROOT, run
+from tests.deploy.conftest import PROM_DIR, ROOT, rules, run
 
 LOG = ROOT / "examples" / "agent_log.jsonl"
-SERIES = ("stef_evaluations_total", "stef_records_total", "stef_score_sum", "stef_score_count")
-QUALITY = ("StefDetectedErrorShareHigh", "StefMeanScoreDrop")
+REFERENCES = ROOT / "examples" / "references.jsonl"
+SERIES = (
+    "stef_evaluations_total",
+    "stef_records_total",
+    "stef_score_sum",
+    "stef_score_count",
+    "stef_reference_verdicts_total",
+    "stef_unsafe_sql_total",
+)
 MINUTES = 90
+# How far (in share points) every app's detected-error share must stay from the threshold.
+MARGIN = 0.03
+
+
+def _rule() -> tuple[float, int, str]:
+    """StefDetectedErrorShareHigh's threshold, minimum evaluations and description template."""
+    (rule,) = [r for r in rules() if r.get("alert") == "StefDetectedErrorShareHigh"]
+    m = re.search(
+        r"ratio_rate30m > ([0-9.]+)\s+and on \(app\) app:stef_evaluations:increase30m >= (\d+)",
+        rule["expr"],
+    )
+    assert m, rule["expr"]
+    return float(m.group(1)), int(m.group(2)), str(rule["annotations"]["description"])
 
 
 def _release(version: str) -> list[bytes]:
@@ -76,22 +103,28 @@ def _shares(series: Mapping[str, float]) -> dict[str, float]:
     return {app: found.get(app, 0.0) / n for app, n in total.items()}
 
 
+def _total(series: Mapping[str, float], name: str, app: str) -> float:
+    return sum(v for k, v in series.items() if k.startswith(name + "{") and f'app="{app}"' in k)
+
+
+def _evaluations(series: Mapping[str, float], app: str) -> float:
+    return _total(series, "stef_evaluations_total", app)
+
+
 def _expected(series: Mapping[str, float]) -> list[dict[str, object]]:
+    """The alerts the rule must give on an hour of ``series``: its threshold, its minimum
+    volume (an hour's evaluations, half of them in the 30-minute window)."""
+    threshold, minimum, description = _rule()
     alerts = []
     for app, share in sorted(_shares(series).items()):
-        evaluations = sum(
-            v for k, v in series.items() if k.startswith("stef_evaluations_total{") and app in k
-        )
-        if share > 0.15 and evaluations * 30 / 60 >= 20:
+        if share > threshold and _evaluations(series, app) * 30 / 60 >= minimum:
             alerts.append(
                 {
                     "exp_labels": {"app": app, "severity": "warning"},
                     "exp_annotations": {
                         "summary": f"{app}: an error found in {100 * share:.4g}% of judged "
                         "requests",
-                        "description": "Over the last 30 minutes an error was found (verdict "
-                        "Incorrect, or a question filter not applied) in more than 15% of the "
-                        f"evaluated requests of app {app}.",
+                        "description": description.replace("{{ $labels.app }}", app),
                         "runbook_url": "deploy/README.md#stefdetectederrorsharehigh",
                     },
                 }
@@ -119,12 +152,23 @@ def fake_llm() -> Iterator[dict[str, str]]:
         yield {"STEF_LLM_BASE_URL": server.base_url, "STEF_LLM_MODEL": "fake"}
 
 
-def _check(promtool: str, tmp_path: Path, env: Mapping[str, str]) -> dict[str, list[str]]:
-    cases, fired = [], {}
+class Checked(NamedTuple):
+    fired: dict[str, list[str]]  # release -> apps the alert fires for
+    series: dict[str, dict[str, float]]  # release -> its series
+
+
+def _check(promtool: str, tmp_path: Path, env: Mapping[str, str]) -> Checked:
+    """Judge both releases with ``env``'s settings, run the promtool suite on their series;
+    the apps that fire and every app's share, by release."""
+    cases: list[dict[str, object]] = []
+    fired: dict[str, list[str]] = {}
+    shares: dict[str, dict[str, float]] = {}
+    by_version: dict[str, dict[str, float]] = {}
     for version in ("2.0", "2.1"):
-        series = _series(version, env)
+        series = by_version[version] = _series(version, env)
         fire = _expected(series)
         fired[version] = [str(a["exp_labels"]["app"]) for a in fire]  # type: ignore[index]
+        shares[version] = _shares(series)
         cases.append({"name": f"release {version}", **_promtool_case(series, fire)})
     suite = {
         "rule_files": [str(PROM_DIR / "recording.rules.yml"), str(PROM_DIR / "alerts.rules.yml")],
@@ -135,16 +179,38 @@ def _check(promtool: str, tmp_path: Path, env: Mapping[str, str]) -> dict[str, l
     path.write_text(yaml.safe_dump(suite, sort_keys=False), encoding="utf-8")
     result = run([promtool, "test", "rules", str(path)])
     assert result.returncode == 0, result.stdout + result.stderr
-    return fired
+    threshold, _, _ = _rule()
+    for version, by_app in shares.items():
+        for app, share in by_app.items():
+            assert abs(share - threshold) >= MARGIN, (
+                f"{app} {version}: detected-error share {share:.1%} is within "
+                f"{100 * MARGIN:.0f} points of the alert's {threshold:.0%}: the threshold no "
+                "longer separates the releases"
+            )
+    return Checked(fired, by_version)
 
 
 def test_default_judge_quiet_on_2_0_fires_on_2_1(promtool: str, tmp_path: Path) -> None:
-    fired = _check(promtool, tmp_path, {})
-    assert fired == {"2.0": [], "2.1": ["sales"]}
+    assert _check(promtool, tmp_path, {}).fired == {"2.0": [], "2.1": ["sales"]}
 
 
 def test_fake_llm_quiet_on_2_0_fires_on_2_1(
     promtool: str, tmp_path: Path, fake_llm: dict[str, str]
 ) -> None:
-    fired = _check(promtool, tmp_path, fake_llm)
-    assert fired["2.0"] == [] and fired["2.1"] == ["sales"]
+    assert _check(promtool, tmp_path, fake_llm).fired == {"2.0": [], "2.1": ["sales"]}
+
+
+def test_with_references_quiet_on_2_0_fires_on_2_1(promtool: str, tmp_path: Path) -> None:
+    """The example log's golden set: each question's SQL as the generator wrote it before any
+    mistake (scripts/make_sample_log.py --references). The references decide the score and
+    the tier; the alert reads the judge's verdict and STEF's filter check, which they leave."""
+    env = {"STEF_REFERENCES": str(REFERENCES)}
+    checked = _check(promtool, tmp_path, env)
+    assert checked.fired == {"2.0": [], "2.1": ["sales"]}
+    # The references were read: every evaluated record was compared with its question's SQL,
+    # except the unsafe requests (their questions are not in the golden set).
+    for series in checked.series.values():
+        for app in ("sales", "support"):
+            compared = _total(series, "stef_reference_verdicts_total", app)
+            unsafe = _total(series, "stef_unsafe_sql_total", app)
+            assert compared > 0 and compared == _evaluations(series, app) - unsafe
