@@ -19,6 +19,7 @@ from stef.judges.heuristic.checks import CHECKS, Evidence, Finding
 from stef.judges.heuristic.enrichment import enrichment
 from stef.judges.heuristic.question import is_quoted_name, question_spec, sql_names_text
 from stef.judges.heuristic.readings import (
+    EXTREME_SUBQUERY,
     NEGATING_OPS,
     STATUS_WORDS,
     DateColumns,
@@ -253,6 +254,7 @@ def match_filters(
     dates = DateColumns.of(spec)
     folded = sql.casefold()
     names = fold_words(sql_names_text(sql))
+    compared: dict[str, list[str]] | None = None  # read once, when a number needs it
     out = []
     for i, (q, kind) in enumerate(zip(filters, kinds, strict=True)):
         read = _read_match(q, kind, index, dates, names)
@@ -268,7 +270,9 @@ def match_filters(
         if q.rhs in literals or (not spec.parsed and q.rhs in folded):
             # Used outside WHERE (a CASE arm, a join condition, unparsed text): still applied,
             # unless every comparison with it bounds the other side ("over 5" in IIF(x < 5)).
-            if kind in ("number", "year") and _only_flipped(q, folded):
+            if compared is None:
+                compared = _comparisons(folded)
+            if kind in ("number", "year") and _only_flipped(q, compared):
                 out.append(
                     FilterMatch(filter=i, status="mismatched", predicates=[], decided_by="stef")
                 )
@@ -288,19 +292,25 @@ _COMPARED_AFTER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s*(<=|>=|<>|!=|<|>|=)
 _MIRRORED = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
-def _only_flipped(q: QuestionFilter, sql: str) -> bool:
+def _comparisons(sql: str) -> dict[str, list[str]]:
+    """Each number the SQL compares with, and the operators it is compared with (read as
+    ``column op number``: ``5 > x`` is ``x < 5``)."""
+    text = SQL_STRING.sub(" ", sql)
+    out: dict[str, list[str]] = {}
+    for m in _COMPARED.finditer(text):
+        out.setdefault(norm_value(m.group(2)), []).append(m.group(1))
+    for m in _COMPARED_AFTER.finditer(text):
+        out.setdefault(norm_value(m.group(1)), []).append(_MIRRORED.get(m.group(2), m.group(2)))
+    return out
+
+
+def _only_flipped(q: QuestionFilter, compared: dict[str, list[str]]) -> bool:
     """Whether the SQL compares the question's number only on the side the question's
     comparison excludes (``x < 5`` or ``5 > x`` for "over 5"); False when it is never compared
     or the question states no direction."""
     if q.op not in _MIRRORED:
         return False
-    text = SQL_STRING.sub(" ", sql)
-    ops = [m.group(1) for m in _COMPARED.finditer(text) if norm_value(m.group(2)) == q.rhs]
-    ops += [
-        _MIRRORED.get(m.group(2), m.group(2))
-        for m in _COMPARED_AFTER.finditer(text)
-        if norm_value(m.group(1)) == q.rhs
-    ]
+    ops = compared.get(q.rhs, [])
     return bool(ops) and all(flipped(q.op, op) for op in ops)
 
 
@@ -330,7 +340,9 @@ def _read_match(
         hits = [p.id for p in index.preds.values() if p.op in _NULL_OPS and q.rhs in p.columns]
         return _polarity(q, hits, index) if hits else None
     if kind in ("extreme", "top_k"):
-        return ("matched" if q.lhs == "yes" else "mismatched"), []
+        # The predicate that picks the extreme (age = (SELECT MIN(age) ...)) is asked for.
+        picks = [p.id for p in index.preds.values() if EXTREME_SUBQUERY.search(p.rhs)]
+        return ("matched" if q.lhs == "yes" else "mismatched"), picks if kind == "extreme" else []
     wants = question_intervals(q, kind)
     if wants:
         decided = dates.match(wants)

@@ -275,11 +275,21 @@ def _enrichment_direction(enriched: str | None, order_expr: str | None) -> str |
     return next(iter(ways)) if len(ways) == 1 else None
 
 
+EXTREME_SUBQUERY = re.compile(r"\(\s*select\s+(?:max|min)\s*\(([^()]{1,80})\)", re.I)
+
+
 def first_ranked(spec: SqlSpec) -> str | None:
-    """The expression the SQL ranks by: its first ranked SELECT's, else its ORDER BY's."""
+    """The expression the SQL ranks by: its first ranked SELECT's, else its ORDER BY's, else
+    the column a comparison's MAX/MIN subquery picks (``age = (SELECT MIN(age) ...)``)."""
     if spec.ranked:
         return spec.ranked[0].expr
-    return spec.order_by[0].expr if spec.order_by else None
+    if spec.order_by:
+        return spec.order_by[0].expr
+    for p in spec.filters:
+        m = EXTREME_SUBQUERY.search(p.rhs)
+        if m is not None:
+            return m.group(1).strip()
+    return None
 
 
 def sql_extremes(spec: SqlSpec, limit_min: int) -> list[tuple[str, str]]:

@@ -627,6 +627,13 @@ VALUES = [
         "issues:ordering_wrong",
     ),
     Pair(
+        "youngest-by-min-subquery",
+        "What is the id of the youngest user?",
+        "SELECT id FROM users WHERE age = (SELECT MIN(age) FROM users)",
+        "SELECT id FROM users WHERE age = (SELECT MAX(age) FROM users)",
+        "mismatched:ordering",
+    ),
+    Pair(
         "fastest-lap-time",
         "What is the fastest lap time ever recorded?",
         "SELECT lap_time FROM laps ORDER BY lap_time ASC LIMIT 1",
