@@ -9,7 +9,8 @@ compared with a number (``int``/``real``), with a string (``text``, or ``date`` 
 reads ``YYYY-MM-DD`` or a date function reads the column), summed or used in arithmetic
 (``real``); a join equality gives its two columns one kind and one shared domain. The literals a
 column is compared with, and the LIKE patterns it is matched against, are kept: the generated
-values are drawn around them.
+values are drawn around them; so is whether it is tested with ``IS NULL`` (``nullable``) and
+grouped or counted distinct (``grouped``).
 
 Pure: no I/O; a query sqlglot cannot read gives :class:`InferenceError`.
 """
@@ -47,6 +48,8 @@ class ColumnFacts:
     patterns: set[str] = field(default_factory=set)
     years: set[int] = field(default_factory=set)
     ranked: bool = False
+    nullable: bool = False
+    grouped: bool = False
 
 
 @dataclass
@@ -214,6 +217,10 @@ def _facts_from_use(
         node, parent = parent, parent.parent
     if isinstance(parent, exp.Ordered | exp.Max | exp.Min):
         facts.ranked = True
+    if isinstance(parent, exp.Is):
+        facts.nullable = True
+    if isinstance(parent, exp.Group | exp.Distinct):
+        facts.grouped = True
     if isinstance(parent, exp.Sum | exp.Avg):
         facts.kinds.add("int")
     if wrapped_date:
