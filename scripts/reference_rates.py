@@ -100,11 +100,17 @@ def main() -> int:
             rows.append({"id": rec.payload.get("id"), "label": rec.label, **row})
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
-        counts[group(row)][0] += 1
-        counts[group(row)][1] += int(row["label"])
+        row["group"] = group(row)
+        counts[row["group"]][0] += 1
+        counts[row["group"]][1] += int(row["label"])
     print(f"{len(rows)} records with a readable gold_sql")
     for key, (n, correct) in sorted(counts.items()):
         print(f"  {key:<50} n={n:>5}  labelled correct {correct / n:.3f}")
+    for structure in ("Correct", "Likely Correct", "Incorrect"):
+        same = [r for r in rows if r["group"].startswith(f"same, structure {structure}")]
+        if same:
+            share = sum(r["label"] for r in same) / len(same)
+            print(f"  P_SAME[{structure}] {share:.3f} (n={len(same)})")
     labels = [r["label"] for r in rows]
     passed = [r["verdict"] in ("Correct", "Likely Correct") for r in rows]
     area = auc(labels, [r["p_correct"] for r in rows])
