@@ -156,8 +156,22 @@ def _place_scope(
             if table is not None:
                 schema.column(table, name)
                 placed[id(column)] = (table, name)
+            elif (
+                inner := _through_derived(scope, column.table.casefold(), name, placed)
+            ) is not None:
+                placed[id(column)] = inner
             continue
-        if name in aliases or not tables:
+        if name in aliases:
+            continue
+        if not tables:
+            only = list(scope.sources)
+            inner = (
+                _through_derived(scope, only[0].casefold(), name, placed)
+                if len(only) == 1
+                else None
+            )
+            if inner is not None:
+                placed[id(column)] = inner
             continue
         candidates = list(dict.fromkeys(tables.values()))
         if len(candidates) == 1 and not derived:
@@ -165,6 +179,27 @@ def _place_scope(
             placed[id(column)] = (candidates[0], name)
         elif not derived:
             pending.append(_Pending(column, candidates))
+
+
+def _through_derived(
+    scope: Scope, qualifier: str, name: str, placed: dict[int, tuple[str, str]]
+) -> tuple[str, str] | None:
+    """The physical column behind ``qualifier.name`` when ``qualifier`` is a derived table or
+    CTE of ``scope`` whose projection ``name`` is a plain column already placed (inner scopes
+    come first): ``T3.nationality = 'Dutch'`` over ``(SELECT T1.nationality FROM drivers T1)``
+    says what ``drivers.nationality`` holds."""
+    for alias, source in scope.sources.items():
+        if alias.casefold() != qualifier or not isinstance(source, Scope):
+            continue
+        inner = source.expression
+        if not isinstance(inner, exp.Select):
+            return None
+        for projection in inner.expressions:
+            if projection.alias_or_name.casefold() != name:
+                continue
+            node = projection.this if isinstance(projection, exp.Alias) else projection
+            return placed.get(id(node)) if isinstance(node, exp.Column) else None
+    return None
 
 
 def _qualified_table(scope: Scope | None, qualifier: str) -> str | None:
