@@ -91,6 +91,8 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
         shown = schema.limit > 0 and not (exact or near or facts.grouped)
         ranked = facts.ranked or shown
         plain = _PLAIN[kind] if linked or not ranked else _wide(kind, exact)
+        if not linked and not ranked and kind in ("int", "real"):
+            plain = _around(exact) or plain
         if linked and facts.ranked and kind == "int" and schema.limit:
             plain = list(range(1, min(schema.limit + 3, _MAX_KEYED_ROWS) + 1))
         owner = _owner(members)
@@ -122,6 +124,13 @@ def _owner(members: list[tuple[str, str]]) -> tuple[str, str] | None:
 def _owns(pools_of: dict[tuple[str, str], Pool], table: str, column: str) -> bool:
     pool = pools_of.get((table, column))
     return pool is not None and pool.owner == (table, column)
+
+
+def _around(exact: list[Value]) -> list[Value]:
+    """Ordinary values on both sides of the numbers a column is compared with, farther than
+    their neighbours (``Views > 1000`` keeps some rows and drops others)."""
+    numbers = [v for v in exact if isinstance(v, int | float) and not isinstance(v, bool)]
+    return list(dict.fromkeys(v + step for v in numbers[:3] for step in (-7, 7, 30)))
 
 
 def _wide(kind: Kind, exact: list[Value]) -> list[Value]:

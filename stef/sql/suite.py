@@ -56,8 +56,8 @@ class SuiteOutcome:
             that could tell), ``undecided`` (no database could tell: every result empty or
             order-dependent), ``not_run`` (the queries could not be read or run: ``detail``).
         databases: databases generated.
-        informative: databases on which the reference returned rows and both results were
-            independent of row order.
+        informative: databases on which the reference returned a value other than NULL and 0
+            and both results were independent of row order.
     """
 
     status: Status
@@ -114,7 +114,7 @@ def run_suite(
             ref_b, ordered
         ):
             continue  # the result depends on the order of the rows: this database cannot tell
-        if ref_a:
+        if _telling(ref_a):
             informative += 1
         if _key(gen_a, ordered) == _key(ref_a, ordered):
             continue
@@ -136,6 +136,12 @@ def run_suite(
     return SuiteOutcome(
         status, detail=detail, databases=total, informative=informative, elapsed_ms=_ms(started)
     )
+
+
+def _telling(rows: Rows) -> bool:
+    """Whether a reference result can tell queries apart: some value in it other than NULL
+    and 0 (a COUNT of 0 or a SUM of nothing says no row passed the filters)."""
+    return any(v is not None and v != 0 for row in rows for v in row)
 
 
 def _ms(started: float) -> float:

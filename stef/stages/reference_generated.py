@@ -33,13 +33,13 @@ from stef.stages.sqlspec import sqlspec
 
 # P(label correct | outcome on generated databases, and for the same rows the structure's
 # verdict) on ../shared/data/judge-dev.jsonl (1,942 records with gold_sql, 8 + 2 databases each):
-# different 203/983, duplicates 118/142 (0.831); same rows with a Correct structure 569/597, Likely
-# Correct 24/27, Incorrect 75/102. Measured by scripts/reference_rates.py (docs/reference.md).
-P_EXECUTION: dict[str, float] = {"different": 0.21, "duplicates": 0.83}
+# different 206/993, duplicates 119/142; same rows with a Correct structure 564/591, Likely
+# Correct 23/25, Incorrect 69/84. Measured by scripts/reference_rates.py (docs/reference.md).
+P_EXECUTION: dict[str, float] = {"different": 0.21, "duplicates": 0.84}
 P_SAME: dict[Verdict, float] = {
     Verdict.CORRECT: 0.95,
-    Verdict.LIKELY_CORRECT: 0.89,
-    Verdict.INCORRECT: 0.74,
+    Verdict.LIKELY_CORRECT: 0.92,
+    Verdict.INCORRECT: 0.82,
 }
 _VERDICT = {
     "same": Verdict.CORRECT,
