@@ -452,8 +452,8 @@ class ReferenceExecution(_Frozen):
         reference_rows: rows the reference returned (likewise).
         source: where the queries ran.
         databases: generated databases run (generated only).
-        informative: of those, the ones that could tell (the reference returned rows that do
-            not depend on row order).
+        informative: of those, the ones that could tell (the reference returned a value other
+            than NULL and 0, and neither result depends on row order).
         counterexample: the first generated database on which the two differ.
     """
 

@@ -14,11 +14,13 @@ import csv
 import heapq
 import io
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from stef.accuracy import Z95, Interval
 from stef.calibration import Calibration, calibration_for
 from stef.models import JudgeInfo, Result
 from stef.stats import quantile
@@ -65,6 +67,7 @@ class Group:
     mix: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MIX, 0))
     issues: Counter[str] = field(default_factory=Counter)
     p_correct: list[float] = field(default_factory=list)
+    referenced: int = 0  # of p_correct, those a reference verdict gave (reference mode)
     needs_review: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -87,6 +90,8 @@ class Group:
         if result.outcome == "evaluated":
             if result.judge.p_correct is not None:
                 self.p_correct.append(result.judge.p_correct)
+                ref = result.reference
+                self.referenced += ref is not None and ref.p_correct is not None
             self.evaluated += 1
             if result.score is not None:
                 self.scores.append(result.score)
@@ -132,6 +137,7 @@ class Group:
         self.skipped += other.skipped
         self.scores.extend(other.scores)
         self.p_correct.extend(other.p_correct)
+        self.referenced += other.referenced
         self.needs_review += other.needs_review
         for k, v in other.tiers.items():
             self.tiers[k] += v
@@ -332,6 +338,8 @@ class Summary:
         interval = None
         if not g.p_correct:
             note: str | None = "no calibrated p_correct in these results"
+        elif g.referenced == len(g.p_correct):
+            interval, note = _referenced_accuracy(g.p_correct), None
         elif cal is None:
             note = "the calibration that gave p_correct is not loaded (setting calibration)"
         else:
@@ -574,3 +582,16 @@ def _shown(name: str) -> str:
 
 def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _referenced_accuracy(p_correct: list[float]) -> Interval:
+    """The accuracy of records every one of which a reference decided: the mean of the
+    reference verdicts' P(correct) (each its verdict's rate on the labelled dev set,
+    docs/reference.md), with the 95% interval of its sampling."""
+    n = len(p_correct)
+    mean = sum(p_correct) / n
+    sd = math.sqrt(sum((p - mean) ** 2 for p in p_correct) / max(n - 1, 1))
+    half = Z95 * sd / math.sqrt(n)
+    return Interval(
+        round(mean, 4), round(max(0.0, mean - half), 4), round(min(1.0, mean + half), 4)
+    )

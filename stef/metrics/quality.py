@@ -115,8 +115,8 @@ class QualityMetrics:
         )
         self.reference_fallbacks = Counter(
             "stef_reference_execution_fallbacks_total",
-            "Records whose generated databases could not decide (not_run, undecided): the "
-            "structure decided",
+            "Records whose generated databases could not decide (not_run, undecided, unexercised): "
+            "the structure decided",
             ["app", "reason"],
             registry=r,
         )
@@ -228,7 +228,9 @@ class QualityMetrics:
         ).inc()
         run = ref.execution
         if run is not None and run.source == "generated" and decided_by == "structure":
-            reason = run.status if run.status in ("not_run", "undecided") else "other"
+            reason: str = run.status if run.status in ("not_run", "undecided") else "other"
+            if (ref.error or "").startswith("execution_unexercised"):
+                reason = "unexercised"
             self.reference_fallbacks.labels(app=app, reason=reason).inc()
 
     def observe_cascade(self, app: str | None, escalated: bool) -> None:

@@ -9,6 +9,7 @@ from html import escape
 
 from stef.calibrate.plot import BLUE, histogram_svg, reliability_svg
 from stef.calibration import Calibration
+from stef.report.counterexample import reference_html
 from stef.report.figures import TIERS, AppFigures, per_app, reliability, worst
 from stef.review import records as R
 
@@ -31,6 +32,9 @@ tr.total td { font-weight: 600; }
   padding: 0 .5em; margin: 0 .2em .2em 0; }
 pre { white-space: pre-wrap; margin: 0; font-size: .9em; }
 svg { max-width: 100%; height: auto; }
+table.grid { width: auto; display: inline-table; margin: .3em 1em .3em 0; font-size: .85em; }
+table.grid caption { text-align: left; font-weight: 600; }
+table.grid th, table.grid td { border: 1px solid #d0d7de; padding: .1em .4em; }
 """
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -179,7 +183,7 @@ def _worst_table(recs: Sequence[R.Record]) -> str:
             f'<td class="n">{_num(R.score(r))}</td>'
             f'<td class="n">{_num(R.p_correct(r), 2)}</td>'
             f"<td>{issues}</td>"
-            f"<td><pre>{escape(text)}</pre></td>"
+            f"<td><pre>{escape(text)}</pre>{reference_html(r)}</td>"
             f"<td>{escape(str(r.get('rationale') or ''))}</td>"
             "</tr>"
         )

@@ -24,7 +24,10 @@ def judged_sql(rec: Mapping[str, Any]) -> tuple[str, bool]:
 
 
 def verdict(rec: Mapping[str, Any]) -> str | None:
-    value = _mapping(rec.get("components")).get("verdict")
+    """The record's verdict: the reference's when a reference decided, else the judge's."""
+    value = _mapping(rec.get("reference")).get("verdict")
+    if not isinstance(value, str):
+        value = _mapping(rec.get("components")).get("verdict")
     return value if isinstance(value, str) else None
 
 
@@ -98,3 +101,66 @@ def agent(rec: Mapping[str, Any]) -> str | None:
 
 def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def reference(rec: Mapping[str, Any]) -> str | None:
+    """The reference comparison in words: its verdict, what decided it, and why the databases
+    could not when they could not; None without a reference."""
+    ref = _mapping(rec.get("reference"))
+    if not isinstance(ref.get("verdict"), str):
+        return None
+    run = _mapping(ref.get("execution"))
+    said = f"{ref['verdict']}, decided by {ref.get('decided_by') or 'structure'}"
+    if run.get("source") == "generated" and isinstance(run.get("databases"), int):
+        said += (
+            f" (rows {run.get('status')} on generated databases: {run['databases']} run, "
+            f"{run.get('informative') or 0} could tell)"
+        )
+    elif isinstance(run.get("status"), str):
+        said += f" (rows {run['status']} on the configured database)"
+    if isinstance(ref.get("error"), str):
+        said += f"; {ref['error']}"
+    return said
+
+
+def differences(rec: Mapping[str, Any]) -> list[str]:
+    """Each component in which the SQL differs from the reference, as ``component: generated
+    vs reference``."""
+    found = _mapping(rec.get("reference")).get("differences")
+    out = []
+    for d in found if isinstance(found, list) else []:
+        d = _mapping(d)
+        out.append(
+            f"{d.get('component')}: {d.get('generated') or '—'} vs {d.get('reference') or '—'}"
+        )
+    return out
+
+
+def counterexample(rec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The generated database on which the SQL and its reference differ, as the page and the
+    report show it: ``tables`` (each ``{name, columns, rows}``), ``generated`` and
+    ``reference`` (their rows), every cell as text (``NULL`` for a null). None without one."""
+    example = _mapping(
+        _mapping(_mapping(rec.get("reference")).get("execution")).get("counterexample")
+    )
+    tables, columns = _mapping(example.get("tables")), _mapping(example.get("columns"))
+    if not tables:
+        return None
+    return {
+        "tables": [
+            {"name": str(name), "columns": _cells(columns.get(name)), "rows": _rows(rows)}
+            for name, rows in tables.items()
+        ],
+        "generated": _rows(example.get("generated")),
+        "reference": _rows(example.get("reference")),
+    }
+
+
+def _rows(value: object) -> list[list[str]]:
+    return [_cells(row) for row in value] if isinstance(value, list) else []
+
+
+def _cells(value: object) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    return ["NULL" if v is None else str(v) for v in value]

@@ -151,6 +151,9 @@ def view(rec: R.Record, order: str = "teaching") -> dict[str, Any]:
         "normalizations": rec.get("normalizations") or [],
         "rationale": rec.get("rationale") or "",
         "examples": R.examples(rec),
+        "reference": E.reference(rec),
+        "differences": E.differences(rec),
+        "counterexample": E.counterexample(rec),
     }
 
 

@@ -5,7 +5,8 @@ the queries compare it with and their neighbours (±1, the day before and after,
 zero-padded and unpadded spellings, strings that match and miss each LIKE pattern), and a few
 ordinary values. Columns tied by a join share one pool, so joins match and a filtering join
 filters. Each database has a handful of rows per table; a table's own key (``id``, ``<table>_id``)
-is unique; the clean databases have no NULLs and no repeated rows, the others some. Everything
+is unique; the clean databases have no repeated rows and no NULLs (but in the columns the queries
+test with ``IS NULL``), the others some. Everything
 is drawn from one seed: the same queries give the same databases.
 """
 
@@ -60,6 +61,8 @@ class Pool:
     ranked: bool = False
     linked: bool = False
     owner: tuple[str, str] | None = None
+    nullable: bool = False
+    odd: tuple[Value, ...] = ()
 
     def every(self) -> list[Value]:
         return list(dict.fromkeys([*self.exact, *self.near, *self.plain]))
@@ -78,14 +81,32 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
             facts.patterns |= one.patterns
             facts.years |= one.years
             facts.ranked |= one.ranked
+            facts.nullable |= one.nullable
+            facts.grouped |= one.grouped
         kind = _kind(facts, [c for _, c in members])
-        exact, near = _named(facts, kind)
+        exact, near, odd = _named(facts, kind)
         linked = len(members) > 1
-        plain = _PLAIN[kind] if linked or not facts.ranked else _wide(kind, exact)
+        # A column only shown by a query with a LIMIT takes distinct values: LIMIT k and k + 1
+        # then show different rows.
+        shown = schema.limit > 0 and not (exact or near or facts.grouped)
+        ranked = facts.ranked or shown
+        plain = _PLAIN[kind] if linked or not ranked else _wide(kind, exact)
+        if not linked and not ranked and kind in ("int", "real"):
+            plain = _around(exact) or plain
         if linked and facts.ranked and kind == "int" and schema.limit:
             plain = list(range(1, min(schema.limit + 3, _MAX_KEYED_ROWS) + 1))
         owner = _owner(members)
-        pool = Pool(kind, tuple(exact), tuple(near), tuple(plain), facts.ranked, linked, owner)
+        pool = Pool(
+            kind,
+            tuple(exact),
+            tuple(near),
+            tuple(plain),
+            ranked,
+            linked,
+            owner,
+            facts.nullable,
+            tuple(odd),
+        )
         for member in members:
             out[member] = pool
     return out
@@ -103,6 +124,13 @@ def _owner(members: list[tuple[str, str]]) -> tuple[str, str] | None:
 def _owns(pools_of: dict[tuple[str, str], Pool], table: str, column: str) -> bool:
     pool = pools_of.get((table, column))
     return pool is not None and pool.owner == (table, column)
+
+
+def _around(exact: list[Value]) -> list[Value]:
+    """Ordinary values on both sides of the numbers a column is compared with, farther than
+    their neighbours (``Views > 1000`` keeps some rows and drops others)."""
+    numbers = [v for v in exact if isinstance(v, int | float) and not isinstance(v, bool)]
+    return list(dict.fromkeys(v + step for v in numbers[:3] for step in (-7, 7, 30)))
 
 
 def _wide(kind: Kind, exact: list[Value]) -> list[Value]:
@@ -153,8 +181,10 @@ def _key_like(name: str) -> bool:
     return name == "id" or name.endswith("id") or name.endswith("_no") or name.endswith("key")
 
 
-def _named(facts: ColumnFacts, kind: Kind) -> tuple[list[Value], list[Value]]:
-    """The values the queries name (as the column stores them) and their neighbours."""
+def _named(facts: ColumnFacts, kind: Kind) -> tuple[list[Value], list[Value], list[Value]]:
+    """The values the queries name (as the column stores them), their neighbours, and the
+    neighbours that differ from a named value only by case (``odd``: on the databases with
+    NULLs and repeats only, real data seldom spells one value two ways)."""
     exact: list[Value] = []
     near: list[Value] = []
     for value in sorted(facts.literals, key=repr):
@@ -170,7 +200,10 @@ def _named(facts: ColumnFacts, kind: Kind) -> tuple[list[Value], list[Value]]:
         exact.append(first)
         near.extend(rest)
     exact = list(dict.fromkeys(exact))
-    return exact, [v for v in dict.fromkeys(near) if v not in exact]
+    folded = {v.casefold() for v in exact if isinstance(v, str)}
+    near = [v for v in dict.fromkeys(near) if v not in exact]
+    odd: list[Value] = [v for v in near if isinstance(v, str) and v.casefold() in folded]
+    return exact, [v for v in near if v not in odd], odd
 
 
 def _neighbours(value: object, kind: Kind) -> list[Value]:
@@ -182,6 +215,10 @@ def _neighbours(value: object, kind: Kind) -> list[Value]:
         step = 1 if isinstance(value, int) else 0.5
         return [value, value - step, value + step]
     text = str(value)
+    if kind == "date" and re.fullmatch(r"\d{4}", text):
+        return _year_dates(int(text))  # SUBSTR(d, 1, 4) = '2019': dates of that year
+    if kind == "date" and re.fullmatch(r"\d{4}-\d{2}", text):
+        return [f"{text}-15", f"{text}-01", f"{text}-28"]
     if kind == "date" and re.match(r"^\d{4}-\d{2}-\d{2}$", text):
         try:
             day = dt.date.fromisoformat(text)
@@ -239,7 +276,7 @@ def generate(
         count = max(rng.randint(_MIN_ROWS, _MAX_ROWS), min(3 * schema.limit + 2, _MAX_LIMITED_ROWS))
         if keys:
             # The table a reference points to holds every value of its key's pool.
-            count = min(len(pools_of[(name, keys[0])].every()), _MAX_KEYED_ROWS)
+            count = max(count, min(len(pools_of[(name, keys[0])].every()), _MAX_KEYED_ROWS))
         cells = [_column_values(name, c, pools_of.get((name, c)), count, rng, clean) for c in names]
         rows = [tuple(col[i] for col in cells) for i in range(count)]
         if not clean and rows and not keys:
@@ -270,14 +307,18 @@ def _column_values(
     exact_share = _EXACT_SHARE / 3 if pool.ranked else _EXACT_SHARE
     for i in range(count):
         draw = rng.random()
-        if not clean and draw < _NULL_SHARE:
+        if (pool.nullable or not clean) and draw < _NULL_SHARE:
             out.append(None)
         elif pool.exact and draw < exact_share:
             out.append(rng.choice(pool.exact))
+        elif pool.odd and not clean and draw < exact_share + _NEAR_SHARE:
+            out.append(rng.choice(pool.odd))
         elif pool.near and draw < exact_share + _NEAR_SHARE:
             out.append(rng.choice(pool.near))
         elif pool.ranked and not pool.linked:
             out.append(plain[i % len(plain)])
         else:
             out.append(rng.choice(plain))
+    if pool.odd and not clean and out:
+        out[rng.randrange(len(out))] = rng.choice(pool.odd)  # each such database spells one
     return out

@@ -9,7 +9,8 @@ compared with a number (``int``/``real``), with a string (``text``, or ``date`` 
 reads ``YYYY-MM-DD`` or a date function reads the column), summed or used in arithmetic
 (``real``); a join equality gives its two columns one kind and one shared domain. The literals a
 column is compared with, and the LIKE patterns it is matched against, are kept: the generated
-values are drawn around them.
+values are drawn around them; so is whether it is tested with ``IS NULL`` (``nullable``) and
+grouped or counted distinct (``grouped``).
 
 Pure: no I/O; a query sqlglot cannot read gives :class:`InferenceError`.
 """
@@ -47,6 +48,8 @@ class ColumnFacts:
     patterns: set[str] = field(default_factory=set)
     years: set[int] = field(default_factory=set)
     ranked: bool = False
+    nullable: bool = False
+    grouped: bool = False
 
 
 @dataclass
@@ -153,8 +156,22 @@ def _place_scope(
             if table is not None:
                 schema.column(table, name)
                 placed[id(column)] = (table, name)
+            elif (
+                inner := _through_derived(scope, column.table.casefold(), name, placed)
+            ) is not None:
+                placed[id(column)] = inner
             continue
-        if name in aliases or not tables:
+        if name in aliases:
+            continue
+        if not tables:
+            only = list(scope.sources)
+            inner = (
+                _through_derived(scope, only[0].casefold(), name, placed)
+                if len(only) == 1
+                else None
+            )
+            if inner is not None:
+                placed[id(column)] = inner
             continue
         candidates = list(dict.fromkeys(tables.values()))
         if len(candidates) == 1 and not derived:
@@ -162,6 +179,27 @@ def _place_scope(
             placed[id(column)] = (candidates[0], name)
         elif not derived:
             pending.append(_Pending(column, candidates))
+
+
+def _through_derived(
+    scope: Scope, qualifier: str, name: str, placed: dict[int, tuple[str, str]]
+) -> tuple[str, str] | None:
+    """The physical column behind ``qualifier.name`` when ``qualifier`` is a derived table or
+    CTE of ``scope`` whose projection ``name`` is a plain column already placed (inner scopes
+    come first): ``T3.nationality = 'Dutch'`` over ``(SELECT T1.nationality FROM drivers T1)``
+    says what ``drivers.nationality`` holds."""
+    for alias, source in scope.sources.items():
+        if alias.casefold() != qualifier or not isinstance(source, Scope):
+            continue
+        inner = source.expression
+        if not isinstance(inner, exp.Select):
+            return None
+        for projection in inner.expressions:
+            if projection.alias_or_name.casefold() != name:
+                continue
+            node = projection.this if isinstance(projection, exp.Alias) else projection
+            return placed.get(id(node)) if isinstance(node, exp.Column) else None
+    return None
 
 
 def _qualified_table(scope: Scope | None, qualifier: str) -> str | None:
@@ -214,6 +252,10 @@ def _facts_from_use(
         node, parent = parent, parent.parent
     if isinstance(parent, exp.Ordered | exp.Max | exp.Min):
         facts.ranked = True
+    if isinstance(parent, exp.Is):
+        facts.nullable = True
+    if isinstance(parent, exp.Group | exp.Distinct):
+        facts.grouped = True
     if isinstance(parent, exp.Sum | exp.Avg):
         facts.kinds.add("int")
     if wrapped_date:

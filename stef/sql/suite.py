@@ -56,8 +56,8 @@ class SuiteOutcome:
             that could tell), ``undecided`` (no database could tell: every result empty or
             order-dependent), ``not_run`` (the queries could not be read or run: ``detail``).
         databases: databases generated.
-        informative: databases on which the reference returned rows and both results were
-            independent of row order.
+        informative: databases on which the reference returned a value other than NULL and 0
+            and both results were independent of row order.
     """
 
     status: Status
@@ -114,7 +114,7 @@ def run_suite(
             ref_b, ordered
         ):
             continue  # the result depends on the order of the rows: this database cannot tell
-        if ref_a:
+        if _telling(ref_a):
             informative += 1
         if _key(gen_a, ordered) == _key(ref_a, ordered):
             continue
@@ -124,7 +124,7 @@ def run_suite(
             informative=informative,
             counterexample=_counterexample(tables, gen_a, ref_a),
         )
-        if _rows_set(gen_a) != _rows_set(ref_a) and clean:
+        if clean and not _repeats_only(gen_a, ref_a, ordered):
             return replace(found, elapsed_ms=_ms(started))
         # Only repeated rows differ, or only a database with NULLs and repeated rows tells
         # them apart: what real data with keys and few NULLs seldom shows.
@@ -136,6 +136,12 @@ def run_suite(
     return SuiteOutcome(
         status, detail=detail, databases=total, informative=informative, elapsed_ms=_ms(started)
     )
+
+
+def _telling(rows: Rows) -> bool:
+    """Whether a reference result can tell queries apart: some value in it other than NULL
+    and 0 (a COUNT of 0 or a SUM of nothing says no row passed the filters)."""
+    return any(v is not None and v != 0 for row in rows for v in row)
 
 
 def _ms(started: float) -> float:
@@ -236,6 +242,62 @@ def _rows_set(rows: Sequence[Sequence[Any]]) -> frozenset[tuple[tuple[int, Any],
     """Rows as a set, rows with a NULL left out: what duplicates and NULLs do not change."""
     keyed = (tuple(sorted(_cell(v) for v in row)) for row in rows)
     return frozenset(row for row in keyed if all(tag for tag, _ in row))
+
+
+def _repeats_only(generated: Rows, reference: Rows, ordered: bool) -> bool:
+    """The two results differ only by repeated rows or rows with NULLs (not by the order of
+    the same rows, when order counts)."""
+    if _rows_set(generated) != _rows_set(reference):
+        return False
+    return not (ordered and _key(generated, False) == _key(reference, False))
+
+
+def touched(generated: str, reference: str, dialect: str | None) -> frozenset[str]:
+    """The components in which the two queries' LIMITs and ORDER BYs differ, anywhere in them
+    (a subquery's too): ``limit`` when their LIMIT and OFFSET numbers differ, ``order_by`` when
+    their sort directions do."""
+    try:
+        trees = [parse_one(generated, dialect), parse_one(reference, dialect)]
+    except InferenceError:
+        return frozenset()
+    limits = [
+        sorted(
+            str(n.args["expression"])
+            for n in tree.find_all(exp.Limit, exp.Offset)
+            if isinstance(n.args.get("expression"), exp.Literal)
+        )
+        for tree in trees
+    ]
+    orders = [[bool(o.args.get("desc")) for o in tree.find_all(exp.Ordered)] for tree in trees]
+    found = {"limit"} if limits[0] != limits[1] else set()
+    return frozenset(found | ({"order_by"} if orders[0] != orders[1] else set()))
+
+
+def perturbed(sql: str, dialect: str | None, components: frozenset[str]) -> str | None:
+    """``sql`` with each of ``components`` changed as a wrong query would change it: every
+    ``ORDER BY`` direction flipped (``order_by``), every LIMIT and OFFSET number one more
+    (``limit``). None when it does not parse or has nothing to change."""
+    try:
+        tree = parse_one(sql, dialect)
+    except InferenceError:
+        return None
+    changed = False
+    if "order_by" in components:
+        for ordered in tree.find_all(exp.Ordered):
+            ordered.set("desc", not ordered.args.get("desc"))
+            changed = True
+    if "limit" in components:
+        for node in tree.find_all(exp.Limit, exp.Offset):
+            value = node.args.get("expression")
+            if isinstance(value, exp.Literal) and value.is_int:
+                value.replace(exp.Literal.number(int(value.this) + 1))
+                changed = True
+    if not changed:
+        return None
+    try:
+        return tree.sql(dialect=dialect)
+    except (SqlglotError, RecursionError, ValueError):
+        return None
 
 
 def _counterexample(tables: list[Table], generated: Rows, reference: Rows) -> Counterexample:

@@ -157,8 +157,12 @@ def _referenced(result: Result, ref: Reference, rules: AppRules) -> Result:
         # The reference's probability is the record's: the estimate and the review read it.
         update["judge"] = result.judge.model_copy(update={"p_correct": ref.p_correct})
         if result.components is not None and ref.verdict is not Verdict.LIKELY_CORRECT:
+            # A decisive reference is the record's verdict too (the summary's mix, the metrics,
+            # the report and the review page read it there).
             sure = max(ref.p_correct, 1 - ref.p_correct)
-            update["components"] = result.components.model_copy(update={"confidence": sure})
+            update["components"] = result.components.model_copy(
+                update={"confidence": sure, "verdict": ref.verdict}
+            )
     return result.model_copy(update=update)
 
 

@@ -9,7 +9,10 @@ them (:func:`stef.sql.suite.run_suite`) and decides:
 - the same rows on every database that could tell: ``Correct``, more surely the more databases
   could tell;
 - nothing could tell, or the queries could not be read or run: the structure's verdict stands,
-  and ``reference.error`` says why.
+  and ``reference.error`` says why;
+- the same rows where the structure says ``Incorrect`` and the two differ in a LIMIT or an
+  ORDER BY direction that the databases cannot exercise (they cannot tell the reference from
+  itself with those changed): the structure's verdict stands (``execution_unexercised``).
 
 ``P_EXECUTION`` is how often SQL with each outcome was labelled correct on the dev set.
 """
@@ -25,17 +28,18 @@ from stef.models import (
     SqlSpec,
     Verdict,
 )
-from stef.sql.suite import SuiteOutcome, run_suite
+from stef.sql.suite import SuiteOutcome, perturbed, run_suite, touched
 from stef.stages.sqlspec import sqlspec
 
 # P(label correct | outcome on generated databases, and for the same rows the structure's
-# verdict) on ../shared/data/judge-dev.jsonl (1,942 records with gold_sql, 8 databases each;
-# see docs/reference.md).
-P_EXECUTION: dict[str, float] = {"different": 0.23, "duplicates": 0.87}
+# verdict) on ../shared/data/judge-dev.jsonl (1,942 records with gold_sql, 8 + 2 databases each):
+# different 206/993, duplicates 119/142; same rows with a Correct structure 564/591, Likely
+# Correct 23/25, Incorrect 69/84. Measured by scripts/reference_rates.py (docs/reference.md).
+P_EXECUTION: dict[str, float] = {"different": 0.21, "duplicates": 0.84}
 P_SAME: dict[Verdict, float] = {
     Verdict.CORRECT: 0.95,
-    Verdict.LIKELY_CORRECT: 0.77,
-    Verdict.INCORRECT: 0.58,
+    Verdict.LIKELY_CORRECT: 0.92,
+    Verdict.INCORRECT: 0.82,
 }
 _VERDICT = {
     "same": Verdict.CORRECT,
@@ -43,6 +47,10 @@ _VERDICT = {
     "different": Verdict.INCORRECT,
 }
 
+
+# What small generated databases cannot always exercise (a LIMIT inside a scalar subquery, an
+# order among rows a key makes unique): agreeing rows overrule it only when they can.
+UNEXERCISED = frozenset({"limit", "order_by"})
 
 # Databases that could tell, from which agreement is as sure as the dev rate says.
 _SURE = 6
@@ -81,10 +89,11 @@ def run_generated(
             and not checked.multiple_statements
         ):
             return _structure(ref, "not_run", f"the {who} SQL is not one SELECT")
+    dialect = dialect or gold_spec.dialect
     found = run_suite(
         sql,
         gold_sql,
-        dialect or gold_spec.dialect,
+        dialect,
         ordered=ordered,
         n=generated.databases,
         timeout_s=generated.timeout_s,
@@ -93,6 +102,11 @@ def run_generated(
     execution = _execution(found)
     if found.status in ("not_run", "undecided"):
         reason = f"execution_{found.status}: {found.detail}"
+        return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
+    unexercised = _unexercised(ref, found, sql, gold_sql, dialect, ordered, generated)
+    if unexercised:
+        reason = "execution_unexercised: the generated databases cannot tell the reference from "
+        reason += f"itself with its {' and '.join(sorted(unexercised))} changed"
         return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
     verdict = _VERDICT[found.status]
     p_correct = _p_correct(found, ref.verdict)
@@ -104,6 +118,39 @@ def run_generated(
             "decided_by": "execution",
         }
     )
+
+
+def _unexercised(
+    ref: Reference,
+    found: SuiteOutcome,
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    ordered: bool,
+    generated: Generated,
+) -> frozenset[str]:
+    """Where agreeing rows cannot overrule a structural ``Incorrect``: the LIMIT or ORDER BY
+    differences (anywhere, a subquery's too) that databases generated the same way cannot
+    tell apart (a LIMIT inside a scalar subquery, an order among rows a key makes unique):
+    they cannot tell the reference from itself with those changed. Empty: the rows decide."""
+    if found.status != "same" or ref.verdict is not Verdict.INCORRECT:
+        return frozenset()
+    differing = touched(sql, gold_sql, dialect) & UNEXERCISED
+    if not differing:
+        return frozenset()
+    changed = perturbed(gold_sql, dialect, differing)
+    if changed is None:
+        return differing
+    check = run_suite(
+        changed,
+        gold_sql,
+        dialect,
+        ordered=ordered,
+        n=generated.databases,
+        timeout_s=generated.timeout_s,
+        max_rows=generated.max_rows,
+    )
+    return frozenset() if check.status == "different" else differing
 
 
 def _p_correct(found: SuiteOutcome, structural: Verdict | None) -> float:

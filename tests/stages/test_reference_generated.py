@@ -90,3 +90,34 @@ def test_what_cannot_run_falls_back_to_the_structure_with_its_reason_and_a_metri
     assert registry.get_sample_value("stef_reference_execution_fallbacks_total", labels) == 1
     verdicts = {"app": "default", "verdict": "Correct", "decided_by": "structure"}
     assert registry.get_sample_value("stef_reference_verdicts_total", verdicts) == 1
+
+
+def test_agreeing_rows_do_not_overrule_a_limit_the_databases_cannot_exercise() -> None:
+    # SQLite takes a scalar subquery's first row: LIMIT 1 and LIMIT 2 agree on every database.
+    result = _judge(
+        {
+            "question": "What is the body of the post whose tag has the highest count?",
+            "sql": "SELECT body FROM posts WHERE id = "
+            "(SELECT post_id FROM tags ORDER BY count DESC LIMIT 2)",
+            "gold_sql": "SELECT body FROM posts WHERE id = "
+            "(SELECT post_id FROM tags ORDER BY count DESC LIMIT 1)",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.verdict is Verdict.INCORRECT
+    assert ref.decided_by == "structure"
+    assert ref.execution is not None and ref.execution.status == "same"
+    assert ref.error is not None and ref.error.startswith("execution_unexercised")
+
+
+def test_agreeing_rows_overrule_an_order_the_databases_exercise() -> None:
+    result = _judge(
+        {
+            "question": "Which singer is the oldest?",
+            "sql": "SELECT name FROM singer ORDER BY birthday ASC LIMIT 1",
+            "gold_sql": "SELECT name FROM singer ORDER BY JULIANDAY(birthday) ASC LIMIT 1",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.decided_by == "execution"
+    assert ref.verdict is Verdict.CORRECT

@@ -1,0 +1,105 @@
+"""The review page shows the reference comparison (issue 30): its verdict and what decided it,
+each differing component, and the counterexample database (its tables, both outputs) when the
+rows differ; nothing of it for a record without a reference. Driven in headless Chromium on
+results written by ``stef replay`` from a log with ``gold_sql``; screenshots go to
+/tmp/shots/."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stef.cli import main
+from stef.review.records import read_results
+from stef.review.server import Review, ReviewServer
+from tests.review.browser import browser  # noqa: F401 (the fixture)
+
+SHOTS = Path("/tmp/shots")
+ROWS = [
+    {
+        "id": "offset",
+        "question": "Which singer has the second highest fee?",
+        "sql": "SELECT name FROM singer ORDER BY fee DESC LIMIT 2, 1",
+        "gold_sql": "SELECT name FROM singer ORDER BY fee DESC LIMIT 1, 1",
+    },
+    {
+        "id": "same",
+        "question": "List the singers from France",
+        "sql": "SELECT name FROM singer WHERE country = 'France'",
+        "gold_sql": "SELECT s.name FROM singer AS s WHERE (s.country = 'France')",
+    },
+    {
+        "id": "free",
+        "question": "How many singers are there?",
+        "sql": "SELECT COUNT(*) FROM singer",
+    },
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_stef_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("STEF_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Any:
+    log, out = tmp_path / "refs.log.jsonl", tmp_path / "refs.results.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    assert main(["replay", str(log), "--no-progress", "-o", str(out)]) == 0
+    review = Review(read_results(out), tmp_path / "labels.jsonl", reviewer="r")
+    running = ReviewServer(review, "127.0.0.1", 0)
+    threading.Thread(target=running.serve_forever, daemon=True).start()
+    yield running
+    running.shutdown()
+    running.server_close()
+
+
+def _open(browser: Any, server: Any, record_id: str) -> Any:  # noqa: F811
+    page = browser.new_page(viewport={"width": 1200, "height": 1100})
+    page.goto(f"http://127.0.0.1:{server.port}/")
+    page.wait_for_selector("#r-id:not(:empty)")
+    for _ in range(len(ROWS)):
+        if page.text_content("#r-id") == record_id:
+            break
+        page.keyboard.press("ArrowRight")
+    assert page.text_content("#r-id") == record_id
+    return page
+
+
+def test_a_counterexample_shows_its_tables_and_both_outputs(
+    browser: Any,  # noqa: F811
+    server: Any,
+) -> None:
+    page = _open(browser, server, "offset")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "review-counterexample.png"), full_page=True)
+    said = page.text_content("#r-ref") or ""
+    assert said.startswith("Incorrect, decided by execution")
+    assert page.text_content("#r-verdict") == "Incorrect"  # the reference's, not the judge's
+    assert page.is_visible("#r-cex")
+    assert page.text_content("#r-cex-tables caption") == "singer"
+    headers = page.locator("#r-cex-tables th").all_text_contents()
+    assert {"name", "fee"} <= set(headers)
+    assert page.locator("#r-cex-tables td").count() >= 2 * len(headers)
+    generated = page.locator("#r-cex-gen td").all_text_contents()
+    reference = page.locator("#r-cex-ref td").all_text_contents()
+    assert generated and reference and generated != reference
+    assert any(d.startswith("limit: ") for d in page.locator("#r-diffs li").all_text_contents())
+
+
+def test_agreeing_rows_show_no_counterexample_and_no_reference_shows_nothing(
+    browser: Any,  # noqa: F811
+    server: Any,
+) -> None:
+    page = _open(browser, server, "same")
+    assert (page.text_content("#r-ref") or "").startswith("Correct, decided by execution")
+    assert page.is_visible("#r-refcard") and not page.is_visible("#r-cex")
+    page = _open(browser, server, "free")
+    assert not page.is_visible("#r-refcard")
