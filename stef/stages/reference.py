@@ -37,6 +37,7 @@ from stef.rules import AppRules
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
 from stef.stages.reference_generated import Generated, run_generated
+from stef.stages.reference_rules import without_app_defaults
 from stef.stages.score import tier_of
 from stef.stages.sqlspec import guess_candidates, sqlspec
 
@@ -132,14 +133,19 @@ def with_reference(
     dialect = record.dialect or rules.dialect
     cues = question_cues(record.question)
     ordered = cues.ordering_requested or cues.top_k is not None
-    ref = reference(record.sql, gold, dialect, ordering_requested=ordered)
+    # The app's defaults (a safety LIMIT, benign and ignored filters) are no difference.
+    sql, gold = (without_app_defaults(s, dialect, rules) for s in (record.sql, gold))
+    spec = result.sql_spec
+    if spec is not None and sql != record.sql:
+        spec = sqlspec(sql, dialect)
+    ref = reference(sql, gold, dialect, ordering_requested=ordered)
     if ref.verdict is not None:
         ref = ref.model_copy(update={"decided_by": "structure"})
-    if database is not None and result.sql_spec is not None:
-        run = _executed(database, result.sql_spec, record.sql, gold, dialect, ordered)
+    if database is not None and spec is not None:
+        run = _executed(database, spec, sql, gold, dialect, ordered)
         ref = _decided_by_rows(ref, run)
-    elif generated is not None and result.sql_spec is not None and ref.verdict is not None:
-        ref = run_generated(ref, result.sql_spec, record.sql, gold, dialect, ordered, generated)
+    elif generated is not None and spec is not None and ref.verdict is not None:
+        ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated)
     return _referenced(result, ref, rules)
 
 
@@ -157,12 +163,11 @@ def _referenced(result: Result, ref: Reference, rules: AppRules) -> Result:
         # The reference's probability is the record's: the estimate and the review read it.
         update["judge"] = result.judge.model_copy(update={"p_correct": ref.p_correct})
         if result.components is not None and ref.verdict is not Verdict.LIKELY_CORRECT:
-            # A decisive reference is the record's verdict too (the summary's mix, the metrics,
-            # the report and the review page read it there).
+            # A decisive reference sets the confidence; the verdict stays the judge's, so the
+            # verdict mix and the detected-error alert read what the judge found (a golden set
+            # written without the app's every default would otherwise turn them into errors).
             sure = max(ref.p_correct, 1 - ref.p_correct)
-            update["components"] = result.components.model_copy(
-                update={"confidence": sure, "verdict": ref.verdict}
-            )
+            update["components"] = result.components.model_copy(update={"confidence": sure})
     return result.model_copy(update=update)
 
 

@@ -36,8 +36,8 @@ def test_promtool_unit_tests_catch_a_broken_threshold(promtool: str, tmp_path: P
         text = path.read_text(encoding="utf-8")
         if path.name == "alerts.rules.yml":
             rule = "app:stef_detected_error:ratio_rate30m > "
-            assert rule + "0.10" in text
-            text = text.replace(rule + "0.10", rule + "0.5")
+            assert rule + "0.12" in text
+            text = text.replace(rule + "0.12", rule + "0.5")
         (tmp_path / path.name).write_text(text, encoding="utf-8")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / ALERT_TESTS.name).write_text(ALERT_TESTS.read_text(encoding="utf-8"))

@@ -41,7 +41,7 @@ def results(tmp_path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def test_the_reference_sets_verdict_confidence_tier_and_review(
+def test_the_reference_sets_confidence_tier_and_review(
     results: list[dict[str, object]],
 ) -> None:
     by_id = {r["id"]: r for r in results}
@@ -49,7 +49,7 @@ def test_the_reference_sets_verdict_confidence_tier_and_review(
         rec = by_id[rid]
         ref, components, judge = rec["reference"], rec["components"], rec["judge"]
         assert isinstance(ref, dict) and isinstance(components, dict) and isinstance(judge, dict)
-        assert ref["verdict"] == components["verdict"] == verdict
+        assert ref["verdict"] == verdict
         assert judge["p_correct"] == ref["p_correct"]
         assert components["confidence"] == max(ref["p_correct"], 1 - ref["p_correct"])
         assert rec["needs_review"] is False
@@ -63,7 +63,10 @@ def test_the_summary_reads_the_references(
     capsys.readouterr()
     assert main(["summary", str(path), "--format", "json"]) == 0
     total = json.loads(capsys.readouterr().out)["total"]
-    assert total["verdict_mix"]["error"] == pytest.approx(1 / 3, abs=1e-3)
+    # The verdict mix is the judge's (the reference's verdict is reference.verdict).
+    judged = [r["components"]["verdict"] for r in results]  # type: ignore[index]
+    errors = sum(v == "Incorrect" for v in judged) / len(judged)
+    assert total["verdict_mix"]["error"] == pytest.approx(errors, abs=1e-3)
     assert total["estimated_accuracy_note"] is None
     p = [r["judge"]["p_correct"] for r in results]  # type: ignore[index]
     assert total["estimated_accuracy"]["value"] == pytest.approx(sum(p) / len(p), abs=1e-4)

@@ -103,7 +103,11 @@ def question_filters(ev: Evidence) -> Iterator[Finding]:
         hard = [f.text for f in hits if f.kind in _STRONG_KINDS]
         soft = [f.text for f in hits if f.kind not in _STRONG_KINDS]
         if hard:
-            yield Finding(label, f"{what} {', '.join(hard)}", strong=True, weight=len(hard))
+            # The user's own values count one each; the enrichment's (the agent's rewrite, which
+            # also describes scales: "csat_score from 1 to 5") count once together.
+            own = sum(1 for f in hits if f.kind in _STRONG_KINDS and f.kind != "enrichment")
+            weight = own + (1 if own < len(hard) else 0)
+            yield Finding(label, f"{what} {', '.join(hard)}", strong=True, weight=weight)
         if soft:
             yield Finding(label, f"{what} {', '.join(soft)}", strong=False)
 
