@@ -19,7 +19,7 @@ import math
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
@@ -153,7 +153,13 @@ def _orders(tree: exp.Query) -> bool:
 
 
 def _sqlite_text(tree: exp.Query) -> str:
+    """The query as SQLite runs it on the generated tables, which are named without their
+    schema or catalog (``sales.orders`` is the table ``orders``)."""
     try:
+        tree = tree.copy()
+        for table in tree.find_all(exp.Table):
+            table.set("db", None)
+            table.set("catalog", None)
         return tree.sql(dialect="sqlite")
     except (SqlglotError, RecursionError, ValueError) as exc:
         raise InferenceError(f"cannot be written for SQLite: {type(exc).__name__}") from exc
@@ -182,8 +188,34 @@ def _run_both_orders(
     return (results[0][0], results[0][1]), (results[1][0], results[1][1])
 
 
+def _date_part(start: int, end: int) -> Callable[[object], int | None]:
+    """A SQLite function reading a part of an ISO date text (the generated dates are ISO)."""
+
+    def part(value: object) -> int | None:
+        text = str(value)[start:end] if value is not None else ""
+        return int(text) if text.isdigit() else None
+
+    return part
+
+
+def _quarter(value: object) -> int | None:
+    month = _date_part(5, 7)(value)
+    return None if month is None else (month - 1) // 3 + 1
+
+
+# Date functions other engines have and SQLite lacks (YEAR(d) in Snowflake, MySQL, T-SQL).
+_DATE_FUNCTIONS: dict[str, Callable[[object], int | None]] = {
+    "YEAR": _date_part(0, 4),
+    "MONTH": _date_part(5, 7),
+    "DAY": _date_part(8, 10),
+    "QUARTER": _quarter,
+}
+
+
 def _database(tables: list[Table], reverse: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
+    for name, function in _DATE_FUNCTIONS.items():
+        conn.create_function(name, 1, function, deterministic=True)
     for table in tables:
         columns = ", ".join(f"{_quoted(c)} {affinity}" for c, affinity in table.columns)
         conn.execute(f"CREATE TABLE {_quoted(table.name)} ({columns})")

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from stef.models import Reference, Verdict
 from stef.rules import AppRules
+from stef.stages.reference_generated import Generated, run_generated
 from stef.stages.reference_rules import without_app_defaults
+from stef.stages.sqlspec import sqlspec
 
 RULES = AppRules(benign_filters=["status = 'active'"], ignore_filters=["tenant_id"], limit_min=1000)
 
@@ -36,3 +39,16 @@ def test_app_defaults_are_left_out(sql: str, expected: str) -> None:
 def test_a_query_without_defaults_is_returned_as_written() -> None:
     sql = "select  a from t where x = 1"
     assert without_app_defaults(sql, None, RULES) == sql
+
+
+def test_schema_qualified_tables_and_year_run_on_generated_databases() -> None:
+    """Production SQL names ``schema.table`` and Snowflake's YEAR(): both run on the generated
+    SQLite databases, and a wrong year is told apart by a counterexample."""
+    gold = "SELECT SUM(amount) FROM sales.orders WHERE YEAR(order_date) = 2024"
+    wrong = "SELECT SUM(amount) FROM sales.orders WHERE YEAR(order_date) = 2023"
+    structural = Reference(verdict=Verdict.INCORRECT, p_correct=0.1, decided_by="structure")
+    ref = run_generated(
+        structural, sqlspec(wrong, "snowflake"), wrong, gold, "snowflake", False, Generated()
+    )
+    assert ref.decided_by == "execution", ref.error
+    assert ref.verdict is Verdict.INCORRECT
