@@ -6,9 +6,11 @@ stage decides what is extra, benign or ignored under the app rules, and the filt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from stef.models import Alignment, FilterStatus, JudgeOutput, Predicate, SqlSpec
+from stef.models import Alignment, FilterStatus, JudgeOutput, SqlSpec
 from stef.rules import AppRules, fold_key
 from stef.sql.canonical import norm_ident
 from stef.stages.normalize import Normalized
@@ -19,12 +21,26 @@ def mapped_columns(rules: AppRules) -> dict[str, str]:
     return {norm_ident(k): norm_ident(v) for k, v in rules.column_mappings.items()}
 
 
-def is_ignored(pred: Predicate, rules: AppRules) -> bool:
+class PredicateLike(Protocol):
+    """What the rule tests read of a predicate: a spec's :class:`Predicate`, or a
+    :class:`stef.sql.predicates.Pred` read straight from a condition."""
+
+    @property
+    def lhs(self) -> str: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def rhs(self) -> str: ...
+    @property
+    def columns(self) -> Sequence[str]: ...
+
+
+def is_ignored(pred: PredicateLike, rules: AppRules) -> bool:
     ignored = {norm_ident(c) for c in rules.ignore_filters}
     return bool(ignored) and (pred.lhs in ignored or any(c in ignored for c in pred.columns))
 
 
-def is_benign(pred: Predicate, rules: AppRules, dialect: str | None) -> bool:
+def is_benign(pred: PredicateLike, rules: AppRules, dialect: str | None) -> bool:
     """Whether ``pred`` is one of the app's benign filters, compared structurally.
 
     The filters were parsed when the rules were loaded (:meth:`AppRules.benign_keys`).

@@ -13,9 +13,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from stef.rules import AppRules, fold_key
-from stef.sql.canonical import norm_ident
+from stef.rules import AppRules
 from stef.sql.predicates import conjuncts, predicate_of
+from stef.stages.align import is_benign, is_ignored
 
 
 def without_app_defaults(sql: str, dialect: str | None, rules: AppRules) -> str:
@@ -45,9 +45,4 @@ def without_app_defaults(sql: str, dialect: str | None, rules: AppRules) -> str:
 
 def _app_default(node: exp.Expr, rules: AppRules, dialect: str | None) -> bool:
     pred = predicate_of(node, dialect)
-    if pred is None:
-        return False
-    ignored = {norm_ident(c) for c in rules.ignore_filters}
-    if ignored and (pred.lhs in ignored or any(c in ignored for c in pred.columns)):
-        return True
-    return fold_key((pred.lhs, pred.op, pred.rhs)) in rules.benign_keys(dialect)
+    return pred is not None and (is_ignored(pred, rules) or is_benign(pred, rules, dialect))
