@@ -340,11 +340,13 @@ class KafkaSource:
         # the deadline to finish, so the commit covers them.
         for tracker in trackers.values():
             tracker.revoke()
-        abandoned = 0
+        abandoned = redelivered = 0
         for tracker in trackers.values():
             if not tracker.wait_started(max(0.0, deadline - time.monotonic())):
                 abandoned += tracker.started
-            tracker.close()
+            # Records still being judged, and records done after one of them: both are left
+            # to the next owner, which judges them again (duplicates, never losses).
+            redelivered += tracker.close()
         offsets = {}
         for tp, tracker in trackers.items():
             # kafka-python keeps the fetch position of a partition assigned again to this
@@ -364,6 +366,7 @@ class KafkaSource:
             partitions=sorted(tp.partition for tp in revoked),
             committed=len(offsets),
             abandoned=abandoned,
+            redelivered=redelivered,
         )
 
     def on_assigned(self, assigned: list[TopicPartition]) -> None:

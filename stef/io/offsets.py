@@ -134,8 +134,14 @@ class OffsetTracker:
         with self._lock:
             return self._lock.wait_for(lambda: not self._started, timeout=timeout_s)
 
-    def close(self) -> None:
-        """Abandon what is in flight: late completions no longer move the commit."""
+    def close(self) -> int:
+        """Abandon what is in flight: late completions no longer move the commit.
+
+        Returns how many records were started or done without the commit covering them: their
+        results are (or may yet be) written, and the partition's next owner judges them again
+        from the commit. A record done after an older one still in flight is among them."""
         with self._lock:
+            repeated = 0 if self.closed else len(self._started) + len(self._done)
             self.closed = True
             self._lock.notify_all()
+            return repeated

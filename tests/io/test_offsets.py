@@ -35,6 +35,20 @@ def test_closed_tracker_ignores_late_completions() -> None:
     assert t.position == 1
 
 
+def test_close_counts_what_the_next_owner_judges_again() -> None:
+    t = OffsetTracker()
+    for offset in (10, 11, 12, 13):
+        t.add(offset)
+    for offset in (10, 11, 12):
+        assert t.claim(offset)
+    t.done(10)  # in order: the commit covers it
+    t.done(12)  # done behind 11, still being judged: the commit stops at 11
+    assert t.committable() == 11
+    # 11 (being judged) and 12 (done, uncommitted) are redelivered; 13 never started.
+    assert t.close() == 2
+    assert t.close() == 0  # counted once
+
+
 def test_wait_idle_returns_when_the_last_record_is_done() -> None:
     t = OffsetTracker()
     t.add(5)
