@@ -6,6 +6,7 @@ stage checks every judge's filters against them. No pipeline imports.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -37,7 +38,10 @@ _MONTHS = (
 )  # fmt: skip
 # A single quote opens a value only where a word does not run into it, and closes one only where no
 # word follows: the apostrophes of "doesn't" or "O'Brien's" are not quotes.
-_QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
+# Inside single quotes, a doubled quote is SQL's escaped apostrophe ('Ancestor''s Chosen').
+_QUOTED = re.compile(
+    r"(?<!\w)'((?:[^'\n]|''){1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`"
+)
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
 # "2010/7/19", "7/19/2010" (month first unless the first number cannot be a month), and the
 # clock times beside them ("21:20:00", "7:39 PM"), whose digits are not filter numbers.
@@ -143,8 +147,8 @@ _COUNTED = re.compile(
 # "between 50 and 200", "from 2020 to 2022", "between 2024-03-01 and 2024-03-31": the first
 # value is the range's inclusive start, the second its inclusive end.
 _RANGE = re.compile(
-    r"\b(?:between|from)\s+(?:\$\s*)?(?P<lo>-?\d[\d,.:-]*\d|\d)\b.{0,12}?\s+(?:and|to|until|through|-)\s+"
-    r"(?:\$\s*)?(?P<hi>-?\d[\d,.:-]*\d|\d)\b",
+    r"\b(?:between|from)\s+(?:\$\s*|')?(?P<lo>-?\d[\d,./:-]*\d|\d)\b.{0,12}?\s+(?:and|to|until|through|-)\s+"
+    r"(?:\$\s*|')?(?P<hi>-?\d[\d,./:-]*\d|\d)\b",
     re.I,
 )
 
@@ -263,10 +267,16 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     if _SUPERLATIVE.search(text):
         for m in _COUNTED.finditer(text):
             take(m.span(1))
+    ranges = _range_ops(text)
     for m in _QUOTED.finditer(text):
         raw = next(g for g in m.groups() if g is not None)
-        add(Found(norm_value(raw), raw, "value", span=m.span()))
-    ranges = _range_ops(text)
+        if m.group(1) is not None:
+            raw = raw.replace("''", "'")
+        if _ISO_DATE.fullmatch(raw) and m.start() + 1 in ranges:
+            # "BETWEEN '2019-09-01' and '2019-09-30'": a bound of a range of days.
+            add(Found(norm_value(raw), raw, "date", ranges[m.start() + 1], m.span()))
+        else:
+            add(Found(norm_value(raw), raw, "value", span=m.span()))
     for m in _ISO_DATE.finditer(text):
         op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
         add(Found(norm_value(m.group(1)), m.group(1), "date", op, m.span()))
@@ -400,6 +410,19 @@ def _stems(text: str) -> set[str]:
     return {w.casefold()[:5] for w in _WORD.findall(text)} - {w[:5] for w in _LINK_WORDS}
 
 
+@lru_cache(maxsize=256)
+def _clause_ends(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each clause separator outside parentheses: the comma of
+    ``DIVIDE(COUNT(x), COUNT(y))`` joins, it does not separate."""
+    depth, last, out = 0, 0, []
+    for m in _CLAUSE_END.finditer(text):
+        depth += text.count("(", last, m.start()) - text.count(")", last, m.start())
+        last = m.start()
+        if depth <= 0:
+            out.append(m.span())
+    return out
+
+
 def glossary_entry(enriched: str, span: tuple[int, int], question: str) -> bool:
     """Whether the enrichment clause around ``span`` defines something the question never
     names: a glossary line ("element = 'cl' means Chlorine") asked of no question about
@@ -408,9 +431,11 @@ def glossary_entry(enriched: str, span: tuple[int, int], question: str) -> bool:
     A clause with no word of its own beside the value (``UserId = 58``) is not a glossary
     entry; nor is one whose words (stems of 5 letters) the question uses.
     """
-    start = max((m.end() for m in _CLAUSE_END.finditer(enriched, 0, span[0])), default=0)
-    found = _CLAUSE_END.search(enriched, span[1])
-    clause = enriched[start : found.start() if found else len(enriched)]
+    ends = _clause_ends(enriched)
+    at = bisect.bisect_right(ends, span[0], key=lambda e: e[1]) - 1
+    start = ends[at][1] if at >= 0 else 0
+    after = bisect.bisect_left(ends, span[1], key=lambda e: e[0])
+    clause = enriched[start : ends[after][0] if after < len(ends) else len(enriched)]
     words = _stems(_COLUMN_OR_VALUE.sub(" ", clause))
     return bool(words) and not words & _stems(question)
 

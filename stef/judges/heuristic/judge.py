@@ -31,6 +31,7 @@ from stef.judges.heuristic.readings import (
     named_at,
     negated_at,
     question_intervals,
+    same_word_forms,
     sql_extremes,
     sql_window_days,
     window_days,
@@ -48,7 +49,7 @@ from stef.models import (
     Usage,
     Verdict,
 )
-from stef.question import glossary_entry, in_words, question_literals
+from stef.question import Found, glossary_entry, in_words, question_literals
 from stef.sql.canonical import SQL_STRING, norm_value
 
 MatchStatus = Literal["matched", "missing", "mismatched"]
@@ -104,6 +105,8 @@ def _value_match(q: QuestionFilter, kind: str, p: Predicate) -> bool:
             continue
         if v == q.rhs:
             return True
+        if kind in ("value", "enrichment") and len(v) >= 3 and v in same_word_forms(q.rhs):
+            return True  # "Teachers" names 'Teacher'
         if kind in ("year", "date") and (v.startswith(q.rhs) or q.rhs.startswith(v)):
             return True
         if (
@@ -448,6 +451,8 @@ def word_filters(
         at = named_at(word, question) if word in question else None
         if at is None or any(named_at(word, h) is not None for h in have):
             continue
+        if _AMOUNT_AFTER.match(question, at + len(word)):
+            continue  # "paid more than 20", "returned the most": a verb of an amount
         have.add(word)
         op = "!=" if negated_at(question, at) else "="
         filters.append(QuestionFilter(op=op, rhs=word, text=word, kind="status"))
@@ -455,6 +460,11 @@ def word_filters(
     return qs.model_copy(update={"filters": filters}), kinds
 
 
+# An amount or comparison right after a status word makes it a verb ("who paid over $20").
+_AMOUNT_AFTER = re.compile(
+    r"\w*\s+(?:the\s+)?(?:most|least|more|less|fewer|over|under|above|below|at\s+(?:least|most)|"
+    r"exactly|between|[$\u20ac\u00a3]|\d)"
+)
 _WORD_OPS = frozenset({"=", "!=", "in", "not in", "like", "not like"})
 _NULL_OPS = frozenset({"is null", "is not null"})
 # Values of one predicate looked up in the question's words: an IN list of thousands is a
@@ -559,7 +569,7 @@ def _with_enrichment_values(
             continue
         if in_words(f.value, q_text) and f.kind != "value":
             continue
-        if glossary_entry(enriched, f.span, question):
+        if glossary_entry(enriched, f.span, question) or _defined_term(f, enriched):
             continue
         have.add(f.value)
         filters.append(
@@ -567,6 +577,22 @@ def _with_enrichment_values(
         )
         kinds.append(f.kind)
     return qs.model_copy(update={"filters": filters}), kinds
+
+
+# "'has the fastest lap time?' refers to ...": a quoted phrase of the question being defined.
+_DEFINES = re.compile(
+    r"\s*(?:refers?\s+to|means?|stands?\s+for|represents?|denotes?|indicates?)\b", re.I
+)
+
+
+def _defined_term(f: Found, enriched: str) -> bool:
+    """A quoted phrase of several words that the enrichment goes on to define: the term, not a
+    value (its definition carries the value, if any)."""
+    return (
+        f.kind == "value"
+        and (" " in f.value.strip() or "?" in f.value)
+        and _DEFINES.match(enriched, f.span[1]) is not None
+    )
 
 
 class HeuristicJudge:

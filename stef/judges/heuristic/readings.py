@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import lru_cache
 from typing import Literal
 
 from stef.models import Predicate, QuestionFilter, SqlSpec
@@ -40,6 +41,10 @@ _YEAR_OF = re.compile(
     r"substr(?:ing)?\([\w.\"`]+, 1, 4\)|to_char\([\w.\"`]+, 'yyyy'\))"
 )
 _MONTH_OF = re.compile(r"^strftime\('%y-%m', |^substr(?:ing)?\([\w.\"`]+, 1, 7\)")
+# The day of a timestamp: ``DATE(d)``, ``SUBSTR(d, 1, 10)``, both nested; the day itself.
+_DAY_OF = re.compile(
+    r"^(?:date\((?:substr(?:ing)?\()?[\w.\"`]+(?:, 1, 10\))?\)|substr(?:ing)?\([\w.\"`]+, 1, 10\))$"
+)
 _TRUNC = re.compile(r"^date_trunc\('(year|quarter|month|week|day)', ", re.I)
 _DATE_NAME = re.compile(r"date|time|day|year|month|_at$|_on$|^dt$|created|updated|born|birth")
 _RANGE_OPS = {">", ">=", "<", "<="}
@@ -119,7 +124,7 @@ def predicate_interval(p: Predicate) -> tuple[str, Interval] | None:
         unit = "month"
     elif (trunc := _TRUNC.match(lhs)) is not None:
         unit = trunc.group(1).casefold()
-    elif lhs != column:
+    elif lhs != column and not _DAY_OF.match(lhs):
         return None
     dated = unit is not None or "-" in p.values[0] or _DATE_NAME.search(column) is not None
     if not dated:
@@ -409,6 +414,12 @@ def _forms(value: str) -> Iterable[str]:
     else:
         yield value + "s"
         yield value[:-1] + "ies" if value.endswith("y") else value + "es"
+
+
+@lru_cache(maxsize=4096)
+def same_word_forms(value: str) -> frozenset[str]:
+    """``value`` in the singular and the plural (``_forms``), as a set."""
+    return frozenset(_forms(value))
 
 
 def named_at(value: str, text: str) -> int | None:

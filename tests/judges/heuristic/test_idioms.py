@@ -410,6 +410,17 @@ TOP_N = [
 
 TIME = [
     Pair(
+        "enrichment-closed-range-half-open-sql",
+        "List emails of people who paid more than 20 dollars from 9/10/2019 to 11/19/2019.",
+        "SELECT DISTINCT email FROM expense WHERE DATE(SUBSTRING(expense_date, 1, 10)) >= "
+        "'2019-09-10' AND DATE(SUBSTRING(expense_date, 1, 10)) < '2019-11-20' AND cost > 20",
+        "SELECT DISTINCT email FROM expense WHERE DATE(SUBSTRING(expense_date, 1, 10)) >= "
+        "'2019-09-10' AND DATE(SUBSTRING(expense_date, 1, 10)) < '2019-12-20' AND cost > 20",
+        "mismatched:11/19/2019",
+        enriched="List emails of people who paid more than 20 dollars from 9/10/2019 to "
+        "11/19/2019. Definitions: expense_date BETWEEN '2019-09-10' and '2019-11-19'; cost > 20",
+    ),
+    Pair(
         "strftime-year",
         "How many orders were placed in 2023?",
         "SELECT COUNT(*) FROM orders WHERE strftime('%Y', created_at) = '2023'",
@@ -519,6 +530,33 @@ TIME = [
 ]
 
 VALUES = [
+    Pair(
+        "enrichment-plural-names-the-value",
+        "How many users have a teacher badge?",
+        "SELECT COUNT(DISTINCT UserId) FROM badges WHERE Name = 'Teacher'",
+        "SELECT COUNT(DISTINCT UserId) FROM badges WHERE Name = 'Student'",
+        "mismatched:teacher | missing:Teachers",
+        enriched='How many users have a teacher badge? Definitions: "Teachers" is the Name of '
+        "the badge",
+    ),
+    Pair(
+        "enrichment-doubled-apostrophe",
+        "Which set has the card named Ancestor's Chosen?",
+        "SELECT setCode FROM cards WHERE name = 'Ancestor''s Chosen'",
+        "SELECT setCode FROM cards WHERE name = 'Angel of Mercy'",
+        "missing:Ancestor's Chosen | mismatched:Ancestor's Chosen",
+        enriched="Which set has the card named Ancestor's Chosen? Definitions: the card refers "
+        "to name = 'Ancestor''s Chosen'",
+    ),
+    Pair(
+        "enrichment-definition-with-commas-inside-a-call",
+        "Identify the percentage of teenage users.",
+        "SELECT CAST(SUM(IIF(Age BETWEEN 13 AND 18, 1, 0)) AS REAL) * 100 / COUNT(Id) FROM users",
+        "SELECT CAST(SUM(IIF(Age BETWEEN 13 AND 17, 1, 0)) AS REAL) * 100 / COUNT(Id) FROM users",
+        "missing:18",
+        enriched="Identify the percentage of teenage users. Definitions: DIVIDE(COUNT(Id where "
+        "Age BETWEEN 13 and 18), COUNT(Id)) as percentage;",
+    ),
     Pair(
         "active-subscriptions-dropped",
         "How many active subscriptions do we have?",
@@ -1033,3 +1071,14 @@ def test_each_value_missed_or_contradicted_is_evidence_of_its_own() -> None:
     assert str(one.components.verdict) == "Potentially Incorrect"
     assert str(two.components.verdict) == "Incorrect"
     assert two.score is not None and one.score is not None and two.score < one.score
+
+
+def test_a_status_word_followed_by_an_amount_is_a_verb() -> None:
+    # "paid more than 100" says how much, not that a payment status is 'paid'.
+    verb = judged(
+        "Which customers paid more than 100 dollars?",
+        "SELECT customer_id FROM payments GROUP BY customer_id HAVING SUM(amount) > 100",
+    )
+    assert "paid" not in listed(verb, "missing"), summary(verb)
+    status = judged("How many invoices are paid?", "SELECT COUNT(*) FROM invoices")
+    assert "paid" in listed(status, "missing"), summary(status)
