@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -238,6 +239,11 @@ def question_literals(text: str) -> list[Found]:
     return list(_question_literals(text))
 
 
+# What a reading pass gives: a value found, or a span taken without a value (a top-k count, a
+# clock time) that no later pass may read as a value.
+_Step = Found | tuple[int, int]
+
+
 @lru_cache(maxsize=4096)
 def _question_literals(text: str) -> tuple[Found, ...]:
     found: list[Found] = []
@@ -245,66 +251,81 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     # is tested against its own characters, not against every span taken before it (quadratic
     # in the number of values). Every span is a non-empty part of the text.
     taken = bytearray(len(text))
+    ranges = _range_ops(text)
+    for read in _PASSES:  # in order: an earlier pass's span is not read again
+        for step in read(text, ranges):
+            start, end = step.span if isinstance(step, Found) else step
+            if isinstance(step, Found):
+                if taken.find(1, start, end) != -1:
+                    continue
+                found.append(step)
+            taken[start:end] = b"\x01" * (end - start)
+    return tuple(found)
 
-    def take(span: tuple[int, int]) -> None:
-        start, end = span
-        taken[start:end] = b"\x01" * (end - start)
 
-    def add(f: Found) -> None:
-        if taken.find(1, *f.span) != -1:
-            return
-        take(f.span)
-        found.append(f)
-
+def _windows_and_counts(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
     for m in _TIME_WINDOW.finditer(text):
         number, unit = m.group(1), m.group(2).casefold().removesuffix("s")
         if number is None and m.group(0).casefold().startswith("first"):
             continue  # "the first day" is an ordinal, not a window
         count = _SMALL_NUMBERS.get((number or "1").casefold(), number or "1")
-        add(Found(f"{count} {unit}", m.group(0), "window", ">=", m.span()))
+        yield Found(f"{count} {unit}", m.group(0), "window", ">=", m.span())
     for m in _TOP_K_NUMBER.finditer(text):
-        take(m.span())
+        yield m.span()
     if _SUPERLATIVE.search(text):
         for m in _COUNTED.finditer(text):
-            take(m.span(1))
-    ranges = _range_ops(text)
+            yield m.span(1)
+
+
+def _quoted(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
     for m in _QUOTED.finditer(text):
         raw = next(g for g in m.groups() if g is not None)
         if m.group(1) is not None:
             raw = raw.replace("''", "'")
         if _ISO_DATE.fullmatch(raw) and m.start() + 1 in ranges:
             # "BETWEEN '2019-09-01' and '2019-09-30'": a bound of a range of days.
-            add(Found(norm_value(raw), raw, "date", ranges[m.start() + 1], m.span()))
+            yield Found(norm_value(raw), raw, "date", ranges[m.start() + 1], m.span())
         else:
-            add(Found(norm_value(raw), raw, "value", span=m.span()))
+            yield Found(norm_value(raw), raw, "value", span=m.span())
+
+
+def _dates(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
     for m in _ISO_DATE.finditer(text):
         op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
-        add(Found(norm_value(m.group(1)), m.group(1), "date", op, m.span()))
+        yield Found(norm_value(m.group(1)), m.group(1), "date", op, m.span())
     for m in _SLASH_DATE.finditer(text):
         iso = _slash_date(m)
         if iso is not None:
             op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
-            add(Found(iso, m.group(0), "date", op, m.span()))
+            yield Found(iso, m.group(0), "date", op, m.span())
     for m in _CLOCK.finditer(text):
-        take(m.span())
+        yield m.span()
     for m in _MONTH_YEAR.finditer(text):
-        add(Found(norm_value(m.group(2)), m.group(0), "year", span=m.span()))
+        yield Found(norm_value(m.group(2)), m.group(0), "year", span=m.span())
     for m in _QUARTER.finditer(text):
-        add(Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1))))
+        yield Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1)))
+
+
+def _numbers(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
     for m in _NUMBERED.finditer(text):
-        add(Found(norm_value(m.group(1)), m.group(0), "number", span=m.span()))
+        yield Found(norm_value(m.group(1)), m.group(0), "number", span=m.span())
     for m in _NUMBER.finditer(text):
-        add(_number_found(m, text, ranges.get(m.start())))
+        yield _number_found(m, text, ranges.get(m.start()))
     for m in _WORD_NUMBER.finditer(text):
         op = _stated_op(text, m.start(), m.end())
         if op != "=":  # a bare "one" or "ten" is rarely a filter value
             value = str(_NUMBER_WORDS[m.group(1).casefold()])
-            add(Found(value, m.group(0), "number", op, m.span()))
+            yield Found(value, m.group(0), "number", op, m.span())
+
+
+def _entities(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
     for m in _ENTITY.finditer(text):
         entity = _entity_found(m, text)
         if entity is not None:
-            add(entity)
-    return tuple(found)
+            yield entity
+
+
+_PASSES = (_windows_and_counts, _quoted, _dates, _numbers, _entities)
 
 
 def _slash_date(m: re.Match[str]) -> str | None:

@@ -688,6 +688,15 @@ def _confidence(ev: Evidence) -> float:
     return confidence
 
 
+def reading(
+    request: JudgeRequest, options: HeuristicOptions | None = None
+) -> tuple[QuestionSpec, list[FilterMatch], list[Finding]]:
+    """STEF's deterministic reading of one record: the question's filters, how the SQL meets
+    each (``decided_by`` stef), and the findings of the checks, strong and weak."""
+    ev = _evidence(request, options or HeuristicOptions())
+    return ev.qs, ev.matches, [f for check in CHECKS for f in check(ev)]
+
+
 def heuristic(request: JudgeRequest, options: HeuristicOptions | None = None) -> JudgeOutput:
     """Judge one record from the question's words and the SQL spec."""
     ev = _evidence(request, options or HeuristicOptions())

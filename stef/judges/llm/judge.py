@@ -40,7 +40,7 @@ from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.examples import Example, Examples, load_examples
 from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.logprobs import verdict_probability, yes_probability
-from stef.judges.llm.prematch import prematch
+from stef.judges.llm.prematch import Settled, settle
 from stef.judges.llm.probability import (
     MAX_TOKENS,
     SYSTEM_TEMPLATE,
@@ -105,17 +105,32 @@ _PROMPT_SPEC_KEYS = {
 }
 
 
-def prompt_context(request: JudgeRequest, stef: Sequence[StefMatch] = ()) -> dict[str, Any]:
+def prompt_context(request: JudgeRequest, settled: Settled | None = None) -> dict[str, Any]:
     """The template variables of one request: plain JSON-able data, nothing else.
 
     Args:
         request: the record and its analysis.
-        stef: the question filters STEF matched itself (listed as settled in the prompt).
+        settled: the question filters STEF matched or found contradicted itself (listed as
+            settled in the prompt) and its reading's structural findings (shown as evidence).
     """
     spec: SqlSpec = request.sql_spec
     record = request.record
+    stef = settled.matches if settled is not None else ()
     return {
-        "stef_matched": [{"text": m.filter.text, "predicates": list(m.predicates)} for m in stef],
+        "stef_matched": [
+            {"text": m.filter.text, "predicates": list(m.predicates)}
+            for m in stef
+            if m.status == "matched"
+        ],
+        "stef_contradicted": [
+            {"text": m.filter.text, "predicates": list(m.predicates)}
+            for m in stef
+            if m.status == "mismatched"
+        ],
+        "stef_findings": [
+            {"issue": f.issue, "evidence": f.evidence}
+            for f in (settled.findings if settled is not None else ())
+        ],
         "rules": request.rules.model_dump(mode="json", include=_PROMPT_RULE_KEYS),
         "normalizations": list(request.normalizations),
         "notes": list(request.notes),
@@ -338,7 +353,7 @@ class LlmJudge:
     def messages(self, request: JudgeRequest, mode: str = "json_schema") -> Messages:
         """The system and user messages for one request."""
         shots = few_shot.render(self.prompts, self._shots(request))
-        user = shots + self.prompts.render("user.j2", **prompt_context(request, prematch(request)))
+        user = shots + self.prompts.render("user.j2", **prompt_context(request, settle(request)))
         return [
             {"role": "system", "content": self._system[mode]},
             {"role": "user", "content": user},
@@ -389,13 +404,14 @@ class LlmJudge:
         if self.mode == "probability":
             return self._judge_probability(request, calls)
         started = time.perf_counter()
+        settled = settle(request)
         asked = _Asked(
             request=request,
-            stef=tuple(prematch(request)),
+            stef=settled.matches,
             schema=reply_schema([p.id for p in request.sql_spec.filters]),
         )
         shots = self._shots(request)
-        context = prompt_context(request, asked.stef)
+        context = prompt_context(request, settled)
         # A disabled cache misses anyway (still counted): the key's hashing would be wasted.
         key = self._key(request, context, shots) if self._cache.enabled else ""
         cached = self._cached(key)

@@ -105,10 +105,13 @@ class LlmReply(_Wire):
 
 @dataclass(frozen=True)
 class StefMatch:
-    """A question filter STEF matched itself before asking (its value is a predicate literal)."""
+    """A question filter STEF settled itself before asking: ``matched`` (its value is a
+    predicate literal) or ``mismatched`` (its deterministic reading found the SQL contradicts
+    it: another period, the other direction, a negation inverted)."""
 
     filter: QuestionFilter
     predicates: tuple[int, ...]
+    status: Literal["matched", "mismatched"] = "matched"
 
 
 # Fields a model may leave out, with a default that claims nothing (json_object mode only: a
@@ -383,7 +386,7 @@ def to_output(
     fixes = list(repairs)
     filters = [m.filter for m in stef]
     matches = [
-        FilterMatch(filter=i, status="matched", predicates=list(m.predicates), decided_by="stef")
+        FilterMatch(filter=i, status=m.status, predicates=list(m.predicates), decided_by="stef")
         for i, m in enumerate(stef)
     ]
     seen = {_key(f.text, f.rhs) for f in filters} | {_key("", f.rhs) for f in filters}

@@ -32,6 +32,8 @@ BLOCKS = {
     "sql_spec",
     "sql_predicates",
     "stef_matched",
+    "stef_contradicted",
+    "stef_findings",
     "user_question",
     "enriched_question",
     "sql",

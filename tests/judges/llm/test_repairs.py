@@ -57,23 +57,102 @@ def test_the_sqls_wrong_value_listed_as_the_questions_filter_ends_mismatched(
     assert result.alignment.mismatched == ["2023 -> year = 2022"]
     assert result.alignment.decided_by == {"2023": "stef"}
     assert result.components.filter_status == "not_applied"
-    assert [r.split(":")[0] for r in result.repairs] == ["ungrounded_filter", "uncovered_value"]
+    # STEF settled "2023" as contradicted before asking: nothing is left uncovered.
+    assert [r.split(":")[0] for r in result.repairs] == ["ungrounded_filter"]
     assert repairs_of(registry, "ungrounded_filter") == 1
-    assert repairs_of(registry, "uncovered_value") == 1
+    assert repairs_of(registry, "uncovered_value") == 0
 
 
-def test_a_claimed_match_of_2023_to_year_2022_is_mismatched(
+def test_a_claimed_match_to_another_value_is_mismatched(
     server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
 ) -> None:
-    server.script(Reply(reply(filters=[filt("year = 2023", "2023", "matched", [1], lhs="year")])))
+    # STEF's reading leaves 'shipped' missing (no predicate names it): the model's claim that
+    # status = 'pending' applies it is checked and overruled.
+    claim = filt("status 'shipped'", "shipped", "matched", [1], lhs="status")
+    server.script(Reply(reply(filters=[claim])))
+    result = run(
+        server,
+        question="How many orders have status 'shipped'?",
+        sql="SELECT COUNT(*) FROM orders WHERE status = 'pending'",
+        enriched_question=None,
+    )
+    assert result.alignment.matched == []
+    assert result.alignment.mismatched == ["status 'shipped' -> status = 'pending'"]
+    assert result.alignment.decided_by == {"status 'shipped'": "stef"}
+    assert result.score is not None and result.score < 100
+    assert repairs_of(registry, "contradicted_match") == 1
+
+
+def test_a_filter_stef_contradicts_is_settled_and_never_asked(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    # The model answers as if year = 2022 met "in 2023": STEF decided it before asking.
+    server.script(Reply(reply(filters=[filt("in 2023", "2023", "matched", [1])])))
     result = run(
         server, question="How many orders in 2023?", sql=ORDERS_2022, enriched_question=None
     )
+    (sent,) = server.chat_requests()
+    blocks = data_blocks(sent.text("user"))
+    assert blocks["stef_contradicted"] == [{"text": "2023", "predicates": [1]}]
+    assert blocks["stef_matched"] == []
     assert result.alignment.matched == []
-    assert result.alignment.mismatched == ["year = 2023 -> year = 2022"]
-    assert result.alignment.decided_by == {"year = 2023": "stef"}
-    assert result.score is not None and result.score < 100
-    assert repairs_of(registry, "contradicted_match") == 1
+    assert result.alignment.mismatched == ["2023 -> year = 2022"]
+    assert result.alignment.decided_by == {"2023": "stef"}
+    assert [r.split(":")[0] for r in result.repairs] == ["duplicate"]
+
+
+@pytest.mark.parametrize(
+    ("question", "sql", "settled"),
+    [
+        pytest.param(
+            "How many orders were over 100 dollars?",
+            "SELECT COUNT(*) FROM orders WHERE amount < 100",
+            "100",
+            id="comparator-flipped",
+        ),
+        pytest.param(
+            "How many orders in 2023?",
+            "SELECT COUNT(*) FROM orders WHERE order_date >= '2022-01-01' "
+            "AND order_date < '2023-01-01'",
+            "2023",
+            id="wrong-year-half-open",
+        ),
+        pytest.param(
+            "How many orders were placed in the last 30 days?",
+            "SELECT COUNT(*) FROM orders WHERE created_at >= CURRENT_DATE - INTERVAL '7 days'",
+            "last 30 days",
+            id="window-length",
+        ),
+    ],
+)
+def test_stef_contradictions_reach_the_result_whatever_the_model_says(
+    server: FakeLlmServer, run: Callable[..., Any], question: str, sql: str, settled: str
+) -> None:
+    server.script(Reply(reply(verdict="Correct", confidence=0.95)))
+    result = run(server, question=question, sql=sql, enriched_question=None)
+    (sent,) = server.chat_requests()
+    contradicted = data_blocks(sent.text("user"))["stef_contradicted"]
+    assert [c["text"] for c in contradicted] == [settled]
+    assert [m.split(" -> ")[0] for m in result.alignment.mismatched] == [settled]
+    assert result.alignment.decided_by[settled] == "stef"
+    assert result.components.filter_status != "fully_applied"
+
+
+def test_stef_findings_show_the_model_a_reversed_top_n(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    server.script(Reply(reply()))
+    run(
+        server,
+        question="Top 5 products by revenue",
+        sql="SELECT product_id, SUM(amount) AS r FROM sales GROUP BY product_id "
+        "ORDER BY r ASC LIMIT 5",
+        enriched_question=None,
+    )
+    (sent,) = server.chat_requests()
+    findings = data_blocks(sent.text("user"))["stef_findings"]
+    assert [f["issue"] for f in findings] == ["ordering_wrong"]
+    assert findings[0]["evidence"]
 
 
 # ------------------------------------------------------------------ deterministic alignment first
