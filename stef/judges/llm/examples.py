@@ -35,9 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from stef.errors import ConfigError, TemplateError
 from stef.models import PASSING_VERDICTS, InputRecord, Verdict
 from stef.prompts import Prompts, data_blocks
+
+# Logged under the judge's module name, as when the judge loaded the examples itself.
+log = structlog.get_logger("stef.judges.llm.judge")
 
 # The template of the examples block, rendered above the record's prompt in both verdict modes.
 TEMPLATE = "few_shot.j2"
@@ -176,6 +181,72 @@ def keyed(shots: Sequence[Example]) -> list[dict[str, Any]]:
     """The examples as the cache key holds them: their ids too, so a result names the examples
     it was judged with."""
     return [{"id": e.id, **e.shown()} for e in shots]
+
+
+def load_configured(prompts: Prompts, k: int, path: Path | None) -> Examples | None:
+    """The examples ``llm.few_shot: k`` shows, from ``llm.few_shot_file``, and a check that the
+    examples template shows them; None when no example is shown. What the file leaves out, and
+    a file that nears the size limit, are logged.
+
+    Raises:
+        ConfigError: the examples file cannot be used.
+        TemplateError: the examples template is missing or does not show them.
+    """
+    if k == 0 or path is None:
+        if path is not None:
+            log.warning(
+                "llm_few_shot_off",
+                path=str(path),
+                hint="llm.few_shot_file is set and llm.few_shot is 0: no example is shown",
+            )
+        return None
+    check_template(prompts)
+    examples = load_examples(path)
+    log.info(
+        "llm_few_shot_loaded",
+        path=str(path),
+        k=k,
+        examples=len(examples),
+        too_long=examples.too_long,
+        dropped=examples.dropped,
+        apps=examples.counts(),
+    )
+    _log_left_out(examples, path)
+    return examples
+
+
+def _log_left_out(examples: Examples, path: Path) -> None:
+    left_out = (
+        (
+            "llm_few_shot_too_long",
+            examples.too_long,
+            f"an example longer than {MAX_EXAMPLE_CHARS} characters "
+            "(question, enriched question, SQL, note) is not shown",
+        ),
+        (
+            "llm_few_shot_capped",
+            examples.dropped,
+            f"an app keeps {MAX_PER_APP} examples (those the judge got wrong "
+            "first, then the latest)",
+        ),
+    )
+    for event, count, hint in left_out:
+        if count:
+            log.warning(event, path=str(path), left_out=count, hint=hint)
+    if examples.size > MAX_FILE_BYTES // 2:
+        log.warning(
+            "llm_few_shot_file_large",
+            path=str(path),
+            size=examples.size,
+            limit=MAX_FILE_BYTES,
+            hint="past the limit STEF will not start; keep the examples of the last months",
+        )
+    if not len(examples):
+        log.warning(
+            "llm_few_shot_empty",
+            path=str(path),
+            hint="no record is shown an example: the file holds no usable labelled record",
+        )
 
 
 def load_examples(path: Path) -> Examples:
