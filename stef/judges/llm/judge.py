@@ -27,13 +27,14 @@ from stef.errors import ConfigError, JudgeError
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import JudgeCache
-from stef.judges.llm.client import ChatClient, Messages, redact
+from stef.judges.llm.client import ChatClient, Messages
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.ledger import Ledger
 from stef.judges.llm.parts import JudgeParts
 from stef.judges.llm.probability import TEMPLATES
 from stef.judges.llm.probability_judge import ProbabilityJudge
+from stef.judges.llm.redact import redact
 from stef.judges.llm.reply import reply_schema
 from stef.judges.llm.structured import StructuredJudge, prompt_context
 from stef.metrics import Metrics

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from stef.errors import JudgeError
-from stef.judges.llm.client import Completion
 from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.wire import Completion
 from stef.models import Usage
 
 

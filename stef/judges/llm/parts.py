@@ -10,10 +10,11 @@ from typing import Any
 from stef.judges.base import JudgeRequest
 from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import JudgeCache
-from stef.judges.llm.client import ChatClient, Completion
+from stef.judges.llm.client import ChatClient
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.examples import Example, Examples
 from stef.judges.llm.identity import ModelWatch
+from stef.judges.llm.wire import Completion
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput
 from stef.prompts import Prompts

@@ -15,7 +15,7 @@ from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import heuristic
 from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import cache_key
-from stef.judges.llm.client import Completion, Messages, redact
+from stef.judges.llm.client import Messages
 from stef.judges.llm.examples import Example
 from stef.judges.llm.ledger import Ledger, ms_since
 from stef.judges.llm.logprobs import yes_probability
@@ -27,6 +27,8 @@ from stef.judges.llm.probability import (
     probability_context,
     probability_output,
 )
+from stef.judges.llm.redact import redact
+from stef.judges.llm.wire import Completion
 from stef.models import JudgeOutput, Usage
 
 # Logged under the judge's module name, as before the modes were split out of it.

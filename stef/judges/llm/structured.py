@@ -21,14 +21,16 @@ from stef.errors import JudgeError, LlmReplyError, ReplyInvalid
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import cache_key
-from stef.judges.llm.client import Completion, Messages, redact
+from stef.judges.llm.client import Messages
 from stef.judges.llm.examples import Example
 from stef.judges.llm.ledger import Ledger, ms_since
 from stef.judges.llm.logprobs import verdict_probability
 from stef.judges.llm.parts import JudgeParts, analysis
 from stef.judges.llm.prematch import prematch
+from stef.judges.llm.redact import redact
 from stef.judges.llm.reply import StefMatch, parse_reply, reply_schema, to_output
 from stef.judges.llm.samples import majority
+from stef.judges.llm.wire import Completion
 from stef.models import JudgeOutput, SqlSpec, Usage
 
 # Logged under the judge's module name, as before the modes were split out of it.
