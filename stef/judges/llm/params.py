@@ -15,16 +15,16 @@ REJECT_STATUSES = frozenset({400, 422})
 
 # Request parameters a server may refuse for a model (GPT-5 and the o-series refuse
 # ``temperature`` and ``max_tokens``): a 400 naming one makes the client adapt, once per model.
-ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "reasoning_effort")
+_ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "reasoning_effort")
 # Words of a refusal of a parameter itself (not of its value being too large, say).
-UNSUPPORTED = re.compile(
+_UNSUPPORTED = re.compile(
     r"unsupported|not supported|does not support|unrecognized|unknown|not permitted|"
     r"not allowed|extra (?:inputs|fields)",
     re.IGNORECASE,
 )
 # Reasoning models by name: they take max_completion_tokens and only the default temperature.
 # ``gpt-5-chat`` is GPT-5's non-reasoning variant, which takes a temperature.
-REASONING = re.compile(r"^(?:o\d|gpt-5)(?!.*-chat)", re.IGNORECASE)
+_REASONING = re.compile(r"^(?:o\d|gpt-5)(?!.*-chat)", re.IGNORECASE)
 # The completion cap of a reasoning model when none is set: its reasoning counts against the cap,
 # and 1024 tokens often end in reasoning, with no content.
 REASONING_MAX_TOKENS = 8192
@@ -49,7 +49,7 @@ class Params:
 
     @classmethod
     def of(cls, config: LlmConfig) -> Params:
-        reasoning = bool(config.model and REASONING.match(config.model.rsplit("/", 1)[-1]))
+        reasoning = bool(config.model and _REASONING.match(config.model.rsplit("/", 1)[-1]))
         key = config.token_param
         if key == "auto":
             key = "max_completion_tokens" if reasoning else "max_tokens"
@@ -91,13 +91,13 @@ def refused_param(body: object, message: str, sent: dict[str, Any]) -> str | Non
     ``param`` field, else a sent parameter's name in a message that says it is unsupported."""
     err = body.get("error", body) if isinstance(body, dict) else None
     param = err.get("param") if isinstance(err, dict) else None
-    if isinstance(param, str) and param in sent and param in ADAPTABLE:
+    if isinstance(param, str) and param in sent and param in _ADAPTABLE:
         return param
-    if not UNSUPPORTED.search(message):
+    if not _UNSUPPORTED.search(message):
         return None
     named = [
         (m.start(), p)
-        for p in ADAPTABLE
+        for p in _ADAPTABLE
         if p in sent and (m := re.search(rf"\b{p}\b", message)) is not None
     ]
     return min(named)[1] if named else None

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from stef.errors import StefError
 from stef.judges.llm.redact import SCAN_LIMIT, redact
 
-JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
-JSON_TYPES[type(None)] = "null"
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_TYPES[type(None)] = "null"
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class TokenLogprobs(Sequence[TokenLogprob]):
         read = self._read.get(i)
         if read is None:
             token, logprob, top = self._entries[i]
-            alternatives = [token_pair(t) for t in top] if isinstance(top, list) else []
+            alternatives = [_token_pair(t) for t in top] if isinstance(top, list) else []
             read = TokenLogprob(token, logprob, tuple(a for a in alternatives if a is not None))
             self._read[i] = read
         return read
@@ -103,33 +103,33 @@ class Completion:
     logprobs: Sequence[TokenLogprob] | None = None
 
 
-class Lenient(BaseModel):
+class _Lenient(BaseModel):
     # Only the fields read here are modelled; servers differ in everything else.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-class Message(Lenient):
+class _Message(_Lenient):
     content: str | None = None
     refusal: str | None = None
 
 
-class Choice(Lenient):
-    message: Message | None = None
+class _Choice(_Lenient):
+    message: _Message | None = None
     finish_reason: str | None = None
     # Read by read_logprobs, leniently: a malformed block costs the signal, never the completion.
     logprobs: object = None
 
 
-class EnvelopeUsage(Lenient):
+class _Usage(_Lenient):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
 
-class Envelope(Lenient):
+class Envelope(_Lenient):
     """The parts of a chat-completion body the judge reads."""
 
-    choices: list[Choice]
-    usage: EnvelopeUsage | None = None
+    choices: list[_Choice]
+    usage: _Usage | None = None
     # Which model answered, as the endpoint says (a proxy may swap it behind the configured
     # name). Any JSON value: a server sending a number here still sent a usable completion.
     model: object = None
@@ -161,7 +161,7 @@ def parse_body(content: bytes, content_type: str | None, secrets: Iterable[str])
             f"{redact(text, secrets) or '<empty>'}"
         ) from None
     if not isinstance(data, dict):
-        kind = JSON_TYPES.get(type(data), "value")
+        kind = _JSON_TYPES.get(type(data), "value")
         raise BadBody(
             f"the LLM endpoint answered 200 with a JSON {kind}, not a chat completion: "
             f"{redact(text, secrets)}"
@@ -182,7 +182,7 @@ def parse_body(content: bytes, content_type: str | None, secrets: Iterable[str])
         ) from None
 
 
-def reported_model_of(value: object, secrets: Iterable[str]) -> str | None:
+def _reported_model(value: object, secrets: Iterable[str]) -> str | None:
     """The reply's ``model`` as text (redacted, capped), None when absent, blank or not a string."""
     if not isinstance(value, str) or not value.strip():
         return None
@@ -205,7 +205,7 @@ def completion_of(
         prompt_tokens=max(0, (usage.prompt_tokens if usage else None) or 0),
         completion_tokens=max(0, (usage.completion_tokens if usage else None) or 0),
         attempts=attempts,
-        reported_model=reported_model_of(envelope.model, secrets),
+        reported_model=_reported_model(envelope.model, secrets),
         logprobs=read_logprobs(choice.logprobs if choice is not None else None),
     )
 
@@ -226,13 +226,13 @@ def read_logprobs(block: object) -> TokenLogprobs | None:
             if type(token) is str and type(logprob) is float and logprob <= 0:
                 entries.append((token, logprob, entry.get("top_logprobs")))
                 continue
-        pair = token_pair(entry)
+        pair = _token_pair(entry)
         if pair is not None:
             entries.append((pair[0], pair[1], entry.get("top_logprobs")))
     return TokenLogprobs(entries) if entries else None
 
 
-def token_pair(entry: object) -> tuple[str, float] | None:
+def _token_pair(entry: object) -> tuple[str, float] | None:
     if not isinstance(entry, dict):
         return None
     token, logprob = entry.get("token"), entry.get("logprob")
