@@ -484,7 +484,7 @@ def _write(out: Path, report: dict[str, Any], rows: dict[str, list[dict[str, Any
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     summary = (__doc__ or "").split("\n")[0]
     parser = argparse.ArgumentParser(prog="python -m bench.eval", description=summary)
     parser.add_argument("--sample-size", type=int, default=SAMPLE_SIZE, help="probability mode")
@@ -505,7 +505,154 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--write-sample", action="store_true", help="draw bench/eval-sample.json")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """Where the LLM modes are judged: a server of the environment's, else a local one."""
+
+    base_url: str | None
+    model: str
+    api_key: str | None
+
+    @classmethod
+    def from_env(cls) -> _Endpoint:
+        return cls(
+            os.environ.get("EVAL_BASE_URL") or None,
+            os.environ.get("EVAL_MODEL") or MODEL_NAME,
+            os.environ.get("EVAL_API_KEY") or None,
+        )
+
+
+def _new_report(args: argparse.Namespace, argv: list[str] | None, at: _Endpoint) -> dict[str, Any]:
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join(
+            ["python -m bench.eval", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "labels": LABELS.name,
+        "seed": SEED,
+        "model": at.model,
+        "endpoint": at.base_url or f"local llama-server (-t {args.threads})",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        "modes": {},
+    }
+
+
+def _record(
+    report: dict[str, Any], name: str, rows: list[Row], kind: str, threshold: float
+) -> None:
+    """One judge or signal's measures into the report."""
+    report["modes"][name] = {
+        "signal": kind,
+        "threshold": threshold,
+        "overall": measure(rows, kind, threshold),
+        "per_source": by_source(rows, kind, threshold),
+    }
+
+
+def _heuristic_mode(
+    args: argparse.Namespace,
+    rows: list[Row],
+    sample_ids: list[str],
+    report: dict[str, Any],
+    rows_out: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The heuristic judge's measures on every record and on the sample, and `stef
+    calibrate`'s fit."""
+    rows_out["heuristic"] = [asdict(r) for r in rows]
+    _record(report, "heuristic (all, score/100)", rows, "score", HEURISTIC_PASS / 100)
+    sample = set(sample_ids)
+    _record(
+        report,
+        "heuristic (sample, score/100)",
+        [r for r in rows if r.id in sample],
+        "score",
+        HEURISTIC_PASS / 100,
+    )
+    report["stef_calibrate_heuristic"] = stef_calibrate(LABELS)
+    _write(args.out, report, rows_out)
+
+
+def _llm_mode(
+    args: argparse.Namespace,
+    mode: str,
+    url: str,
+    at: _Endpoint,
+    examples: Path,
+    chosen: list[Labelled],
+) -> list[Row]:
+    """One LLM mode's judge on the chosen records (within the mode's budget)."""
+    if mode == "few-shot":
+        config = llm_config(
+            url, at.model, at.api_key, "probability", few_shot=args.few_shot, examples=examples
+        )
+    else:
+        config = llm_config(url, at.model, at.api_key, mode)
+    judge = build_llm_judge(config)
+    try:
+        budget = args.budget_s
+        if mode == "structured" and args.structured_budget_s is not None:
+            budget = args.structured_budget_s
+        return judge_records(judge, chosen, show=True, budget_s=budget)
+    finally:
+        judge.close()
+
+
+def _record_llm(
+    report: dict[str, Any],
+    rows_out: dict[str, list[dict[str, Any]]],
+    mode: str,
+    rows: list[Row],
+    k: int,
+) -> None:
+    """An LLM mode's measures into the report (few-shot beside k = 0 on the same records)."""
+    rows_out[mode] = [asdict(r) for r in rows]
+    if mode == "probability":
+        _record(report, "probability (P(Yes))", rows, "token", 0.5)
+    elif mode == "few-shot":
+        _record(report, f"probability, few-shot k={k} (P(Yes))", rows, "token", 0.5)
+        paired = {r.id for r in rows}
+        k0 = [Row(**x) for x in rows_out.get("probability", []) if x["id"] in paired]
+        if k0 and len(k0) != len(rows_out["probability"]):
+            # k = 0 on exactly the records the few-shot run judged.
+            _record(report, "probability, k=0, the few-shot records", k0, "token", 0.5)
+    else:
+        _record(report, "structured (verdict token)", rows, "token", 0.5)
+        _record(report, "structured (self-reported)", rows, "self", 0.5)
+
+
+def _llm_modes(
+    args: argparse.Namespace,
+    modes: list[str],
+    at: _Endpoint,
+    by_id: dict[str, Labelled],
+    sample_ids: list[str],
+    report: dict[str, Any],
+    rows_out: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Each LLM mode in turn against one server (started here unless EVAL_BASE_URL names one)."""
+    examples = args.out / "few-shot-examples.jsonl"
+    with contextlib.ExitStack() as stack:
+        url = at.base_url or stack.enter_context(
+            llama_server(args.threads, args.out / "llama-server.log")
+        )
+        for mode in modes:
+            size = {
+                "probability": args.sample_size,
+                "few-shot": args.few_shot_size,
+                "structured": args.structured_size,
+            }[mode]
+            chosen = [by_id[i] for i in sample_ids[:size]]
+            print(f"eval: {mode} mode on {len(chosen)} records", file=sys.stderr)
+            rows = _llm_mode(args, mode, url, at, examples, chosen)
+            _record_llm(report, rows_out, mode, rows, args.few_shot)
+            _write(args.out, report, rows_out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if not LABELS.exists():
         print(f"eval: the labels file is absent: {LABELS} (set EVAL_LABELS)", file=sys.stderr)
         return 2
@@ -515,52 +662,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     records = read_labels(LABELS)
-    by_id = {str(r.payload["id"]): r for r in records}
     sample_ids = json.loads(SAMPLE.read_text(encoding="utf-8"))["ids"]
-    base_url = os.environ.get("EVAL_BASE_URL") or None
-    model = os.environ.get("EVAL_MODEL") or MODEL_NAME
-    api_key = os.environ.get("EVAL_API_KEY") or None
-    report: dict[str, Any] = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": " ".join(
-            ["python -m bench.eval", *(argv if argv is not None else sys.argv[1:])]
-        ),
-        "labels": LABELS.name,
-        "seed": SEED,
-        "model": model,
-        "endpoint": base_url or f"local llama-server (-t {args.threads})",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-        "modes": {},
-    }
+    at = _Endpoint.from_env()
+    report = _new_report(args, argv, at)
     args.out.mkdir(parents=True, exist_ok=True)
     rows_out: dict[str, list[dict[str, Any]]] = {}
-
-    def record(name: str, rows: list[Row], kind: str, threshold: float) -> None:
-        report["modes"][name] = {
-            "signal": kind,
-            "threshold": threshold,
-            "overall": measure(rows, kind, threshold),
-            "per_source": by_source(rows, kind, threshold),
-        }
-
     heuristic_rows: list[Row] = []
     if "heuristic" in modes or "few-shot" in modes:
         print(f"eval: heuristic on {len(records)} records", file=sys.stderr)
-        heuristic_rows = rows = judge_records(HeuristicJudge(), records, show=False)
+        heuristic_rows = judge_records(HeuristicJudge(), records, show=False)
     if "heuristic" in modes:
-        rows_out["heuristic"] = [asdict(r) for r in rows]
-        record("heuristic (all, score/100)", rows, "score", HEURISTIC_PASS / 100)
-        sample = set(sample_ids)
-        record(
-            "heuristic (sample, score/100)",
-            [r for r in rows if r.id in sample],
-            "score",
-            HEURISTIC_PASS / 100,
-        )
-        report["stef_calibrate_heuristic"] = stef_calibrate(LABELS)
-        _write(args.out, report, rows_out)
-    examples = args.out / "few-shot-examples.jsonl"
+        _heuristic_mode(args, heuristic_rows, sample_ids, report, rows_out)
     if "few-shot" in modes:
+        examples = args.out / "few-shot-examples.jsonl"
         report["few_shot"] = {
             "k": args.few_shot,
             "file": str(examples.relative_to(ROOT) if examples.is_relative_to(ROOT) else examples),
@@ -568,52 +682,8 @@ def main(argv: list[str] | None = None) -> int:
         }
     llm_modes = [m for m in ("probability", "few-shot", "structured") if m in modes]
     if llm_modes:
-        with contextlib.ExitStack() as stack:
-            url = base_url or stack.enter_context(
-                llama_server(args.threads, args.out / "llama-server.log")
-            )
-            for mode in llm_modes:
-                size = {
-                    "probability": args.sample_size,
-                    "few-shot": args.few_shot_size,
-                    "structured": args.structured_size,
-                }[mode]
-                chosen = [by_id[i] for i in sample_ids[:size]]
-                print(f"eval: {mode} mode on {len(chosen)} records", file=sys.stderr)
-                config = (
-                    llm_config(
-                        url,
-                        model,
-                        api_key,
-                        "probability",
-                        few_shot=args.few_shot,
-                        examples=examples,
-                    )
-                    if mode == "few-shot"
-                    else llm_config(url, model, api_key, mode)
-                )
-                judge = build_llm_judge(config)
-                try:
-                    budget = args.budget_s
-                    if mode == "structured" and args.structured_budget_s is not None:
-                        budget = args.structured_budget_s
-                    rows = judge_records(judge, chosen, show=True, budget_s=budget)
-                finally:
-                    judge.close()
-                rows_out[mode] = [asdict(r) for r in rows]
-                if mode == "probability":
-                    record("probability (P(Yes))", rows, "token", 0.5)
-                elif mode == "few-shot":
-                    record(f"probability, few-shot k={args.few_shot} (P(Yes))", rows, "token", 0.5)
-                    paired = {r.id for r in rows}
-                    k0 = [Row(**x) for x in rows_out.get("probability", []) if x["id"] in paired]
-                    if k0 and len(k0) != len(rows_out["probability"]):
-                        # k = 0 on exactly the records the few-shot run judged.
-                        record("probability, k=0, the few-shot records", k0, "token", 0.5)
-                else:
-                    record("structured (verdict token)", rows, "token", 0.5)
-                    record("structured (self-reported)", rows, "self", 0.5)
-                _write(args.out, report, rows_out)
+        by_id = {str(r.payload["id"]): r for r in records}
+        _llm_modes(args, llm_modes, at, by_id, sample_ids, report, rows_out)
     _write(args.out, report, rows_out)
     print(markdown(report))
     print(f"\neval: wrote {args.out / 'report.md'} and report.json", file=sys.stderr)

@@ -701,59 +701,13 @@ def make_record(
     """One logged request: a question, its enrichment and the SQL the agent wrote."""
     d = template(rng)
     reference = _assemble(d, [f.sql for f in d.filters], d.limit, pretty=False)
-    alias = d.alias
     where = [f.sql for f in d.filters]
     limit = d.limit
-    defect = "none"
-    drift = "faithful"
-    enriched: str | None = _enrich(rng, app, d.question, d.definitions)
-
-    roll = rng.random()
-    if roll < 0.05:
-        enriched = None
-        drift = "absent"
-    elif roll < 0.13:
-        # Enrichment drift: the agent's rewrite loses or invents a constraint, and the SQL
-        # follows the rewrite (which is why the judge checks Qe against Qu).
-        dropped = [f for f in d.filters if f.phrase and f.phrase in d.question]
-        if dropped and rng.random() < 0.6:
-            f = rng.choice(dropped)
-            enriched = _enrich(
-                rng,
-                app,
-                d.question.replace(" " + f.phrase, "").replace(f.phrase, ""),
-                d.definitions,
-            )
-            where.remove(f.sql)
-            drift, defect = "dropped", "missing_filter"
-        else:
-            extra = rng.choice(app.extra_filters)
-            enriched = f"{enriched} Only consider rows where {extra}."
-            where.append(alias + extra if "." not in extra.split()[0] else extra)
-            drift, defect = "added", "extra_filter"
-
+    enriched, drift, defect = _drift(
+        rng, app, d, where, _enrich(rng, app, d.question, d.definitions)
+    )
     if defect == "none" and rng.random() > P_CORRECT[version]:
-        choices = ["missing_filter", "wrong_value", "extra_filter", "small_limit"]
-        if d.wrong_select:
-            choices.append("wrong_aggregate")
-        if d.wrong_order:
-            choices.append("wrong_order")
-        defect = rng.choice(choices)
-        if defect == "missing_filter" and d.filters:
-            where.remove(rng.choice(d.filters).sql)
-        elif defect == "wrong_value" and any(f.wrong for f in d.filters):
-            f = rng.choice([f for f in d.filters if f.wrong])
-            where[where.index(f.sql)] = f.wrong or f.sql
-        elif defect == "extra_filter":
-            where.append(alias + rng.choice(app.extra_filters))
-        elif defect == "small_limit" and not d.top_k and limit is None:
-            limit = rng.choice([10, 20, 50, 100])
-        elif defect == "wrong_aggregate":
-            d.select = d.wrong_select or d.select
-        elif defect == "wrong_order":
-            d.order_by = d.wrong_order
-        else:
-            defect = "none"
+        defect, limit = _mistake(rng, app, d, where, limit)
     year = [f.sql for f in d.filters if f.sql.startswith("YEAR(") and f.sql in where]
     if version in REGRESSES_ON_YEARS and defect == "none" and year:
         # The release's regression: its new date handling drops the year of every "in <year>"
@@ -761,26 +715,90 @@ def make_record(
         # record of the log is the same as without the regression.
         where.remove(year[0])
         defect = "missing_filter"
-
-    decorations = []
-    if d.with_ is None and rng.random() < 0.45:
-        for b in app.benign:
-            if rng.random() < 0.6:
-                where.append(alias + b)
-                decorations.append("benign_filter")
-    if d.with_ is None and rng.random() < 0.35:
-        where.insert(0, alias + rng.choice(app.tenant))
-        decorations.append("tenant_filter")
-    if not d.top_k and limit is None and rng.random() < 0.15:
-        limit = app.safety_limit
-        decorations.append("safety_limit")
-
+    decorations, limit = _decorate(rng, app, d, where, limit)
     sql = _assemble(d, where, limit, pretty=rng.random() < 0.4)
     record: dict[str, object] = {"question": d.question}
     if enriched is not None:
         record["enriched_question"] = enriched
     record["sql"] = sql
     return record, Truth(defect, drift, decorations, reference)
+
+
+def _drift(
+    rng: random.Random, app: App, d: Draft, where: list[str], enriched: str
+) -> tuple[str | None, str, str]:
+    """The enrichment as the agent logged it, its drift and the defect that made (``where``
+    edited to match): mostly faithful, sometimes absent, sometimes drifted."""
+    roll = rng.random()
+    if roll < 0.05:
+        return None, "absent", "none"
+    if roll >= 0.13:
+        return enriched, "faithful", "none"
+    # Enrichment drift: the agent's rewrite loses or invents a constraint, and the SQL
+    # follows the rewrite (which is why the judge checks Qe against Qu).
+    dropped = [f for f in d.filters if f.phrase and f.phrase in d.question]
+    if dropped and rng.random() < 0.6:
+        f = rng.choice(dropped)
+        rewritten = _enrich(
+            rng,
+            app,
+            d.question.replace(" " + f.phrase, "").replace(f.phrase, ""),
+            d.definitions,
+        )
+        where.remove(f.sql)
+        return rewritten, "dropped", "missing_filter"
+    extra = rng.choice(app.extra_filters)
+    where.append(d.alias + extra if "." not in extra.split()[0] else extra)
+    return f"{enriched} Only consider rows where {extra}.", "added", "extra_filter"
+
+
+def _mistake(
+    rng: random.Random, app: App, d: Draft, where: list[str], limit: int | None
+) -> tuple[str, int | None]:
+    """One of the agent's mistakes, made in ``where`` or ``d`` (or its limit returned); "none"
+    when the mistake drawn does not apply to the query."""
+    choices = ["missing_filter", "wrong_value", "extra_filter", "small_limit"]
+    if d.wrong_select:
+        choices.append("wrong_aggregate")
+    if d.wrong_order:
+        choices.append("wrong_order")
+    defect = rng.choice(choices)
+    if defect == "missing_filter" and d.filters:
+        where.remove(rng.choice(d.filters).sql)
+    elif defect == "wrong_value" and any(f.wrong for f in d.filters):
+        f = rng.choice([f for f in d.filters if f.wrong])
+        where[where.index(f.sql)] = f.wrong or f.sql
+    elif defect == "extra_filter":
+        where.append(d.alias + rng.choice(app.extra_filters))
+    elif defect == "small_limit" and not d.top_k and limit is None:
+        limit = rng.choice([10, 20, 50, 100])
+    elif defect == "wrong_aggregate":
+        d.select = d.wrong_select or d.select
+    elif defect == "wrong_order":
+        d.order_by = d.wrong_order
+    else:
+        defect = "none"
+    return defect, limit
+
+
+def _decorate(
+    rng: random.Random, app: App, d: Draft, where: list[str], limit: int | None
+) -> tuple[list[str], int | None]:
+    """The harmless additions of the agent's app (benign and tenant filters, a safety limit),
+    made in ``where``; their names and the limit."""
+    decorations = []
+    if d.with_ is None and rng.random() < 0.45:
+        for b in app.benign:
+            if rng.random() < 0.6:
+                where.append(d.alias + b)
+                decorations.append("benign_filter")
+    if d.with_ is None and rng.random() < 0.35:
+        where.insert(0, d.alias + rng.choice(app.tenant))
+        decorations.append("tenant_filter")
+    if not d.top_k and limit is None and rng.random() < 0.15:
+        limit = app.safety_limit
+        decorations.append("safety_limit")
+    return decorations, limit
 
 
 def _user(rng: random.Random) -> str:

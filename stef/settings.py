@@ -662,6 +662,23 @@ def _read_config(config: str | Path) -> tuple[Any, dict[str, Any]]:
         ConfigError: ``config FILE[:LINE]: what is wrong``.
     """
     path = str(config)
+    text = _config_text(_config_bytes(path), path)
+    try:
+        node, loaded = load_yaml(text, path)
+    except yaml.YAMLError as exc:
+        # PyYAML's message spans lines ("while parsing ... in <string>"): folded to one.
+        raise ConfigError(" ".join(f"config {yaml_problem(exc, path)}".split())) from exc
+    except RulesError as exc:
+        raise ConfigError(f"config {exc.problems[0]}") from exc
+    if loaded is None:
+        return node, {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config {path}:1: top level must be a mapping of settings")
+    return node, loaded
+
+
+def _config_bytes(path: str) -> bytes:
+    """The config file's bytes: a regular file of at most 1 MiB, its type checked first."""
     try:
         info = os.stat(path)
         if stat.S_ISDIR(info.st_mode):
@@ -676,22 +693,15 @@ def _read_config(config: str | Path) -> tuple[Any, dict[str, Any]]:
         raise ConfigError(f"config {path}: {exc.strerror or exc}") from exc
     if len(raw) > MAX_RULES_BYTES:
         raise ConfigError(f"config {path}: larger than 1 MiB")
+    return raw
+
+
+def _config_text(raw: bytes, path: str) -> str:
+    """The config file's bytes as UTF-8 text (the line of the first bad byte named)."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError(
             f"config {path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
         ) from exc
-    try:
-        node, loaded = load_yaml(text, path)
-    except yaml.YAMLError as exc:
-        # PyYAML's message spans lines ("while parsing ... in <string>"): folded to one.
-        raise ConfigError(" ".join(f"config {yaml_problem(exc, path)}".split())) from exc
-    except RulesError as exc:
-        raise ConfigError(f"config {exc.problems[0]}") from exc
-    if loaded is None:
-        return node, {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"config {path}:1: top level must be a mapping of settings")
-    return node, loaded

@@ -551,20 +551,29 @@ class FileSource:
         except OSError:
             st = None  # rotated away, the new file is not there yet
         if file is None:
-            if self._open_rotated_since():
-                return True
-            if st is None:
-                return False
-            return self._open_live()
+            return self._reopen(live_exists=st is not None)
         same = (
             st is not None
             and not file.compressed
             and (st.st_dev, st.st_ino) == (file.dev, file.ino)
         )
         if same:
-            if self._truncated(file):
-                return self._after_truncation(file)
+            return self._after_truncation(file) if self._truncated(file) else False
+        if self._finish(file):
+            return True
+        return self._next_generation(file, st is not None)
+
+    def _reopen(self, live_exists: bool) -> bool:
+        """With no file open: a generation rotated since, else the live file when there is one."""
+        if self._open_rotated_since():
+            return True
+        if not live_exists:
             return False
+        return self._open_live()
+
+    def _finish(self, file: _File) -> bool:
+        """The rotated-away ``file``'s last bytes into the buffer; True when that gave something
+        to hand out (new bytes, or a last line without its newline)."""
         if not file.compressed:
             # Finish the old file first: lines may have landed between our read and the rename.
             rest = file.stream.read(_CHUNK)
@@ -577,7 +586,7 @@ class FileSource:
             # A last line without its newline: hand it out, the writer is gone.
             self._buffer.feed(b"\n")
             return True
-        return self._next_generation(file, st is not None)
+        return False
 
     def _next_generation(self, file: _File, live_exists: bool) -> bool:
         """Switch from the finished ``file`` to the generation after it (the live file last)."""

@@ -209,28 +209,42 @@ def flow_too_deep(text: str, limit: int) -> int | None:
         if ch == "\n":
             line += 1
         if quote:
-            if ch == quote:
-                if quote == "'" and i + 1 < n and text[i + 1] == "'":
-                    i += 1  # '' is an escaped quote inside a single-quoted scalar
-                else:
-                    quote = ""
-            elif ch == "\\" and quote == '"':
-                i += 1
+            i, quote = _in_quote(text, i, quote)
         elif ch == "#" and prev in " \t\n":
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue
         elif ch in "'\"" and prev in " \t\n[{,:-":
             quote = ch
-        elif ch in "[{":
-            depth += 1
+        else:
+            depth = _flow_depth(ch, depth)
             if depth > limit:
                 return line
-        elif ch in "]}":
-            depth = max(0, depth - 1)
         prev = ch
         i += 1
     return None
+
+
+def _in_quote(text: str, i: int, quote: str) -> tuple[int, str]:
+    """Inside a quoted scalar at ``text[i]``: the index of the last character taken and the
+    quote still open ("" once it closed)."""
+    ch = text[i]
+    if ch == quote:
+        if quote == "'" and i + 1 < len(text) and text[i + 1] == "'":
+            return i + 1, quote  # '' is an escaped quote inside a single-quoted scalar
+        return i, ""
+    if ch == "\\" and quote == '"':
+        return i + 1, quote
+    return i, quote
+
+
+def _flow_depth(ch: str, depth: int) -> int:
+    """The flow nesting after ``ch``."""
+    if ch in "[{":
+        return depth + 1
+    if ch in "]}":
+        return max(0, depth - 1)
+    return depth
 
 
 def yaml_problem(exc: yaml.YAMLError, path: str) -> RuleProblem:

@@ -169,29 +169,41 @@ def _check_tree(obj: Any, limits: Limits) -> None:
         elif isinstance(value, dict | list | tuple):
             if depth > limits.max_json_depth:
                 raise _exceeded("json_depth", depth, limits.max_json_depth)
-            if isinstance(value, dict):
-                for key, item in value.items():
-                    if not isinstance(key, str):
-                        raise InvalidInput(
-                            "wrong_type", f"{where} has a {type(key).__name__} key, not a string"
-                        )
-                    _check_text(key, f"a key of {where}")
-                    stack.append((item, depth + 1, f"{where}.{key}"[:200]))
-            else:
-                inside = f"{where}[]"[:200]
-                stack.extend((item, depth + 1, inside) for item in value)
-        elif value is None or isinstance(value, bool):
-            continue
-        elif isinstance(value, int):
-            if abs(value) >= too_big:
-                raise _exceeded("digit_run", _digit_count(value), limits.max_digit_run)
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise InvalidInput("not_json", f"{where} is {value}, not a finite number")
+            stack.extend(_children(value, depth, where))
         else:
+            _check_scalar(value, where, too_big, limits)
+
+
+def _children(
+    value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int, where: str
+) -> list[tuple[Any, int, str]]:
+    """The items of a container, each with its depth and where it sits; keys checked."""
+    if not isinstance(value, dict):
+        inside = f"{where}[]"[:200]
+        return [(item, depth + 1, inside) for item in value]
+    items = []
+    for key, item in value.items():
+        if not isinstance(key, str):
             raise InvalidInput(
-                "wrong_type", f"{where} is a {type(value).__name__}, not a JSON value"
+                "wrong_type", f"{where} has a {type(key).__name__} key, not a string"
             )
+        _check_text(key, f"a key of {where}")
+        items.append((item, depth + 1, f"{where}.{key}"[:200]))
+    return items
+
+
+def _check_scalar(value: Any, where: str, too_big: int, limits: Limits) -> None:
+    """A value that is neither text nor a container: null, a boolean or a printable number."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) >= too_big:
+            raise _exceeded("digit_run", _digit_count(value), limits.max_digit_run)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput("not_json", f"{where} is {value}, not a finite number")
+    else:
+        raise InvalidInput("wrong_type", f"{where} is a {type(value).__name__}, not a JSON value")
 
 
 def _parse_int(text: str, limits: Limits) -> int:

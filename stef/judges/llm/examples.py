@@ -35,9 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from stef.errors import ConfigError, TemplateError
 from stef.models import PASSING_VERDICTS, InputRecord, Verdict
 from stef.prompts import Prompts, data_blocks
+
+# Logged under the judge's module name, as when the judge loaded the examples itself.
+log = structlog.get_logger("stef.judges.llm.judge")
 
 # The template of the examples block, rendered above the record's prompt in both verdict modes.
 TEMPLATE = "few_shot.j2"
@@ -178,6 +183,72 @@ def keyed(shots: Sequence[Example]) -> list[dict[str, Any]]:
     return [{"id": e.id, **e.shown()} for e in shots]
 
 
+def load_configured(prompts: Prompts, k: int, path: Path | None) -> Examples | None:
+    """The examples ``llm.few_shot: k`` shows, from ``llm.few_shot_file``, and a check that the
+    examples template shows them; None when no example is shown. What the file leaves out, and
+    a file that nears the size limit, are logged.
+
+    Raises:
+        ConfigError: the examples file cannot be used.
+        TemplateError: the examples template is missing or does not show them.
+    """
+    if k == 0 or path is None:
+        if path is not None:
+            log.warning(
+                "llm_few_shot_off",
+                path=str(path),
+                hint="llm.few_shot_file is set and llm.few_shot is 0: no example is shown",
+            )
+        return None
+    check_template(prompts)
+    examples = load_examples(path)
+    log.info(
+        "llm_few_shot_loaded",
+        path=str(path),
+        k=k,
+        examples=len(examples),
+        too_long=examples.too_long,
+        dropped=examples.dropped,
+        apps=examples.counts(),
+    )
+    _log_left_out(examples, path)
+    return examples
+
+
+def _log_left_out(examples: Examples, path: Path) -> None:
+    left_out = (
+        (
+            "llm_few_shot_too_long",
+            examples.too_long,
+            f"an example longer than {MAX_EXAMPLE_CHARS} characters "
+            "(question, enriched question, SQL, note) is not shown",
+        ),
+        (
+            "llm_few_shot_capped",
+            examples.dropped,
+            f"an app keeps {MAX_PER_APP} examples (those the judge got wrong "
+            "first, then the latest)",
+        ),
+    )
+    for event, count, hint in left_out:
+        if count:
+            log.warning(event, path=str(path), left_out=count, hint=hint)
+    if examples.size > MAX_FILE_BYTES // 2:
+        log.warning(
+            "llm_few_shot_file_large",
+            path=str(path),
+            size=examples.size,
+            limit=MAX_FILE_BYTES,
+            hint="past the limit STEF will not start; keep the examples of the last months",
+        )
+    if not len(examples):
+        log.warning(
+            "llm_few_shot_empty",
+            path=str(path),
+            hint="no record is shown an example: the file holds no usable labelled record",
+        )
+
+
 def load_examples(path: Path) -> Examples:
     """The examples file, checked whole.
 
@@ -186,6 +257,27 @@ def load_examples(path: Path) -> Examples:
             UTF-8 or not a usable example (the message names the file and the line).
     """
     where = f"llm.few_shot_file {path}"
+    data = _read_file(path, where)
+    by_id: dict[str, Example] = {}
+    too_long = 0
+    # Lines as JSON Lines has them (a CR inside a line is no break); a leading BOM is passed over.
+    for n, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+        text = _line_text(raw, f"{where}:{n}")
+        if not text.strip():
+            continue
+        example = _example(text, f"{where}:{n}", n)
+        # An id given twice (a file appended to, or edited by hand) is its later line's.
+        by_id.pop(example.id, None)
+        size = len(example.question) + len(example.enriched_question or "")
+        if size + len(example.sql) + len(example.note) > MAX_EXAMPLE_CHARS:
+            too_long += 1
+            continue
+        by_id[example.id] = example
+    return Examples(path, list(by_id.values()), too_long, len(data))
+
+
+def _read_file(path: Path, where: str) -> bytes:
+    """The examples file's bytes: a regular file of at most ``MAX_FILE_BYTES``."""
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -206,30 +298,35 @@ def load_examples(path: Path) -> Examples:
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
         raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
-    by_id: dict[str, Example] = {}
-    too_long = 0
-    # Lines as JSON Lines has them (a CR inside a line is no break); a leading BOM is passed over.
-    for n, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"{where}:{n}: not UTF-8 ({exc.reason} at byte {exc.start})"
-            ) from None
-        if not text.strip():
-            continue
-        example = _example(text, f"{where}:{n}", n)
-        # An id given twice (a file appended to, or edited by hand) is its later line's.
-        by_id.pop(example.id, None)
-        size = len(example.question) + len(example.enriched_question or "")
-        if size + len(example.sql) + len(example.note) > MAX_EXAMPLE_CHARS:
-            too_long += 1
-            continue
-        by_id[example.id] = example
-    return Examples(path, list(by_id.values()), too_long, len(data))
+    return data
+
+
+def _line_text(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 def _example(text: str, where: str, line: int) -> Example:
+    obj = _json_object(text, where)
+    label = _checked_label(obj, where)
+    return Example(
+        id=obj["id"],
+        app=obj.get("app") or None,
+        question=obj["question"],
+        enriched_question=obj.get("enriched_question") or None,
+        sql=obj["sql"],
+        label=label,
+        note=(obj.get("note") or "").strip(),
+        judge_wrong=_judge_wrong(obj, label, where),
+        line=line,
+        words=_words(f"{obj['question']} {obj.get('enriched_question') or ''}"),
+        key=_key(obj["question"], obj["sql"]),
+    )
+
+
+def _json_object(text: str, where: str) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -239,6 +336,11 @@ def _example(text: str, where: str, line: int) -> Example:
         raise ConfigError(f"{where}: not JSON ({type(exc).__name__})") from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: not a JSON object")
+    return obj
+
+
+def _checked_label(obj: dict[str, Any], where: str) -> bool:
+    """The example's fields checked (types, non-empty, Unicode text); its label."""
     for name in ("id", "question", "sql"):
         value = obj.get(name)
         if not isinstance(value, str) or not value.strip():
@@ -253,19 +355,7 @@ def _example(text: str, where: str, line: int) -> Example:
         if isinstance(obj.get(name), str) and not _encodable(obj[name]):
             # A lone surrogate (JSON "\ud800") cannot reach a prompt, a cache key or a result.
             raise ConfigError(f"{where}: {name!r} holds a lone surrogate (not Unicode text)")
-    return Example(
-        id=obj["id"],
-        app=obj.get("app") or None,
-        question=obj["question"],
-        enriched_question=obj.get("enriched_question") or None,
-        sql=obj["sql"],
-        label=label,
-        note=(obj.get("note") or "").strip(),
-        judge_wrong=_judge_wrong(obj, label, where),
-        line=line,
-        words=_words(f"{obj['question']} {obj.get('enriched_question') or ''}"),
-        key=_key(obj["question"], obj["sql"]),
-    )
+    return label
 
 
 def _judge_wrong(obj: dict[str, Any], label: bool, where: str) -> bool | None:

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from stef.judges.llm.client import TokenLogprob, TokenLogprobs
+from stef.judges.llm.wire import TokenLogprob, TokenLogprobs
 from stef.models import PASSING_VERDICTS, Verdict
 
 # How many leading tokens may precede the Yes/No (a space, a quote, a markdown star).

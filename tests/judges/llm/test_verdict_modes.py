@@ -15,10 +15,10 @@ from stef.errors import ConfigError, InvalidInput, LlmReplyError
 from stef.judges.heuristic.judge import heuristic
 from stef.judges.llm import build_llm_judge
 from stef.judges.llm.client import TokenLogprob
-from stef.judges.llm.client import _logprobs as _read_logprobs
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.logprobs import verdict_probability, yes_probability
+from stef.judges.llm.wire import read_logprobs
 from stef.models import Verdict
 from stef.pipeline import Pipeline, judge_request
 from stef.rules import load_rules
@@ -326,7 +326,7 @@ def test_a_reply_block_read_lazily_reads_as_its_tokens() -> None:
             {"token": "correct", "logprob": -1},  # an integer log-probability is one
         ]
     }
-    tokens = _read_logprobs(block)
+    tokens = read_logprobs(block)
     assert tokens is not None
     eager = tuple(tokens)
     text = '{"verdict": "Incorrect"}'
@@ -338,7 +338,7 @@ def test_a_reply_block_read_lazily_reads_as_its_tokens() -> None:
     assert verdict_probability(text, tokens) == pytest.approx(0.3 / 0.9)
     with pytest.raises(IndexError):
         tokens[len(eager)]
-    assert _read_logprobs({"content": [{"token": "x", "logprob": 0.5}]}) is None
+    assert read_logprobs({"content": [{"token": "x", "logprob": 0.5}]}) is None
 
 
 def test_request_body_is_what_the_judge_sends(judge_factory: Make) -> None:

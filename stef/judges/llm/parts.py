@@ -1,0 +1,67 @@
+"""What the LLM judge's two modes share: the endpoint's client, the prompts, the cache, the
+reported-model watch, the few-shot examples and the judge's identity (:class:`JudgeParts`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stef.judges.base import JudgeRequest
+from stef.judges.llm import examples as few_shot
+from stef.judges.llm.cache import JudgeCache
+from stef.judges.llm.client import ChatClient
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.examples import Example, Examples
+from stef.judges.llm.identity import ModelWatch
+from stef.judges.llm.wire import Completion
+from stef.metrics import Metrics
+from stef.models import JudgeInfo, JudgeOutput
+from stef.prompts import Prompts
+
+# Record text, keyed in the cache separately (the SQL up to layout).
+_RAW_FIELDS = {"question", "enriched_question", "sql"}
+
+
+@dataclass
+class JudgeParts:
+    """The pieces one :class:`~stef.judges.llm.judge.LlmJudge` builds once, for either mode."""
+
+    config: LlmConfig
+    metrics: Metrics | None
+    prompts: Prompts
+    client: ChatClient
+    cache: JudgeCache
+    watch: ModelWatch
+    info: JudgeInfo
+    examples: Examples | None
+
+    @property
+    def model(self) -> str:
+        return self.config.model or ""
+
+    def shots(self, request: JudgeRequest) -> list[Example]:
+        """The examples shown with this request."""
+        if self.examples is None:
+            return []
+        return self.examples.pick(request.record, self.config.few_shot)
+
+    def cached(self, key: str) -> JudgeOutput | None:
+        """The cached output, the lookup counted as a hit or a miss."""
+        cached = self.cache.get(key)
+        if self.metrics is not None:
+            self.metrics.observe_cache(cached is not None)
+        return cached
+
+    def observe(self, completion: Completion) -> None:
+        """A completion's reported model, to the watch."""
+        self.watch.observe(completion.reported_model)
+
+
+def analysis(context: dict[str, Any], shots: Sequence[Example]) -> dict[str, Any]:
+    """What the cache key holds of a prompt's variables: the analysis shown to the model, not
+    the record's raw text, and the examples shown (none: the key is as without few-shot)."""
+    shown = {k: v for k, v in context.items() if k not in _RAW_FIELDS}
+    if shots:
+        shown["examples"] = few_shot.keyed(shots)
+    return shown
