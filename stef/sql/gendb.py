@@ -215,28 +215,41 @@ def _neighbours(value: object, kind: Kind) -> list[Value]:
         step = 1 if isinstance(value, int) else 0.5
         return [value, value - step, value + step]
     text = str(value)
-    if kind == "date" and re.fullmatch(r"\d{4}", text):
-        return _year_dates(int(text))  # SUBSTR(d, 1, 4) = '2019': dates of that year
-    if kind == "date" and re.fullmatch(r"\d{4}-\d{2}", text):
-        return [f"{text}-15", f"{text}-01", f"{text}-28"]
-    if kind == "date" and re.match(r"^\d{4}-\d{2}-\d{2}$", text):
-        try:
-            day = dt.date.fromisoformat(text)
-        except ValueError:
-            return [text]
-        one = dt.timedelta(days=1)
-        return [text, (day - one).isoformat(), (day + one).isoformat(), f"{text} 12:00:00"]
+    dated = _date_neighbours(text) if kind == "date" else None
+    if dated is not None:
+        return dated
     if kind in ("int", "real"):
-        try:
-            number = float(text)
-        except ValueError:
-            return [text]
-        base = int(number) if number.is_integer() else number
-        return [base, base - 1, base + 1]
+        return _number_neighbours(text)
     variants: list[Value] = [text, text.upper(), text.lower(), text + "x"]
     if text.isdigit():
         variants += [text.lstrip("0") or "0", "0" + text]
     return variants
+
+
+def _date_neighbours(text: str) -> list[Value] | None:
+    """A year (``SUBSTR(d, 1, 4) = '2019'``: dates of that year), a month, or a day with the
+    days either side and a time on it; None for text that reads as none of them."""
+    if re.fullmatch(r"\d{4}", text):
+        return _year_dates(int(text))
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        return [f"{text}-15", f"{text}-01", f"{text}-28"]
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", text):
+        return None
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        return [text]
+    one = dt.timedelta(days=1)
+    return [text, (day - one).isoformat(), (day + one).isoformat(), f"{text} 12:00:00"]
+
+
+def _number_neighbours(text: str) -> list[Value]:
+    try:
+        number = float(text)
+    except ValueError:
+        return [text]
+    base = int(number) if number.is_integer() else number
+    return [base, base - 1, base + 1]
 
 
 def _year_dates(year: int) -> list[Value]:
@@ -302,23 +315,25 @@ def _column_values(
     plain = list(pool.plain)
     if pool.ranked and not pool.linked:
         rng.shuffle(plain)  # distinct ordinary values: no ties on what is ranked
-    out: list[Value] = []
-    # A ranked column mostly takes ordinary values: a top-k needs more rows than k to pass.
-    exact_share = _EXACT_SHARE / 3 if pool.ranked else _EXACT_SHARE
-    for i in range(count):
-        draw = rng.random()
-        if (pool.nullable or not clean) and draw < _NULL_SHARE:
-            out.append(None)
-        elif pool.exact and draw < exact_share:
-            out.append(rng.choice(pool.exact))
-        elif pool.odd and not clean and draw < exact_share + _NEAR_SHARE:
-            out.append(rng.choice(pool.odd))
-        elif pool.near and draw < exact_share + _NEAR_SHARE:
-            out.append(rng.choice(pool.near))
-        elif pool.ranked and not pool.linked:
-            out.append(plain[i % len(plain)])
-        else:
-            out.append(rng.choice(plain))
+    out = [_cell(pool, plain, i, rng, clean) for i in range(count)]
     if pool.odd and not clean and out:
         out[rng.randrange(len(out))] = rng.choice(pool.odd)  # each such database spells one
     return out
+
+
+def _cell(pool: Pool, plain: list[Value], i: int, rng: random.Random, clean: bool) -> Value:
+    """The ``i``-th cell of a column: NULL, a named value, a neighbour or an ordinary one."""
+    draw = rng.random()
+    # A ranked column mostly takes ordinary values: a top-k needs more rows than k to pass.
+    exact_share = _EXACT_SHARE / 3 if pool.ranked else _EXACT_SHARE
+    if (pool.nullable or not clean) and draw < _NULL_SHARE:
+        return None
+    if pool.exact and draw < exact_share:
+        return rng.choice(pool.exact)
+    if pool.odd and not clean and draw < exact_share + _NEAR_SHARE:
+        return rng.choice(pool.odd)
+    if pool.near and draw < exact_share + _NEAR_SHARE:
+        return rng.choice(pool.near)
+    if pool.ranked and not pool.linked:
+        return plain[i % len(plain)]
+    return rng.choice(plain)

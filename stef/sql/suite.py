@@ -28,7 +28,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.sql.gendb import Table, generate, pools
-from stef.sql.infer import InferenceError, infer_schema, parse_one
+from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
 
 Status = Literal["different", "duplicates", "same", "undecided", "not_run"]
 # Progress-handler period, in SQLite virtual-machine instructions.
@@ -90,13 +90,11 @@ def run_suite(
     is ``different``; one of repeated rows only, or only on a database with NULLs and repeated
     rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows)."""
     started = time.perf_counter()
-    try:
-        gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
-        schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
-        gen_sql, ref_sql = _sqlite_text(gen_tree), _sqlite_text(ref_tree)
-    except InferenceError as exc:
-        return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
-    ordered = ordered and _orders(gen_tree) and _orders(ref_tree)
+    prepared = _prepare(generated, reference, dialect)
+    if isinstance(prepared, SuiteOutcome):
+        return prepared
+    schema, gen_sql, ref_sql, both_order = prepared
+    ordered = ordered and both_order
     column_pools = pools(schema)
     seed = seed_of(generated, reference)
     deadline = time.monotonic() + timeout_s
@@ -136,6 +134,20 @@ def run_suite(
     return SuiteOutcome(
         status, detail=detail, databases=total, informative=informative, elapsed_ms=_ms(started)
     )
+
+
+def _prepare(
+    generated: str, reference: str, dialect: str | None
+) -> tuple[Schema, str, str, bool] | SuiteOutcome:
+    """The schema both queries read, each as SQLite runs it, and whether both have an ORDER
+    BY; ``not_run`` when they cannot be read."""
+    try:
+        gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
+        schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
+        gen_sql, ref_sql = _sqlite_text(gen_tree), _sqlite_text(ref_tree)
+    except InferenceError as exc:
+        return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
+    return schema, gen_sql, ref_sql, _orders(gen_tree) and _orders(ref_tree)
 
 
 def _telling(rows: Rows) -> bool:
