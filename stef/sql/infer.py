@@ -269,11 +269,24 @@ def _facts_from_use(
         compared.append(parent.expression if parent.this is node else parent.this)
     if isinstance(parent, exp.In):
         compared.extend(parent.expressions)
+        compared.extend(_subquery_column(parent.args.get("query")))
     if isinstance(parent, exp.Between):
         bounds = (parent.args.get(key) for key in ("low", "high"))
         compared.extend(b for b in bounds if b is not None and b is not node)
     for other in compared:
         _compared_with(other, facts, wrapped_date, schema, where, placed)
+
+
+def _subquery_column(query: exp.Expr | None) -> list[exp.Expr]:
+    """The one column a subquery selects (``x IN (SELECT y FROM t)``: ``x`` and ``y`` share a
+    domain, as a join's columns do); nothing for any other subquery."""
+    while isinstance(query, exp.Subquery | exp.Paren):
+        query = query.this
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1:
+        return []
+    only = query.expressions[0]
+    only = only.this if isinstance(only, exp.Alias) else only
+    return [only] if isinstance(only, exp.Column) else []
 
 
 def _climb(column: exp.Column, facts: ColumnFacts) -> tuple[exp.Expr, exp.Expr | None, bool]:
