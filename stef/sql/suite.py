@@ -93,8 +93,8 @@ def run_suite(
     prepared = _prepare(generated, reference, dialect)
     if isinstance(prepared, SuiteOutcome):
         return prepared
-    schema, gen_sql, ref_sql, both_order = prepared
-    ordered = ordered and both_order
+    schema, (gen_sql, ref_sql), limits = prepared.schema, prepared.queries, prepared.limits
+    ordered = ordered and prepared.ordered
     column_pools = pools(schema)
     seed = seed_of(generated, reference)
     deadline = time.monotonic() + timeout_s
@@ -122,7 +122,7 @@ def run_suite(
             informative=informative,
             counterexample=_counterexample(tables, gen_a, ref_a),
         )
-        if clean and not _repeats_only(gen_a, ref_a, ordered):
+        if clean and _decisive(gen_a, ref_a, ordered, limits):
             return replace(found, elapsed_ms=_ms(started))
         # Only repeated rows differ, or only a database with NULLs and repeated rows tells
         # them apart: what real data with keys and few NULLs seldom shows.
@@ -136,18 +136,50 @@ def run_suite(
     )
 
 
-def _prepare(
-    generated: str, reference: str, dialect: str | None
-) -> tuple[Schema, str, str, bool] | SuiteOutcome:
-    """The schema both queries read, each as SQLite runs it, and whether both have an ORDER
-    BY; ``not_run`` when they cannot be read."""
+@dataclass(frozen=True)
+class _Prepared:
+    """The schema both queries read, each as SQLite runs it, whether both have an ORDER BY,
+    and whether both have a LIMIT and their numbers differ."""
+
+    schema: Schema
+    queries: tuple[str, str]
+    ordered: bool
+    limits: bool
+
+
+def _prepare(generated: str, reference: str, dialect: str | None) -> _Prepared | SuiteOutcome:
+    """Both queries read and written for SQLite; ``not_run`` when they cannot be read."""
     try:
         gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
         schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
-        gen_sql, ref_sql = _sqlite_text(gen_tree), _sqlite_text(ref_tree)
+        queries = (_sqlite_text(gen_tree), _sqlite_text(ref_tree))
     except InferenceError as exc:
         return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
-    return schema, gen_sql, ref_sql, _orders(gen_tree) and _orders(ref_tree)
+    limits = [_limits(gen_tree), _limits(ref_tree)]
+    return _Prepared(
+        schema,
+        queries,
+        _orders(gen_tree) and _orders(ref_tree),
+        all(limits) and limits[0] != limits[1],
+    )
+
+
+def _limits(tree: exp.Expr) -> list[str]:
+    """The LIMIT and OFFSET numbers of a query, anywhere in it, sorted."""
+    return sorted(
+        str(n.args["expression"])
+        for n in tree.find_all(exp.Limit, exp.Offset)
+        if isinstance(n.args.get("expression"), exp.Literal)
+    )
+
+
+def _decisive(generated: Rows, reference: Rows, ordered: bool, limits: bool) -> bool:
+    """Whether a difference on a clean database is a counterexample: more than repeated rows,
+    or, between queries whose LIMITs differ, another number of rows (LIMIT 2 repeating the
+    row LIMIT 1 shows is still two rows)."""
+    if not _repeats_only(generated, reference, ordered):
+        return True
+    return limits and len(generated) != len(reference)
 
 
 def _telling(rows: Rows) -> bool:
@@ -304,14 +336,7 @@ def touched(generated: str, reference: str, dialect: str | None) -> frozenset[st
         trees = [parse_one(generated, dialect), parse_one(reference, dialect)]
     except InferenceError:
         return frozenset()
-    limits = [
-        sorted(
-            str(n.args["expression"])
-            for n in tree.find_all(exp.Limit, exp.Offset)
-            if isinstance(n.args.get("expression"), exp.Literal)
-        )
-        for tree in trees
-    ]
+    limits = [_limits(tree) for tree in trees]
     orders = [[bool(o.args.get("desc")) for o in tree.find_all(exp.Ordered)] for tree in trees]
     found = {"limit"} if limits[0] != limits[1] else set()
     return frozenset(found | ({"order_by"} if orders[0] != orders[1] else set()))
