@@ -26,13 +26,35 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from stef.errors import StefError
+from stef.sql.suite_dates import constant_date
 
 Kind = str  # "int" | "real" | "text" | "date"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
 _NUMERIC_FUNCS = (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Abs, exp.Round)
 _DATE_FUNCS = ("strftime", "date", "datetime", "julianday", "year", "month", "timestrtotime")
-_DATE_NODES = (exp.TimeToStr, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.StrToTime)
+_DATE_NODES = (
+    exp.TimeToStr,
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.DateDiff,
+    exp.StrToTime,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.DateAdd,
+    exp.DateSub,
+)
+# What makes an expression a date: compared with one, a column holds dates.
+_DATE_VALUES = (
+    exp.CurrentDate,
+    exp.CurrentTimestamp,
+    exp.Interval,
+    exp.DateAdd,
+    exp.DateSub,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+)
 
 
 class InferenceError(StefError):
@@ -354,6 +376,22 @@ def _compared_with(
         _compared_with_number(float(str(other.this)), facts, wrapped_date)
     elif isinstance(other, exp.Literal):
         _compared_with_string(str(other.this), facts, wrapped_date)
+    else:
+        _compared_with_date_expression(other, facts)
+
+
+def _compared_with_date_expression(other: exp.Expr, facts: ColumnFacts) -> None:
+    """``d >= CURRENT_DATE - INTERVAL '7 days'``, ``d < DATEADD(day, 1, '2020-06-15')``: the
+    column holds dates, and the dates named inside are its values' centres."""
+    if other.find(*_DATE_VALUES) is None:
+        return
+    facts.kinds.add("date")
+    folded = constant_date(other)
+    if folded is not None:
+        facts.literals.add(folded[:10])
+    for literal in other.find_all(exp.Literal):
+        if literal.is_string and _DATE.match(str(literal.this)):
+            facts.literals.add(str(literal.this))
 
 
 def _compared_with_number(number: float, facts: ColumnFacts, wrapped_date: bool) -> None:

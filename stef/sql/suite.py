@@ -29,6 +29,7 @@ from sqlglot.errors import SqlglotError
 
 from stef.sql.gendb import Table, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
+from stef.sql.suite_dates import portable, register
 
 Status = Literal["different", "duplicates", "same", "undecided", "not_run"]
 # Progress-handler period, in SQLite virtual-machine instructions.
@@ -204,7 +205,7 @@ def _sqlite_text(tree: exp.Query) -> str:
         for table in tree.find_all(exp.Table):
             table.set("db", None)
             table.set("catalog", None)
-        return tree.sql(dialect="sqlite")
+        return portable(tree).sql(dialect="sqlite")
     except (SqlglotError, RecursionError, ValueError) as exc:
         raise InferenceError(f"cannot be written for SQLite: {type(exc).__name__}") from exc
 
@@ -260,6 +261,7 @@ def _database(tables: list[Table], reverse: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
     for name, function in _DATE_FUNCTIONS.items():
         conn.create_function(name, 1, function, deterministic=True)
+    register(conn)
     for table in tables:
         columns = ", ".join(f"{_quoted(c)} {affinity}" for c, affinity in table.columns)
         conn.execute(f"CREATE TABLE {_quoted(table.name)} ({columns})")
