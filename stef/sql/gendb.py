@@ -186,6 +186,11 @@ def _groups(schema: Schema) -> dict[tuple[str, str], list[tuple[str, str]]]:
 
 
 def _kind(facts: ColumnFacts, names: list[str]) -> Kind:
+    numeric = {"int", "real"} & facts.kinds
+    if numeric and "text" in facts.kinds and _quoted_numbers(facts):
+        # Compared with numbers and with quoted numbers (``Date BETWEEN 201101 AND 201112``,
+        # ``Date = '201201'``): a numeric column, which SQLite compares with both as numbers.
+        return "real" if "real" in numeric else "int"
     for kind in ("date", "text", "real", "int"):
         if kind in facts.kinds:
             return kind
@@ -194,6 +199,15 @@ def _kind(facts: ColumnFacts, names: list[str]) -> Kind:
     if any(_key_like(n) for n in names):
         return "int"
     return "text"
+
+
+def _quoted_numbers(facts: ColumnFacts) -> bool:
+    """Whether every string the column is compared with reads as a number (and it is matched
+    against no LIKE pattern, read as a date or as a year)."""
+    if facts.patterns or facts.years or "date" in facts.kinds:
+        return False
+    texts = [v for v in facts.literals if isinstance(v, str)]
+    return bool(texts) and all(re.fullmatch(r"-?\d+(\.\d+)?", t) for t in texts)
 
 
 def _key_like(name: str) -> bool:
