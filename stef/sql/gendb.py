@@ -26,7 +26,7 @@ _MIN_ROWS, _MAX_ROWS = 2, 5
 # The share of cells drawn from the values the queries name, from their neighbours (the rest:
 # ordinary values), and the most rows of a table whose own key others point to.
 _EXACT_SHARE, _NEAR_SHARE = 0.45, 0.2
-# Every other database draws mostly named values and their neighbours: more rows pass the
+# A focused database draws mostly named values and their neighbours: more rows pass the
 # filters (an aggregate over two rows, not one) and more sit on a boundary (``> 50``, ``> 51``).
 _FOCUSED_SHARES = (0.5, 0.4)
 # The share of a focused database's rows that take a named value in every column with one.
@@ -313,9 +313,17 @@ def _pattern_values(pattern: str, kind: Kind) -> list[Value]:
 
 
 def generate(
-    schema: Schema, pools_of: dict[tuple[str, str], Pool], seed: int, index: int, *, clean: bool
+    schema: Schema,
+    pools_of: dict[tuple[str, str], Pool],
+    seed: int,
+    index: int,
+    *,
+    clean: bool,
+    focused: bool = False,
 ) -> list[Table]:
-    """The ``index``-th database of ``seed``; ``clean``: without NULLs or repeated rows."""
+    """The ``index``-th database of ``seed``; ``clean``: without NULLs or repeated rows;
+    ``focused``: named values and their neighbours drawn more often, some rows named in every
+    column with named values, a referenced table holding only the keys others point to."""
     rng = random.Random(f"{seed}:{index}")
     tables = []
     for name, columns in schema.tables.items():
@@ -323,7 +331,6 @@ def generate(
         keys = [
             c for c in names if (name, c) in pools_of and pools_of[(name, c)].owner == (name, c)
         ]
-        focused = index % 2 == 1
         count = _row_count(schema, pools_of, (name, keys), rng, focused)
         shares = _FOCUSED_SHARES if focused else (_EXACT_SHARE, _NEAR_SHARE)
         cells = [

@@ -87,7 +87,8 @@ def run_suite(
     max_rows: int,
 ) -> SuiteOutcome:
     """Run ``generated`` and ``reference`` on ``n`` clean generated databases (no NULLs, no
-    repeated rows) and ``n // 4`` with both, and compare them. A difference on a clean database
+    repeated rows), ``n // 4`` with both and ``n // 2`` clean and focused
+    (:func:`stef.sql.gendb.generate`), and compare them. A difference on a clean database
     is ``different``; one of repeated rows only, or only on a database with NULLs and repeated
     rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows)."""
     started = time.perf_counter()
@@ -101,18 +102,16 @@ def run_suite(
     deadline = time.monotonic() + timeout_s
     informative = 0
     minor: SuiteOutcome | None = None
-    total = n + n // 4
-    for index in range(total):
-        clean = index < n
-        tables = generate(schema, column_pools, seed, index, clean=clean)
+    plan = _plan(n)
+    total = len(plan)
+    for index, (clean, focused) in enumerate(plan):
+        tables = generate(schema, column_pools, seed, index, clean=clean, focused=focused)
         runs = _run_both_orders(tables, (gen_sql, ref_sql), deadline, max_rows)
         if isinstance(runs, str):
             return SuiteOutcome("not_run", detail=runs, databases=index, elapsed_ms=_ms(started))
-        (gen_a, gen_b), (ref_a, ref_b) = runs
-        if _key(gen_a, ordered) != _key(gen_b, ordered) or _key(ref_a, ordered) != _key(
-            ref_b, ordered
-        ):
+        if _order_dependent(runs, ordered):
             continue  # the result depends on the order of the rows: this database cannot tell
+        (gen_a, _), (ref_a, _) = runs
         if _telling(ref_a):
             informative += 1
         if _key(gen_a, ordered) == _key(ref_a, ordered):
@@ -146,6 +145,17 @@ class _Prepared:
     queries: tuple[str, str]
     ordered: bool
     limits: bool
+
+
+def _plan(n: int) -> list[tuple[bool, bool]]:
+    """Each database's (clean, focused): ``n`` clean, ``n // 4`` with NULLs and repeats,
+    ``n // 2`` clean and focused (in that order, so the first ones stay as they were)."""
+    return [(True, False)] * n + [(False, False)] * (n // 4) + [(True, True)] * (n // 2)
+
+
+def _order_dependent(runs: tuple[tuple[Rows, Rows], tuple[Rows, Rows]], ordered: bool) -> bool:
+    """Whether either query's rows changed with the order of the tables' rows."""
+    return any(_key(a, ordered) != _key(b, ordered) for a, b in runs)
 
 
 def _prepare(generated: str, reference: str, dialect: str | None) -> _Prepared | SuiteOutcome:
