@@ -311,17 +311,7 @@ def _predicate(term: exp.Expr) -> Iterator[str]:
     while isinstance(term, exp.Paren):
         term = term.this
     if isinstance(term, exp.Not):
-        inner = term.this
-        while isinstance(inner, exp.Paren):
-            inner = inner.this
-        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
-            yield f"{_expr(inner.this)}{_NOT_NULL}"
-            return
-        flipped = _NEGATED.get(type(inner))
-        if flipped is not None and isinstance(inner, exp.Binary):
-            yield from _predicate(flipped(this=inner.this, expression=inner.expression))
-            return
-        yield "not " + " ".join(_predicate(inner))
+        yield from _negated(term.this)
         return
     if isinstance(term, exp.Between):
         low, high = term.args.get("low"), term.args.get("high")
@@ -331,22 +321,38 @@ def _predicate(term: exp.Expr) -> Iterator[str]:
             return
     if isinstance(term, exp.In) and not term.args.get("query") and term.expressions:
         yield _membership(_expr(term.this), [_value(v) for v in term.expressions])
-        return
-    if isinstance(term, exp.And):
+    elif isinstance(term, exp.And):
         for part in conjuncts(term):
             yield from _predicate(part)
-        return
-    if isinstance(term, exp.Or):
-        members = _or_equalities(term)
-        if members is not None:
-            yield _membership(*members)
-            return
-        yield " or ".join(sorted(" and ".join(sorted(_predicate(t))) for t in _disjuncts(term)))
-        return
-    if isinstance(term, exp.Binary) and isinstance(term, exp.Predicate):
+    elif isinstance(term, exp.Or):
+        yield _disjunction(term)
+    elif isinstance(term, exp.Binary) and isinstance(term, exp.Predicate):
         yield _comparison(term)
+    else:
+        yield _expr(term)
+
+
+def _negated(inner: exp.Expr) -> Iterator[str]:
+    """Canonical texts of ``NOT inner``: IS NOT NULL, the flipped comparison, else ``not``."""
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+        yield f"{_expr(inner.this)}{_NOT_NULL}"
         return
-    yield _expr(term)
+    if isinstance(inner, exp.Binary):
+        flipped = _NEGATED.get(type(inner))
+        if flipped is not None:
+            yield from _predicate(flipped(this=inner.this, expression=inner.expression))
+            return
+    yield "not " + " ".join(_predicate(inner))
+
+
+def _disjunction(term: exp.Or) -> str:
+    """An OR: equalities of one column as a membership, else its sorted disjuncts."""
+    members = _or_equalities(term)
+    if members is not None:
+        return _membership(*members)
+    return " or ".join(sorted(" and ".join(sorted(_predicate(t))) for t in _disjuncts(term)))
 
 
 def _disjuncts(node: exp.Expr) -> Iterator[exp.Expr]:

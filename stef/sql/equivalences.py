@@ -12,6 +12,7 @@ semi-join are equal only up to ties and duplicates: the readings people accept a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import cast
 
 from sqlglot import exp
@@ -91,17 +92,29 @@ def _canonical_value(node: exp.Expr) -> exp.Expr | None:
     if isinstance(node, exp.Cast) and node.to.this.value.lower() in _FLOAT_TYPES:
         return cast(exp.Expr, node.this)
     if isinstance(node, exp.Mul):
-        for a, b in ((node.this, node.expression), (node.expression, node.this)):
-            if isinstance(a, exp.Literal) and not a.is_string and _number(a.this) == 1.0:
-                return cast(exp.Expr, b)
+        return _times_one(node)
     if isinstance(node, exp.Literal) and not node.is_string:
         value = _number(node.this)
         if value is not None and value.is_integer() and abs(value) < 1e15:
             return exp.Literal.number(int(value))
     if isinstance(node, exp.Sum | exp.Count):
-        condition = _counted_condition(node)
-        if condition is not None:
-            return exp.Anonymous(this="COUNT_IF", expressions=[condition])
+        return _counted(node)
+    return None
+
+
+def _times_one(node: exp.Mul) -> exp.Expr | None:
+    """``x * 1`` (or ``1.0 * x``) as ``x``."""
+    for a, b in ((node.this, node.expression), (node.expression, node.this)):
+        if isinstance(a, exp.Literal) and not a.is_string and _number(a.this) == 1.0:
+            return cast(exp.Expr, b)
+    return None
+
+
+def _counted(node: exp.Sum | exp.Count) -> exp.Expr | None:
+    """A SUM of 1/0 or a COUNT of CASE WHEN as ``COUNT_IF(c)``; ``COUNT(col)`` as ``COUNT(*)``."""
+    condition = _counted_condition(node)
+    if condition is not None:
+        return exp.Anonymous(this="COUNT_IF", expressions=[condition])
     if isinstance(node, exp.Count) and isinstance(node.this, exp.Column):
         # COUNT(col) counts the rows (but NULLs): which column is named is no difference.
         return exp.Count(this=exp.Star())
@@ -268,6 +281,16 @@ def _extreme_as_top(select: exp.Select) -> None:
             return
 
 
+@dataclass(frozen=True)
+class _Bridge:
+    """A joined table that only bridges: its join equalities, the columns they join it to, and
+    the other uses of its key (filters, which read the key it is joined to)."""
+
+    edges: list[exp.EQ]
+    others: list[exp.Column]
+    filters_on_key: list[exp.Column]
+
+
 def _drop_bridges(select: exp.Select) -> None:
     """A joined table read only through its join keys, joined on one column name to two
     tables (or to one), dropped: ``a JOIN m ON a.k = m.k JOIN b ON m.k = b.k`` reads
@@ -280,63 +303,61 @@ def _drop_bridges(select: exp.Select) -> None:
         return  # an unqualified column may read any table: nothing is known to be unused
     for join in joins:
         table = join.this
-        on = join.args.get("on")
         if (
             not isinstance(table, exp.Table)
-            or on is None
+            or join.args.get("on") is None
             or (join.side or "")
             or tables.count(table.name.casefold()) != 1
         ):
             continue
-        name = table.name.casefold()
-        edges = [
-            c
-            for c in _all_equalities(select)
-            if any(
-                isinstance(s, exp.Column) and s.table.casefold() == name
-                for s in (c.this, c.expression)
-            )
-        ]
-        uses = [c for c in columns if c.table.casefold() == name]
-        in_edges = sum(
-            1
-            for e in edges
-            for s in (e.this, e.expression)
-            if isinstance(s, exp.Column) and s.table.casefold() == name
-        )
-        filters_on_key = [
-            c for c in uses if not any(c is s for e in edges for s in (e.this, e.expression))
-        ]
-        keys = {c.name.casefold() for c in uses}
-        if len(keys) != 1 or not 1 <= len(edges) <= 2 or in_edges != len(edges):
-            continue
-        others = [
-            s
-            for e in edges
-            for s in (e.this, e.expression)
-            if not (isinstance(s, exp.Column) and s.table.casefold() == name)
-        ]
-        if not all(isinstance(o, exp.Column) for o in others):
-            continue
-        if len(others) == 1 and others[0].name.casefold() not in keys:
-            # One edge: only a key of the same name (the usual foreign key) restricts nothing.
-            continue
-        if not own_key(name, next(iter(keys))):
-            # Joined on another table's key (``account JOIN loan ON account_id``): the join
-            # keeps only the rows that have a match there, and repeats them.
-            continue
-        # Filters on the dropped key read the key it is joined to.
-        for c in filters_on_key:
-            c.replace(others[0].copy())
-        for e in edges:
-            _remove_condition(e)
-        join.pop()
-        if len(others) == 2:
-            first = next(iter(select.args.get("joins") or []), None)
-            cond = exp.EQ(this=others[0].copy(), expression=others[1].copy())
-            if first is not None:
-                first.set("on", exp.and_(first.args["on"], cond) if first.args.get("on") else cond)
-        return
+        bridge = _bridge(select, table.name.casefold(), columns)
+        if bridge is not None:
+            _remove_bridge(select, join, bridge)
+            return
+
+
+def _bridge(select: exp.Select, name: str, columns: list[exp.Column]) -> _Bridge | None:
+    """The joined table ``name`` as a bridge, or None when dropping it could change rows."""
+
+    def mine(s: exp.Expr) -> bool:
+        return isinstance(s, exp.Column) and s.table.casefold() == name
+
+    edges = [c for c in _all_equalities(select) if any(mine(s) for s in (c.this, c.expression))]
+    uses = [c for c in columns if c.table.casefold() == name]
+    in_edges = sum(1 for e in edges for s in (e.this, e.expression) if mine(s))
+    filters_on_key = [
+        c for c in uses if not any(c is s for e in edges for s in (e.this, e.expression))
+    ]
+    keys = {c.name.casefold() for c in uses}
+    if len(keys) != 1 or not 1 <= len(edges) <= 2 or in_edges != len(edges):
+        return None
+    others = [s for e in edges for s in (e.this, e.expression) if not mine(s)]
+    if not all(isinstance(o, exp.Column) for o in others):
+        return None
+    if len(others) == 1 and others[0].name.casefold() not in keys:
+        # One edge: only a key of the same name (the usual foreign key) restricts nothing.
+        return None
+    if not own_key(name, next(iter(keys))):
+        # Joined on another table's key (``account JOIN loan ON account_id``): the join
+        # keeps only the rows that have a match there, and repeats them.
+        return None
+    return _Bridge(edges, cast(list[exp.Column], others), filters_on_key)
+
+
+def _remove_bridge(select: exp.Select, join: exp.Join, bridge: _Bridge) -> None:
+    """``join`` gone; filters on its key read the key it was joined to; two columns it joined
+    are joined to each other instead."""
+    others = bridge.others
+    for c in bridge.filters_on_key:
+        c.replace(others[0].copy())
+    for e in bridge.edges:
+        _remove_condition(e)
+    join.pop()
+    if len(others) == 2:
+        first = next(iter(select.args.get("joins") or []), None)
+        cond = exp.EQ(this=others[0].copy(), expression=others[1].copy())
+        if first is not None:
+            first.set("on", exp.and_(first.args["on"], cond) if first.args.get("on") else cond)
 
 
 def own_key(table: str, column: str) -> bool:

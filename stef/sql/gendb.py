@@ -26,6 +26,11 @@ _MIN_ROWS, _MAX_ROWS = 2, 5
 # The share of cells drawn from the values the queries name, from their neighbours (the rest:
 # ordinary values), and the most rows of a table whose own key others point to.
 _EXACT_SHARE, _NEAR_SHARE = 0.45, 0.2
+# A focused database draws mostly named values and their neighbours: more rows pass the
+# filters (an aggregate over two rows, not one) and more sit on a boundary (``> 50``, ``> 51``).
+_FOCUSED_SHARES = (0.5, 0.4)
+# The share of a focused database's rows that take a named value in every column with one.
+_HIT_SHARE = 0.4
 _MAX_KEYED_ROWS = 8
 # A query with a LIMIT gets tables with more rows than it (up to this many).
 _MAX_LIMITED_ROWS = 12
@@ -115,10 +120,24 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
 def _owner(members: list[tuple[str, str]]) -> tuple[str, str] | None:
     """The one column of a join group that is its table's own key: ``<table>_id`` first, then
     the first ``id`` (of the reference's tables first); the others point to it."""
-    named = [(t, c) for t, c in members if own_key(t, c) and c != "id"]
+    named = [(t, c) for t, c in members if _table_key(t, c) and c != "id"]
     plain = [(t, c) for t, c in members if c == "id"]
     found = named or plain
     return found[0] if found else None
+
+
+def _table_key(table: str, column: str) -> bool:
+    """Whether ``column`` is ``table``'s own key by its name, a plural table's singular too
+    (``drivers.driverId``, ``countries.country_id``, ``matches.match_id``)."""
+    forms = [table]
+    folded = table.casefold()
+    if folded.endswith("ies"):
+        forms.append(table[:-3] + "y")
+    if folded.endswith("es"):
+        forms.append(table[:-2])
+    if folded.endswith("s"):
+        forms.append(table[:-1])
+    return any(own_key(form, column) for form in forms)
 
 
 def _owns(pools_of: dict[tuple[str, str], Pool], table: str, column: str) -> bool:
@@ -167,6 +186,11 @@ def _groups(schema: Schema) -> dict[tuple[str, str], list[tuple[str, str]]]:
 
 
 def _kind(facts: ColumnFacts, names: list[str]) -> Kind:
+    numeric = {"int", "real"} & facts.kinds
+    if numeric and "text" in facts.kinds and _quoted_numbers(facts):
+        # Compared with numbers and with quoted numbers (``Date BETWEEN 201101 AND 201112``,
+        # ``Date = '201201'``): a numeric column, which SQLite compares with both as numbers.
+        return "real" if "real" in numeric else "int"
     for kind in ("date", "text", "real", "int"):
         if kind in facts.kinds:
             return kind
@@ -175,6 +199,15 @@ def _kind(facts: ColumnFacts, names: list[str]) -> Kind:
     if any(_key_like(n) for n in names):
         return "int"
     return "text"
+
+
+def _quoted_numbers(facts: ColumnFacts) -> bool:
+    """Whether every string the column is compared with reads as a number (and it is matched
+    against no LIKE pattern, read as a date or as a year)."""
+    if facts.patterns or facts.years or "date" in facts.kinds:
+        return False
+    texts = [v for v in facts.literals if isinstance(v, str)]
+    return bool(texts) and all(re.fullmatch(r"-?\d+(\.\d+)?", t) for t in texts)
 
 
 def _key_like(name: str) -> bool:
@@ -215,28 +248,45 @@ def _neighbours(value: object, kind: Kind) -> list[Value]:
         step = 1 if isinstance(value, int) else 0.5
         return [value, value - step, value + step]
     text = str(value)
-    if kind == "date" and re.fullmatch(r"\d{4}", text):
-        return _year_dates(int(text))  # SUBSTR(d, 1, 4) = '2019': dates of that year
-    if kind == "date" and re.fullmatch(r"\d{4}-\d{2}", text):
-        return [f"{text}-15", f"{text}-01", f"{text}-28"]
-    if kind == "date" and re.match(r"^\d{4}-\d{2}-\d{2}$", text):
-        try:
-            day = dt.date.fromisoformat(text)
-        except ValueError:
-            return [text]
-        one = dt.timedelta(days=1)
-        return [text, (day - one).isoformat(), (day + one).isoformat(), f"{text} 12:00:00"]
+    dated = _date_neighbours(text) if kind == "date" else None
+    if dated is not None:
+        return dated
     if kind in ("int", "real"):
-        try:
-            number = float(text)
-        except ValueError:
-            return [text]
-        base = int(number) if number.is_integer() else number
-        return [base, base - 1, base + 1]
+        return _number_neighbours(text)
     variants: list[Value] = [text, text.upper(), text.lower(), text + "x"]
     if text.isdigit():
+        # A number kept as text ('225', '201201'): its unpadded and padded spellings, and the
+        # numbers either side at its width.
+        number = int(text)
         variants += [text.lstrip("0") or "0", "0" + text]
+        variants += [str(number + 1).zfill(len(text)), str(max(number - 1, 0)).zfill(len(text))]
     return variants
+
+
+def _date_neighbours(text: str) -> list[Value] | None:
+    """A year (``SUBSTR(d, 1, 4) = '2019'``: dates of that year), a month, or a day with the
+    days either side and a time on it; None for text that reads as none of them."""
+    if re.fullmatch(r"\d{4}", text):
+        return _year_dates(int(text))
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        return [f"{text}-15", f"{text}-01", f"{text}-28"]
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", text):
+        return None
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        return [text]
+    one = dt.timedelta(days=1)
+    return [text, (day - one).isoformat(), (day + one).isoformat(), f"{text} 12:00:00"]
+
+
+def _number_neighbours(text: str) -> list[Value]:
+    try:
+        number = float(text)
+    except ValueError:
+        return [text]
+    base = int(number) if number.is_integer() else number
+    return [base, base - 1, base + 1]
 
 
 def _year_dates(year: int) -> list[Value]:
@@ -263,9 +313,17 @@ def _pattern_values(pattern: str, kind: Kind) -> list[Value]:
 
 
 def generate(
-    schema: Schema, pools_of: dict[tuple[str, str], Pool], seed: int, index: int, *, clean: bool
+    schema: Schema,
+    pools_of: dict[tuple[str, str], Pool],
+    seed: int,
+    index: int,
+    *,
+    clean: bool,
+    focused: bool = False,
 ) -> list[Table]:
-    """The ``index``-th database of ``seed``; ``clean``: without NULLs or repeated rows."""
+    """The ``index``-th database of ``seed``; ``clean``: without NULLs or repeated rows;
+    ``focused``: named values and their neighbours drawn more often, some rows named in every
+    column with named values, a referenced table holding only the keys others point to."""
     rng = random.Random(f"{seed}:{index}")
     tables = []
     for name, columns in schema.tables.items():
@@ -273,12 +331,15 @@ def generate(
         keys = [
             c for c in names if (name, c) in pools_of and pools_of[(name, c)].owner == (name, c)
         ]
-        count = max(rng.randint(_MIN_ROWS, _MAX_ROWS), min(3 * schema.limit + 2, _MAX_LIMITED_ROWS))
-        if keys:
-            # The table a reference points to holds every value of its key's pool.
-            count = max(count, min(len(pools_of[(name, keys[0])].every()), _MAX_KEYED_ROWS))
-        cells = [_column_values(name, c, pools_of.get((name, c)), count, rng, clean) for c in names]
+        count = _row_count(schema, pools_of, (name, keys), rng, focused)
+        shares = _FOCUSED_SHARES if focused else (_EXACT_SHARE, _NEAR_SHARE)
+        cells = [
+            _column_values(name, c, pools_of.get((name, c)), count, rng, (clean, shares))
+            for c in names
+        ]
         rows = [tuple(col[i] for col in cells) for i in range(count)]
+        if focused:
+            rows = _hit_rows(rows, [pools_of.get((name, c)) for c in names], keys, names, rng)
         if not clean and rows and not keys:
             rows.append(rng.choice(rows))
         affinities = tuple(
@@ -289,9 +350,66 @@ def generate(
     return tables
 
 
+def _row_count(
+    schema: Schema,
+    pools_of: dict[tuple[str, str], Pool],
+    table: tuple[str, list[str]],
+    rng: random.Random,
+    focused: bool,
+) -> int:
+    """A table's rows: a handful, more than a LIMIT asks for; a table a reference points to
+    holds every value of its key's pool, and on a focused database no more (each of its rows
+    then has rows pointing to it)."""
+    name, keys = table
+    count = max(rng.randint(_MIN_ROWS, _MAX_ROWS), min(3 * schema.limit + 2, _MAX_LIMITED_ROWS))
+    if not keys:
+        return count
+    values = min(len(pools_of[(name, keys[0])].every()), _MAX_KEYED_ROWS)
+    if focused and not schema.limit and values >= _MIN_ROWS:
+        return values
+    return max(count, values)
+
+
+def _hit_rows(
+    rows: list[tuple[Value, ...]],
+    column_pools: list[Pool | None],
+    keys: list[str],
+    names: list[str],
+    rng: random.Random,
+) -> list[tuple[Value, ...]]:
+    """Some rows with a named value in every column the queries name values of (a row that
+    passes ``forename = 'Lewis' AND surname = 'Hamilton'``), when that repeats no row."""
+    named = [
+        i
+        for i, pool in enumerate(column_pools)
+        if pool is not None and pool.exact and not pool.ranked and names[i] not in keys
+    ]
+    if len(named) < 2:
+        return rows
+    out = list(rows)
+    for r, row in enumerate(rows):
+        if rng.random() >= _HIT_SHARE:
+            continue
+        cells = list(row)
+        for i in named:
+            cells[i] = rng.choice(column_pools[i].exact)  # type: ignore[union-attr]
+        hit = tuple(cells)
+        if hit not in out:
+            out[r] = hit
+    return out
+
+
 def _column_values(
-    table: str, column: str, pool: Pool | None, count: int, rng: random.Random, clean: bool
+    table: str,
+    column: str,
+    pool: Pool | None,
+    count: int,
+    rng: random.Random,
+    drawn: tuple[bool, tuple[float, float]],
 ) -> list[Value]:
+    """``count`` cells of a column; ``drawn``: whether the database is clean, and the shares
+    of named values and of their neighbours."""
+    clean = drawn[0]
     if pool is None:
         return [rng.choice(_PLAIN["text"]) for _ in range(count)]
     if pool.owner == (table, column):
@@ -302,23 +420,33 @@ def _column_values(
     plain = list(pool.plain)
     if pool.ranked and not pool.linked:
         rng.shuffle(plain)  # distinct ordinary values: no ties on what is ranked
-    out: list[Value] = []
-    # A ranked column mostly takes ordinary values: a top-k needs more rows than k to pass.
-    exact_share = _EXACT_SHARE / 3 if pool.ranked else _EXACT_SHARE
-    for i in range(count):
-        draw = rng.random()
-        if (pool.nullable or not clean) and draw < _NULL_SHARE:
-            out.append(None)
-        elif pool.exact and draw < exact_share:
-            out.append(rng.choice(pool.exact))
-        elif pool.odd and not clean and draw < exact_share + _NEAR_SHARE:
-            out.append(rng.choice(pool.odd))
-        elif pool.near and draw < exact_share + _NEAR_SHARE:
-            out.append(rng.choice(pool.near))
-        elif pool.ranked and not pool.linked:
-            out.append(plain[i % len(plain)])
-        else:
-            out.append(rng.choice(plain))
+    out = [_cell(pool, plain, i, rng, drawn) for i in range(count)]
     if pool.odd and not clean and out:
         out[rng.randrange(len(out))] = rng.choice(pool.odd)  # each such database spells one
     return out
+
+
+def _cell(
+    pool: Pool,
+    plain: list[Value],
+    i: int,
+    rng: random.Random,
+    drawn: tuple[bool, tuple[float, float]],
+) -> Value:
+    """The ``i``-th cell of a column: NULL, a named value, a neighbour or an ordinary one."""
+    clean, (exact_share, near_share) = drawn
+    draw = rng.random()
+    # A ranked column mostly takes ordinary values: a top-k needs more rows than k to pass.
+    exact_share = _EXACT_SHARE / 3 if pool.ranked else exact_share
+    near_share = _NEAR_SHARE if pool.ranked else near_share
+    if (pool.nullable or not clean) and draw < _NULL_SHARE:
+        return None
+    if pool.exact and draw < exact_share:
+        return rng.choice(pool.exact)
+    if pool.odd and not clean and draw < exact_share + near_share:
+        return rng.choice(pool.odd)
+    if pool.near and draw < exact_share + near_share:
+        return rng.choice(pool.near)
+    if pool.ranked and not pool.linked:
+        return plain[i % len(plain)]
+    return rng.choice(plain)

@@ -26,13 +26,35 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from stef.errors import StefError
+from stef.sql.suite_dates import constant_date
 
 Kind = str  # "int" | "real" | "text" | "date"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
 _NUMERIC_FUNCS = (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Abs, exp.Round)
 _DATE_FUNCS = ("strftime", "date", "datetime", "julianday", "year", "month", "timestrtotime")
-_DATE_NODES = (exp.TimeToStr, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.StrToTime)
+_DATE_NODES = (
+    exp.TimeToStr,
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.DateDiff,
+    exp.StrToTime,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.DateAdd,
+    exp.DateSub,
+)
+# What makes an expression a date: compared with one, a column holds dates.
+_DATE_VALUES = (
+    exp.CurrentDate,
+    exp.CurrentTimestamp,
+    exp.Interval,
+    exp.DateAdd,
+    exp.DateSub,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+)
 
 
 class InferenceError(StefError):
@@ -143,8 +165,6 @@ def _place_scope(
         if isinstance(select, exp.Select)
         else set()
     )
-    tables = _tables_of(scope)
-    derived = any(not isinstance(s, exp.Table) for s in scope.sources.values())
     for column in scope.columns:
         if column.parent_select is not select and not column.table:
             continue
@@ -152,33 +172,57 @@ def _place_scope(
         if not name or isinstance(column.this, exp.Star):
             continue
         if column.table:
-            table = _qualified_table(scope, column.table.casefold())
-            if table is not None:
-                schema.column(table, name)
-                placed[id(column)] = (table, name)
-            elif (
-                inner := _through_derived(scope, column.table.casefold(), name, placed)
-            ) is not None:
-                placed[id(column)] = inner
-            continue
-        if name in aliases:
-            continue
-        if not tables:
-            only = list(scope.sources)
-            inner = (
-                _through_derived(scope, only[0].casefold(), name, placed)
-                if len(only) == 1
-                else None
-            )
-            if inner is not None:
-                placed[id(column)] = inner
-            continue
-        candidates = list(dict.fromkeys(tables.values()))
-        if len(candidates) == 1 and not derived:
-            schema.column(candidates[0], name)
-            placed[id(column)] = (candidates[0], name)
-        elif not derived:
-            pending.append(_Pending(column, candidates))
+            _place_qualified(scope, column, name, schema, placed)
+        elif name not in aliases:
+            _place_unqualified(scope, column, name, schema, placed, pending)
+
+
+def _place_qualified(
+    scope: Scope,
+    column: exp.Column,
+    name: str,
+    schema: Schema,
+    placed: dict[int, tuple[str, str]],
+) -> None:
+    """``alias.name``: the physical table the alias names, or the column behind a derived
+    table's projection."""
+    table = _qualified_table(scope, column.table.casefold())
+    if table is not None:
+        schema.column(table, name)
+        placed[id(column)] = (table, name)
+        return
+    inner = _through_derived(scope, column.table.casefold(), name, placed)
+    if inner is not None:
+        placed[id(column)] = inner
+
+
+def _place_unqualified(
+    scope: Scope,
+    column: exp.Column,
+    name: str,
+    schema: Schema,
+    placed: dict[int, tuple[str, str]],
+    pending: list[_Pending],
+) -> None:
+    """A bare column: the one table of its scope, the column behind the one derived source,
+    or pending (placed after both queries) among the scope's tables."""
+    tables = _tables_of(scope)
+    if not tables:
+        only = list(scope.sources)
+        inner = (
+            _through_derived(scope, only[0].casefold(), name, placed) if len(only) == 1 else None
+        )
+        if inner is not None:
+            placed[id(column)] = inner
+        return
+    if any(not isinstance(s, exp.Table) for s in scope.sources.values()):
+        return
+    candidates = list(dict.fromkeys(tables.values()))
+    if len(candidates) == 1:
+        schema.column(candidates[0], name)
+        placed[id(column)] = (candidates[0], name)
+    else:
+        pending.append(_Pending(column, candidates))
 
 
 def _through_derived(
@@ -240,16 +284,51 @@ def _facts_from_use(
     where: tuple[str, str],
     placed: dict[int, tuple[str, str]],
 ) -> None:
+    node, parent, wrapped_date = _climb(column, facts)
+    _flags_from_parent(parent, facts, wrapped_date)
+    compared: list[exp.Expr] = []
+    if isinstance(parent, _COMPARISONS):
+        compared.append(parent.expression if parent.this is node else parent.this)
+    if isinstance(parent, exp.In):
+        compared.extend(parent.expressions)
+        compared.extend(_subquery_column(parent.args.get("query")))
+    if isinstance(parent, exp.Between):
+        bounds = (parent.args.get(key) for key in ("low", "high"))
+        compared.extend(b for b in bounds if b is not None and b is not node)
+    for other in compared:
+        _compared_with(other, facts, wrapped_date, schema, where, placed)
+
+
+def _subquery_column(query: exp.Expr | None) -> list[exp.Expr]:
+    """The one column a subquery selects (``x IN (SELECT y FROM t)``: ``x`` and ``y`` share a
+    domain, as a join's columns do); nothing for any other subquery."""
+    while isinstance(query, exp.Subquery | exp.Paren):
+        query = query.this
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1:
+        return []
+    only = query.expressions[0]
+    only = only.this if isinstance(only, exp.Alias) else only
+    return [only] if isinstance(only, exp.Column) else []
+
+
+def _climb(column: exp.Column, facts: ColumnFacts) -> tuple[exp.Expr, exp.Expr | None, bool]:
+    """Up through the functions that wrap the column (STRFTIME('%Y', d), LOWER(c), CAST): the
+    outermost of them, its parent, and whether a date function is among them."""
     node: exp.Expr = column
     wrapped_date = False
     parent = node.parent
-    # Climb through the functions that wrap the column (STRFTIME('%Y', d), LOWER(c), CAST).
     while isinstance(parent, exp.Func | exp.Paren) and not isinstance(parent, exp.AggFunc):
         if _is_date_func(parent):
             wrapped_date = True
         if isinstance(parent, _NUMERIC_FUNCS):
             facts.kinds.add("int")
         node, parent = parent, parent.parent
+    return node, parent, wrapped_date
+
+
+def _flags_from_parent(parent: exp.Expr | None, facts: ColumnFacts, wrapped_date: bool) -> None:
+    """What the node a column (in its functions) sits in says: ranked, nullable, grouped,
+    numeric, a date, a LIKE pattern."""
     if isinstance(parent, exp.Ordered | exp.Max | exp.Min):
         facts.ranked = True
     if isinstance(parent, exp.Is):
@@ -267,17 +346,6 @@ def _facts_from_use(
         if isinstance(pattern, exp.Literal) and pattern.is_string:
             facts.patterns.add(str(pattern.this))
             facts.kinds.add("text")
-    if isinstance(parent, _COMPARISONS):
-        other = parent.expression if parent.this is node else parent.this
-        _compared_with(other, facts, wrapped_date, schema, where, placed)
-    if isinstance(parent, exp.In):
-        for value in parent.expressions:
-            _compared_with(value, facts, wrapped_date, schema, where, placed)
-    if isinstance(parent, exp.Between):
-        for key in ("low", "high"):
-            bound = parent.args.get(key)
-            if bound is not None and bound is not node:
-                _compared_with(bound, facts, wrapped_date, schema, where, placed)
 
 
 def _is_date_func(node: exp.Expr) -> bool:
@@ -304,18 +372,37 @@ def _compared_with(
         target = placed.get(id(other))
         if target is not None and target != where:
             schema.links.append((where, target))
+    elif isinstance(other, exp.Literal) and not other.is_string:
+        _compared_with_number(float(str(other.this)), facts, wrapped_date)
+    elif isinstance(other, exp.Literal):
+        _compared_with_string(str(other.this), facts, wrapped_date)
+    else:
+        _compared_with_date_expression(other, facts)
+
+
+def _compared_with_date_expression(other: exp.Expr, facts: ColumnFacts) -> None:
+    """``d >= CURRENT_DATE - INTERVAL '7 days'``, ``d < DATEADD(day, 1, '2020-06-15')``: the
+    column holds dates, and the dates named inside are its values' centres."""
+    if other.find(*_DATE_VALUES) is None:
         return
-    if not isinstance(other, exp.Literal):
+    facts.kinds.add("date")
+    folded = constant_date(other)
+    if folded is not None:
+        facts.literals.add(folded[:10])
+    for literal in other.find_all(exp.Literal):
+        if literal.is_string and _DATE.match(str(literal.this)):
+            facts.literals.add(str(literal.this))
+
+
+def _compared_with_number(number: float, facts: ColumnFacts, wrapped_date: bool) -> None:
+    if wrapped_date and number.is_integer() and 1000 <= number <= 9999:
+        facts.years.add(int(number))
         return
-    text = str(other.this)
-    if not other.is_string:
-        number = float(text)
-        if wrapped_date and number.is_integer() and 1000 <= number <= 9999:
-            facts.years.add(int(number))
-            return
-        facts.kinds.add("int" if number.is_integer() else "real")
-        facts.literals.add(int(number) if number.is_integer() else number)
-        return
+    facts.kinds.add("int" if number.is_integer() else "real")
+    facts.literals.add(int(number) if number.is_integer() else number)
+
+
+def _compared_with_string(text: str, facts: ColumnFacts, wrapped_date: bool) -> None:
     if wrapped_date:
         if re.fullmatch(r"\d{4}", text):
             facts.years.add(int(text))

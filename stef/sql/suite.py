@@ -28,7 +28,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.sql.gendb import Table, generate, pools
-from stef.sql.infer import InferenceError, infer_schema, parse_one
+from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
+from stef.sql.suite_dates import portable, register
 
 Status = Literal["different", "duplicates", "same", "undecided", "not_run"]
 # Progress-handler period, in SQLite virtual-machine instructions.
@@ -86,34 +87,31 @@ def run_suite(
     max_rows: int,
 ) -> SuiteOutcome:
     """Run ``generated`` and ``reference`` on ``n`` clean generated databases (no NULLs, no
-    repeated rows) and ``n // 4`` with both, and compare them. A difference on a clean database
+    repeated rows), ``n // 4`` with both and ``n // 2`` clean and focused
+    (:func:`stef.sql.gendb.generate`), and compare them. A difference on a clean database
     is ``different``; one of repeated rows only, or only on a database with NULLs and repeated
     rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows)."""
     started = time.perf_counter()
-    try:
-        gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
-        schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
-        gen_sql, ref_sql = _sqlite_text(gen_tree), _sqlite_text(ref_tree)
-    except InferenceError as exc:
-        return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
-    ordered = ordered and _orders(gen_tree) and _orders(ref_tree)
+    prepared = _prepare(generated, reference, dialect)
+    if isinstance(prepared, SuiteOutcome):
+        return prepared
+    schema, (gen_sql, ref_sql), limits = prepared.schema, prepared.queries, prepared.limits
+    ordered = ordered and prepared.ordered
     column_pools = pools(schema)
     seed = seed_of(generated, reference)
     deadline = time.monotonic() + timeout_s
     informative = 0
     minor: SuiteOutcome | None = None
-    total = n + n // 4
-    for index in range(total):
-        clean = index < n
-        tables = generate(schema, column_pools, seed, index, clean=clean)
+    plan = _plan(n)
+    total = len(plan)
+    for index, (clean, focused) in enumerate(plan):
+        tables = generate(schema, column_pools, seed, index, clean=clean, focused=focused)
         runs = _run_both_orders(tables, (gen_sql, ref_sql), deadline, max_rows)
         if isinstance(runs, str):
             return SuiteOutcome("not_run", detail=runs, databases=index, elapsed_ms=_ms(started))
-        (gen_a, gen_b), (ref_a, ref_b) = runs
-        if _key(gen_a, ordered) != _key(gen_b, ordered) or _key(ref_a, ordered) != _key(
-            ref_b, ordered
-        ):
+        if _order_dependent(runs, ordered):
             continue  # the result depends on the order of the rows: this database cannot tell
+        (gen_a, _), (ref_a, _) = runs
         if _telling(ref_a):
             informative += 1
         if _key(gen_a, ordered) == _key(ref_a, ordered):
@@ -124,7 +122,7 @@ def run_suite(
             informative=informative,
             counterexample=_counterexample(tables, gen_a, ref_a),
         )
-        if clean and not _repeats_only(gen_a, ref_a, ordered):
+        if clean and _decisive(gen_a, ref_a, ordered, limits):
             return replace(found, elapsed_ms=_ms(started))
         # Only repeated rows differ, or only a database with NULLs and repeated rows tells
         # them apart: what real data with keys and few NULLs seldom shows.
@@ -136,6 +134,63 @@ def run_suite(
     return SuiteOutcome(
         status, detail=detail, databases=total, informative=informative, elapsed_ms=_ms(started)
     )
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The schema both queries read, each as SQLite runs it, whether both have an ORDER BY,
+    and whether both have a LIMIT and their numbers differ."""
+
+    schema: Schema
+    queries: tuple[str, str]
+    ordered: bool
+    limits: bool
+
+
+def _plan(n: int) -> list[tuple[bool, bool]]:
+    """Each database's (clean, focused): ``n`` clean, ``n // 4`` with NULLs and repeats,
+    ``n // 2`` clean and focused (in that order, so the first ones stay as they were)."""
+    return [(True, False)] * n + [(False, False)] * (n // 4) + [(True, True)] * (n // 2)
+
+
+def _order_dependent(runs: tuple[tuple[Rows, Rows], tuple[Rows, Rows]], ordered: bool) -> bool:
+    """Whether either query's rows changed with the order of the tables' rows."""
+    return any(_key(a, ordered) != _key(b, ordered) for a, b in runs)
+
+
+def _prepare(generated: str, reference: str, dialect: str | None) -> _Prepared | SuiteOutcome:
+    """Both queries read and written for SQLite; ``not_run`` when they cannot be read."""
+    try:
+        gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
+        schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
+        queries = (_sqlite_text(gen_tree), _sqlite_text(ref_tree))
+    except InferenceError as exc:
+        return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
+    limits = [_limits(gen_tree), _limits(ref_tree)]
+    return _Prepared(
+        schema,
+        queries,
+        _orders(gen_tree) and _orders(ref_tree),
+        all(limits) and limits[0] != limits[1],
+    )
+
+
+def _limits(tree: exp.Expr) -> list[str]:
+    """The LIMIT and OFFSET numbers of a query, anywhere in it, sorted."""
+    return sorted(
+        str(n.args["expression"])
+        for n in tree.find_all(exp.Limit, exp.Offset)
+        if isinstance(n.args.get("expression"), exp.Literal)
+    )
+
+
+def _decisive(generated: Rows, reference: Rows, ordered: bool, limits: bool) -> bool:
+    """Whether a difference on a clean database is a counterexample: more than repeated rows,
+    or, between queries whose LIMITs differ, another number of rows (LIMIT 2 repeating the
+    row LIMIT 1 shows is still two rows)."""
+    if not _repeats_only(generated, reference, ordered):
+        return True
+    return limits and len(generated) != len(reference)
 
 
 def _telling(rows: Rows) -> bool:
@@ -160,7 +215,7 @@ def _sqlite_text(tree: exp.Query) -> str:
         for table in tree.find_all(exp.Table):
             table.set("db", None)
             table.set("catalog", None)
-        return tree.sql(dialect="sqlite")
+        return portable(tree).sql(dialect="sqlite")
     except (SqlglotError, RecursionError, ValueError) as exc:
         raise InferenceError(f"cannot be written for SQLite: {type(exc).__name__}") from exc
 
@@ -216,6 +271,7 @@ def _database(tables: list[Table], reverse: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
     for name, function in _DATE_FUNCTIONS.items():
         conn.create_function(name, 1, function, deterministic=True)
+    register(conn)
     for table in tables:
         columns = ", ".join(f"{_quoted(c)} {affinity}" for c, affinity in table.columns)
         conn.execute(f"CREATE TABLE {_quoted(table.name)} ({columns})")
@@ -292,14 +348,7 @@ def touched(generated: str, reference: str, dialect: str | None) -> frozenset[st
         trees = [parse_one(generated, dialect), parse_one(reference, dialect)]
     except InferenceError:
         return frozenset()
-    limits = [
-        sorted(
-            str(n.args["expression"])
-            for n in tree.find_all(exp.Limit, exp.Offset)
-            if isinstance(n.args.get("expression"), exp.Literal)
-        )
-        for tree in trees
-    ]
+    limits = [_limits(tree) for tree in trees]
     orders = [[bool(o.args.get("desc")) for o in tree.find_all(exp.Ordered)] for tree in trees]
     found = {"limit"} if limits[0] != limits[1] else set()
     return frozenset(found | ({"order_by"} if orders[0] != orders[1] else set()))

@@ -1,0 +1,151 @@
+"""Date truncation and interval arithmetic for queries run on generated SQLite databases
+(:mod:`stef.sql.suite`), which SQLite lacks: ``DATE_TRUNC('month', d)``, ``d - INTERVAL '7
+days'``, ``DATEADD(day, -7, d)``, ``DATE_SUB(d, INTERVAL 7 DAY)``.
+
+:func:`portable` rewrites them into calls of two functions :func:`register` adds to a
+connection: ``STEF_TRUNC(unit, value)`` and ``STEF_SHIFT(value, count, unit)``, both over the
+ISO date texts the generated databases hold (a value that is not one gives NULL).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+import sqlite3
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+_UNITS = {"day", "week", "month", "quarter", "year", "hour", "minute", "second"}
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """``STEF_TRUNC`` and ``STEF_SHIFT`` on ``conn``."""
+    conn.create_function("STEF_TRUNC", 2, _trunc, deterministic=True)
+    conn.create_function("STEF_SHIFT", 3, _shift, deterministic=True)
+
+
+def portable(tree: exp.Expr) -> exp.Expr:
+    """``tree`` (changed in place; a query, whose root is never replaced) with date truncation
+    and interval arithmetic as calls of the registered functions."""
+    for node in list(tree.find_all(exp.TimestampTrunc, exp.DateTrunc)):
+        unit = _unit(node.args.get("unit"))
+        if unit is not None:
+            node.replace(exp.Anonymous(this="STEF_TRUNC", expressions=[_text(unit), node.this]))
+    for node in list(tree.find_all(exp.DateAdd, exp.DateSub)):
+        count, unit = node.expression, _unit(node.args.get("unit")) or "day"
+        if isinstance(node, exp.DateSub):
+            count = exp.Neg(this=count.copy())
+        node.replace(exp.Anonymous(this="STEF_SHIFT", expressions=[node.this, count, _text(unit)]))
+    for arithmetic in list(tree.find_all(exp.Add, exp.Sub)):
+        if isinstance(arithmetic, exp.Add | exp.Sub):
+            _interval_arithmetic(arithmetic)
+    return tree
+
+
+def constant_date(node: exp.Expr) -> str | None:
+    """The ISO date a column-free date expression gives (``CURRENT_DATE - INTERVAL '7 days'``,
+    ``DATEADD(day, -7, '2020-06-15')``), evaluated by SQLite; None when it gives none."""
+    if node.find(exp.Column) is not None:
+        return None
+    try:
+        sql = portable(exp.select(node.copy())).sql(dialect="sqlite")
+        conn = sqlite3.connect(":memory:")
+    except (SqlglotError, RecursionError, ValueError, sqlite3.Error):
+        return None
+    try:
+        register(conn)
+        row = conn.execute(sql).fetchone()
+    except (sqlite3.Error, OverflowError, ValueError):
+        return None
+    finally:
+        conn.close()
+    value = row[0] if row else None
+    return value if isinstance(value, str) and _parse(value) is not None else None
+
+
+def _interval_arithmetic(node: exp.Add | exp.Sub) -> None:
+    """``d + INTERVAL '7 days'`` (either side for ``+``) as ``STEF_SHIFT(d, 7, 'day')``."""
+    sides = [node.this, node.expression]
+    interval = next((s for s in sides if isinstance(s, exp.Interval)), None)
+    if interval is None or (isinstance(node, exp.Sub) and interval is node.this):
+        return
+    other = sides[1] if interval is sides[0] else sides[0]
+    text = interval.this.name if interval.this is not None else ""
+    match = re.fullmatch(r"\s*(-?\d+)\s*([a-zA-Z]*)\s*", text)
+    if match is None:
+        return
+    unit = _unit(interval.args.get("unit")) or _unit(exp.var(match.group(2) or "day"))
+    if unit is None:
+        return
+    count = int(match.group(1)) * (-1 if isinstance(node, exp.Sub) else 1)
+    shift = [other, exp.Literal.number(count), _text(unit)]
+    node.replace(exp.Anonymous(this="STEF_SHIFT", expressions=shift))
+
+
+def _unit(node: exp.Expr | None) -> str | None:
+    """A unit (``MONTH``, ``'month'``, ``days``) as one of ``_UNITS``; None for anything else."""
+    if node is None:
+        return None
+    name = node.name.casefold().removesuffix("s")
+    return name if name in _UNITS else None
+
+
+def _text(value: str) -> exp.Literal:
+    return exp.Literal.string(value)
+
+
+def _parse(value: object) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+def _render(when: dt.datetime, like: object) -> str:
+    """``when`` written as ``like`` was: a date text stays a date text."""
+    return when.date().isoformat() if len(str(like)) <= 10 else when.isoformat(sep=" ")
+
+
+def _trunc(unit: object, value: object) -> str | None:
+    when = _parse(value)
+    name = _unit(exp.var(str(unit)))
+    if when is None or name is None:
+        return None
+    day = when.replace(hour=0, minute=0, second=0, microsecond=0)
+    starts = {
+        "year": day.replace(month=1, day=1),
+        "quarter": day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1),
+        "month": day.replace(day=1),
+        "week": day - dt.timedelta(days=day.weekday()),
+        "day": day,
+        "hour": when.replace(minute=0, second=0, microsecond=0),
+        "minute": when.replace(second=0, microsecond=0),
+        "second": when.replace(microsecond=0),
+    }
+    return _render(starts[name], value)
+
+
+def _shift(value: object, count: object, unit: object) -> str | None:
+    when = _parse(value)
+    name = _unit(exp.var(str(unit)))
+    try:
+        n = int(float(str(count)))
+    except ValueError:
+        return None
+    if when is None or name is None:
+        return None
+    if name in ("month", "quarter", "year"):
+        months = n * {"month": 1, "quarter": 3, "year": 12}[name]
+        index = when.year * 12 + when.month - 1 + months
+        year, month = divmod(index, 12)
+        if not 1 <= year <= 9999:
+            return None
+        days_in = calendar.monthrange(year, month + 1)[1]
+        return _render(when.replace(year=year, month=month + 1, day=min(when.day, days_in)), value)
+    seconds = {"day": 86400, "week": 604800, "hour": 3600, "minute": 60, "second": 1}[name]
+    try:
+        return _render(when + dt.timedelta(seconds=n * seconds), value)
+    except OverflowError:
+        return None

@@ -1,0 +1,45 @@
+"""Date truncation and interval arithmetic on the generated SQLite databases
+(stef.sql.suite_dates): what SQLite lacks, as the dialects mean it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+import sqlglot
+
+from stef.sql.suite_dates import constant_date, portable, register
+
+
+def _value(sql: str, dialect: str) -> object:
+    conn = sqlite3.connect(":memory:")
+    register(conn)
+    try:
+        text = portable(sqlglot.parse_one(sql, read=dialect)).sql(dialect="sqlite")
+        return conn.execute(text).fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "dialect", "expected"),
+    [
+        ("SELECT date_trunc('month', '2020-06-15')", "postgres", "2020-06-01"),
+        ("SELECT DATE_TRUNC('QUARTER', '2020-08-15')", "snowflake", "2020-07-01"),
+        ("SELECT date_trunc('week', '2020-06-18')", "postgres", "2020-06-15"),
+        ("SELECT date_trunc('hour', '2020-06-15 10:42:00')", "postgres", "2020-06-15 10:00:00"),
+        ("SELECT '2020-03-31' - INTERVAL '1 month'", "postgres", "2020-02-29"),
+        ("SELECT '2020-06-15' + INTERVAL '7 days'", "postgres", "2020-06-22"),
+        ("SELECT DATEADD(day, -7, '2020-06-15')", "snowflake", "2020-06-08"),
+        ("SELECT DATE_SUB('2020-01-15', INTERVAL 1 YEAR)", "mysql", "2019-01-15"),
+        ("SELECT date_trunc('month', 'not a date')", "postgres", None),
+    ],
+)
+def test_dates_as_the_dialect_means_them(sql: str, dialect: str, expected: object) -> None:
+    assert _value(sql, dialect) == expected
+
+
+def test_a_column_free_date_expression_is_folded_and_one_with_a_column_is_not() -> None:
+    folded = sqlglot.parse_one("DATEADD(day, -7, '2020-06-15')", read="snowflake")
+    assert constant_date(folded) == "2020-06-08"
+    assert constant_date(sqlglot.parse_one("d - INTERVAL '7 days'", read="postgres")) is None
