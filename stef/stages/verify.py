@@ -280,11 +280,23 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
         question and of a faithful enrichment added, and one repair string per change.
     """
     src = _sources(request)
+    repairs: list[str] = []
+    filters, matches = _checked_claims(output, request, src, repairs)
+    _add_uncovered(output, request, src, (filters, matches), repairs)
+    if not repairs:
+        return output, []
+    qs = output.question_spec.model_copy(update={"filters": filters})
+    return output.model_copy(update={"question_spec": qs, "filter_matches": matches}), repairs
+
+
+def _checked_claims(
+    output: JudgeOutput, request: JudgeRequest, src: _Sources, repairs: list[str]
+) -> tuple[list[QuestionFilter], list[FilterMatch]]:
+    """The judge's filters, the ungrounded dropped, each contradicted match overruled."""
     preds = {p.id: p for p in request.sql_spec.filters}
     by_filter = {m.filter: m for m in output.filter_matches}
     filters: list[QuestionFilter] = []
     matches: list[FilterMatch] = []
-    repairs: list[str] = []
     for i, f in enumerate(output.question_spec.filters):
         m = by_filter.get(i, FilterMatch(filter=i, status="missing"))
         if m.decided_by == "judge" and not _grounded(f, src):
@@ -294,26 +306,50 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
         # A match STEF decided itself (an interval, a direction) stands: its values may differ
         # from the question's on purpose ("2024-03-31" ends where ``< '2024-04-01'`` does).
         if m.status == "matched" and m.decided_by == "judge" and _contradicted(values, m, preds):
-            shown = "; ".join(preds[p].text for p in m.predicates if p in preds)
-            own = _agreeing(values, request.sql_spec.filters)
-            if own:
-                # Crossed ids (filter 0 -> predicate 1): STEF's own match stands, not a mismatch.
-                carried = "; ".join(preds[p].text for p in own)
-                repairs.append(
-                    f"repointed_match: {_label(f)!r} -> {shown} compares another value; "
-                    f"matched by {carried}"
-                )
-                m = m.model_copy(update={"predicates": own, "decided_by": "stef"})
-            else:
-                repairs.append(
-                    f"contradicted_match: {_label(f)!r} -> {shown} compares another value; "
-                    "mismatched"
-                )
-                m = m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
+            m = _overruled(f, m, values, request, repairs)
         filters.append(f)
         if m.filter != len(filters) - 1:  # renumbered after a dropped filter (frozen: shared)
             m = m.model_copy(update={"filter": len(filters) - 1})
         matches.append(m)
+    return filters, matches
+
+
+def _overruled(
+    f: QuestionFilter,
+    m: FilterMatch,
+    values: Sequence[str],
+    request: JudgeRequest,
+    repairs: list[str],
+) -> FilterMatch:
+    """A claimed match on predicates comparing another value: re-pointed at the predicates
+    that carry the value, else mismatched."""
+    preds = {p.id: p for p in request.sql_spec.filters}
+    shown = "; ".join(preds[p].text for p in m.predicates if p in preds)
+    own = _agreeing(values, request.sql_spec.filters)
+    if own:
+        # Crossed ids (filter 0 -> predicate 1): STEF's own match stands, not a mismatch.
+        carried = "; ".join(preds[p].text for p in own)
+        repairs.append(
+            f"repointed_match: {_label(f)!r} -> {shown} compares another value; "
+            f"matched by {carried}"
+        )
+        return m.model_copy(update={"predicates": own, "decided_by": "stef"})
+    repairs.append(
+        f"contradicted_match: {_label(f)!r} -> {shown} compares another value; mismatched"
+    )
+    return m.model_copy(update={"status": "mismatched", "decided_by": "stef"})
+
+
+def _add_uncovered(
+    output: JudgeOutput,
+    request: JudgeRequest,
+    src: _Sources,
+    judged: tuple[list[QuestionFilter], list[FilterMatch]],
+    repairs: list[str],
+) -> None:
+    """The question's values (and a faithful enrichment's) no filter covers, matched by STEF
+    and added (in place)."""
+    filters, matches = judged
     # Unparsed SQL has no predicates to read a value in: what the judge did not list stays unknown.
     coverage = _Coverage()
     for f in filters:
@@ -337,10 +373,6 @@ def verify(output: JudgeOutput, request: JudgeRequest) -> tuple[JudgeOutput, lis
         repairs.append(f"uncovered_value: {text!r} was not judged; {match.status} by STEF")
         if column is not None and match.status == "mismatched":
             _contradict_claims_on(match, text, filters, matches, repairs)
-    if not repairs:
-        return output, []
-    qs = output.question_spec.model_copy(update={"filters": filters})
-    return output.model_copy(update={"question_spec": qs, "filter_matches": matches}), repairs
 
 
 def _contradict_claims_on(

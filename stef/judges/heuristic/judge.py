@@ -11,6 +11,7 @@ whitespace, quoting style): only at the parsed structure and the values of liter
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -165,25 +166,8 @@ class _PredicateIndex:
         self.quarter_only: list[int] = []
         self.scan_always: list[int] = []  # quarter columns and date ranges: few, always tested
         for p in spec.filters:
-            self.by_column.setdefault(p.lhs, set()).add(p.id)
-            for c in p.columns:
-                self.by_column.setdefault(c, set()).add(p.id)
-            for v in p.values:
-                self.by_value.setdefault(v, set()).add(p.id)
-                if _YEAR_PREFIX.match(v):
-                    self.by_year.setdefault(v[:4], set()).add(p.id)
-                for t in _trigrams(v):
-                    self.by_trigram.setdefault(t, set()).add(p.id)
-            if p.values and all(_YEAR_PREFIX.match(v) for v in p.values):
-                self.year_only.append(p.id)
-            if (
-                p.values
-                and all(_QUARTER_VALUE.fullmatch(v) for v in p.values)
-                and "quarter" in p.lhs
-            ):
-                self.quarter_only.append(p.id)
-            if "quarter" in p.lhs or p.op in (">", ">=", "<", "<=", "between"):
-                self.scan_always.append(p.id)
+            self._index_values(p)
+            self._index_kinds(p)
         for p in spec.filters:
             for v in p.values:
                 if len(v) >= 3:
@@ -198,6 +182,26 @@ class _PredicateIndex:
         # a value the question repeats is looked up once.
         self._matches: dict[tuple[str, str], list[int]] = {}
         self._same: dict[tuple[str | None, str], list[int]] = {}
+
+    def _index_values(self, p: Predicate) -> None:
+        self.by_column.setdefault(p.lhs, set()).add(p.id)
+        for c in p.columns:
+            self.by_column.setdefault(c, set()).add(p.id)
+        for v in p.values:
+            self.by_value.setdefault(v, set()).add(p.id)
+            if _YEAR_PREFIX.match(v):
+                self.by_year.setdefault(v[:4], set()).add(p.id)
+            for t in _trigrams(v):
+                self.by_trigram.setdefault(t, set()).add(p.id)
+
+    def _index_kinds(self, p: Predicate) -> None:
+        if p.values and all(_YEAR_PREFIX.match(v) for v in p.values):
+            self.year_only.append(p.id)
+        quarter = "quarter" in p.lhs
+        if quarter and p.values and all(_QUARTER_VALUE.fullmatch(v) for v in p.values):
+            self.quarter_only.append(p.id)
+        if quarter or p.op in (">", ">=", "<", "<=", "between"):
+            self.scan_always.append(p.id)
 
     def value_candidates(self, q: QuestionFilter, kind: str) -> set[int]:
         rhs = q.rhs
@@ -346,14 +350,9 @@ def _read_match(
         # The predicate that picks the extreme (age = (SELECT MIN(age) ...)) is asked for.
         picks = [p.id for p in index.preds.values() if EXTREME_SUBQUERY.search(p.rhs)]
         return ("matched" if q.lhs == "yes" else "mismatched"), picks if kind == "extreme" else []
-    wants = question_intervals(q, kind)
-    if wants:
-        decided = dates.match(wants)
-        if decided is not None:
-            if decided[0] == "matched":
-                return decided
-            other = [i for i in index.matches(q, kind) if i not in dates.ids]
-            return _directed(q, other, index) if other else decided
+    decided = _interval(q, kind, index, dates)
+    if decided is not None:
+        return decided
     hits = index.matches(q, kind)
     if not hits:
         return None
@@ -364,6 +363,19 @@ def _read_match(
     if kind in ("value", "entity", "word"):
         return _polarity(q, hits, index)
     return None
+
+
+def _interval(
+    q: QuestionFilter, kind: str, index: _PredicateIndex, dates: DateColumns
+) -> tuple[MatchStatus, list[int]] | None:
+    """A year, month or date of the question against the interval each date column keeps; a
+    wrong interval with another predicate on the value is read by direction instead."""
+    wants = question_intervals(q, kind)
+    decided = dates.match(wants) if wants else None
+    if decided is None or decided[0] == "matched":
+        return decided
+    other = [i for i in index.matches(q, kind) if i not in dates.ids]
+    return _directed(q, other, index) if other else decided
 
 
 def _directed(
@@ -422,7 +434,17 @@ def word_filters(
     folded = fold_words(" ".join(texts))
     question = fold_words(texts[0])
     have = {fold_words(f.rhs) for f in qs.filters}
-    filters, kinds = list(qs.filters), list(kinds)
+    added = [
+        *_named_values(spec, folded, have),
+        *_null_tests(spec, question, have),
+        *_status_words(question, have),
+    ]
+    filters = [*qs.filters, *added]
+    return qs.model_copy(update={"filters": filters}), [*kinds, *(f.kind for f in added)]
+
+
+def _named_values(spec: SqlSpec, folded: str, have: set[str]) -> Iterator[QuestionFilter]:
+    """The SQL's string values the question's words name; ``have`` grows with each."""
     for p in spec.filters:
         if p.op not in _WORD_OPS:
             continue
@@ -435,9 +457,12 @@ def word_filters(
                 continue
             have.add(value)
             op = "!=" if negated_at(folded, at) else "="
-            filters.append(QuestionFilter(op=op, rhs=v, text=value, kind="word"))
-            kinds.append("word")
-    for p in spec.filters:  # "customers without a phone": phone IS NULL
+            yield QuestionFilter(op=op, rhs=v, text=value, kind="word")
+
+
+def _null_tests(spec: SqlSpec, question: str, have: set[str]) -> Iterator[QuestionFilter]:
+    """ "customers without a phone": the column of a ``phone IS NULL`` the question names."""
+    for p in spec.filters:
         column = p.columns[0] if len(p.columns) == 1 else None
         if p.op not in _NULL_OPS or column is None or fold_words(column) in have:
             continue
@@ -445,8 +470,11 @@ def word_filters(
         if at is not None:
             have.add(fold_words(column))
             op = "!=" if negated_at(question, at) else "="
-            filters.append(QuestionFilter(op=op, rhs=column, text=fold_words(column), kind="null"))
-            kinds.append("null")
+            yield QuestionFilter(op=op, rhs=column, text=fold_words(column), kind="null")
+
+
+def _status_words(question: str, have: set[str]) -> Iterator[QuestionFilter]:
+    """The common status words the question uses that nothing covers yet."""
     for word in sorted(STATUS_WORDS):
         at = named_at(word, question) if word in question else None
         if at is None or any(named_at(word, h) is not None for h in have):
@@ -455,9 +483,7 @@ def word_filters(
             continue  # "paid more than 20", "returned the most": a verb of an amount
         have.add(word)
         op = "!=" if negated_at(question, at) else "="
-        filters.append(QuestionFilter(op=op, rhs=word, text=word, kind="status"))
-        kinds.append("status")
-    return qs.model_copy(update={"filters": filters}), kinds
+        yield QuestionFilter(op=op, rhs=word, text=word, kind="status")
 
 
 # An amount or comparison right after a status word makes it a verb ("who paid over $20").

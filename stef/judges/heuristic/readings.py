@@ -112,19 +112,24 @@ def question_intervals(f: QuestionFilter, kind: str) -> list[Interval]:
     return [i for i in out if i is not None]
 
 
+def _unit_of(lhs: str) -> str | None:
+    """The period a date expression keeps of its column: ``YEAR(d)`` a year, ``date_trunc``'s
+    unit; None for the column itself or its day."""
+    if _YEAR_OF.match(lhs):
+        return "year"
+    if _MONTH_OF.match(lhs):
+        return "month"
+    trunc = _TRUNC.match(lhs)
+    return trunc.group(1).casefold() if trunc is not None else None
+
+
 def predicate_interval(p: Predicate) -> tuple[str, Interval] | None:
     """(the date column, the interval it keeps) of a predicate on a date, else None."""
     if p.clause not in ("where", "having") or not p.values or len(p.columns) != 1:
         return None
     lhs, column = p.lhs, p.columns[0]
-    unit = None
-    if _YEAR_OF.match(lhs):
-        unit = "year"
-    elif _MONTH_OF.match(lhs):
-        unit = "month"
-    elif (trunc := _TRUNC.match(lhs)) is not None:
-        unit = trunc.group(1).casefold()
-    elif lhs != column and not _DAY_OF.match(lhs):
+    unit = _unit_of(lhs)
+    if unit is None and lhs != column and not _DAY_OF.match(lhs):
         return None
     dated = unit is not None or "-" in p.values[0] or _DATE_NAME.search(column) is not None
     if not dated:
