@@ -114,6 +114,12 @@ def locate(chain: list[Generation], identity: FileIdentity, min_size: int = 0) -
     return same_inode if same_inode is not None else same_head
 
 
+# A file's mtime comes from the kernel's coarse clock, up to a tick (1-10 ms) behind the time
+# read just before the write, and some filesystems keep whole seconds: a generation written
+# right at ``since`` may say it was written before.
+MTIME_SLACK_S = 1.0
+
+
 def first_written_since(chain: list[Generation], since: float) -> Generation | None:
     """The oldest rotated generation of ``chain`` last written at or after ``since`` (epoch
     seconds), None when there is none: a source that starts following after them would
@@ -123,7 +129,7 @@ def first_written_since(chain: list[Generation], since: float) -> Generation | N
         if gen.live:
             return None
         try:
-            if os.stat(gen.path).st_mtime >= since:
+            if os.stat(gen.path).st_mtime >= since - MTIME_SLACK_S:
                 return gen
         except OSError:
             continue  # rotated again meanwhile: the chain is listed again next time

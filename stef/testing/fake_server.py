@@ -268,12 +268,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _refused(self) -> bool:
-        """Answer 401 when the server wants a key and the request's bearer token is not it."""
-        want = self.server.owner.api_key
+    def _refused(self, received: Received | None = None) -> bool:
+        """Answer 401 when the server wants a key and the request's bearer token is not it;
+        ``received`` is recorded first (a refused request is a request received too), so a
+        client that has its answer finds its request in :attr:`FakeLlmServer.requests`."""
+        owner = self.server.owner
+        want = owner.api_key
         got = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
         if want is None or got == want:
             return False
+        if received is not None:
+            with owner._lock:
+                owner._requests.append(received)
         body = {
             "error": {
                 "message": f"Incorrect API key provided: {got}.",
@@ -314,9 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
             at=time.monotonic(),
         )
         owner = self.server.owner
-        if self._refused():
-            with owner._lock:
-                owner._requests.append(received)  # refused requests are requests received too
+        if self._refused(received):
             return
         owner._inflight(+1)
         try:
