@@ -283,9 +283,17 @@ def file_settings(tmp_path: Path, log: Path, **extra: object) -> Settings:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of ``path``: a line without its newline is still being written.
+
+    Tests poll the service's output while it writes; a long result can reach the file in more than
+    one write, so the last line may be half there. Counts asserted afterwards catch a line never
+    finished.
+    """
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    text = path.read_text(encoding="utf-8")
+    complete = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line]
 
 
 def caught_up(proc: ServiceProcess, partitions: int) -> bool:
