@@ -8,7 +8,9 @@ import pytest
 
 from stef.errors import ConfigError
 from stef.judges.llm import build_llm_judge
+from stef.judges.llm.client import ChatClient
 from stef.judges.llm.config import LlmConfig
+from stef.testing.fake_server import FakeLlmServer
 
 SECRET = "sk-live-please-never-print-me"
 
@@ -104,16 +106,25 @@ def test_a_model_name_is_required() -> None:
         build_llm_judge(LlmConfig(base_url="http://127.0.0.1:9/v1"))
 
 
-def test_build_reads_nothing_from_openai_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_requests_read_nothing_from_openai_variables(
+    monkeypatch: pytest.MonkeyPatch, server: FakeLlmServer
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-env")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://example.invalid/v1")
-    judge = build_llm_judge(LlmConfig(base_url="http://127.0.0.1:9/v1", model="m"))
-    try:
-        client = judge._client._client
-        assert str(client.base_url) == "http://127.0.0.1:9/v1/"
-        assert client.api_key != "sk-from-openai-env"
-    finally:
-        judge.close()
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-from-openai-env")
+    for base_url in (server.base_url, server.base_url + "/"):
+        client = ChatClient(LlmConfig(base_url=base_url, model="m"))
+        try:
+            client.complete(lambda mode: [{"role": "user", "content": "ping"}])
+        finally:
+            client.close()
+    for got in server.requests:
+        assert (got.method, got.path) == ("POST", "/v1/chat/completions")
+        assert got.headers["authorization"] == "Bearer none"
+        assert "sk-from-openai-env" not in str(got.headers)
+        assert "org-from-openai-env" not in str(got.headers)
+        assert got.body["model"] == "m"
+    assert len(server.requests) == 2
 
 
 def test_samples_temperature_and_second_opinion_from_the_environment() -> None:
