@@ -11,6 +11,7 @@ whitespace, quoting style): only at the parsed structure and the values of liter
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -681,6 +682,24 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
     )
 
 
+# The last reading made on this thread. The LLM path reads a record for its prompt
+# (:func:`reading`) and again for the second opinion (:func:`heuristic`), on the same thread one
+# after the other: the second is the first. Held by identity, so a request equal to another never
+# takes its reading, and one record per thread is kept alive.
+_recent = threading.local()
+
+
+def _read(request: JudgeRequest, options: HeuristicOptions) -> tuple[Evidence, tuple[Finding, ...]]:
+    """The evidence of one record and every check's findings, strong and weak."""
+    held = getattr(_recent, "held", None)
+    if held is not None and held[0] is request and held[1] == options:
+        return held[2], held[3]
+    ev = _evidence(request, options)
+    findings = tuple(f for check in CHECKS for f in check(ev))
+    _recent.held = (request, options, ev, findings)
+    return ev, findings
+
+
 def _verdict(ev: Evidence, strong: list[Finding], weak: list[Finding]) -> Verdict:
     """Unsafe or unparsed SQL, every question filter missed, or two strong findings: Incorrect."""
     spec = ev.spec
@@ -719,14 +738,13 @@ def reading(
 ) -> tuple[QuestionSpec, list[FilterMatch], list[Finding]]:
     """STEF's deterministic reading of one record: the question's filters, how the SQL meets
     each (``decided_by`` stef), and the findings of the checks, strong and weak."""
-    ev = _evidence(request, options or HeuristicOptions())
-    return ev.qs, ev.matches, [f for check in CHECKS for f in check(ev)]
+    ev, findings = _read(request, options or HeuristicOptions())
+    return ev.qs, ev.matches, list(findings)
 
 
 def heuristic(request: JudgeRequest, options: HeuristicOptions | None = None) -> JudgeOutput:
     """Judge one record from the question's words and the SQL spec."""
-    ev = _evidence(request, options or HeuristicOptions())
-    findings = [f for check in CHECKS for f in check(ev)]
+    ev, findings = _read(request, options or HeuristicOptions())
     strong = [f for f in findings if f.strong]
     weak = [f for f in findings if not f.strong]
     issues = [*strong, *weak]
