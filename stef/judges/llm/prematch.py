@@ -29,9 +29,12 @@ _KINDS = ("value", "date", "year", "number", "entity")
 # The predicate operators that apply "= value" as the question states it.
 _EQUALITY = ("=", "in", "like")
 # The reader's filter kinds whose contradiction STEF decides: the question's own values and
-# the readings of its words (a window, a status word, a null test). Capitalized phrases and the
-# enrichment's values are left to the model.
-_DECIDED = frozenset({"value", "number", "year", "date", "quarter", "window", "status", "null"})
+# the readings of its words (a window, a status word, a null test, an SQL value the question
+# names, whose negation the SQL inverts). Capitalized phrases and the enrichment's values are
+# left to the model.
+_DECIDED = frozenset(
+    {"value", "number", "year", "date", "quarter", "window", "status", "null", "word"}
+)
 # The reader's structural findings shown to the model as evidence.
 _SHOWN: frozenset[Issue] = frozenset(
     {"ordering_wrong", "limit_unrequested", "aggregation_wrong", "grouping_wrong"}

@@ -123,6 +123,12 @@ def test_a_filter_stef_contradicts_is_settled_and_never_asked(
             "last 30 days",
             id="window-length",
         ),
+        pytest.param(
+            "Which employees do not work in sales?",
+            "SELECT name FROM employees WHERE department = 'sales'",
+            "sales",
+            id="negation-inverted",
+        ),
     ],
 )
 def test_stef_contradictions_reach_the_result_whatever_the_model_says(
