@@ -3,17 +3,19 @@ reported-model watch, the few-shot examples and the judge's identity (:class:`Ju
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stef.errors import JudgeError
 from stef.judges.base import JudgeRequest
 from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import JudgeCache
-from stef.judges.llm.client import ChatClient
+from stef.judges.llm.client import ChatClient, Messages
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.examples import Example, Examples
 from stef.judges.llm.identity import ModelWatch
+from stef.judges.llm.ledger import Ledger
 from stef.judges.llm.wire import Completion
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput
@@ -53,9 +55,22 @@ class JudgeParts:
             self.metrics.observe_cache(cached is not None)
         return cached
 
-    def observe(self, completion: Completion) -> None:
-        """A completion's reported model, to the watch."""
+    def call(self, ledger: Ledger, build: Callable[[str], Messages], **options: Any) -> Completion:
+        """One completion (:meth:`ChatClient.complete` with ``options``), charged to ``ledger``
+        whether it answers or fails, and its reported model to the watch.
+
+        Raises:
+            JudgeError: the call failed; its attempts are in ``ledger``.
+        """
+        try:
+            completion = self.client.complete(build, **options)
+        except JudgeError as exc:
+            # Counted too, so the result says how many calls were made.
+            ledger.charge(exc)
+            raise
+        ledger.add(completion)
         self.watch.observe(completion.reported_model)
+        return completion
 
 
 def analysis(context: dict[str, Any], shots: Sequence[Example]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from stef.errors import ConfigError, JudgeError, LlmReplyError, LlmTransportError
+from stef.errors import ConfigError, LlmReplyError, LlmTransportError
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.judge import heuristic
 from stef.judges.llm import examples as few_shot
@@ -136,19 +136,13 @@ class ProbabilityJudge:
 
     def _call(self, messages: Messages, ledger: Ledger) -> Completion:
         parts = self._parts
-        try:
-            completion = parts.client.complete(
-                lambda _mode: messages,
-                text=True,
-                max_tokens=MAX_TOKENS,
-                top_logprobs=parts.config.top_logprobs,
-            )
-        except JudgeError as exc:
-            ledger.charge(exc)
-            raise
-        ledger.add(completion)
-        parts.observe(completion)
-        return completion
+        return parts.call(
+            ledger,
+            lambda _mode: messages,
+            text=True,
+            max_tokens=MAX_TOKENS,
+            top_logprobs=parts.config.top_logprobs,
+        )
 
     def _no_probability(self, completion: Completion, ledger: Ledger) -> LlmReplyError:
         """The error of a reply that gave no P(Yes)."""

@@ -330,14 +330,6 @@ class StructuredJudge:
 
     def _call(self, build: Callable[[str], Messages], asked: _Asked, ledger: Ledger) -> Completion:
         parts = self._parts
-        try:
-            completion = parts.client.complete(
-                build, asked.schema, top_logprobs=parts.config.top_logprobs
-            )
-        except JudgeError as exc:
-            # Count the calls of the first round too, so the result says how many were made.
-            ledger.charge(exc)
-            raise
-        ledger.add(completion)
-        parts.observe(completion)
-        return completion
+        return parts.call(
+            ledger, build, schema=asked.schema, top_logprobs=parts.config.top_logprobs
+        )
