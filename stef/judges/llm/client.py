@@ -39,7 +39,6 @@ try:  # the transport under openai >= 3
 except ImportError:  # pragma: no cover - earlier openai releases run on httpx
     import httpx as _http  # type: ignore[no-redef,import-not-found,unused-ignore]
 
-from stef import __version__
 from stef.errors import ConfigError, LlmTransportError, StefError
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.params import (
@@ -179,7 +178,7 @@ class ChatClient:
                 "Authorization": f"Bearer {key or 'none'}",
                 "Content-Type": "application/json",
                 "Accept": "application/json",
-                "User-Agent": f"stef/{__version__}",
+                "User-Agent": "stef",
             },
             timeout=config.timeout_s,
             follow_redirects=True,

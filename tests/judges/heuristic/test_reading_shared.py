@@ -40,7 +40,8 @@ def test_the_second_opinion_reuses_the_prompts_reading(monkeypatch: pytest.Monke
     output = heuristic(request)
     assert read == [request]
     assert output.question_spec == qs and output.filter_matches == matches
-    assert [i for i in output.issues if i != "none"] == list(dict.fromkeys(f.label for f in findings))
+    labels = list(dict.fromkeys(f.label for f in findings))
+    assert [i for i in output.issues if i != "none"] == labels
 
 
 def test_another_record_or_other_options_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
