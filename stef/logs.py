@@ -12,14 +12,13 @@ renderer, so every line on stderr has the same keys (``timestamp``, ``level``, `
 The HTTP and Kafka clients' own loggers stay at warning whatever ``level`` says (their debug
 lines are connection internals, hundreds per record), unless ``deps_level`` asks for them.
 
-Every rendered line passes through :func:`redact_secrets` last: a value registered with
-:func:`register_secret` (the LLM API key, the Kafka passwords) is replaced wherever it appears,
-also as a ``repr`` or JSON escape, at any level and in any format.
+Every rendered line passes through :func:`~stef.redact.redact_secrets` last: a value registered
+with :func:`~stef.redact.register_secret` (the LLM API key, the Kafka passwords) is replaced
+wherever it appears, also as a ``repr`` or JSON escape, at any level and in any format.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -29,35 +28,9 @@ from typing import TextIO
 import structlog
 from structlog.typing import Processor
 
+from stef.redact import redact_secrets
+
 LEVELS = ("debug", "info", "warning", "error", "critical")
-
-REDACTED = "[REDACTED]"
-# Parts of a secret this short are too common to replace on their own.
-_MIN_PART = 8
-_secrets_lock = threading.Lock()
-_secrets: tuple[str, ...] = ()
-
-
-def register_secret(value: str | None) -> None:
-    """Redact ``value`` from every log line from now on: as is, as Python's ``repr`` and JSON
-    escape it (a key with a newline shows as ``\\n`` in an exception's repr), and each of its
-    lines when it has several."""
-    global _secrets
-    if not value or len(value.strip()) < _MIN_PART:
-        return
-    forms = {value, value.encode("unicode_escape").decode("ascii"), json.dumps(value)[1:-1]}
-    forms |= {part for part in value.split() if len(part) >= _MIN_PART}
-    with _secrets_lock:
-        # Longest first: a whole secret goes before one of its parts.
-        _secrets = tuple(sorted(set(_secrets) | forms, key=len, reverse=True))
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with every registered secret replaced by ``[REDACTED]``."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 class _RedactingFormatter(structlog.stdlib.ProcessorFormatter):

@@ -50,7 +50,7 @@ from stef.judges.llm.config import (
     check_env_names,
     read_secret_file,
 )
-from stef.logs import register_secret
+from stef.redact import register_secret
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.stages.validate import FIELDS, FieldMapping, Limits
 

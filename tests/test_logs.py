@@ -129,7 +129,7 @@ def test_sqlglot_warnings_are_silenced() -> None:
 def test_a_registered_secret_is_redacted_from_every_line_in_every_form(
     stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stef.logs import register_secret
+    from stef.redact import register_secret
 
     secret = "sk-logs-test-first-line\nsecond-line-0123456789"
     register_secret(secret)

@@ -17,7 +17,7 @@ of the endpoint goes through :func:`redact` before it reaches an exception or a 
 
 The reply envelope and the completion made of it are in :mod:`stef.judges.llm.wire`, the request
 parameters and their adaptation in :mod:`stef.judges.llm.params`, redaction in
-:mod:`stef.judges.llm.redact`; this module keeps the calls, the retries and the fallback.
+:mod:`stef.redact`; this module keeps the calls, the retries and the fallback.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from stef.judges.llm.params import (
     refused_param,
     rejects_logprobs,
 )
-from stef.judges.llm.redact import DETAIL_LIMIT, redact
 from stef.judges.llm.reply import response_format
 from stef.judges.llm.wire import (
     BadBody,
@@ -60,6 +59,7 @@ from stef.judges.llm.wire import (
     parse_body,
 )
 from stef.metrics import Metrics
+from stef.redact import DETAIL_LIMIT, redact
 
 log = structlog.get_logger(__name__)
 

@@ -34,12 +34,12 @@ from stef.judges.llm.ledger import Ledger
 from stef.judges.llm.parts import JudgeParts
 from stef.judges.llm.probability import TEMPLATES
 from stef.judges.llm.probability_judge import ProbabilityJudge
-from stef.judges.llm.redact import redact
 from stef.judges.llm.reply import reply_schema
 from stef.judges.llm.structured import StructuredJudge, prompt_context
 from stef.metrics import Metrics
 from stef.models import JudgeInfo
 from stef.prompts import Prompts
+from stef.redact import redact
 
 log = structlog.get_logger(__name__)
 

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - earlier openai releases run on httpx
 from stef.errors import EndpointError
 from stef.judges.llm.client import _message
 from stef.judges.llm.config import LlmConfig
-from stef.judges.llm.redact import redact
+from stef.redact import redact
 
 # The check waits at most this long for an answer (a record's call may take the full timeout_s).
 CHECK_TIMEOUT_S = 10.0

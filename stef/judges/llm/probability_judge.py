@@ -27,9 +27,9 @@ from stef.judges.llm.probability import (
     probability_context,
     probability_output,
 )
-from stef.judges.llm.redact import redact
 from stef.judges.llm.wire import Completion
 from stef.models import JudgeOutput, Usage
+from stef.redact import redact
 
 # Logged under the judge's module name, as before the modes were split out of it.
 log = structlog.get_logger("stef.judges.llm.judge")

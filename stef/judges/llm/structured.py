@@ -28,11 +28,11 @@ from stef.judges.llm.ledger import Ledger, ms_since
 from stef.judges.llm.logprobs import verdict_probability
 from stef.judges.llm.parts import JudgeParts, analysis
 from stef.judges.llm.prematch import Settled, settle
-from stef.judges.llm.redact import redact
 from stef.judges.llm.reply import StefMatch, parse_reply, reply_schema, to_output
 from stef.judges.llm.samples import majority
 from stef.judges.llm.wire import Completion
 from stef.models import JudgeOutput, SqlSpec, Usage
+from stef.redact import redact
 
 # Logged under the judge's module name, as before the modes were split out of it.
 log = structlog.get_logger("stef.judges.llm.judge")

@@ -13,7 +13,7 @@ from typing import overload
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stef.errors import StefError
-from stef.judges.llm.redact import SCAN_LIMIT, redact
+from stef.redact import SCAN_LIMIT, redact
 
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 _JSON_TYPES[type(None)] = "null"
