@@ -7,7 +7,7 @@ from stef.redact import redact, redact_secrets, register_secret
 
 
 def test_a_registered_secret_is_kept_out_of_endpoint_text_and_log_lines() -> None:
-    password = "kafka-pass-7f3e91c2"  # noqa: S105 (a test value)
+    password = "kafka-pass-7f3e91c2"
     register_secret(password)
     echoed = f"upstream said: login failed for 'stef' with {password!r}\n  retry later"
     assert password not in redact(echoed)
