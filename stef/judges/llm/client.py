@@ -187,7 +187,6 @@ class ChatClient:
                 max_keepalive_connections=config.max_concurrency,
             ),
         )
-        self.base_url = base_url
         self._secrets: tuple[str, ...] = (key,) if key else ()
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._lock = threading.Lock()
