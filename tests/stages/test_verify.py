@@ -225,9 +225,9 @@ def _agrees_cpu(n: int) -> float:
 
     values = tuple(str(1000 + i) for i in range(n))
     pred = Predicate(id=1, lhs="b", op="or", rhs="", text="", values=values)
-    started = time.process_time()
+    started = time.thread_time()  # this thread only: threads other tests left spend process time
     found = [agrees(v, pred) for v in values]
-    elapsed = time.process_time() - started
+    elapsed = time.thread_time() - started
     assert all(found)
     return elapsed
 
@@ -237,9 +237,12 @@ def test_question_values_against_one_long_or_chain_cost_linear_time() -> None:
     # held against every literal); the literals are indexed once per predicate now.
     from stef.stages.verify import agrees
 
-    small = max(_agrees_cpu(1000), 1e-4)
-    agrees.__globals__["_LITERALS"].clear()
-    assert _agrees_cpu(8000) / small < 24  # linear: ~8; quadratic: ~64
+    def cpu(n: int) -> float:
+        agrees.__globals__["_LITERALS"].clear()
+        return min(_agrees_cpu(n) for _ in range(3))
+
+    small = max(cpu(1000), 1e-4)
+    assert cpu(8000) / small < 24  # linear: ~8; quadratic: ~64
 
 
 @pytest.mark.parametrize(

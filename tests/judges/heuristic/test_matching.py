@@ -48,18 +48,20 @@ def test_a_wrong_value_on_the_same_column_is_mismatched() -> None:
 
 
 def _cpu(n: int) -> float:
-    """CPU seconds to match n question values against 2n predicates, none of them equal."""
+    """This thread's CPU seconds to match n question values against 2n predicates, none of them
+    equal. Thread time, not process time: threads other tests left running spend process time
+    (a CI run once measured the large case 4x slow)."""
     words = [f"w{i:05d}x" for i in range(3 * n)]
     question = " and ".join(f"'{w}'" for w in words[:n])
     sql = "SELECT * FROM t WHERE " + " AND ".join(f"c{i} = '{w}'" for i, w in enumerate(words[n:]))
     spec = sqlspec(sql, "sqlite")
     qs, kinds = question_spec(question, spec, sql, AppRules())
-    started = time.process_time()
+    started = time.thread_time()
     for _ in range(3):
         match_filters(qs.filters, kinds, spec, sql)
-    return time.process_time() - started
+    return time.thread_time() - started
 
 
 def test_matching_is_linear() -> None:
-    small = max(_cpu(60), 1e-4)
-    assert _cpu(60 * FACTOR) / small < BOUND
+    small = max(min(_cpu(60) for _ in range(3)), 1e-4)
+    assert min(_cpu(60 * FACTOR) for _ in range(3)) / small < BOUND
