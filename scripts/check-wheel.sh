@@ -51,3 +51,8 @@ assert r["judge"]["prompt_version"], r["judge"]
 print(f"check-wheel: installed wheel judged with the LLM backend: score {r['score']}, "
       f"prompt_version {r['judge']['prompt_version']}")
 PY
+# The report's page is a template inside the wheel too.
+"$work/venv/bin/python" -c 'import json; print(json.dumps(json.load(open("result.json"))))' > results.jsonl
+"$work/venv/bin/stef" report results.jsonl -o report.html
+grep -q "<h1>STEF report</h1>" report.html
+echo "check-wheel: installed wheel wrote the report page"
