@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from stef.errors import InvalidInput, StefError
+from stef import results_file
+from stef.errors import InvalidInput
 from stef.models import InputRecord, Result, ResultInput
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
@@ -126,16 +127,10 @@ def load_results(path: str | Path) -> list[Result]:
 
 
 def iter_results(path: str | Path) -> Iterator[Result]:
-    """:func:`load_results` one at a time, for files too large to hold."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield Result.model_validate_json(line)
-            except ValueError as exc:
-                first = str(exc).splitlines()[0]
-                raise StefError(f"{path}:{n}: not a result: {first}") from None
+    """:func:`load_results` one at a time, for files too large to hold. Fields a newer STEF
+    version added are passed over."""
+    for _, result in results_file.iter_results(path):
+        yield result
 
 
 def _payload(record: Mapping[str, Any] | bytes | str) -> bytes:

@@ -8,7 +8,7 @@ import sys
 from stef.cli import integer
 from stef.errors import StefError
 from stef.exits import Exit
-from stef.models import Result
+from stef.results_file import ResultsFileError, iter_results
 from stef.settings import load_settings
 from stef.summary import FORMATS, Summary
 
@@ -42,20 +42,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     summary = Summary(worst_n=args.worst)
     try:
-        with open(args.file, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    summary.add(Result.model_validate_json(line))
-                except ValueError as exc:
-                    first = str(exc).splitlines()[0]
-                    print(f"{args.file}:{n}: not a result: {first}", file=sys.stderr)
-                    return Exit.FAILURE
+        for _, result in iter_results(args.file):
+            summary.add(result)
         summary.invalid_known = bool(args.dead_letters)
         if args.dead_letters:
             with open(args.dead_letters, encoding="utf-8") as f:
                 summary.invalid = sum(1 for line in f if line.strip())
+    except ResultsFileError as exc:
+        print(exc, file=sys.stderr)
+        return Exit.FAILURE
     except (OSError, UnicodeDecodeError) as exc:
         where = getattr(exc, "filename", None) or args.file
         print(f"stef summary: {where}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
