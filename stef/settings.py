@@ -35,7 +35,7 @@ import stat
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
@@ -439,63 +439,20 @@ def _register_secrets(settings: Settings) -> None:
                 register_secret(options[name])
 
 
-# Settings a ``STEF_<NAME>`` variable may set (structured ones take YAML/JSON text).
-_ENV_KEYS = (
-    "source",
-    "follow",
-    "results",
-    "dead_letters",
-    "rules",
-    "rules_check_interval_s",
-    "concurrency",
-    "max_inflight",
-    "max_inflight_bytes",
-    "drain_timeout_s",
-    "record_timeout_s",
-    "dead_letter_max_bytes",
-    "commit_interval_s",
-    "metrics_host",
-    "metrics_port",
-    "group",
-    "kafka_consumer",
-    "kafka_producer",
-    "file_checkpoint",
-    "auto_offset_reset",
-    "start_from",
-    "kafka_compression",
-    "field_mapping",
-    "span_mapping",
-    "limits",
-    "known_agents",
-    "max_agents",
-    "llm_requests_per_s",
-    "llm_tokens_per_min",
-    "log_level",
-    "guess_dialect",
-    "heuristic",
-    "canary",
-    "results_include_input",
-    "commit_failures_unhealthy",
-    "references",
-    "reference",
-    "log_format",
-    "log_deps_level",
-    "source_unreachable_timeout_s",
-    "calibration",
-    "review_below",
-    "cascade_below",
-)
-_STRUCTURED = (
-    "kafka_consumer",
-    "kafka_producer",
-    "field_mapping",
-    "span_mapping",
-    "limits",
-    "known_agents",
-    "heuristic",
-    "canary",
-    "reference",
-)
+def _structured(annotation: Any) -> bool:
+    """Whether a setting of this type is given as YAML/JSON text in its variable: a mapping, a
+    list or a model, or one of them or None."""
+    for kind in (annotation, *get_args(annotation)):
+        origin = get_origin(kind) or kind
+        if origin in (dict, list) or (isinstance(origin, type) and issubclass(origin, BaseModel)):
+            return True
+    return False
+
+
+# Every setting has its ``STEF_<NAME>`` variable, but ``llm``: its fields are ``STEF_LLM_*``
+# (:class:`LlmConfig`). Structured ones take YAML/JSON text.
+_ENV_KEYS = tuple(name for name in Settings.model_fields if name != "llm")
+_STRUCTURED = frozenset(k for k in _ENV_KEYS if _structured(Settings.model_fields[k].annotation))
 
 
 def state_dir(env: Mapping[str, str]) -> Path:

@@ -37,32 +37,11 @@ TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 VerdictMode = Literal["structured", "probability", "cascade"]
 
 
-# The environment variable of each field, for from_env and for its error messages.
-_ENV_VARS = {
-    "base_url": "STEF_LLM_BASE_URL",
-    "api_key": "STEF_LLM_API_KEY",
-    "model": "STEF_LLM_MODEL",
-    "timeout_s": "STEF_LLM_TIMEOUT_S",
-    "max_retries": "STEF_LLM_MAX_RETRIES",
-    "max_total_retry_s": "STEF_LLM_MAX_TOTAL_RETRY_S",
-    "max_concurrency": "STEF_LLM_MAX_CONCURRENCY",
-    "max_tokens": "STEF_LLM_MAX_TOKENS",
-    "response_format": "STEF_LLM_RESPONSE_FORMAT",
-    "cache_path": "STEF_LLM_CACHE",
-    "cache_size": "STEF_LLM_CACHE_SIZE",
-    "prices": "STEF_LLM_PRICES",
-    "temperature": "STEF_LLM_TEMPERATURE",
-    "samples": "STEF_LLM_SAMPLES",
-    "second_opinion": "STEF_LLM_SECOND_OPINION",
-    "api_key_file": "STEF_LLM_API_KEY_FILE",
-    "reasoning_effort": "STEF_LLM_REASONING_EFFORT",
-    "token_param": "STEF_LLM_TOKEN_PARAM",
-    "preflight": "STEF_LLM_PREFLIGHT",
-    "verdict": "STEF_LLM_VERDICT",
-    "top_logprobs": "STEF_LLM_TOP_LOGPROBS",
-    "few_shot": "STEF_LLM_FEW_SHOT",
-    "few_shot_file": "STEF_LLM_FEW_SHOT_FILE",
-}
+# The environment variable of each field, for from_env and for its error messages: STEF_LLM_<FIELD>
+# (_ENV_VARS, derived from the model below) but for these, and none for the retry backoff (the
+# tests shorten it).
+_OWN_VARIABLES = {"cache_path": "STEF_LLM_CACHE"}
+_NO_VARIABLE = frozenset({"backoff_base_s", "backoff_max_s"})
 
 # Process settings (``llm_requests_per_s``, ``llm_tokens_per_min``: per-replica budgets that apply
 # to any backend) whose variables share the prefix; they are not LlmConfig's.
@@ -79,6 +58,15 @@ class ModelPrice(BaseModel):
 
     prompt: float = Field(ge=0)
     completion: float = Field(ge=0)
+
+
+class _Across(ValueError):
+    """A check across settings that fails: ``field`` is the one its message is about, whose
+    variable the error names."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class LlmConfig(BaseModel):
@@ -155,7 +143,7 @@ class LlmConfig(BaseModel):
         if not isinstance(data, dict) or not data.get("api_key_file"):
             return data
         if data.get("api_key"):
-            raise ValueError("give api_key or api_key_file, not both")
+            raise _Across("api_key_file", "give api_key or api_key_file, not both")
         # The path is not kept: the key is what the rest of STEF reads, and a merge of file and
         # environment settings must not see both.
         rest = {k: v for k, v in data.items() if k != "api_key_file"}
@@ -215,18 +203,23 @@ class LlmConfig(BaseModel):
         # The environment alone may leave the file to the config file: checked once merged.
         partial = isinstance(info.context, dict) and info.context.get("partial")
         if self.few_shot > 0 and self.few_shot_file is None and not partial:
-            raise ValueError(
+            raise _Across(
+                "few_shot",
                 f"few_shot {self.few_shot} needs few_shot_file: the labelled examples to show "
-                "(stef canary add --canary FILE writes them from review labels)"
+                "(stef canary add --canary FILE writes them from review labels)",
             )
         return self
 
     @model_validator(mode="after")
     def _probability_needs(self) -> LlmConfig:
         if self.verdict == "probability" and self.top_logprobs < 2:
-            raise ValueError("verdict probability reads P(Yes) and P(No): top_logprobs >= 2")
+            raise _Across(
+                "verdict", "verdict probability reads P(Yes) and P(No): top_logprobs >= 2"
+            )
         if self.verdict == "probability" and self.samples > 1:
-            raise ValueError("verdict probability reads P(Yes) from one call: samples must be 1")
+            raise _Across(
+                "verdict", "verdict probability reads P(Yes) from one call: samples must be 1"
+            )
         return self
 
     @property
@@ -301,18 +294,16 @@ class LlmConfig(BaseModel):
             return cls.model_validate(data, context={"partial": partial})
         except ValidationError as exc:
             problems = "; ".join(
-                f"{_variable(e['loc'], e['msg'])}: {e['msg']}" for e in exc.errors()
+                f"{_variable(e['loc'], e.get('ctx'))}: {e['msg']}" for e in exc.errors()
             )
             raise ConfigError(f"invalid LLM settings: {problems}") from exc
 
 
-# The checks across fields (errors of the whole model, with no location), by a word of their
-# message; the first that matches names the variable. Any other is the key file's (its errors
-# name the file, not the setting).
-_ACROSS_FIELDS = (
-    ("few_shot", "few_shot"),
-    ("verdict probability", "verdict"),
-)
+_ENV_VARS = {
+    name: _OWN_VARIABLES.get(name, f"STEF_LLM_{name.upper()}")
+    for name in LlmConfig.model_fields
+    if name not in _NO_VARIABLE
+}
 
 
 def _why(exc: ValueError | RecursionError) -> str:
@@ -322,15 +313,13 @@ def _why(exc: ValueError | RecursionError) -> str:
     return "a number with too many digits"
 
 
-def _variable(loc: tuple[int | str, ...], message: str = "") -> str:
+def _variable(loc: tuple[int | str, ...], ctx: Mapping[str, Any] | None) -> str:
     """The variable of a validation error: its location's, or for a check across fields (no
-    location) the one its message is about."""
+    location) the one it names. Any other is the key file's (its errors name the file)."""
     if loc:
         return _ENV_VARS.get(str(loc[0]), str(loc[0]))
-    for word, field in _ACROSS_FIELDS:
-        if word in message:
-            return _ENV_VARS[field]
-    return _ENV_VARS["api_key_file"]
+    error = (ctx or {}).get("error")
+    return _ENV_VARS[error.field if isinstance(error, _Across) else "api_key_file"]
 
 
 def check_env_names(source: Mapping[str, str]) -> None:
