@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - earlier openai releases run on httpx
 
 from stef.errors import ConfigError, LlmTransportError, StefError
 from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.hooks import Attempt, AttemptOutcome, Hooks
 from stef.judges.llm.params import (
     REASONING_MAX_TOKENS,
     REJECT_STATUSES,
@@ -58,7 +59,6 @@ from stef.judges.llm.wire import (
     completion_of,
     parse_body,
 )
-from stef.metrics import Metrics
 from stef.redact import DETAIL_LIMIT, redact
 
 log = structlog.get_logger(__name__)
@@ -151,22 +151,22 @@ class ChatClient:
 
     Args:
         config: endpoint, model, timeouts and retry bounds.
-        metrics: optional; every HTTP call is observed (outcome ok, retry or error).
+        hooks: the observers of every HTTP attempt (outcome ok, retry or error); None: none.
         sleep: how to wait between retries (tests may pass a recorder).
     """
 
     def __init__(
         self,
         config: LlmConfig,
-        metrics: Metrics | None = None,
         *,
+        hooks: Hooks | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not config.model:
             raise ConfigError("an LLM model name is required (STEF_LLM_MODEL)")
         self.config = config
         self.model: str = config.model
-        self._metrics = metrics
+        self._hooks = hooks or Hooks()
         self._sleep = sleep
         key = config.api_key.get_secret_value() if config.api_key is not None else ""
         # Nothing is read from OPENAI_* variables: the endpoint and key are STEF's settings.
@@ -487,16 +487,9 @@ class ChatClient:
         self._sleep(wait)
         call.retries += 1
 
-    def _observe(self, outcome: str, seconds: float, p: int = 0, c: int = 0) -> None:
-        if self._metrics is not None:
-            self._metrics.observe_llm_call(
-                self.model,
-                outcome,
-                seconds,
-                prompt_tokens=p,
-                completion_tokens=c,
-                cost_usd=self.config.cost(self.model, p, c) if (p or c) else None,
-            )
+    def _observe(self, outcome: AttemptOutcome, seconds: float, p: int = 0, c: int = 0) -> None:
+        cost = self.config.cost(self.model, p, c) if (p or c) else None
+        self._hooks.attempt(Attempt(self.model, outcome, seconds, p, c, cost))
 
 
 def _serialized(

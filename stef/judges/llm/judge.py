@@ -29,6 +29,7 @@ from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import JudgeCache
 from stef.judges.llm.client import ChatClient, Messages
 from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.hooks import Attempt, Hooks
 from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.ledger import Ledger
 from stef.judges.llm.parts import JudgeParts
@@ -59,6 +60,10 @@ class LlmJudge:
             is seen once, in the order the replies came.
         mode: ``structured`` or ``probability``; None: ``config.verdict`` (``cascade`` asks
             the model in structured mode; the cascade itself decides which records reach it).
+
+    Attributes:
+        hooks: the observers of this judge's calls (:mod:`stef.judges.llm.hooks`): the metrics
+            and the model watch first; add more before the first record.
 
     Raises:
         TemplateError: a template is missing or does not compile (at construction, not per record).
@@ -92,7 +97,10 @@ class LlmJudge:
             "json_schema": self.prompts.render("system.j2", schema_json=""),
             "json_object": self.prompts.render("system.j2", schema_json=schema_json),
         }
-        self._client = ChatClient(config, metrics, sleep=sleep)
+        self.hooks = Hooks()
+        if metrics is not None:
+            self.hooks.attempts.append(_metered(metrics))
+        self._client = ChatClient(config, hooks=self.hooks, sleep=sleep)
         cache = JudgeCache(
             config.cache_size,
             config.cache_path,
@@ -105,10 +113,11 @@ class LlmJudge:
         )
         self._closed = threading.Event()
         watch = model_watch or ModelWatch(config.model or "", metrics)
+        self.hooks.completions.append(lambda c: watch.observe(c.reported_model))
         if metrics is not None:
             metrics.prime_model(config.model or "")
         self._parts = JudgeParts(
-            config, metrics, self.prompts, self._client, cache, watch, info, examples
+            config, metrics, self.prompts, self._client, cache, watch, info, examples, self.hooks
         )
         self._structured = StructuredJudge(self._parts, system)
         self._probability = ProbabilityJudge(self._parts)
@@ -215,6 +224,22 @@ class LlmJudge:
                 attempts=attempts,
             )
             raise JudgeError("internal", summary, attempts=attempts) from exc
+
+
+def _metered(metrics: Metrics) -> Callable[[Attempt], None]:
+    """The metrics' observer of each HTTP attempt."""
+
+    def observe(a: Attempt) -> None:
+        metrics.observe_llm_call(
+            a.model,
+            a.outcome,
+            a.seconds,
+            prompt_tokens=a.prompt_tokens,
+            completion_tokens=a.completion_tokens,
+            cost_usd=a.cost_usd,
+        )
+
+    return observe
 
 
 __all__ = ["BACKEND", "LlmJudge", "prompt_context"]

@@ -14,6 +14,7 @@ from stef.judges.llm.cache import JudgeCache
 from stef.judges.llm.client import ChatClient, Messages
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.examples import Example, Examples
+from stef.judges.llm.hooks import Hooks
 from stef.judges.llm.identity import ModelWatch
 from stef.judges.llm.ledger import Ledger
 from stef.judges.llm.wire import Completion
@@ -37,6 +38,7 @@ class JudgeParts:
     watch: ModelWatch
     info: JudgeInfo
     examples: Examples | None
+    hooks: Hooks
 
     @property
     def model(self) -> str:
@@ -57,7 +59,7 @@ class JudgeParts:
 
     def call(self, ledger: Ledger, build: Callable[[str], Messages], **options: Any) -> Completion:
         """One completion (:meth:`ChatClient.complete` with ``options``), charged to ``ledger``
-        whether it answers or fails, and its reported model to the watch.
+        whether it answers or fails, and told to the hooks (the watch reads its model there).
 
         Raises:
             JudgeError: the call failed; its attempts are in ``ledger``.
@@ -67,9 +69,10 @@ class JudgeParts:
         except JudgeError as exc:
             # Counted too, so the result says how many calls were made.
             ledger.charge(exc)
+            self.hooks.failure(exc)
             raise
         ledger.add(completion)
-        self.watch.observe(completion.reported_model)
+        self.hooks.completion(completion)
         return completion
 
 
