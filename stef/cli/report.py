@@ -14,7 +14,7 @@ from stef.models import JudgeInfo
 from stef.report.html import render
 from stef.review import records as R
 from stef.review.labels import truth
-from stef.review.records import RecordsError, read_results
+from stef.review.records import RecordsError, read_results, unicode_text
 from stef.settings import load_settings
 
 
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(page, encoding="utf-8")
+        # A lone surrogate (JSON allows "\ud800") cannot be UTF-8: written as U+FFFD.
+        args.output.write_text(unicode_text(page), encoding="utf-8")
     except OSError as exc:
         print(f"stef report: {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return Exit.FAILURE

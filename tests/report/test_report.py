@@ -168,3 +168,17 @@ def test_report_tells_the_release_story(example_results: Path, tmp_path: Path) -
     assert "Judge: heuristic." in page
     # The estimate is a number with its interval, or no number with the reason.
     assert "no estimate" in page or "[" in rows["sales sql-agent@2.0"]
+
+
+def test_template_text_and_a_lone_surrogate_in_a_record_are_shown_as_text(tmp_path: Path) -> None:
+    """A record's text is data, never template or markup; a lone surrogate (JSON allows
+    ``"\\ud800"``; STEF never writes one) cannot stop the page: it is written as U+FFFD."""
+    results = tmp_path / "r.jsonl"
+    odd = _rec("odd\ud800", "{{ 7 * 7 }}", 5.0, rationale="{% raw %}{{ source }} & <b>")
+    results.write_text(json.dumps(odd) + "\n")
+    out = tmp_path / "report.html"
+    assert main(["report", str(results), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "<td>odd\ufffd</td>" in page and "<td>{{ 7 * 7 }}</td>" in page
+    assert "<td>49</td>" not in page
+    assert "{% raw %}{{ source }} &amp; &lt;b&gt;" in page
