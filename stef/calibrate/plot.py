@@ -149,15 +149,18 @@ def reliability_svg(
     (area grows with n), with the diagonal a calibrated judge would follow."""
     left, right, top, bottom = 56, 20, 40, 46
     plot_w, plot_h = size - left - right, size - top - bottom
+    # The plot stays square; the figure widens for a title longer than the plot (about 0.55 em
+    # a character at 14 px), which the viewBox would otherwise cut.
+    width = max(size, round(left + 7.7 * len(title) + right))
 
     def xy(p: float, q: float) -> tuple[float, float]:
         return left + p * plot_w, top + (1 - q) * plot_h
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
-        f'viewBox="0 0 {size} {size}" font-family="sans-serif" role="img">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{size}" '
+        f'viewBox="0 0 {width} {size}" font-family="sans-serif" role="img">',
         f"<title>{escape(title)}</title>",
-        f'<rect width="{size}" height="{size}" fill="#fff"/>',
+        f'<rect width="{width}" height="{size}" fill="#fff"/>',
         _text(left, 20, title, size=14),
     ]
     (x0, y0), (x1, y1) = xy(0, 0), xy(1, 1)

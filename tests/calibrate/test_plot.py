@@ -45,3 +45,19 @@ def test_labels_are_escaped() -> None:
 def test_histogram_bins() -> None:
     s = shares([0.0, 4.99, 5.0, 100.0])
     assert s[0] == 0.5 and s[1] == 0.25 and s[-1] == 0.25 and len(s) == 20
+
+
+def test_a_long_reliability_title_widens_the_figure_not_the_plot() -> None:
+    """The report's titles ("Labelled share correct by score (no P(correct) in the results)")
+    ran past the 360-pixel figure and were cut; the plot itself stays square."""
+    short = ET.fromstring(reliability_svg([(0.5, 0.4, 10)], title="R", x_label="p"))
+    long_title = "Labelled share correct by score (no P(correct) in the results)"
+    wide = ET.fromstring(reliability_svg([(0.5, 0.4, 10)], title=long_title, x_label="p"))
+    assert short.get("width") == "360" and short.get("height") == "360"
+    assert int(wide.get("width") or 0) >= 56 + 7 * len(long_title)
+    assert wide.get("height") == "360"
+    axes = [
+        [(ln.get("x1"), ln.get("y1"), ln.get("x2"), ln.get("y2")) for ln in svg.iter(f"{SVG}line")]
+        for svg in (short, wide)
+    ]
+    assert axes[0] == axes[1]
