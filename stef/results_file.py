@@ -14,24 +14,7 @@ from stef.models import Result
 
 
 class ResultsFileError(StefError):
-    """A results file that cannot be read, or a line of it that is not a result."""
-
-
-def result_of(value: object) -> Result:
-    """``value`` (a JSON text, or the object it holds) as a result, its unknown fields (at any
-    depth) passed over.
-
-    Raises:
-        ValueError: not a result (pydantic's ValidationError, which is one).
-    """
-    if isinstance(value, str | bytes):
-        return Result.model_validate_json(value, extra="ignore")
-    return Result.model_validate(value, extra="ignore")
-
-
-def not_a_result(path: str | Path, line: int, exc: ValueError) -> str:
-    """The message for line ``line`` of ``path``: the first line of the validation error."""
-    return f"{path}:{line}: not a result: {str(exc).splitlines()[0]}"
+    """A line of a results file that is not a result (the message names the file and line)."""
 
 
 def iter_results(path: str | Path) -> Iterator[tuple[int, Result]]:
@@ -47,7 +30,8 @@ def iter_results(path: str | Path) -> Iterator[tuple[int, Result]]:
             if not line.strip():
                 continue
             try:
-                result = result_of(line)
+                result = Result.model_validate_json(line, extra="ignore")
             except ValueError as exc:
-                raise ResultsFileError(not_a_result(path, n, exc)) from None
+                first = str(exc).splitlines()[0]
+                raise ResultsFileError(f"{path}:{n}: not a result: {first}") from None
             yield n, result
