@@ -53,6 +53,14 @@ _SIDE = {
 }
 # A calibrated probability never reaches 0 or 1: a finite labelled set cannot say "certain".
 P_FLOOR = 0.01
+# Results carry p_correct to 4 decimals; the pass threshold is chosen among the values they carry
+# (a threshold of 0.54775 would fail the 0.5477 that a p of 0.54775 is written as).
+P_DIGITS = 4
+
+
+def published(p: float) -> float:
+    """p_correct as a result carries it."""
+    return round(p, P_DIGITS)
 
 
 class Judged(BaseModel):

@@ -30,6 +30,7 @@ from stef.calibration import (
     MonotoneMap,
     SourceMeans,
     TransferSpread,
+    published,
 )
 
 KINDS = ("platt", "isotonic")
@@ -247,7 +248,7 @@ def fit(
     kind, candidates = _choose(points, scheme)
     weights = source_weights(points, scheme)
     fitted = fit_map(kind, points, weights)
-    p_fit = [fitted(pt.raw) for pt in points]
+    p_fit = [published(fitted(pt.raw)) for pt in points]
     threshold = best_p_threshold(p_fit, labels)
     # The estimate's offsets must be those of the map it corrects: in-sample means of the final
     # map (two parameters, or monotone steps: little to overfit); how far the resolution holds on

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stef.calibration import P_FLOOR, Calibration, confidence_in, raw_signal, token_probability
+from stef.calibration import (
+    P_FLOOR,
+    Calibration,
+    confidence_in,
+    published,
+    raw_signal,
+    token_probability,
+)
 from stef.errors import JudgeError
 from stef.models import (
     PASSING_VERDICTS,
@@ -164,7 +171,7 @@ class ResultBuilder:
         raw = raw_signal(self.judge.backend, verdict, confidence, raw_score, token_p)
         passes = verdict in PASSING_VERDICTS
         if self.calibration is not None:
-            p = round(self.calibration.map(raw), 4)
+            p = published(self.calibration.map(raw))
             return raw, confidence_in(passes, p), "calibrated", p
         if token_p is not None:
             return raw, confidence_in(passes, token_p), "token_probability", None

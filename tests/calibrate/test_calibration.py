@@ -23,6 +23,7 @@ from stef.calibration import (
     calibration_for,
     default_path,
     load_calibration,
+    published,
 )
 from stef.cli import main
 from stef.errors import ConfigError
@@ -115,6 +116,15 @@ def test_fit_records_the_judge_threshold_and_cross_source_figures() -> None:
     # 1/sqrt(n) per record: the big source weighs less than its share of records.
     assert share["big"]["weight"] < share["big"]["records"]
     assert cal.resolution > 0
+
+
+def test_the_threshold_is_a_p_correct_as_results_carry_it() -> None:
+    # Results write p_correct to 4 decimals: a threshold between two of those values (0.54775)
+    # would fail the records whose p it was chosen on (written 0.5477).
+    cal = fit(_points(400), Judged(backend="heuristic"))
+    assert cal.threshold == published(cal.threshold)
+    passing = [pt for pt in _points(400) if published(cal.map(pt.raw)) >= cal.threshold]
+    assert passing, "the fitted threshold passes some records"
 
 
 def test_fit_refuses_one_class() -> None:
