@@ -379,7 +379,7 @@ def _entity_found(m: re.Match[str], text: str) -> Found | None:
 
 
 # A clause of an enrichment: what one definition says ("chlorine refers to element = 'cl'").
-_CLAUSE_END = re.compile(r";|\n|,\s|\.\s")
+_CLAUSE_END = re.compile(r";|\n|,\s|\.\s|:\s")
 _WORD = re.compile(r"[^\W\d_]{3,}")
 # Names beside an operator are columns ("element = 'cl'"), quoted text is a value.
 _COLUMN_OR_VALUE = re.compile(

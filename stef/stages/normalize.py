@@ -121,6 +121,15 @@ _SINGULAR_WORDS = re.compile(
 )
 
 
+# "the first European Grand Prix", "who was the last to edit": an ordinal that picks one, not
+# a name part ("first name"), a time window ("the last 3 days", "last year") or a count.
+_FIRST_OR_LAST = re.compile(
+    r"\b(?:the|which|what|whose|his|her|its|their)\s+(?:very\s+)?(?:first|last)\b"
+    r"(?!\s+(?:name|names|half|" + _NUM + r"|" + TIME_UNITS + r")\b)",
+    re.I,
+)
+
+
 @dataclass(frozen=True)
 class QuestionCues:
     """What the user's question says about ordering and top-k, read from its words."""
@@ -173,6 +182,12 @@ def question_cues(question: str) -> QuestionCues:
         ordering = True
         if _SUPERLATIVE_WORD.fullmatch(word):
             superlative = True
+    return _with_top_k(question, ordering, superlative)
+
+
+def _with_top_k(question: str, ordering: bool, superlative: bool) -> QuestionCues:
+    """The cues with the count the question ranks: "top 10", "which 3 ... the most", a
+    singular superlative or "the first / the last <thing>" (1), else none."""
     top_k = None
     k = _TOP_K.search(question)
     counted = _COUNTED.search(question) if superlative and k is None else None
@@ -183,6 +198,8 @@ def question_cues(question: str) -> QuestionCues:
         top_k = _to_int(counted.group(1))
     elif superlative and _singular_superlative(question):
         top_k = 1
+    elif _FIRST_OR_LAST.search(question):
+        ordering, superlative, top_k = True, True, 1
     return QuestionCues(ordering, top_k, superlative)
 
 

@@ -89,6 +89,13 @@ def test_flags() -> None:
         ("Show customers sorted by name", True, None),
         ("What is the total spend by year?", False, None),
         ("What is the interest rate on loans?", False, None),
+        # "the first / the last <thing>" picks one; a name part, a window or a count does not.
+        ("In which country was the first European Grand Prix hosted?", True, 1),
+        ("Who was the last to edit the post?", True, 1),
+        ("List the first name of every user", False, None),
+        ("Orders placed in the last three days", False, None),
+        ("Revenue in the first quarter", False, None),
+        ("Show the first 5 orders", True, 5),
     ],
 )
 def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None:

@@ -43,6 +43,7 @@ class Evidence:
     qs: QuestionSpec
     matches: list[FilterMatch]
     drift: Enrichment
+    replaced: frozenset[int] = frozenset()
     operator_mismatch: bool = False
     enrichment_distinct: bool = False
 
@@ -99,13 +100,22 @@ _FILTER_STATUSES: tuple[tuple[str, Issue, str], ...] = (
 def question_filters(ev: Evidence) -> Iterator[Finding]:
     """Question filters with no predicate, or with a predicate of the wrong value."""
     for status, label, what in _FILTER_STATUSES:
-        hits = [ev.qs.filters[m.filter] for m in ev.matches if m.status == status]
-        hard = [f.text for f in hits if f.kind in _STRONG_KINDS]
-        soft = [f.text for f in hits if f.kind not in _STRONG_KINDS]
+        hit = [m.filter for m in ev.matches if m.status == status]
+        hits = [ev.qs.filters[i] for i in hit]
+        strong = [
+            f.kind in _STRONG_KINDS or i in ev.replaced for i, f in zip(hit, hits, strict=True)
+        ]
+        hard = [f.text for f, s in zip(hits, strong, strict=True) if s]
+        soft = [f.text for f, s in zip(hits, strong, strict=True) if not s]
         if hard:
             # The user's own values count one each; the enrichment's (the agent's rewrite, which
             # also describes scales: "csat_score from 1 to 5") count once together.
-            own = sum(1 for f in hits if f.kind in _STRONG_KINDS and f.kind != "enrichment")
+            # An enrichment's explicit definition (``SEX = 'M'``) counts as the user's own.
+            own = sum(
+                1
+                for f, s in zip(hits, strong, strict=True)
+                if s and (f.kind != "enrichment" or f.lhs is not None)
+            )
             weight = own + (1 if own < len(hard) else 0)
             yield Finding(label, f"{what} {', '.join(hard)}", strong=True, weight=weight)
         if soft:
@@ -132,6 +142,14 @@ _STRONG_STRUCTURE: tuple[Issue, ...] = (
 _Structure = Callable[[Evidence], Iterator[tuple[Issue, str]]]
 
 
+_AVG_CALL = re.compile(r"\bavg\s*\(", re.I)
+
+
+def _averages(ev: Evidence) -> bool:
+    """An AVG anywhere in the SQL: "above the average price" compares with a subquery's."""
+    return _AVG_CALL.search(SQL_STRING.sub("''", ev.request.record.sql)) is not None
+
+
 def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     """How many / average / total / maximum in the question, without the aggregate."""
     funcs, division, spec = ev.funcs, ev.division, ev.spec
@@ -141,7 +159,7 @@ def _aggregation_words(ev: Evidence) -> Iterator[tuple[Issue, str]]:
             yield ("aggregation_wrong", "the question asks how many; the SQL computes another")
         elif a.func == "COUNT" and not funcs & {"COUNT", "SUM"} and spec.limit is None:
             yield ("aggregation_missing", "the question asks how many; the SQL counts nothing")
-        elif a.func == "AVG" and "AVG" not in funcs and not division:
+        elif a.func == "AVG" and "AVG" not in funcs and not division and not _averages(ev):
             yield ("aggregation_wrong", "the question asks for an average; no AVG or division")
         elif a.func == "SUM" and not funcs & {"SUM", "COUNT"} and "AVG" in funcs - asked:
             # "the average total price" asks for AVG; a total beside it is the summed column.

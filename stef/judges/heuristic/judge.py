@@ -109,7 +109,11 @@ def _value_match(q: QuestionFilter, kind: str, p: Predicate) -> bool:
             return True
         if kind in ("value", "enrichment") and len(v) >= 3 and v in same_word_forms(q.rhs):
             return True  # "Teachers" names 'Teacher'
-        if kind in ("year", "date") and (v.startswith(q.rhs) or q.rhs.startswith(v)):
+        if (
+            kind in ("year", "date")
+            and len(v) >= 4
+            and (v.startswith(q.rhs) or q.rhs.startswith(v))
+        ):
             return True
         if (
             (p.wildcard or kind == "entity")
@@ -293,6 +297,73 @@ def match_filters(
         else:
             out.append(FilterMatch(filter=i, status="missing", predicates=[]))
     return out
+
+
+_REPLACEABLE = ("value", "entity", "enrichment", "number")
+_REPLACING_WORD_OPS = ("=", "in", "like")
+_REPLACING_NUMBER_OPS = ("=", "!=", "<", "<=", ">", ">=")
+_NUMBER_ONLY = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _is_word_literal(value: str) -> bool:
+    return bool(value) and not _DATE_VALUE.match(value) and not _NUMBER_ONLY.fullmatch(value)
+
+
+def _unnamed(p: Predicate, folded: str) -> str | None:
+    """``word`` or ``number``: the predicate compares with literals of that class only, none
+    of them named by the question or the enrichment; None otherwise (and for a lookup list:
+    a replaced value is one value)."""
+    if not p.values or len(p.values) > _MAX_WORD_VALUES:
+        return None
+    if any(in_words(v, folded) for v in p.values):
+        return None
+    if p.op in _REPLACING_WORD_OPS and all(_is_word_literal(v) for v in p.values):
+        return "word"
+    if p.op in _REPLACING_NUMBER_OPS and all(_NUMBER_ONLY.fullmatch(v) for v in p.values):
+        return "number"
+    return None
+
+
+def replaced_values(
+    out: list[FilterMatch],
+    qs: QuestionSpec,
+    kinds: list[str],
+    spec: SqlSpec,
+    texts: list[str],
+) -> tuple[list[FilterMatch], frozenset[int]]:
+    """A named value with no predicate, where the SQL compares a column (the same column, when
+    the enrichment names it) to a value of the same class that nobody named: the named value
+    was replaced (``colour = 'Amber'`` for "blue eyes", ``T-CHO < 249`` for "`T-CHO` < 250")."""
+    used = {pid for m in out for pid in m.predicates}
+    folded = " ".join(t.casefold() for t in texts)
+    spare = {p.id: (p, c) for p in spec.filters if p.id not in used and (c := _unnamed(p, folded))}
+    fixed, replaced = list(out), set()
+    for n, m in enumerate(out):
+        q = qs.filters[m.filter]
+        if not spare or m.status != "missing" or q.kind not in _REPLACEABLE:
+            continue
+        if kinds[m.filter] in ("value", "entity") and _is_word_literal(q.rhs):
+            want = "word"
+        elif kinds[m.filter] == "number" and _NUMBER_ONLY.fullmatch(q.rhs):
+            want = "number"
+        else:
+            continue
+        pid = next(
+            (
+                i
+                for i, (p, c) in spare.items()
+                if c == want and (q.lhs is None or any(col.endswith(q.lhs) for col in p.columns))
+            ),
+            None,
+        )
+        if pid is None:
+            continue
+        del spare[pid]
+        fixed[n] = FilterMatch(
+            filter=m.filter, status="mismatched", predicates=[pid], decided_by="stef"
+        )
+        replaced.add(m.filter)
+    return fixed, frozenset(replaced)
 
 
 _COMPARED = re.compile(r"(<=|>=|<>|!=|<|>|=)\s*(-?\d+(?:\.\d+)?)(?![\w.])")
@@ -599,11 +670,39 @@ def _with_enrichment_values(
         if glossary_entry(enriched, f.span, question) or _defined_term(f, enriched):
             continue
         have.add(f.value)
+        lhs, op, kind = _stated(enriched, f)
         filters.append(
-            QuestionFilter(op=f.op, rhs=f.value, text=f"{f.text} (enrichment)", kind="enrichment")
+            QuestionFilter(
+                lhs=lhs, op=op, rhs=f.value, text=f"{f.text} (enrichment)", kind="enrichment"
+            )
         )
-        kinds.append(f.kind)
+        kinds.append(kind)
     return qs.model_copy(update={"filters": filters}), kinds
+
+
+# "male refers to SEX = 'M'", "`T-BIL` >= '2.0'": the comparison an enrichment states for a
+# quoted value (BIRD's evidence also writes "> =").
+_STATED_OP = re.compile(r"(<\s*>|!\s*=|<\s*=|>\s*=|==?|<|>)\s*$")
+_STATED_COLUMN = re.compile(r"(?:`([^`]+)`|\"([^\"]+)\"|\[([^\]]+)\]|([A-Za-z_]\w*))\s*$")
+_OPS = {"<>": "!=", "==": "="}
+
+
+def _stated(enriched: str, f: Found) -> tuple[str | None, str, str]:
+    """The column (lower-case, unqualified), operator and kind of a value the enrichment
+    compares (``col op 'value'``, ``col op 250``); a quoted number compared by direction is a
+    number. Anything else: no column, the value's own operator and kind."""
+    if f.kind not in ("value", "number"):
+        return None, f.op, f.kind
+    start = max(0, f.span[0] - 80)
+    m = _STATED_OP.search(enriched, start, f.span[0])
+    if m is None:
+        return None, f.op, f.kind
+    op = re.sub(r"\s+", "", m.group(1))
+    op = _OPS.get(op, op)
+    column = _STATED_COLUMN.search(enriched, start, m.start())
+    lhs = next(g for g in column.groups() if g is not None).strip().casefold() if column else None
+    kind = "number" if op in _MIRRORED and _NUMBER_ONLY.fullmatch(f.value) else f.kind
+    return lhs, op, kind
 
 
 # "'has the fastest lap time?' refers to ...": a quoted phrase of the question being defined.
@@ -672,11 +771,13 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
     )
     qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min, faithful)
     matches = match_filters(qs.filters, kinds, spec, record.sql)
+    matches, replaced = replaced_values(matches, qs, kinds, spec, texts)
     return Evidence(
         request=request,
         qs=qs,
         matches=matches,
         drift=drift,
+        replaced=replaced,
         operator_mismatch=options.operator_mismatch,
         enrichment_distinct=options.enrichment_distinct,
     )

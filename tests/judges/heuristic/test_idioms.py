@@ -908,6 +908,61 @@ AGGREGATES = [
     ),
 ]
 
+# A named value replaced by one nobody named, where another named value is already missed: the
+# replacement is evidence of its own (a tie with the right SQL before).
+REPLACED = [
+    Pair(
+        "colour-replaced-beside-a-miss",
+        "List the heroes with blue eyes and blond hair.",
+        "SELECT h.name FROM hero AS h JOIN colour AS e ON h.eye_colour_id = e.id "
+        "JOIN colour AS c ON h.hair_colour_id = c.id "
+        "WHERE e.colour = 'Blue' AND c.colour = 'Blond'",
+        "SELECT h.name FROM hero AS h JOIN colour AS e ON h.eye_colour_id = e.id "
+        "JOIN colour AS c ON h.hair_colour_id = c.id "
+        "WHERE e.colour = 'Amber' AND c.colour = 'Blond'",
+        "mismatched:Blue",
+        enriched="List the heroes with blue eyes and blond hair. Definitions: blue eyes refers "
+        "to colour = 'Blue'; blond hair refers to colour = 'Blond'; the power Agility refers "
+        "to power_name = 'Agility'",
+    ),
+    Pair(
+        "enriched-bound-replaced",
+        "How many male patients have a normal cholesterol level?",
+        'SELECT COUNT(*) FROM lab WHERE "T-CHO" < 250',
+        'SELECT COUNT(*) FROM lab WHERE "T-CHO" < 249',
+        "mismatched:250",
+        enriched="How many male patients have a normal cholesterol level? Definitions: male refers "
+        "to SEX = 'M'; normal cholesterol refers to `T-CHO` < 250",
+    ),
+    Pair(
+        "enriched-quoted-bound-flipped",
+        "How many male patients have elevated total bilirubin?",
+        "SELECT COUNT(*) FROM patient AS p JOIN lab AS l ON p.id = l.id "
+        "WHERE p.sex = 'M' AND l.\"T-BIL\" >= 2.0",
+        "SELECT COUNT(*) FROM patient AS p JOIN lab AS l ON p.id = l.id "
+        "WHERE p.sex = 'M' AND l.\"T-BIL\" <= 2.0",
+        "mismatched:2.0",
+        enriched="How many male patients have elevated total bilirubin? Definitions: male "
+        "refers to SEX = 'M'; elevated total bilirubin refers to `T-BIL` >= '2.0'",
+    ),
+    Pair(
+        "the-first-one-is-top-1",
+        "In which country was the first European Grand Prix hosted?",
+        "SELECT c.country FROM races AS r JOIN circuits AS c ON r.circuit_id = c.id "
+        "WHERE r.name = 'European Grand Prix' ORDER BY r.date ASC LIMIT 1",
+        "SELECT c.country FROM races AS r JOIN circuits AS c ON r.circuit_id = c.id "
+        "WHERE r.name = 'European Grand Prix' ORDER BY r.date ASC LIMIT 3",
+        "mismatched:top 1",
+    ),
+    Pair(
+        "above-the-average-is-avg",
+        "List the products priced above the average price.",
+        "SELECT name FROM products WHERE price > (SELECT AVG(price) FROM products)",
+        "SELECT name FROM products WHERE price > (SELECT SUM(price) FROM products)",
+        "issues:aggregation_wrong",
+    ),
+]
+
 # Known limits, kept visible: the heuristic ties a question word to a column only by its spelling
 # ("phone" -> phone), not by another form of the word ("logged in" -> last_login_at).
 KNOWN_LIMITS = {
@@ -929,6 +984,7 @@ PAIRS = [
         ("value", VALUES),
         ("negation", NEGATION),
         ("aggregate", AGGREGATES),
+        ("replaced", REPLACED),
     )
     for pair in pairs
 ]

@@ -415,3 +415,10 @@ def test_glossary_entries_of_an_enrichment(question: str, clause: str, expected:
     start = GLOSSARY.index(clause)
     value = GLOSSARY.index("'cl'", start) if "'cl'" in clause or "refers" in clause else start + 4
     assert glossary_entry(GLOSSARY, (value, value + 4), question) is expected
+
+
+def test_a_heading_is_not_part_of_the_first_clause() -> None:
+    # "Definitions:" opens the enrichment; it is no word of the clause "male = SEX = 'M'".
+    enriched = "Definitions: male = SEX = 'M'; albumin refers to ALB"
+    value = enriched.index("'M'")
+    assert glossary_entry(enriched, (value, value + 3), "Sort male patients by birthday") is False
