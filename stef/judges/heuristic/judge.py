@@ -843,6 +843,16 @@ def reading(
     return ev.qs, ev.matches, list(findings)
 
 
+def replaced_filters(
+    request: JudgeRequest, options: HeuristicOptions | None = None
+) -> frozenset[int]:
+    """The question filters :func:`reading` calls mismatched only because the SQL compares a
+    value nobody named where the filter's value belongs (:func:`replaced_values`): a guess at
+    which predicate stands in for it, evidence for this judge, not a contradiction to settle."""
+    ev, _ = _read(request, options or HeuristicOptions())
+    return ev.replaced
+
+
 def heuristic(request: JudgeRequest, options: HeuristicOptions | None = None) -> JudgeOutput:
     """Judge one record from the question's words and the SQL spec."""
     ev, findings = _read(request, options or HeuristicOptions())

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stef.judges.base import JudgeRequest
-from stef.judges.heuristic.judge import reading
+from stef.judges.heuristic.judge import reading, replaced_filters
 from stef.judges.llm.reply import StefMatch
 from stef.models import FilterMatch, Issue, Predicate, QuestionFilter
 from stef.question import question_literals
@@ -88,12 +88,17 @@ def prematch(request: JudgeRequest) -> list[StefMatch]:
 
 
 def _contradicted(
-    filters: list[QuestionFilter], matches: list[FilterMatch]
+    filters: list[QuestionFilter], matches: list[FilterMatch], guessed: frozenset[int]
 ) -> list[tuple[QuestionFilter, FilterMatch]]:
+    """Mismatched filters the reading decided; a value only guessed replaced (a code the SQL
+    may map it to: 'Germany' as ``country = 'DE'``) is left to the model."""
     return [
         (filters[m.filter], m)
         for m in matches
-        if m.status == "mismatched" and m.predicates and filters[m.filter].kind in _DECIDED
+        if m.status == "mismatched"
+        and m.predicates
+        and filters[m.filter].kind in _DECIDED
+        and m.filter not in guessed
     ]
 
 
@@ -110,7 +115,7 @@ def settle(request: JudgeRequest) -> Settled:
             predicates=tuple(m.predicates),
             status="mismatched",
         )
-        for f, m in _contradicted(qs.filters, matches)
+        for f, m in _contradicted(qs.filters, matches, replaced_filters(request))
     ]
     taken = {fold_value(m.filter.rhs) for m in wrong}
     matched = [m for m in prematch(request) if fold_value(m.filter.rhs) not in taken]

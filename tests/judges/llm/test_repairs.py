@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 from prometheus_client import CollectorRegistry
 
+from stef.judges.heuristic.judge import HeuristicJudge
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.reply import RATIONALE_MAX, reply_schema
 from stef.metrics import Metrics
@@ -66,18 +67,19 @@ def test_the_sqls_wrong_value_listed_as_the_questions_filter_ends_mismatched(
 def test_a_claimed_match_to_another_value_is_mismatched(
     server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
 ) -> None:
-    # STEF's reading leaves 'shipped' missing (no predicate names it; the one predicate meets
-    # 'pending'): the model's claim that status = 'pending' applies it is checked and overruled.
+    # STEF's reading leaves 'shipped' missing (no predicate names it): the model's claim that
+    # status = 'pending' applies it is checked and overruled.
     claim = filt("status 'shipped'", "shipped", "matched", [1], lhs="status")
     server.script(Reply(reply(filters=[claim])))
     result = run(
         server,
-        question="How many orders went from 'pending' to status 'shipped'?",
+        question="How many orders have status 'shipped'?",
         sql="SELECT COUNT(*) FROM orders WHERE status = 'pending'",
         enriched_question=None,
     )
-    assert "status 'shipped' -> status = 'pending'" in result.alignment.mismatched
-    assert result.alignment.decided_by["status 'shipped'"] == "stef"
+    assert result.alignment.matched == []
+    assert result.alignment.mismatched == ["status 'shipped' -> status = 'pending'"]
+    assert result.alignment.decided_by == {"status 'shipped'": "stef"}
     assert result.score is not None and result.score < 100
     assert repairs_of(registry, "contradicted_match") == 1
 
@@ -141,6 +143,23 @@ def test_stef_contradictions_reach_the_result_whatever_the_model_says(
     assert [m.split(" -> ")[0] for m in result.alignment.mismatched] == [settled]
     assert result.alignment.decided_by[settled] == "stef"
     assert result.components.filter_status != "fully_applied"
+
+
+def test_a_value_only_guessed_replaced_is_left_to_the_model(
+    server: FakeLlmServer, run: Callable[..., Any], rules: RuleSet
+) -> None:
+    # The heuristic reads 'Germany' as replaced by 'DE' (a value nobody named: evidence for its
+    # own verdict); an agent may map a name to a code, so STEF does not settle it before asking.
+    question = "How many customers are in 'Germany'?"
+    sql = "SELECT COUNT(*) FROM customers WHERE country_code = 'DE'"
+    record = make_record(question=question, sql=sql, enriched_question=None)
+    second = Pipeline(rules, HeuristicJudge()).judge_record(record)
+    assert second.alignment is not None
+    assert second.alignment.mismatched == ["Germany -> country_code = 'DE'"]
+    server.script(Reply(reply()))
+    run(server, question=question, sql=sql, enriched_question=None)
+    (sent,) = server.chat_requests()
+    assert data_blocks(sent.text("user"))["stef_contradicted"] == []
 
 
 def test_stef_findings_show_the_model_a_reversed_top_n(
