@@ -290,6 +290,7 @@ def _quoted(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
 
 
 def _dates(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
+    yield from _hyphen_ranges(text)
     for m in _ISO_DATE.finditer(text):
         op = ranges.get(m.start()) or _stated_op(text, m.start(), m.end())
         yield Found(norm_value(m.group(1)), m.group(1), "date", op, m.span())
@@ -304,6 +305,22 @@ def _dates(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
         yield Found(norm_value(m.group(2)), m.group(0), "year", span=m.span())
     for m in _QUARTER.finditer(text):
         yield Found(norm_value(m.group(1)), m.group(1), "quarter", span=(m.start(1), m.end(1)))
+
+
+# "ID 1-20", "born 1980-1985": a range written with a hyphen (a year-month "2019-09" is not one:
+# its second number is the smaller).
+_HYPHEN_RANGE = re.compile(r"(?<![\w./-])(\d+)-(\d+)(?![\w/-]|\.\d)")
+
+
+def _hyphen_ranges(text: str) -> Iterator[Found]:
+    for m in _HYPHEN_RANGE.finditer(text):
+        lo, hi = m.group(1), m.group(2)
+        if int(lo) >= int(hi):
+            continue
+        for group, op in ((1, ">="), (2, "<=")):
+            value = norm_value(m.group(group))
+            kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
+            yield Found(value, m.group(group), kind, op, m.span(group))
 
 
 def _numbers(text: str, ranges: dict[int, str]) -> Iterator[_Step]:

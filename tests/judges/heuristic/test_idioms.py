@@ -1091,6 +1091,19 @@ EQUAL = [
         "order by revenue desc\nlimit 5",
     ),
     Same(
+        "hyphen-range-between-split",
+        "What are the colors of the cards with ID 1-20?",
+        "SELECT colors FROM cards WHERE id BETWEEN 1 AND 20",
+        "SELECT colors FROM cards WHERE id >= 1 AND id <= 20",
+    ),
+    Same(
+        "hyphen-year-range-between-split",
+        "List the drivers born between 1980-1985.",
+        "SELECT name FROM drivers WHERE STRFTIME('%Y', dob) BETWEEN '1980' AND '1985'",
+        "SELECT name FROM drivers WHERE STRFTIME('%Y', dob) >= '1980' "
+        "AND STRFTIME('%Y', dob) <= '1985'",
+    ),
+    Same(
         "not-equal-spellings",
         "How many orders were not cancelled?",
         "SELECT COUNT(*) FROM orders WHERE status != 'cancelled'",

@@ -422,3 +422,18 @@ def test_a_heading_is_not_part_of_the_first_clause() -> None:
     enriched = "Definitions: male = SEX = 'M'; albumin refers to ALB"
     value = enriched.index("'M'")
     assert glossary_entry(enriched, (value, value + 3), "Sort male patients by birthday") is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("cards with ID 1-20?", [("1", ">="), ("20", "<=")]),
+        ("drivers born between 1980-1985.", [("1980", ">="), ("1985", "<=")]),
+        # A year and month, a decimal after the hyphen, a descending pair: no range.
+        ("orders in 2019-09", [("2019-09", "=")]),
+        ("a score of 1-2.5", [("2.5", "=")]),
+        ("won 10-5", [("5", "=")]),
+    ],
+)
+def test_a_hyphen_range_gives_both_bounds(text: str, expected: list[tuple[str, str]]) -> None:
+    assert [(f.value, f.op) for f in question_literals(text)] == expected
