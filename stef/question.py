@@ -315,8 +315,10 @@ _HYPHEN_RANGE = re.compile(r"(?<![\w./-])(\d+)-(\d+)(?![\w/-]|\.\d)")
 def _hyphen_ranges(text: str) -> Iterator[Found]:
     for m in _HYPHEN_RANGE.finditer(text):
         lo, hi = m.group(1), m.group(2)
-        if int(lo) >= int(hi):
-            continue
+        if len(lo) > 9 or len(hi) > 9 or int(lo) >= int(hi):
+            continue  # an identifier, or a descending pair
+        if lo.startswith("0") or (len(hi) == 4 and int(lo) <= 12 and len(lo) <= 2):
+            continue  # a month and year ("03-2019", "3-2019"), not a range
         for group, op in ((1, ">="), (2, "<=")):
             value = norm_value(m.group(group))
             kind = "year" if re.fullmatch(r"(19|20)\d\d", value) else "number"
@@ -396,7 +398,7 @@ def _entity_found(m: re.Match[str], text: str) -> Found | None:
 
 
 # A clause of an enrichment: what one definition says ("chlorine refers to element = 'cl'").
-_CLAUSE_END = re.compile(r";|\n|,\s|\.\s|:\s")
+_CLAUSE_END = re.compile(r";|\n|,\s|\.\s")
 _WORD = re.compile(r"[^\W\d_]{3,}")
 # Names beside an operator are columns ("element = 'cl'"), quoted text is a value.
 _COLUMN_OR_VALUE = re.compile(
@@ -404,6 +406,9 @@ _COLUMN_OR_VALUE = re.compile(
 )
 _LINK_WORDS = frozenset(
     [
+        # An enrichment's heading ("Definitions: male = SEX = 'M'") is no word of its clause.
+        "definitions",
+        "definition",
         "refers",
         "refer",
         "referring",

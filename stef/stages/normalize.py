@@ -125,7 +125,11 @@ _SINGULAR_WORDS = re.compile(
 # a name part ("first name"), a time window ("the last 3 days", "last year") or a count.
 _FIRST_OR_LAST = re.compile(
     r"\b(?:the|which|what|whose|his|her|its|their)\s+(?:very\s+)?(?:first|last)\b"
-    r"(?!\s+(?:name|names|half|" + _NUM + r"|" + TIME_UNITS + r")\b)",
+    r"(?![\s-]+(?:and|or|name|names|half|few|known|time|times|class|place|round|leg|lap|"
+    + _NUM
+    + r"|"
+    + TIME_UNITS
+    + r")\b)",
     re.I,
 )
 

@@ -96,6 +96,10 @@ def test_flags() -> None:
         ("Orders placed in the last three days", False, None),
         ("Revenue in the first quarter", False, None),
         ("Show the first 5 orders", True, 5),
+        ("List the first and last name of all employees.", False, None),
+        ("How many passengers travelled in the first class?", False, None),
+        ("Show the first few orders", False, None),
+        ("What is the last known address of the customer?", False, None),
     ],
 )
 def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None:

@@ -143,10 +143,18 @@ _Structure = Callable[[Evidence], Iterator[tuple[Issue, str]]]
 
 
 _AVG_CALL = re.compile(r"\bavg\s*\(", re.I)
+_THAN_AVERAGE = re.compile(
+    r"\b(?:above|below|over|under|than|exceed(?:s|ed|ing)?)[\s-]+(?:the\s+)?(?:overall\s+)?"
+    r"average\b",
+    re.I,
+)
 
 
 def _averages(ev: Evidence) -> bool:
-    """An AVG anywhere in the SQL: "above the average price" compares with a subquery's."""
+    """ "above the average price" compares with an average: an AVG anywhere in the SQL (a
+    subquery's) meets it."""
+    if not _THAN_AVERAGE.search(ev.question):
+        return False
     return _AVG_CALL.search(SQL_STRING.sub("''", ev.request.record.sql)) is not None
 
 

@@ -309,19 +309,51 @@ def _is_word_literal(value: str) -> bool:
     return bool(value) and not _DATE_VALUE.match(value) and not _NUMBER_ONLY.fullmatch(value)
 
 
-def _unnamed(p: Predicate, folded: str) -> str | None:
+def _unnamed(p: Predicate, named: _Named) -> str | None:
     """``word`` or ``number``: the predicate compares with literals of that class only, none
     of them named by the question or the enrichment; None otherwise (and for a lookup list:
     a replaced value is one value)."""
     if not p.values or len(p.values) > _MAX_WORD_VALUES:
         return None
-    if any(in_words(v, folded) for v in p.values):
+    if any(named(v) for v in p.values):
         return None
     if p.op in _REPLACING_WORD_OPS and all(_is_word_literal(v) for v in p.values):
         return "word"
     if p.op in _REPLACING_NUMBER_OPS and all(_NUMBER_ONLY.fullmatch(v) for v in p.values):
         return "number"
     return None
+
+
+class _Named:
+    """Whether a value is named by a text: a word looked up in the text's words, anything else
+    (``o'brien``, ``2.0``) searched as whole words."""
+
+    def __init__(self, folded: str) -> None:
+        self.folded = folded
+        self.words = set(_WORD.findall(folded))
+
+    def __call__(self, value: str) -> bool:
+        if _WORD.fullmatch(value):
+            return value in self.words
+        return in_words(value, self.folded)
+
+
+def _class_of(m: FilterMatch, qs: QuestionSpec, kinds: list[str]) -> str | None:
+    """``word`` or ``number``: the class of value that could stand in for a missing filter."""
+    q = qs.filters[m.filter]
+    if m.status != "missing" or q.kind not in _REPLACEABLE:
+        return None
+    if kinds[m.filter] in ("value", "entity") and _is_word_literal(q.rhs):
+        return "word"
+    if kinds[m.filter] == "number" and _NUMBER_ONLY.fullmatch(q.rhs):
+        return "number"
+    return None
+
+
+def _names(column: str, lhs: str) -> bool:
+    """Whether ``column`` is the enrichment's ``lhs`` ("ana pattern" for "pattern", not "paid"
+    for "id")."""
+    return column == lhs or column.endswith((" " + lhs, "_" + lhs, "." + lhs))
 
 
 def replaced_values(
@@ -334,25 +366,22 @@ def replaced_values(
     """A named value with no predicate, where the SQL compares a column (the same column, when
     the enrichment names it) to a value of the same class that nobody named: the named value
     was replaced (``colour = 'Amber'`` for "blue eyes", ``T-CHO < 249`` for "`T-CHO` < 250")."""
+    wanted = [(n, m, want) for n, m in enumerate(out) if (want := _class_of(m, qs, kinds))]
+    if not wanted:
+        return out, frozenset()
     used = {pid for m in out for pid in m.predicates}
-    folded = " ".join(t.casefold() for t in texts)
-    spare = {p.id: (p, c) for p in spec.filters if p.id not in used and (c := _unnamed(p, folded))}
+    named = _Named(" ".join(t.casefold() for t in texts))
+    spare = {p.id: (p, c) for p in spec.filters if p.id not in used and (c := _unnamed(p, named))}
     fixed, replaced = list(out), set()
-    for n, m in enumerate(out):
-        q = qs.filters[m.filter]
-        if not spare or m.status != "missing" or q.kind not in _REPLACEABLE:
-            continue
-        if kinds[m.filter] in ("value", "entity") and _is_word_literal(q.rhs):
-            want = "word"
-        elif kinds[m.filter] == "number" and _NUMBER_ONLY.fullmatch(q.rhs):
-            want = "number"
-        else:
-            continue
+    for n, m, want in wanted:
+        if not spare:
+            break
+        lhs = qs.filters[m.filter].lhs
         pid = next(
             (
                 i
                 for i, (p, c) in spare.items()
-                if c == want and (q.lhs is None or any(col.endswith(q.lhs) for col in p.columns))
+                if c == want and (lhs is None or any(_names(col, lhs) for col in p.columns))
             ),
             None,
         )
@@ -701,6 +730,7 @@ def _stated(enriched: str, f: Found) -> tuple[str | None, str, str]:
     op = _OPS.get(op, op)
     column = _STATED_COLUMN.search(enriched, start, m.start())
     lhs = next(g for g in column.groups() if g is not None).strip().casefold() if column else None
+    lhs = lhs or None  # `` ` ` = 'x' `` names no column
     kind = "number" if op in _MIRRORED and _NUMBER_ONLY.fullmatch(f.value) else f.kind
     return lhs, op, kind
 

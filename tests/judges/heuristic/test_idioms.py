@@ -955,6 +955,14 @@ REPLACED = [
         "mismatched:top 1",
     ),
     Pair(
+        "an-average-asked-is-not-a-comparison-with-one",
+        "What is the average price of the products in the 'Toys' category?",
+        "SELECT AVG(price) FROM products WHERE category = 'Toys'",
+        "SELECT name FROM products WHERE category = 'Toys' "
+        "AND price > (SELECT AVG(price) FROM products)",
+        "issues:aggregation_wrong",
+    ),
+    Pair(
         "above-the-average-is-avg",
         "List the products priced above the average price.",
         "SELECT name FROM products WHERE price > (SELECT AVG(price) FROM products)",

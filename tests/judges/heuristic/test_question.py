@@ -433,7 +433,21 @@ def test_a_heading_is_not_part_of_the_first_clause() -> None:
         ("orders in 2019-09", [("2019-09", "=")]),
         ("a score of 1-2.5", [("2.5", "=")]),
         ("won 10-5", [("5", "=")]),
+        ("sales in 03-2019", [("2019", "=")]),
     ],
 )
 def test_a_hyphen_range_gives_both_bounds(text: str, expected: list[tuple[str, str]]) -> None:
     assert [(f.value, f.op) for f in question_literals(text)] == expected
+
+
+def test_a_hyphen_between_very_long_numbers_is_no_range() -> None:
+    # Beyond Python's digit limit for int(): read as before, not raised.
+    assert question_literals("1-" + "9" * 5000)
+
+
+def test_a_glossary_line_written_with_a_colon_stays_one() -> None:
+    # "male: SEX = 'M'" defines a word the question never uses: no constraint of this question.
+    enriched = "Definitions: high GPT: GPT >= 40; male: SEX = 'M'"
+    value = enriched.index("'M'")
+    question = "How many patients born after 1950 have an abnormal GPT level?"
+    assert glossary_entry(enriched, (value, value + 3), question) is True
