@@ -350,6 +350,14 @@ def _class_of(m: FilterMatch, qs: QuestionSpec, kinds: list[str]) -> str | None:
     return None
 
 
+def _stands_in(p: Predicate, q: QuestionFilter) -> bool:
+    """Whether ``p`` can be what became of ``q``: on the column the enrichment names, else (a
+    number) with the same comparison: "CSAT from 1 to 5" is not replaced by ``tenant_id = 42``."""
+    if q.lhs is not None:
+        return any(_names(col, q.lhs) for col in p.columns)
+    return not _NUMBER_ONLY.fullmatch(q.rhs) or p.op == q.op
+
+
 def _names(column: str, lhs: str) -> bool:
     """Whether ``column`` is the enrichment's ``lhs`` ("ana pattern" for "pattern", not "paid"
     for "id")."""
@@ -376,15 +384,8 @@ def replaced_values(
     for n, m, want in wanted:
         if not spare:
             break
-        lhs = qs.filters[m.filter].lhs
-        pid = next(
-            (
-                i
-                for i, (p, c) in spare.items()
-                if c == want and (lhs is None or any(_names(col, lhs) for col in p.columns))
-            ),
-            None,
-        )
+        q = qs.filters[m.filter]
+        pid = next((i for i, (p, c) in spare.items() if c == want and _stands_in(p, q)), None)
         if pid is None:
             continue
         del spare[pid]
