@@ -214,9 +214,11 @@ def test_validate_checks_are_linear(title: str, make: Callable[[int], str]) -> N
 
 def test_the_measure_catches_a_quadratic_pattern() -> None:
     """The same measure on a known quadratic pattern (a lazy block comment over unclosed
-    openers, as stef/sql/safety.py had it) is far past the bound."""
+    openers, as stef/sql/safety.py had it) is past the bound. It measures 36-85 on a quiet
+    machine; work beside it lengthens the small input's time and lowers a single measure, so
+    the measure has three tries to show it."""
     quadratic = re.compile(r"/\*.*?\*/", re.S)
-    assert growth(_scan(quadratic), _rep("/* "), 1_000) > BOUND
+    assert any(growth(_scan(quadratic), _rep("/* "), 1_000) > BOUND for _ in range(3))
 
 
 # ------------------------------------------------------------------- walks of the parsed SQL
