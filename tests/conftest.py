@@ -91,3 +91,16 @@ def _fresh_logging() -> Iterator[None]:
     root.setLevel(logging.WARNING)
     for name in ("stef", *DEPENDENCY_LOGGERS):
         logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+# The longest test files, started first: `make test` runs files on two workers
+# (scripts/run-tests.sh), and a long file started last would hold the suite up alone. The real
+# model's run is most of the suite's time but one CPU thread of llama-server; the other worker
+# runs the rest of the suite beside it.
+_FIRST = ("tests/judges/llm/test_real_model.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of ``_FIRST`` before every other, the order within each kept."""
+    first = {ROOT / name for name in _FIRST}
+    items.sort(key=lambda item: item.path not in first)
