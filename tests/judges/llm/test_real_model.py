@@ -3,10 +3,10 @@ and grammar-constrained decoding (llama-server with SmolLM2-135M-Instruct, see r
 
 The records are the paper cases and labelled records (``../shared/data/judge-dev.jsonl``, or the
 first valid records of ``examples/agent_log.jsonl`` when the shared folder is absent), fed one at
-a time (concurrency 1) through :meth:`Pipeline.process`. On 2 CPU cores a record takes 40-160 s
+a time (concurrency 1) through :meth:`Pipeline.process`. A record takes 3-5 minutes of one core
 (the model fills the reply up to ``max_tokens``, twice with the re-ask), so by default the test
 runs the first of each; ``STEF_REAL_MODEL_RECORDS=all`` runs all 17 paper cases and 50 labelled
-records (about an hour), ``STEF_REAL_MODEL_RECORDS=N`` the first N of each (at most 17 paper
+records (about four hours), ``STEF_REAL_MODEL_RECORDS=N`` the first N of each (at most 17 paper
 cases). A 135M model's verdicts mean nothing, so only the plumbing is asserted: every record ends
 as a result, each result is ``evaluated`` or ``judge_error``, evaluated ones carry token counts.
 The ``judge_error`` share and its reasons are printed (``pytest -s``), kept as properties of the
