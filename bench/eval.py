@@ -54,12 +54,13 @@ sys.path.insert(0, str(ROOT))
 
 from stef.accuracy import auc  # noqa: E402
 from stef.calibrate.agreement import confusion, kappa  # noqa: E402
-from stef.calibrate.labels import Labelled, read_labels, without_sampling  # noqa: E402
+from stef.calibrate.labels import without_sampling  # noqa: E402
 from stef.judges.base import Judge, JudgeReply, JudgeRequest  # noqa: E402
 from stef.judges.heuristic.judge import HeuristicJudge  # noqa: E402
 from stef.judges.llm import build_llm_judge  # noqa: E402
 from stef.judges.llm.config import LlmConfig  # noqa: E402
 from stef.judges.llm.examples import folded  # noqa: E402
+from stef.labels_file import LabelledRecord, read_labels  # noqa: E402
 from stef.models import PASSING_VERDICTS, JudgeInfo, Result, Verdict  # noqa: E402
 from stef.pipeline import Pipeline  # noqa: E402
 from stef.rules import load_rules  # noqa: E402
@@ -82,7 +83,7 @@ BINS = 10
 # ------------------------------------------------------------------------------------ sample
 
 
-def draw_sample(records: Sequence[Labelled], size: int, seed: int) -> list[str]:
+def draw_sample(records: Sequence[LabelledRecord], size: int, seed: int) -> list[str]:
     """A stratified sample by (source, label): each stratum gets the same share, a stratum with
     fewer records gives all it has and the rest is shared among the others. The ids come in
     rounds over the strata, so any prefix is balanced too (a smaller run takes the first N)."""
@@ -185,7 +186,7 @@ class Row:
 
 
 def judge_records(
-    backend: Judge, records: Sequence[Labelled], *, show: bool, budget_s: float | None = None
+    backend: Judge, records: Sequence[LabelledRecord], *, show: bool, budget_s: float | None = None
 ) -> list[Row]:
     """Judge the records one at a time; with ``budget_s``, no record starts after that many
     seconds (the report counts the records judged: a run cut short says so)."""
@@ -207,7 +208,7 @@ def judge_records(
     return rows
 
 
-def _row(rec: Labelled, result: Result | None, recorder: _Recorder, seconds: float) -> Row:
+def _row(rec: LabelledRecord, result: Result | None, recorder: _Recorder, seconds: float) -> Row:
     rid = str(rec.payload["id"])
     comp = result.components if result is not None else None
     return Row(
@@ -368,7 +369,10 @@ def llm_config(
 
 
 def write_examples(
-    path: Path, records: Sequence[Labelled], sample_ids: Sequence[str], heuristic_rows: list[Row]
+    path: Path,
+    records: Sequence[LabelledRecord],
+    sample_ids: Sequence[str],
+    heuristic_rows: list[Row],
 ) -> dict[str, int]:
     """The few-shot examples file of the eval: the labelled records outside the sample whose
     question no sample record asks, as ``stef canary add`` writes them (the heuristic's verdict
@@ -581,7 +585,7 @@ def _llm_mode(
     url: str,
     at: _Endpoint,
     examples: Path,
-    chosen: list[Labelled],
+    chosen: list[LabelledRecord],
 ) -> list[Row]:
     """One LLM mode's judge on the chosen records (within the mode's budget)."""
     if mode == "few-shot":
@@ -627,7 +631,7 @@ def _llm_modes(
     args: argparse.Namespace,
     modes: list[str],
     at: _Endpoint,
-    by_id: dict[str, Labelled],
+    by_id: dict[str, LabelledRecord],
     sample_ids: list[str],
     report: dict[str, Any],
     rows_out: dict[str, list[dict[str, Any]]],

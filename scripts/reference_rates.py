@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from stef.accuracy import auc  # noqa: E402
 from stef.calibrate.agreement import confusion, kappa  # noqa: E402
-from stef.calibrate.labels import read_labels, reformat_sql  # noqa: E402
+from stef.calibrate.labels import reformat_sql  # noqa: E402
+from stef.labels_file import read_labels  # noqa: E402
 from stef.stages.normalize import question_cues  # noqa: E402
 from stef.stages.reference import reference  # noqa: E402
 from stef.stages.reference_generated import (  # noqa: E402

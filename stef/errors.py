@@ -4,6 +4,8 @@ StefError
 ├── ConfigError              settings or config file invalid (fails at start)
 │   ├── RulesError           a rules file is invalid; carries file:line problems
 │   └── TemplateError        a prompt template failed to compile or render
+├── FileError                a file cannot be read as asked (unreadable, not a regular file,
+│                            too large, not UTF-8, a line not JSON); names the file and line
 ├── InvalidInput             a record cannot be judged; becomes a dead letter
 ├── JudgeError               a judge backend could not decide; outcome judge_error
 │   │                        (also ``internal``: any other exception inside a backend)
@@ -60,6 +62,28 @@ class RulesError(ConfigError):
     def __init__(self, problems: list[RuleProblem]) -> None:
         self.problems = problems
         super().__init__("; ".join(str(p) for p in problems))
+
+
+class FileError(StefError):
+    """A file STEF reads (results, labels, references, examples, rules, settings, a secret)
+    that cannot be read as asked. Each reader says the file's role in its own error; the
+    message here is ``PATH[:LINE]: problem``.
+
+    Attributes:
+        path: the file.
+        problem: what is wrong, without the path.
+        line: the line (1-based) the problem is on; None for the whole file.
+
+    When the file could not be reached, ``__cause__`` is the ``OSError`` (a missing file is a
+    ``FileNotFoundError``).
+    """
+
+    def __init__(self, path: object, problem: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.problem = problem
+        self.line = line
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
 
 
 class InvalidInput(StefError):

@@ -1,37 +1,95 @@
-"""Results files read as :class:`~stef.models.Result` models (``stef summary`` and
-:func:`stef.load_results`): fields a newer STEF version added are passed over, at any depth, as
-``stef report``, ``review`` and ``estimate`` pass them over (they read plain JSON objects,
-:mod:`stef.review.records`); a line that is not a result is an error naming the file and the
-line."""
+"""Results files (``stef replay -o``, ``stef run``): the one reader of every command that opens
+them, with two views of a line.
+
+- :func:`iter_results` reads each line as a :class:`~stef.models.Result` (``stef summary`` and
+  :func:`stef.load_results`).
+- :func:`read_results` reads each as a plain JSON object with a string ``id`` and ``outcome``
+  (``stef report``, ``review``, ``estimate``, ``calibrate --results``, ``canary add``), every
+  other field read with a default where it is shown.
+
+Both are lenient the same way: fields a newer STEF version added are passed over, at any depth,
+so a results file written by another version opens in every command. A line that is not a
+result is a :class:`~stef.errors.FileError` naming the file and the line; so is a file that
+cannot be read.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from stef.errors import StefError
+from stef.errors import FileError
+from stef.files import iter_jsonl
 from stef.models import Result
 
-
-class ResultsFileError(StefError):
-    """A line of a results file that is not a result (the message names the file and line)."""
+Record = dict[str, Any]
 
 
 def iter_results(path: str | Path) -> Iterator[tuple[int, Result]]:
     """``(line number, result)`` of every non-blank line of ``path``, in file order.
 
     Raises:
-        ResultsFileError: a line is not a result.
-        OSError: the file cannot be read; UnicodeDecodeError: it is not UTF-8 (each command
-            says so in its own words).
+        FileError: the file cannot be read, or a line is not a result.
     """
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                result = Result.model_validate_json(line, extra="ignore")
-            except ValueError as exc:
-                first = str(exc).splitlines()[0]
-                raise ResultsFileError(f"{path}:{n}: not a result: {first}") from None
-            yield n, result
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    result = Result.model_validate_json(line, extra="ignore")
+                except ValueError as exc:
+                    first = str(exc).splitlines()[0]
+                    raise FileError(path, f"not a result: {first}", n) from None
+                yield n, result
+    except OSError as exc:
+        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise FileError(path, f"not UTF-8 ({exc.reason})") from None
+
+
+def read_results(path: Path, input_log: Path | None = None) -> list[Record]:
+    """The results of ``path`` (each with an ``id`` and an ``outcome``), in file order; with
+    ``input_log``, each result without ``input`` gets its record's question, enriched question
+    and SQL from the log, joined by ``id``.
+
+    Raises:
+        FileError: either file cannot be read, or a line of ``path`` is not a result.
+    """
+    out: list[Record] = []
+    for n, obj in iter_jsonl(path):
+        if not isinstance(obj.get("id"), str) or not isinstance(obj.get("outcome"), str):
+            raise FileError(path, "not a result (no string 'id' and 'outcome')", n)
+        out.append(obj)
+    if input_log is not None:
+        inputs = read_inputs(input_log)
+        for rec in out:
+            if not isinstance(rec.get("input"), dict) and rec["id"] in inputs:
+                rec["input"] = inputs[rec["id"]]
+    return out
+
+
+def read_inputs(path: Path) -> dict[str, dict[str, Any]]:
+    """``id -> {question, enriched_question, sql}`` of an agent log in STEF's field names
+    (lines that are not JSON objects, and objects without an id, are passed over: the log's
+    dead letters were made of them).
+
+    Raises:
+        FileError: the file cannot be read.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for _, obj in iter_jsonl(path, lenient=True):
+        rid = obj.get("id")
+        if isinstance(rid, str):
+            enriched = obj.get("enriched_question")
+            out[rid] = {
+                "question": _text(obj.get("question")),
+                "enriched_question": enriched if isinstance(enriched, str) else None,
+                "sql": _text(obj.get("sql")),
+            }
+    return out
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

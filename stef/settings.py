@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import stat
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -41,7 +40,8 @@ import yaml
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stef.errors import ConfigError, RulesError
+from stef.errors import ConfigError, FileError, RulesError
+from stef.files import read_bounded, utf8_text
 from stef.io.otlp.mapping import SpanMapping
 from stef.io.urls import Endpoint, parse_endpoint
 from stef.judges.llm.config import (
@@ -619,7 +619,7 @@ def _read_config(config: str | Path) -> tuple[Any, dict[str, Any]]:
         ConfigError: ``config FILE[:LINE]: what is wrong``.
     """
     path = str(config)
-    text = _config_text(_config_bytes(path), path)
+    text = _config_text(path)
     try:
         node, loaded = load_yaml(text, path)
     except yaml.YAMLError as exc:
@@ -634,31 +634,10 @@ def _read_config(config: str | Path) -> tuple[Any, dict[str, Any]]:
     return node, loaded
 
 
-def _config_bytes(path: str) -> bytes:
-    """The config file's bytes: a regular file of at most 1 MiB, its type checked first."""
+def _config_text(path: str) -> str:
+    """The config file's text: a regular file of at most 1 MiB, its type checked first, UTF-8
+    (the line of the first bad byte named)."""
     try:
-        info = os.stat(path)
-        if stat.S_ISDIR(info.st_mode):
-            raise ConfigError(f"config {path}: is a directory, not a settings file")
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"config {path}: is not a regular file")
-        if info.st_size > MAX_RULES_BYTES:
-            raise ConfigError(f"config {path}: larger than 1 MiB ({info.st_size} bytes)")
-        with open(path, "rb") as f:
-            raw = f.read(MAX_RULES_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"config {path}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_RULES_BYTES:
-        raise ConfigError(f"config {path}: larger than 1 MiB")
-    return raw
-
-
-def _config_text(raw: bytes, path: str) -> str:
-    """The config file's bytes as UTF-8 text (the line of the first bad byte named)."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(
-            f"config {path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
-        ) from exc
+        return utf8_text(read_bounded(path, MAX_RULES_BYTES, kind="settings file"), path)
+    except FileError as exc:
+        raise ConfigError(f"config {exc}") from exc

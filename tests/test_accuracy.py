@@ -13,9 +13,10 @@ import pytest
 
 from stef.accuracy import Transfer, label_free, t_quantile
 from stef.calibrate.fit import Point, fit
-from stef.calibrate.labels import judge_all, read_labels, without_sampling
+from stef.calibrate.labels import judge_all, without_sampling
 from stef.calibration import Judged
 from stef.judges.heuristic.judge import HeuristicJudge
+from stef.labels_file import read_labels
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
 from tests.conftest import ROOT, SHARED_DATA

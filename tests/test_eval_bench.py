@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.eval import DEV_SET, SAMPLE, SEED, auc, brier, draw_sample, ece
-from stef.calibrate.labels import read_labels
+from stef.labels_file import read_labels
 from tests.conftest import SHARED_DATA
 
 
@@ -37,10 +37,10 @@ def test_the_sample_is_balanced_and_its_prefixes_too() -> None:
 
 
 def test_draw_sample_gives_small_strata_all_they_have() -> None:
-    from stef.calibrate.labels import Labelled
+    from stef.labels_file import LabelledRecord
 
-    def rec(i: int, source: str, label: bool) -> Labelled:
-        return Labelled(
+    def rec(i: int, source: str, label: bool) -> LabelledRecord:
+        return LabelledRecord(
             line=i, payload={"id": f"{source}-{i}"}, label=label, source=source, error_types=()
         )
 
@@ -66,12 +66,12 @@ def test_the_metrics() -> None:
 
 def test_the_few_shot_examples_leave_the_sample_and_its_questions_out(tmp_path: Path) -> None:
     from bench.eval import Row, write_examples
-    from stef.calibrate.labels import Labelled
     from stef.judges.llm.examples import load_examples
+    from stef.labels_file import LabelledRecord
 
-    def rec(rid: str, question: str, label: bool, errors: tuple[str, ...] = ()) -> Labelled:
+    def rec(rid: str, question: str, label: bool, errors: tuple[str, ...] = ()) -> LabelledRecord:
         payload = {"id": rid, "app": "bird", "question": question, "sql": f"SELECT {rid}"}
-        return Labelled(1, payload, label, "src", errors)
+        return LabelledRecord(1, payload, label, "src", errors)
 
     def row(rid: str, verdict: str) -> Row:
         return Row(rid, "src", True, "evaluated", None, 80.0, verdict, 0.8, None, 0, 0, 0.0)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from stef.calibrate.agreement import Item
+from stef.results_file import Record, read_results
 from stef.review import records as R
 from stef.review.labels import latest_labels
 
@@ -20,7 +21,7 @@ class Joined:
     line) for the disagreement list, and how many labels named no result."""
 
     items: list[Item]
-    pairs: list[tuple[R.Record, dict[str, Any]]]
+    pairs: list[tuple[Record, dict[str, Any]]]
     unmatched: int
 
 
@@ -28,10 +29,10 @@ def join(results: Path, labels: Path, input_log: Path | None = None) -> Joined:
     """Labels (true or false; skips left out) joined to the results they name.
 
     Raises:
-        RecordsError: either file has a line that cannot be read.
+        FileError: either file has a line that cannot be read.
     """
-    by_id = {str(r["id"]): r for r in R.read_results(results, input_log)}
-    pairs: list[tuple[R.Record, dict[str, Any]]] = []
+    by_id = {str(r["id"]): r for r in read_results(results, input_log)}
+    pairs: list[tuple[Record, dict[str, Any]]] = []
     unmatched = 0
     for rid, line in latest_labels(labels).items():
         if not isinstance(line.get("label"), bool):

@@ -7,85 +7,14 @@ import json
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import sqlglot
 from sqlglot.errors import SqlglotError
 
 from stef.calibrate.agreement import Item
+from stef.labels_file import LabelledRecord
 from stef.pipeline import Pipeline, Processed
 from stef.rules import RuleSet
-from stef.stages.validate import FIELDS, FieldMapping, path_parts
-
-
-@dataclass(frozen=True)
-class Labelled:
-    """One line of the labels file: the judge's input (never ``gold_sql``) and the annotations."""
-
-    line: int
-    payload: dict[str, Any]
-    label: bool
-    source: str | None
-    error_types: tuple[str, ...]
-    gold_sql: str | None = None
-
-
-def read_labels(
-    path: Path, limit: int | None = None, *, mapped: FieldMapping | None = None
-) -> list[Labelled]:
-    """Parse the labels file.
-
-    Args:
-        path: the JSONL labels file.
-        limit: read at most this many records.
-        mapped: the field mapping the judge applies, when the file is in the agent's own field
-            names: each record then goes to the judge whole (less its label and reference,
-            which the judge never sees), for the mapping to find its fields. None: the file
-            uses STEF's field names and only those reach the judge.
-
-    Raises:
-        ValueError: a line that is not a JSON object with a boolean ``label`` (with its number).
-    """
-    out: list[Labelled] = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            if limit is not None and len(out) >= limit:
-                break
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
-            if not isinstance(obj, dict) or not isinstance(obj.get("label"), bool):
-                raise ValueError(f"{path}:{n}: not a JSON object with a boolean 'label'")
-            types = obj.get("error_types") or []
-            if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-                raise ValueError(f"{path}:{n}: 'error_types' must be a list of strings")
-            source = obj.get("source")
-            out.append(
-                Labelled(
-                    line=n,
-                    # Only the judge's own input fields: gold_sql, label and the annotations
-                    # never reach the judge (the reference is measured apart).
-                    payload=_judged_fields(obj, mapped),
-                    label=obj["label"],
-                    source=source if isinstance(source, str) else None,
-                    error_types=tuple(dict.fromkeys(types)),
-                    gold_sql=gold if isinstance(gold := obj.get("gold_sql"), str) else None,
-                )
-            )
-    return out
-
-
-def _judged_fields(obj: dict[str, Any], mapped: FieldMapping | None) -> dict[str, Any]:
-    """What of a labelled record reaches the judge: never its label or its reference."""
-    if mapped is None or not mapped.fields:
-        return {k: v for k, v in obj.items() if k in FIELDS and k != "gold_sql"}
-    hidden = {"label", "gold_sql", str(path_parts(mapped.source_of("gold_sql"))[0])}
-    return {k: v for k, v in obj.items() if k not in hidden}
 
 
 def without_sampling(rules: RuleSet) -> RuleSet:
@@ -114,7 +43,7 @@ def reformat_sql(sql: str, dialect: str | None) -> str:
 
 def judge_all(
     pipeline: Pipeline,
-    records: Sequence[Labelled],
+    records: Sequence[LabelledRecord],
     *,
     concurrency: int = 8,
     reformat: bool = False,
@@ -137,7 +66,7 @@ def judge_all(
     return [_item(rec, res) for rec, res in zip(records, results, strict=True)]
 
 
-def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Processed:
+def _judge_one(pipeline: Pipeline, rec: LabelledRecord, reformat: bool) -> Processed:
     payload = rec.payload
     if reformat and isinstance(payload.get("sql"), str):
         app = payload.get("app")
@@ -151,7 +80,7 @@ def _judge_one(pipeline: Pipeline, rec: Labelled, reformat: bool) -> Processed:
     return pipeline.process(raw, {"file": "labels", "line": rec.line})
 
 
-def _item(rec: Labelled, processed: Processed) -> Item:
+def _item(rec: LabelledRecord, processed: Processed) -> Item:
     result = processed.result
     app = rec.payload.get("app")
     raw: float | None = None

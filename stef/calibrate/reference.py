@@ -16,8 +16,9 @@ from typing import Any
 
 from stef.accuracy import auc
 from stef.calibrate.agreement import confusion, kappa
-from stef.calibrate.labels import Labelled, reformat_sql
+from stef.calibrate.labels import reformat_sql
 from stef.calibrate.measures import Scored, ece
+from stef.labels_file import LabelledRecord
 from stef.models import PASSING_VERDICTS, Reference
 from stef.rules import RuleSet
 from stef.stages.normalize import question_cues
@@ -38,7 +39,7 @@ class _Compared:
 
 
 def reference_agreement(
-    records: Sequence[Labelled],
+    records: Sequence[LabelledRecord],
     rules: RuleSet,
     *,
     reformat: bool = False,
@@ -70,7 +71,7 @@ def reference_agreement(
 
 
 def _compare(
-    rec: Labelled, rules: RuleSet, reformat: bool, generated: Generated | None
+    rec: LabelledRecord, rules: RuleSet, reformat: bool, generated: Generated | None
 ) -> _Compared | None:
     sql, question = rec.payload.get("sql"), rec.payload.get("question")
     if rec.gold_sql is None or not isinstance(sql, str) or not isinstance(question, str):

@@ -15,7 +15,7 @@ from typing import Any
 from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, best_threshold
 from stef.calibrate.fit import Point, fit
 from stef.calibrate.joined import disagreements, join, render_disagreements
-from stef.calibrate.labels import Labelled, judge_all, read_labels, without_sampling
+from stef.calibrate.labels import judge_all, without_sampling
 from stef.calibrate.plot import write_histogram
 from stef.calibrate.reference import reference_agreement, render_reference
 from stef.calibrate.report import header, render, render_fit, report
@@ -24,10 +24,10 @@ from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.conclusion import conclusion
 from stef.cli.progress import Progress
 from stef.cli.report import results_calibration
-from stef.errors import StefError
+from stef.errors import FileError, StefError
 from stef.exits import Exit
+from stef.labels_file import LabelledRecord, read_labels
 from stef.models import JudgeInfo
-from stef.review.records import RecordsError
 from stef.rules import RuleSet, load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _load(args: argparse.Namespace) -> tuple[Settings, list[Labelled], RuleSet] | int:
+def _load(args: argparse.Namespace) -> tuple[Settings, list[LabelledRecord], RuleSet] | int:
     """The settings (checked by the preflight), the labelled records and the rules (without
     sampling: every labelled record is judged); or the exit status."""
     try:
@@ -157,7 +157,7 @@ def _load(args: argparse.Namespace) -> tuple[Settings, list[Labelled], RuleSet] 
         settings = settings_of(args, {"calibration": args.calibration})
         records = read_labels(args.file, args.limit, mapped=settings.mapping)
         rules = without_sampling(load_rules(settings.rules))
-    except ValueError as exc:
+    except (FileError, ValueError) as exc:
         print(f"stef calibrate: {exc}", file=sys.stderr)
         return Exit.FAILURE
     except (StefError, OSError) as exc:
@@ -181,7 +181,7 @@ def _bad_numbers(args: argparse.Namespace) -> str | None:
 
 
 def _judge(
-    args: argparse.Namespace, settings: Settings, rules: RuleSet, records: list[Labelled]
+    args: argparse.Namespace, settings: Settings, rules: RuleSet, records: list[LabelledRecord]
 ) -> tuple[list[Item], JudgeInfo, Calibration | None] | int:
     """Every labelled record judged by the configured backend (closed after): the items, the
     judge's description and the calibration it applied; or the exit status of a failed start."""
@@ -252,7 +252,7 @@ def _fit(args: argparse.Namespace, items: list[Item], info: JudgeInfo) -> int:
     ]
     try:
         cal = fit(points, judged_of(info), labels_file=args.file.name)
-    except ValueError as exc:
+    except (FileError, ValueError) as exc:
         print(f"stef calibrate: {exc}", file=sys.stderr)
         return Exit.FAILURE
     try:
@@ -349,7 +349,7 @@ def _run_joined(args: argparse.Namespace) -> int:
         return Exit.USAGE
     try:
         joined = join(args.results, args.labels, args.input)
-    except RecordsError as exc:
+    except FileError as exc:
         print(f"stef calibrate: {exc}", file=sys.stderr)
         return Exit.FAILURE
     if not joined.items:

@@ -7,11 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from stef.calibrate.labels import read_labels
+from stef.errors import FileError
 from stef.exits import Exit
+from stef.labels_file import read_labels
+from stef.results_file import read_results
 from stef.review.canary import canary_lines
 from stef.review.labels import append_label, latest_labels
-from stef.review.records import RecordsError, read_results
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             existing=existing,
             app=args.app,
         )
-    except (RecordsError, ValueError) as exc:
+    except FileError as exc:
         print(f"stef canary: {exc}", file=sys.stderr)
         return Exit.FAILURE
     except OSError as exc:

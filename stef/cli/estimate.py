@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from stef.accuracy import Estimate, with_labels
+from stef.errors import FileError
 from stef.exits import Exit
+from stef.results_file import Record, read_results
 from stef.review.labels import truth
-from stef.review.records import Record, RecordsError, p_correct, read_results
+from stef.review.records import p_correct
 from stef.text_table import render_table
 
 ALL = "(all)"
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         records = read_results(args.results)
         labels = truth(args.labels, random_only=not args.all_labels)
         left_out = 0 if args.all_labels else len(truth(args.labels)) - len(labels)
-    except RecordsError as exc:
+    except FileError as exc:
         print(f"stef estimate: {exc}", file=sys.stderr)
         return Exit.FAILURE
     result = estimates(records, labels)

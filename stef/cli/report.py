@@ -8,13 +8,13 @@ from pathlib import Path
 
 from stef.calibration import Calibration, calibration_for
 from stef.cli import integer
-from stef.errors import StefError
+from stef.errors import FileError, StefError
 from stef.exits import Exit
 from stef.models import JudgeInfo
 from stef.report.html import render
-from stef.review import records as R
+from stef.results_file import Record, read_results
 from stef.review.labels import truth
-from stef.review.records import RecordsError, read_results, unicode_text
+from stef.review.records import unicode_text
 from stef.settings import load_settings
 
 
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def results_calibration(records: list[R.Record], setting: str | None) -> Calibration | None:
+def results_calibration(records: list[Record], setting: str | None) -> Calibration | None:
     """The calibration the results were judged with (as ``stef summary`` loads it): None when
     no evaluated result carries a calibrated confidence.
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         records = read_results(args.results, args.input)
         labels = truth(args.labels) if args.labels else {}
         sample = truth(args.labels, random_only=True) if args.labels else {}
-    except RecordsError as exc:
+    except FileError as exc:
         print(f"stef report: {exc}", file=sys.stderr)
         return Exit.FAILURE
     try:

@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 from stef.cli import integer
+from stef.errors import FileError
 from stef.exits import Exit
+from stef.results_file import read_results
 from stef.review.labels import read_label_lines
-from stef.review.records import ORDERS, RecordsError, read_results
+from stef.review.records import ORDERS
 from stef.review.server import Review, ReviewServer
 
 
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = read_results(args.results, args.input)
         read_label_lines(args.labels)  # a broken labels file is said now, not on the page
-    except RecordsError as exc:
+    except FileError as exc:
         print(f"stef review: {exc}", file=sys.stderr)
         return Exit.FAILURE
     reviewer = args.reviewer or _login()

@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from stef.cli import integer
-from stef.errors import StefError
+from stef.errors import FileError, StefError
 from stef.exits import Exit
-from stef.results_file import ResultsFileError, iter_results
+from stef.results_file import iter_results
 from stef.settings import load_settings
 from stef.summary import FORMATS, Summary
 
@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
         if args.dead_letters:
             with open(args.dead_letters, encoding="utf-8") as f:
                 summary.invalid = sum(1 for line in f if line.strip())
-    except ResultsFileError as exc:
-        print(exc, file=sys.stderr)
+    except FileError as exc:
+        print(f"stef summary: {exc}", file=sys.stderr)
         return Exit.FAILURE
     except (OSError, UnicodeDecodeError) as exc:
         where = getattr(exc, "filename", None) or args.file

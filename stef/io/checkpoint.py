@@ -15,12 +15,12 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stef.errors import ConfigError
+from stef.errors import ConfigError, FileError
+from stef.files import read_bounded
 
 # How much of a file's start identifies it: enough to tell two logs apart even when the
 # filesystem hands a deleted file's inode to a new one.
@@ -105,18 +105,11 @@ class Checkpoint:
                 (starting over would re-judge a whole log; that is the operator's call).
         """
         try:
-            info = self.path.stat()
-            # The type before the open: opening a FIFO would block the start for ever.
-            if not stat.S_ISREG(info.st_mode):
-                raise ConfigError(f"checkpoint {self.path}: not a regular file")
-            with self.path.open("rb") as f:
-                raw = f.read(_MAX_BYTES + 1)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise ConfigError(f"checkpoint {self.path}: {exc.strerror or exc}") from exc
-        if len(raw) > _MAX_BYTES:
-            raise ConfigError(f"checkpoint {self.path}: larger than a checkpoint can be")
+            raw = read_bounded(self.path, _MAX_BYTES)  # the type checked before the open
+        except FileError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return None
+            raise ConfigError(f"checkpoint {exc}") from exc
         try:
             position = FilePosition.model_validate(json.loads(raw.decode("utf-8")))
         except (ValueError, ValidationError, RecursionError) as exc:

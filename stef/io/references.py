@@ -8,10 +8,10 @@ Read once at start; a record is matched on its normalised question
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from stef.errors import ConfigError
+from stef.errors import ConfigError, FileError
+from stef.files import iter_jsonl
 from stef.question import question_key
 
 
@@ -24,21 +24,13 @@ def load_references(path: Path) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     try:
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(f"references {path}:{n}: not JSON: {exc}") from exc
-                question = obj.get("question") if isinstance(obj, dict) else None
-                gold = obj.get("gold_sql") if isinstance(obj, dict) else None
-                if not isinstance(question, str) or not isinstance(gold, str) or not gold.strip():
-                    raise ConfigError(
-                        f"references {path}:{n}: needs the strings 'question' and 'gold_sql'"
-                    )
-                out[question_key(question)] = gold
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"references {path}: cannot be read: {exc}") from exc
+        for n, obj in iter_jsonl(path):
+            question, gold = obj.get("question"), obj.get("gold_sql")
+            if not isinstance(question, str) or not isinstance(gold, str) or not gold.strip():
+                raise ConfigError(
+                    f"references {path}:{n}: needs the strings 'question' and 'gold_sql'"
+                )
+            out[question_key(question)] = gold
+    except FileError as exc:
+        raise ConfigError(f"references {exc}") from exc
     return out

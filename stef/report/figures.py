@@ -9,6 +9,7 @@ from typing import Any
 
 from stef.accuracy import Estimate, LabelFree, with_labels
 from stef.calibration import Calibration
+from stef.results_file import Record
 from stef.review import records as R
 from stef.stats import quantile
 from stef.summary import verdict_class
@@ -50,7 +51,7 @@ def error_reason(error: object) -> str:
     return text.split(":", 1)[0].strip() or "unknown"
 
 
-def release_of(rec: R.Record) -> str:
+def release_of(rec: Record) -> str:
     """``app agent@version`` of a record: one row of the per-release table."""
     app = rec.get("app") if isinstance(rec.get("app"), str) else "(none)"
     agent = rec.get("agent") if isinstance(rec.get("agent"), str) else "-"
@@ -58,12 +59,12 @@ def release_of(rec: R.Record) -> str:
     return f"{app} {agent}@{version}" if isinstance(version, str) and version else f"{app} {agent}"
 
 
-def _app_of(rec: R.Record) -> str:
+def _app_of(rec: Record) -> str:
     return str(rec.get("app")) if isinstance(rec.get("app"), str) else "(none)"
 
 
 def per_app(
-    records: Sequence[R.Record],
+    records: Sequence[Record],
     labels: Mapping[str, bool],
     calibration: Calibration | None = None,
     *,
@@ -86,7 +87,7 @@ def per_app(
     return [groups[ALL], *(groups[k] for k in sorted(groups) if k != ALL)]
 
 
-def _add(g: AppFigures, rec: R.Record) -> None:
+def _add(g: AppFigures, rec: Record) -> None:
     g.records += 1
     outcome = rec.get("outcome")
     if outcome == "skipped_sampling":
@@ -116,7 +117,7 @@ def _add(g: AppFigures, rec: R.Record) -> None:
             setattr(g, key, getattr(g, key) + value)
 
 
-def _add_verdict(g: AppFigures, rec: R.Record) -> None:
+def _add_verdict(g: AppFigures, rec: Record) -> None:
     components = rec.get("components")
     if isinstance(components, dict):
         verdict, status = components.get("verdict"), components.get("filter_status")
@@ -129,7 +130,7 @@ def _add_verdict(g: AppFigures, rec: R.Record) -> None:
     g.issues.update(i for i in R.issues(rec) if i != "none")
 
 
-def worst(records: Sequence[R.Record], n: int) -> list[R.Record]:
+def worst(records: Sequence[Record], n: int) -> list[Record]:
     """The ``n`` evaluated records with the lowest score (lowest P(correct) on a tie)."""
     scored = [r for r in records if r.get("outcome") == "evaluated" and R.score(r) is not None]
     scored.sort(key=lambda r: (R.score(r), R.p_correct(r) or 0.0, str(r.get("id"))))
@@ -137,7 +138,7 @@ def worst(records: Sequence[R.Record], n: int) -> list[R.Record]:
 
 
 def reliability(
-    records: Sequence[R.Record], labels: Mapping[str, bool], *, bins: int = 10
+    records: Sequence[Record], labels: Mapping[str, bool], *, bins: int = 10
 ) -> tuple[str, list[tuple[float, float, int]]]:
     """Labelled records binned by the judge's prediction: ``(mean predicted, share labelled
     correct, n)`` per non-empty bin. The prediction is P(correct) when every labelled record

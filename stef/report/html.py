@@ -17,6 +17,7 @@ from markupsafe import Markup
 from stef.calibrate.plot import BLUE, histogram_svg, reliability_svg
 from stef.calibration import Calibration
 from stef.report.figures import TIERS, AppFigures, per_app, reliability, worst
+from stef.results_file import Record
 from stef.review import explain as E
 from stef.review import records as R
 
@@ -145,12 +146,12 @@ def _release_rows(rows: Sequence[AppFigures]) -> list[list[Cell]]:
     return out
 
 
-def _backends(records: Sequence[R.Record]) -> str:
+def _backends(records: Sequence[Record]) -> str:
     judges = {str(r["judge"].get("backend")) for r in records if isinstance(r.get("judge"), dict)}
     return ", ".join(sorted(judges)) or "–"
 
 
-def _worst_row(r: R.Record) -> dict[str, Any]:
+def _worst_row(r: Record) -> dict[str, Any]:
     given = r.get("input") if isinstance(r.get("input"), dict) else None
     text = "not in the results (give the input log with --input)"
     if isinstance(given, dict):
@@ -169,7 +170,7 @@ def _worst_row(r: R.Record) -> dict[str, Any]:
 
 
 def render(
-    records: Sequence[R.Record],
+    records: Sequence[Record],
     *,
     source: str,
     labels: Mapping[str, bool] | None = None,

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stef.models import Verdict
+from stef.results_file import Record
 from stef.review import records as R
 
 SOURCE = "review"
@@ -19,7 +20,7 @@ _VERDICTS = frozenset(v.value for v in Verdict)
 
 
 def canary_lines(
-    results: Sequence[R.Record],
+    results: Sequence[Record],
     labels: Mapping[str, Mapping[str, Any]],
     *,
     existing: set[str],
@@ -71,7 +72,7 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip()) and R.unicode_text(value) == value
 
 
-def _verdict(rec: R.Record) -> str | None:
+def _verdict(rec: Record) -> str | None:
     """The verdict of an evaluated result, as it names it."""
     components = rec.get("components")
     if rec.get("outcome") != "evaluated" or not isinstance(components, dict):

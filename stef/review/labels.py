@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from stef.review.records import RecordsError, read_jsonl, unicode_text
+from stef.errors import FileError
+from stef.files import iter_jsonl
+from stef.review.records import unicode_text
 
 JUDGE_FIELDS = ("backend", "model", "prompt_version", "rules_version")
 
@@ -77,17 +79,17 @@ def read_label_lines(path: Path) -> list[dict[str, Any]]:
     """Every line of a labels file (none when it does not exist yet).
 
     Raises:
-        RecordsError: a line that is not a JSON object with a string ``id`` and a boolean or
-            null ``label``.
+        FileError: the file cannot be read, or a line is not a JSON object with a string
+            ``id`` and a boolean or null ``label``.
     """
     if not path.exists():
         return []
     out: list[dict[str, Any]] = []
-    for n, obj in read_jsonl(path):
+    for n, obj in iter_jsonl(path):
         if not isinstance(obj.get("id"), str) or not (
             obj.get("label") is None or isinstance(obj.get("label"), bool)
         ):
-            raise RecordsError(f"{path}:{n}: not a label (a string 'id', 'label' true/false/null)")
+            raise FileError(path, "not a label (a string 'id', 'label' true/false/null)", n)
         out.append(obj)
     return out
 

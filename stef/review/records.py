@@ -1,117 +1,22 @@
-"""Results JSONL read as plain objects for people: what ``stef review``, ``stef report`` and
-``stef estimate`` show.
-
-Results are read as JSON objects, not :class:`~stef.models.Result`: a results file written by
-another STEF version (fields added since, like ``judge.p_correct`` or ``needs_review``) must
-still open; every field is read with a default.
+"""Results as people see them: what ``stef review``, ``stef report`` and ``stef estimate`` show
+of the plain JSON objects :func:`stef.results_file.read_results` reads (every field read with a
+default: a results file written by another STEF version opens), and the orders a reviewer walks.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-Record = dict[str, Any]
+from stef.results_file import Record
 
 ORDERS = ("teaching", "random")
-
-
-class RecordsError(ValueError):
-    """A results, input or labels file that cannot be read (the message names file and line)."""
 
 
 def unicode_text(text: str) -> str:
     """``text`` with any lone surrogate replaced by U+FFFD, so that it encodes as UTF-8."""
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` of every non-blank line.
-
-    Raises:
-        RecordsError: a line that is not a JSON object, or the file cannot be read.
-    """
-    try:
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    raise RecordsError(f"{path}:{n}: not JSON: {exc}") from exc
-                if not isinstance(obj, dict):
-                    raise RecordsError(f"{path}:{n}: not a JSON object")
-                yield n, obj
-    except OSError as exc:
-        raise RecordsError(f"{path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise RecordsError(f"{path}: not UTF-8: {exc}") from exc
-
-
-def read_results(path: Path, input_log: Path | None = None) -> list[Record]:
-    """The results of ``path`` (each with an ``id`` and an ``outcome``), in file order; with
-    ``input_log``, each result without ``input`` gets its record's question, enriched question
-    and SQL from the log, joined by ``id``.
-
-    Raises:
-        RecordsError: a line that is not a result.
-    """
-    out: list[Record] = []
-    for n, obj in read_jsonl(path):
-        if not isinstance(obj.get("id"), str) or not isinstance(obj.get("outcome"), str):
-            raise RecordsError(f"{path}:{n}: not a result (no string 'id' and 'outcome')")
-        out.append(obj)
-    if input_log is not None:
-        inputs = read_inputs(input_log)
-        for rec in out:
-            if not isinstance(rec.get("input"), dict) and rec["id"] in inputs:
-                rec["input"] = inputs[rec["id"]]
-    return out
-
-
-def read_inputs(path: Path) -> dict[str, dict[str, Any]]:
-    """``id -> {question, enriched_question, sql}`` of an agent log in STEF's field names
-    (lines without an id are passed over: the log's dead letters have none)."""
-    out: dict[str, dict[str, Any]] = {}
-    for _, obj in read_jsonl_lenient(path):
-        rid = obj.get("id")
-        if isinstance(rid, str):
-            out[rid] = {
-                "question": _text(obj.get("question")),
-                "enriched_question": obj.get("enriched_question")
-                if isinstance(obj.get("enriched_question"), str)
-                else None,
-                "sql": _text(obj.get("sql")),
-            }
-    return out
-
-
-def read_jsonl_lenient(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Like :func:`read_jsonl`, passing over lines that are not JSON objects (an agent log
-    holds the bad lines its dead letters were made of).
-
-    Raises:
-        RecordsError: the file cannot be read.
-    """
-    try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            for n, line in enumerate(f, start=1):
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
-                    yield n, obj
-    except OSError as exc:
-        raise RecordsError(f"{path}: {exc.strerror or exc}") from exc
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def p_correct(rec: Mapping[str, Any]) -> float | None:

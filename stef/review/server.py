@@ -23,7 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from stef.errors import FileError
 from stef.io.http_server import BoundedServer
+from stef.results_file import Record
 from stef.review import explain as E
 from stef.review import records as R
 from stef.review.labels import append_label, label_line, latest_labels
@@ -41,7 +43,7 @@ class Review:
 
     def __init__(
         self,
-        records: list[R.Record],
+        records: list[Record],
         labels: Path,
         *,
         reviewer: str,
@@ -115,7 +117,7 @@ class Review:
         return line
 
 
-def view(rec: R.Record, order: str = "teaching") -> dict[str, Any]:
+def view(rec: Record, order: str = "teaching") -> dict[str, Any]:
     """The fields of a result the page shows (values as data; the page renders them as text).
     A value that is not there is None (the page shows a dash)."""
     spec = _mapping(rec.get("sql_spec"))
@@ -190,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/api/state":
             try:
                 state = review.state()
-            except (R.RecordsError, OSError) as exc:
+            except (FileError, OSError) as exc:
                 self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
                 return
             self._json(HTTPStatus.OK, state)

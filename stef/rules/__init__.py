@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -33,7 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from stef.errors import RuleProblem, RulesError
+from stef.errors import FileError, RuleProblem, RulesError
+from stef.files import read_bounded, utf8_text
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.sql.dialects import dialect_names
 from stef.sql.predicates import condition_keys, parse_condition
@@ -327,25 +327,9 @@ def _read_rules_file(path: Path) -> str:
             it was listed), larger than the cap, or not UTF-8 (located at the bad byte).
     """
     try:
-        st = path.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise RulesError([_problem(path, "is a directory, not a rules file")])
-        if not stat.S_ISREG(st.st_mode):  # opening a FIFO would block the reload forever
-            raise RulesError([_problem(path, "is not a regular file")])
-        if st.st_size > MAX_RULES_BYTES:
-            raise RulesError([_problem(path, f"larger than 1 MiB ({st.st_size} bytes)")])
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_RULES_BYTES + 1)
-    except OSError as exc:
-        raise RulesError([_problem(path, f"cannot be read: {exc.strerror or exc}")]) from exc
-    if len(raw) > MAX_RULES_BYTES:  # it grew after the stat
-        raise RulesError([_problem(path, "larger than 1 MiB")])
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        message = f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
-        raise RulesError([_problem(path, message, line)]) from exc
+        return utf8_text(read_bounded(path, MAX_RULES_BYTES, kind="rules file"), path)
+    except FileError as exc:
+        raise RulesError([_problem(path, exc.problem, exc.line)]) from exc
 
 
 def _load_file(path: Path, app: str | None) -> AppRules:

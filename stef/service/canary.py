@@ -27,7 +27,6 @@ half the sample was scored.
 from __future__ import annotations
 
 import random
-import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,9 +36,11 @@ from pathlib import Path
 import structlog
 
 from stef.calibrate.agreement import Item, accuracy, confusion_at, kappa
-from stef.calibrate.labels import Labelled, judge_all, read_labels, without_sampling
-from stef.errors import ConfigError
+from stef.calibrate.labels import judge_all, without_sampling
+from stef.errors import ConfigError, FileError
+from stef.files import regular_file
 from stef.judges.base import Judge
+from stef.labels_file import LabelledRecord, read_labels
 from stef.metrics import Metrics
 from stef.rules import RuleSet
 from stef.service.wiring import build_canary_backend, build_pipeline
@@ -73,7 +74,7 @@ class CanaryRun:
     accuracy: float | None = None
 
 
-def load_canary(path: Path) -> list[Labelled]:
+def load_canary(path: Path) -> list[LabelledRecord]:
     """The canary's labelled records, checked as at start.
 
     Raises:
@@ -81,14 +82,15 @@ def load_canary(path: Path) -> list[Labelled]:
             lacks one of the two label classes (kappa would never be defined).
     """
     try:
-        _check_file(path)
+        # A regular file of a sane size: a FIFO would block the canary forever, a huge file
+        # would be read whole into memory at every run.
+        regular_file(path, CANARY_MAX_BYTES)
         records = read_labels(path)
-    except OSError as exc:
-        raise ConfigError(f"canary {path}: {exc.strerror or exc}") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"canary {exc}") from exc
-    except RecursionError as exc:  # a JSON line nested thousands deep
-        raise ConfigError(f"canary {path}: a line is nested too deeply to be a record") from exc
+    except FileError as exc:
+        hint = " (a canary is a sample of labelled records, not a dataset)"
+        raise ConfigError(
+            f"canary {exc}{hint if exc.problem.startswith('larger') else ''}"
+        ) from exc
     labels = {r.label for r in records}
     if labels != {True, False}:
         raise ConfigError(
@@ -98,24 +100,9 @@ def load_canary(path: Path) -> list[Labelled]:
     return records
 
 
-def _check_file(path: Path) -> None:
-    """A regular file of a sane size: a FIFO would block the canary forever, a huge file would
-    be read whole into memory at every run.
-
-    Raises:
-        ConfigError: anything else.
-    """
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"canary {path}: not a regular file")
-    if info.st_size > CANARY_MAX_BYTES:
-        raise ConfigError(
-            f"canary {path}: {info.st_size} bytes, over the {CANARY_MAX_BYTES} a canary may have "
-            "(a sample of labelled records, not a dataset)"
-        )
-
-
-def stratified_sample(records: Sequence[Labelled], size: int, rng: random.Random) -> list[Labelled]:
+def stratified_sample(
+    records: Sequence[LabelledRecord], size: int, rng: random.Random
+) -> list[LabelledRecord]:
     """At most ``size`` records, each label class keeping its share of the file and at least one
     record, in file order."""
     if len(records) <= size:
@@ -155,7 +142,7 @@ class Canary:
     def __init__(
         self,
         config: CanarySettings,
-        judge: Callable[[Sequence[Labelled]], list[Item]],
+        judge: Callable[[Sequence[LabelledRecord]], list[Item]],
         metrics: Metrics,
         backend: Judge,
         *,
@@ -240,7 +227,7 @@ def build_canary(
     # The labels file uses STEF's own field names: no field mapping applies to it.
     plain = settings.model_copy(update={"field_mapping": {}})
 
-    def judge(sample: Sequence[Labelled]) -> list[Item]:
+    def judge(sample: Sequence[LabelledRecord]) -> list[Item]:
         # No metrics: canary records stay out of every live record metric.
         # No cascade: the canary watches the LLM itself, on every one of its records.
         pipeline = build_pipeline(

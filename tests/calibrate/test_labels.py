@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from stef.calibrate.agreement import confusion_at
-from stef.calibrate.labels import (
-    Labelled,
-    judge_all,
-    read_labels,
-    reformat_sql,
-    without_sampling,
-)
+from stef.calibrate.labels import judge_all, reformat_sql, without_sampling
+from stef.errors import FileError
+from stef.labels_file import LabelledRecord, read_labels
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
 from tests.calibrate.conftest import Recording, labels_file
@@ -42,7 +38,7 @@ def test_gold_sql_never_reaches_the_judge_and_errors_are_kept(tmp_path: Path) ->
 
 def test_results_keep_input_order_under_concurrency() -> None:
     records = [
-        Labelled(
+        LabelledRecord(
             n, {"id": str(n), "question": f"q {n}", "sql": f"SELECT {n}"}, n % 2 == 0, None, ()
         )
         for n in range(40)
@@ -53,7 +49,9 @@ def test_results_keep_input_order_under_concurrency() -> None:
 
 
 def test_reformat_changes_what_the_judge_sees() -> None:
-    rec = Labelled(1, {"question": "How many?", "sql": "select count(*) from t"}, True, None, ())
+    rec = LabelledRecord(
+        1, {"question": "How many?", "sql": "select count(*) from t"}, True, None, ()
+    )
     backend = Recording()
     judge_all(Pipeline(load_rules(None), backend), [rec], reformat=True)
     assert backend.seen[0].record.sql == "SELECT COUNT(*) FROM t"
@@ -68,6 +66,6 @@ def test_sampling_is_switched_off() -> None:
 def test_read_labels_rejects_unlabelled_lines(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question": "q", "sql": "SELECT 1", "label": true}\n{"question": "q"}\n')
-    with pytest.raises(ValueError, match=":2:"):
+    with pytest.raises(FileError, match=":2: 'label' must be true or false"):
         read_labels(path)
     assert len(read_labels(path, limit=1)) == 1

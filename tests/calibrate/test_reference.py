@@ -3,17 +3,17 @@ records with a ``gold_sql`` only."""
 
 from __future__ import annotations
 
-from stef.calibrate.labels import Labelled
 from stef.calibrate.reference import auc, reference_agreement
+from stef.labels_file import LabelledRecord
 from stef.rules import load_rules
 from stef.stages.reference_generated import Generated
 
 GOLD = "SELECT name FROM singer WHERE country = 'France'"
 
 
-def _rec(n: int, sql: str, label: bool, gold: str | None) -> Labelled:
+def _rec(n: int, sql: str, label: bool, gold: str | None) -> LabelledRecord:
     payload = {"id": str(n), "question": "Names of singers from France", "sql": sql}
-    return Labelled(n, payload, label, "S", (), gold_sql=gold)
+    return LabelledRecord(n, payload, label, "S", (), gold_sql=gold)
 
 
 def test_agreement_over_the_records_with_a_reference() -> None:

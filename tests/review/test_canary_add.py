@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stef.calibrate.labels import read_labels
 from stef.cli import main
+from stef.labels_file import read_labels
 
 
 def test_labelled_results_join_the_canary_once(

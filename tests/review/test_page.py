@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from stef.results_file import read_results
 from stef.review.labels import append_label, read_label_lines
-from stef.review.records import read_results
 from stef.review.server import Review, ReviewServer
 
 HOSTILE_IMG = "<img src=x onerror=\"document.title='pwned'\">"

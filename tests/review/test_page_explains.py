@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from stef.cli import main
+from stef.results_file import read_results
 from stef.review.labels import read_label_lines
-from stef.review.records import read_results
 from stef.review.server import Review, ReviewServer
 from stef.testing.fake_server import FakeLlmServer
 from tests.review.browser import browser  # noqa: F401 (the fixture)

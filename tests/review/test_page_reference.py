@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from stef.cli import main
-from stef.review.records import read_results
+from stef.results_file import read_results
 from stef.review.server import Review, ReviewServer
 from tests.review.browser import browser  # noqa: F401 (the fixture)
 

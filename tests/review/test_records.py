@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from stef.cli import main
-from stef.review.records import RecordsError, queue, read_results
+from stef.errors import FileError
+from stef.results_file import read_results
+from stef.review.records import queue
 from tests.conftest import write_jsonl
 
 
@@ -61,7 +63,7 @@ def test_teaching_order_and_filters() -> None:
 
 def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "outcome": "evaluated"}, {"id": 3}])
-    with pytest.raises(RecordsError, match=r"r\.jsonl:2:"):
+    with pytest.raises(FileError, match=r"r\.jsonl:2:"):
         read_results(path)
 
 

@@ -18,13 +18,13 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from stef.calibrate.labels import Labelled, read_labels
 from stef.cli import main
 from stef.errors import ConfigError
 from stef.exits import Exit
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.judges.llm import LlmJudge
 from stef.judges.ratelimit import RateLimitedJudge
+from stef.labels_file import LabelledRecord, read_labels
 from stef.metrics import Metrics
 from stef.prompts import data_blocks
 from stef.rules import load_rules
@@ -67,9 +67,9 @@ def labeller_server() -> Iterator[tuple[FakeLlmServer, Labeller]]:
         yield server, labeller
 
 
-def _labelled(n_true: int, n_false: int) -> list[Labelled]:
+def _labelled(n_true: int, n_false: int) -> list[LabelledRecord]:
     labels = [True] * n_true + [False] * n_false
-    return [Labelled(i + 1, {"question": "q", "sql": "SELECT 1"}, lab, None, ()) for i, lab in
+    return [LabelledRecord(i + 1, {"question": "q", "sql": "SELECT 1"}, lab, None, ()) for i, lab in
             enumerate(labels)]  # fmt: skip
 
 
@@ -112,7 +112,7 @@ def test_the_shipped_canary_file_is_valid_and_balanced() -> None:
     [
         (None, "No such file"),
         ('{"question": "q", "sql": "SELECT 1", "label": true}\nnot json\n', ":2: not JSON"),
-        ('{"question": "q", "sql": "SELECT 1", "label": "yes"}\n', "boolean 'label'"),
+        ('{"question": "q", "sql": "SELECT 1", "label": "yes"}\n', ":1: 'label' must be true"),
         ('{"question": "q", "sql": "SELECT 1", "label": true}\n', "labelled true and false"),
         ("\n", "labelled true and false"),
     ],
@@ -140,7 +140,7 @@ def test_an_oversized_canary_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(canary, "CANARY_MAX_BYTES", 100)
     path = tmp_path / "canary.jsonl"
     path.write_text('{"question": "q", "sql": "SELECT 1", "label": true}\n' * 3, encoding="utf-8")
-    with pytest.raises(ConfigError, match="over the 100 a canary may have"):
+    with pytest.raises(ConfigError, match=r"larger than 100 bytes .*not a dataset"):
         load_canary(path)
 
 
@@ -154,7 +154,9 @@ def test_stef_run_with_a_missing_canary_exits_2(
          "--metrics-port", "off", "--canary", "missing.jsonl"]
     )  # fmt: skip
     assert code == Exit.USAGE
-    assert "canary missing.jsonl: No such file or directory" in capsys.readouterr().err
+    assert (
+        "canary missing.jsonl: cannot be read: No such file or directory" in capsys.readouterr().err
+    )
     assert not (tmp_path / "out.jsonl").exists()
 
 

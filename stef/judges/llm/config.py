@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from stef.errors import ConfigError
+from stef.errors import ConfigError, FileError
+from stef.files import read_bounded
 
 ResponseFormatMode = Literal["auto", "json_schema", "json_object"]
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
@@ -353,19 +353,12 @@ def read_secret_file(path: str) -> str:
             message names the file, never its content).
     """
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"{path}: not a regular file")
-    if info.st_size > _SECRET_FILE_LIMIT:
-        raise ValueError(f"{path}: {info.st_size} bytes is too large for a secret")
+        raw = read_bounded(path, _SECRET_FILE_LIMIT)
+    except FileError as exc:
+        raise ValueError(str(exc)) from None
     try:
-        with open(path, "rb") as f:
-            text = f.read(_SECRET_FILE_LIMIT + 1).decode("utf-8")
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:  # not located: the message never shows a byte of a secret
         raise ValueError(f"{path}: not UTF-8 text") from None
     if not text.strip():
         raise ValueError(f"{path}: empty")

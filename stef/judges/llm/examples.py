@@ -25,10 +25,7 @@ which bounds the ranking's cost per record and the memory.
 from __future__ import annotations
 
 import heapq
-import json
-import os
 import re
-import stat
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +34,9 @@ from typing import Any
 
 import structlog
 
-from stef.errors import ConfigError, TemplateError
+from stef.errors import ConfigError, FileError, TemplateError
+from stef.files import json_object, read_bounded, utf8_text
+from stef.labels_file import checked_label
 from stef.models import PASSING_VERDICTS, InputRecord, Verdict
 from stef.prompts import Prompts, data_blocks
 
@@ -256,16 +255,22 @@ def load_examples(path: Path) -> Examples:
         ConfigError: the file is not a readable regular file, is too large, or a line is not
             UTF-8 or not a usable example (the message names the file and the line).
     """
-    where = f"llm.few_shot_file {path}"
-    data = _read_file(path, where)
+    try:
+        data = read_bounded(path, MAX_FILE_BYTES)
+        text = utf8_text(data, path)
+    except FileError as exc:
+        # The likeliest file too large is a results file named by mistake.
+        hint = (
+            " (an examples file holds labelled records)" if exc.problem.startswith("larger") else ""
+        )
+        raise ConfigError(f"llm.few_shot_file {exc}{hint}") from None
     by_id: dict[str, Example] = {}
     too_long = 0
     # Lines as JSON Lines has them (a CR inside a line is no break); a leading BOM is passed over.
-    for n, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        text = _line_text(raw, f"{where}:{n}")
-        if not text.strip():
+    for n, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        if not line.strip():
             continue
-        example = _example(text, f"{where}:{n}", n)
+        example = _example(line, path, n)
         # An id given twice (a file appended to, or edited by hand) is its later line's.
         by_id.pop(example.id, None)
         size = len(example.question) + len(example.enriched_question or "")
@@ -276,41 +281,14 @@ def load_examples(path: Path) -> Examples:
     return Examples(path, list(by_id.values()), too_long, len(data))
 
 
-def _read_file(path: Path, where: str) -> bytes:
-    """The examples file's bytes: a regular file of at most ``MAX_FILE_BYTES``."""
+def _example(text: str, path: Path, line: int) -> Example:
+    where = f"llm.few_shot_file {path}:{line}"
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # a NUL byte in the path
-        raise ConfigError(f"llm.few_shot_file {str(path)!r}: not a usable path ({exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"{where}: not a regular file")
-    if info.st_size > MAX_FILE_BYTES:
-        raise ConfigError(
-            f"{where}: {info.st_size} bytes is larger than {MAX_FILE_BYTES} "
-            "(an examples file holds labelled records, not results)"
-        )
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
-    return data
-
-
-def _line_text(raw: bytes, where: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-
-
-def _example(text: str, where: str, line: int) -> Example:
-    obj = _json_object(text, where)
-    label = _checked_label(obj, where)
+        obj = json_object(text, path, line)
+        _check_fields(obj, where)
+        label = checked_label(obj, path, line)  # as every reader of labelled records
+    except FileError as exc:
+        raise ConfigError(f"llm.few_shot_file {exc}") from None
     return Example(
         id=obj["id"],
         app=obj.get("app") or None,
@@ -326,28 +304,12 @@ def _example(text: str, where: str, line: int) -> Example:
     )
 
 
-def _json_object(text: str, where: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
-    except (ValueError, RecursionError) as exc:
-        # ValueError: an integer of too many digits; RecursionError: nested too deep.
-        raise ConfigError(f"{where}: not JSON ({type(exc).__name__})") from None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{where}: not a JSON object")
-    return obj
-
-
-def _checked_label(obj: dict[str, Any], where: str) -> bool:
-    """The example's fields checked (types, non-empty, Unicode text); its label."""
+def _check_fields(obj: dict[str, Any], where: str) -> None:
+    """The example's own fields checked (types, non-empty, Unicode text)."""
     for name in ("id", "question", "sql"):
         value = obj.get(name)
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{where}: {name!r} must be a non-empty string")
-    label = obj.get("label")
-    if not isinstance(label, bool):
-        raise ConfigError(f"{where}: 'label' must be true or false (a skipped record is none)")
     for name in ("app", "enriched_question", "note"):
         if obj.get(name) is not None and not isinstance(obj.get(name), str):
             raise ConfigError(f"{where}: {name!r} must be a string")
@@ -355,7 +317,6 @@ def _checked_label(obj: dict[str, Any], where: str) -> bool:
         if isinstance(obj.get(name), str) and not _encodable(obj[name]):
             # A lone surrogate (JSON "\ud800") cannot reach a prompt, a cache key or a result.
             raise ConfigError(f"{where}: {name!r} holds a lone surrogate (not Unicode text)")
-    return label
 
 
 def _judge_wrong(obj: dict[str, Any], label: bool, where: str) -> bool | None:

@@ -1,0 +1,132 @@
+"""The files STEF reads whole or line by line, read one way: a bounded reader for files read
+whole (rules, settings, few-shot examples, secrets, checkpoints) and a JSON Lines reader for
+files read a line at a time (results, labels, references, agent logs). Every problem is one
+:class:`~stef.errors.FileError` naming the file and, where there is one, the line; each caller
+says the file's role (``config``, ``references``, ``llm.few_shot_file``) in its own error.
+
+The file type is checked before a file is opened: opening a FIFO would block for ever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from stef.errors import FileError
+
+
+def _size(n: int) -> str:
+    """``1 MiB`` for a whole number of MiB, else the bytes."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def regular_file(path: str | Path, limit: int, *, kind: str | None = None) -> os.stat_result:
+    """The file's status, once it is known to be a regular file of at most ``limit`` bytes.
+
+    Args:
+        kind: what the file should be (``rules file``): a directory is said to be one instead.
+
+    Raises:
+        FileError: it cannot be reached, is not a regular file, or is larger than ``limit``.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # a NUL byte in the path
+        raise FileError(repr(str(path)), f"not a usable path ({exc})") from None
+    if kind is not None and stat.S_ISDIR(info.st_mode):
+        raise FileError(path, f"is a directory, not a {kind}")
+    if not stat.S_ISREG(info.st_mode):
+        raise FileError(path, "is not a regular file")
+    if info.st_size > limit:
+        raise FileError(path, f"larger than {_size(limit)} ({info.st_size} bytes)")
+    return info
+
+
+def read_bounded(path: str | Path, limit: int, *, kind: str | None = None) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (checked before and after the
+    read: a file may grow in between).
+
+    Raises:
+        FileError: as :func:`regular_file`, or the read fails.
+    """
+    regular_file(path, limit, kind=kind)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    if len(raw) > limit:
+        raise FileError(path, f"larger than {_size(limit)}")
+    return raw
+
+
+def utf8_text(raw: bytes, path: str | Path) -> str:
+    """``raw`` as UTF-8 text.
+
+    Raises:
+        FileError: not UTF-8, located at the line and byte of the first bad byte.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        problem = f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
+        raise FileError(path, problem, line) from None
+
+
+def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
+    """One JSON Lines line as an object.
+
+    Raises:
+        FileError: not JSON (nested too deep and integers of too many digits included), or
+            not an object.
+    """
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileError(path, f"not JSON ({exc.msg}, column {exc.colno})", line) from None
+    except (ValueError, RecursionError) as exc:
+        # ValueError: an integer of too many digits; RecursionError: nested too deep.
+        raise FileError(path, f"not JSON ({type(exc).__name__})", line) from None
+    if not isinstance(obj, dict):
+        raise FileError(path, "not a JSON object", line)
+    return obj
+
+
+def iter_jsonl(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every non-blank line, streamed (a results file may be
+    larger than memory).
+
+    Args:
+        lenient: pass over lines that are not JSON objects, and read bytes that are not UTF-8
+            as U+FFFD (an agent log holds the bad lines its dead letters were made of).
+
+    Raises:
+        FileError: the file cannot be read; unless lenient, a line that is not UTF-8 or not a
+            JSON object.
+    """
+    errors = "replace" if lenient else "strict"
+    n = 0
+    try:
+        with open(path, encoding="utf-8", errors=errors) as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json_object(line, path, n)
+                except FileError:
+                    if lenient:
+                        continue
+                    raise
+                yield n, obj
+    except OSError as exc:
+        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        # Not located: the text is decoded ahead of the line being read.
+        raise FileError(path, f"not UTF-8 ({exc.reason})") from None
