@@ -91,9 +91,10 @@ def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FileError(path, f"not JSON ({exc.msg}, column {exc.colno})", line) from None
-    except (ValueError, RecursionError) as exc:
-        # ValueError: an integer of too many digits; RecursionError: nested too deep.
-        raise FileError(path, f"not JSON ({type(exc).__name__})", line) from None
+    except ValueError:  # past the interpreter's limit on the digits of an integer
+        raise FileError(path, "not JSON (an integer of too many digits)", line) from None
+    except RecursionError:
+        raise FileError(path, "not JSON (nested too deeply)", line) from None
     if not isinstance(obj, dict):
         raise FileError(path, "not a JSON object", line)
     return obj

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stef.accuracy import mean, variance
-from stef.calibrate.agreement import Confusion, confusion, kappa
+from stef.calibrate.agreement import Confusion, Item, confusion, kappa
 from stef.calibrate.measures import Scored, auc, brier, ece, probability_metrics, resolution
 from stef.calibration import (
     P_FLOOR,
@@ -45,6 +45,22 @@ class Point:
     label: bool
     source: str
     raw_pass: bool
+
+
+def points_of(items: Sequence[Item], pass_threshold: float) -> list[Point]:
+    """The points a calibration is fitted on: the items the judge gave a raw signal, each with
+    its uncalibrated decision, whatever calibration was loaded (the raw signal at
+    ``pass_threshold / 100``; for the heuristic, its raw score at the threshold)."""
+    return [
+        Point(
+            raw=i.raw,
+            label=i.label,
+            source=i.source or i.app or "unknown",
+            raw_pass=i.raw >= pass_threshold / 100,
+        )
+        for i in items
+        if i.raw is not None
+    ]
 
 
 def source_weights(points: Sequence[Point], scheme: str = "sqrt") -> list[float]:

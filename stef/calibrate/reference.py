@@ -21,6 +21,7 @@ from stef.calibrate.measures import Scored, ece
 from stef.labels_file import LabelledRecord
 from stef.models import PASSING_VERDICTS, Reference
 from stef.rules import RuleSet
+from stef.settings import ReferenceSettings
 from stef.stages.normalize import question_cues
 from stef.stages.reference import reference
 from stef.stages.reference_generated import Generated, run_generated
@@ -36,6 +37,19 @@ class _Compared:
     decided_by: str
     outcome: str
     ms: float | None
+
+
+def generated_for(
+    settings: ReferenceSettings, cpu_limit_s: float, count: int | None
+) -> Generated | None:
+    """The generated databases of the reference figures: ``count`` of them (None: the
+    settings'; 0, or ``reference.generate: false``: structure only), at most 64, each run
+    within the record CPU limit."""
+    count = settings.databases if count is None else count
+    if count <= 0 or not settings.generate:
+        return None
+    timeout_s = min(settings.timeout_s, cpu_limit_s)
+    return Generated(databases=min(count, 64), timeout_s=timeout_s, max_rows=settings.max_rows)
 
 
 def reference_agreement(

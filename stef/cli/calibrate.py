@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from stef.calibrate.agreement import DEFAULT_THRESHOLD, MIN_RESAMPLES, Item, best_threshold
-from stef.calibrate.fit import Point, fit
+from stef.calibrate.fit import fit, points_of
 from stef.calibrate.joined import disagreements, join, render_disagreements
 from stef.calibrate.labels import judge_all, without_sampling
 from stef.calibrate.plot import write_histogram
-from stef.calibrate.reference import reference_agreement, render_reference
+from stef.calibrate.reference import generated_for, reference_agreement, render_reference
 from stef.calibrate.report import header, render, render_fit, report
 from stef.calibration import Calibration, judged_of
 from stef.cli.common import add_common, preflight, report_error, settings_of
@@ -31,7 +31,6 @@ from stef.models import JudgeInfo
 from stef.rules import RuleSet, load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
-from stef.stages.reference_generated import Generated
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -141,8 +140,11 @@ def run(args: argparse.Namespace) -> int:
             return Exit.FAILURE
     if args.fit is not None:
         return _fit(args, items, info)
+    generated = generated_for(
+        settings.reference, settings.limits.max_record_cpu_s, args.reference_databases
+    )
     with_reference = reference_agreement(
-        records, rules, reformat=args.reformat, generated=_generated(args, settings)
+        records, rules, reformat=args.reformat, generated=generated
     )
     _print_report(args, items, info.backend, cal, with_reference)
     return Exit.OK
@@ -207,17 +209,6 @@ def _judge(
     return items, backend.info, pipeline.options.calibration
 
 
-def _generated(args: argparse.Namespace, settings: Settings) -> Generated | None:
-    """The generated databases of the reference figures: the settings', ``--reference-databases``
-    of them (0, or ``reference.generate: false``: structure only)."""
-    ref = settings.reference
-    count = ref.databases if args.reference_databases is None else args.reference_databases
-    if count <= 0 or not ref.generate:
-        return None
-    timeout_s = min(ref.timeout_s, settings.limits.max_record_cpu_s)
-    return Generated(databases=min(count, 64), timeout_s=timeout_s, max_rows=ref.max_rows)
-
-
 def _invalid_line(invalid: list[Item], total: int, mapping: dict[str, str]) -> str:
     """The line saying how many labelled records were not valid input (left out of every
     figure, never counted as judge errors), with the commonest reason and its likely cause."""
@@ -238,21 +229,10 @@ def _invalid_line(invalid: list[Item], total: int, mapping: dict[str, str]) -> s
 def _fit(args: argparse.Namespace, items: list[Item], info: JudgeInfo) -> int:
     """Fit a calibration on the raw signal (whatever calibration is loaded), write it, say what
     it does across sources."""
-    points = [
-        Point(
-            raw=i.raw,
-            label=i.label,
-            source=i.source or i.app or "unknown",
-            # The uncalibrated decision, whatever calibration is loaded: the raw signal at
-            # --pass-threshold / 100 (for the heuristic: its raw score >= the threshold).
-            raw_pass=i.raw >= args.pass_threshold / 100,
-        )
-        for i in items
-        if i.raw is not None
-    ]
+    points = points_of(items, args.pass_threshold)
     try:
         cal = fit(points, judged_of(info), labels_file=args.file.name)
-    except (FileError, ValueError) as exc:
+    except ValueError as exc:
         print(f"stef calibrate: {exc}", file=sys.stderr)
         return Exit.FAILURE
     try:

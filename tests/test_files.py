@@ -1,0 +1,95 @@
+"""The one reader of the files STEF reads whole or by line (``stef.files``): every problem is a
+``FileError`` naming the file and, where there is one, the line; nothing blocks, nothing crashes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from stef.errors import FileError, StefError
+from stef.files import iter_jsonl, read_bounded, utf8_text
+
+
+def test_a_bounded_read_returns_the_bytes_of_a_regular_file(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    assert read_bounded(path, 3) == b"abc"
+
+
+@pytest.mark.parametrize(
+    ("make", "kind", "said"),
+    [
+        (lambda p: p.mkdir(), "rules file", "is a directory, not a rules file"),
+        (lambda p: p.mkdir(), None, "is not a regular file"),
+        (os.mkfifo, None, "is not a regular file"),  # refused before an open that would block
+        (lambda p: p.write_bytes(b"x" * 11), None, "larger than 10 bytes (11 bytes)"),
+        (lambda p: p.write_bytes(b"x" * (2 << 20)), None, "larger than 1 MiB (2097152 bytes)"),
+        (lambda p: None, None, "cannot be read: No such file or directory"),
+    ],
+    ids=["directory-of-a-kind", "directory", "fifo", "too-large", "too-large-mib", "missing"],
+)
+def test_a_file_that_cannot_be_read_whole_is_one_error(
+    tmp_path: Path, make: object, kind: str | None, said: str
+) -> None:
+    path = tmp_path / "f"
+    make(path)  # type: ignore[operator]
+    limit = 1 << 20 if "MiB" in said else 10
+    with pytest.raises(FileError) as info:
+        read_bounded(path, limit, kind=kind)
+    assert isinstance(info.value, StefError)
+    assert str(info.value) == f"{path}: {said}"
+    assert info.value.path == str(path) and info.value.problem == said and info.value.line is None
+
+
+def test_a_missing_file_keeps_its_cause(tmp_path: Path) -> None:
+    with pytest.raises(FileError) as info:
+        read_bounded(tmp_path / "gone", 10)
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+
+
+def test_text_that_is_not_utf8_is_located_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(FileError) as info:
+        utf8_text(b"a: 1\nb: \xff\n", tmp_path / "f")
+    assert (
+        info.value.line == 2 and info.value.problem == "not UTF-8: byte 0xff (invalid start byte)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("{oops", "not JSON (Expecting property name enclosed in double quotes, column 2)"),
+        ("[1, 2]", "not a JSON object"),
+        ("[" * 100_000, "not JSON (nested too deeply)"),
+        ('{"n": ' + "9" * 5000 + "}", "not JSON (an integer of too many digits)"),
+    ],
+    ids=["broken", "array", "deep", "long-integer"],
+)
+def test_a_jsonl_line_that_is_not_an_object_names_its_line(
+    tmp_path: Path, line: str, said: str
+) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"a": 1}\n\n' + line + "\n", encoding="utf-8")
+    rows = iter_jsonl(path)
+    assert next(rows) == (1, {"a": 1})
+    with pytest.raises(FileError) as info:
+        next(rows)
+    assert (info.value.line, info.value.problem) == (3, said)
+
+
+def test_the_lenient_reader_passes_over_what_is_not_an_object(tmp_path: Path) -> None:
+    # An agent log holds the bad lines its dead letters were made of.
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"a": 1}\nnot json\n[1]\n{"b": "\xff"}\n' + b"[" * 100_000 + b"\n")
+    assert list(iter_jsonl(path, lenient=True)) == [(1, {"a": 1}), (4, {"b": "\ufffd"})]
+    path.write_bytes(b'{"a": 1}\n{"b": "\xff"}\n')
+    with pytest.raises(FileError, match="not UTF-8"):
+        list(iter_jsonl(path))
+
+
+def test_a_jsonl_file_that_cannot_be_opened_is_one_error(tmp_path: Path) -> None:
+    for path in (tmp_path, tmp_path / "missing.jsonl"):
+        with pytest.raises(FileError, match="cannot be read"):
+            list(iter_jsonl(path, lenient=True))
