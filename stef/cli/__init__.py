@@ -104,6 +104,20 @@ def integer(low: int, high: int | None = None) -> Callable[[str], int]:
     return check
 
 
+def number(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number from ``low`` to ``high``, else a usage error naming the flag
+    and the range (exit 2)."""
+
+    def check(text: str) -> float:
+        value = float(text)  # not a number: argparse says "invalid float value"
+        if not low <= value <= high:  # NaN included
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}")
+        return value
+
+    check.__name__ = "float"
+    return check
+
+
 def parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
     """The parser tree: every command's module loaded (the default), only ``command``'s, or
     none (``lazy``: each command a line of help, enough for ``--help`` and ``--version``)."""

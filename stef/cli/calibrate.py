@@ -20,6 +20,7 @@ from stef.calibrate.plot import write_histogram
 from stef.calibrate.reference import generated_for, reference_agreement, render_reference
 from stef.calibrate.report import header, render, render_fit, report
 from stef.calibration import Calibration, judged_of
+from stef.cli import integer, number
 from stef.cli.common import add_common, preflight, report_error, settings_of
 from stef.cli.conclusion import conclusion
 from stef.cli.progress import Progress
@@ -59,18 +60,20 @@ def _add_judging_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--pass-threshold",
-        type=float,
+        type=number(0, 100),
         default=DEFAULT_THRESHOLD,
         help="predict correct when score >= this (default 75)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", type=Path, help="write an SVG of score histograms here")
-    p.add_argument("--concurrency", type=int, default=8, help="records in flight (default 8)")
-    p.add_argument("--limit", type=int, help="judge only the first N records")
+    p.add_argument(
+        "--concurrency", type=integer(1), default=8, help="records in flight (default 8)"
+    )
+    p.add_argument("--limit", type=integer(1), help="judge only the first N records")
     p.add_argument("--reformat", action="store_true", help="re-format every SQL with sqlglot first")
     p.add_argument(
         "--reference-databases",
-        type=int,
+        type=integer(0),
         metavar="N",
         help="reference verdict: generated databases per record (default: the reference "
         "settings', 8); 0: structure only",
@@ -79,7 +82,12 @@ def _add_judging_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_figure_arguments(p: argparse.ArgumentParser) -> None:
     """The bootstrap, the progress line, the calibration fitted or applied, the drop window."""
-    p.add_argument("--resamples", type=int, default=MIN_RESAMPLES, help="bootstrap resamples")
+    p.add_argument(
+        "--resamples",
+        type=integer(MIN_RESAMPLES),
+        default=MIN_RESAMPLES,
+        help=f"bootstrap resamples (default {MIN_RESAMPLES})",
+    )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument(
@@ -96,7 +104,7 @@ def _add_figure_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--window",
-        type=int,
+        type=integer(1),
         default=1000,
         help="records per window for the smallest detectable accuracy drop (default 1000)",
     )
@@ -111,7 +119,7 @@ def _add_joined_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", type=Path, help="the agent log, to show questions by id")
     p.add_argument(
         "--disagreements",
-        type=int,
+        type=integer(0),
         default=10,
         help="with --results: list this many records judge and label disagree on (default 10)",
     )
@@ -119,10 +127,6 @@ def _add_joined_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``stef calibrate ...``; returns the exit status."""
-    bad = _bad_numbers(args)
-    if bad is not None:
-        print(f"stef calibrate: {bad}", file=sys.stderr)
-        return Exit.USAGE
     if args.results is not None or args.labels is not None or args.file is None:
         return _run_joined(args)
     loaded = _load(args)
@@ -171,15 +175,6 @@ def _load(args: argparse.Namespace) -> tuple[Settings, list[LabelledRecord], Rul
     if unusable is not None:
         return unusable
     return settings, records, rules
-
-
-def _bad_numbers(args: argparse.Namespace) -> str | None:
-    """What is wrong with the numeric options, or None."""
-    if args.concurrency < 1 or args.window < 1 or (args.limit is not None and args.limit < 1):
-        return "--concurrency, --window and --limit must be at least 1"
-    if args.resamples < MIN_RESAMPLES:
-        return f"--resamples must be at least {MIN_RESAMPLES}"
-    return None
 
 
 def _judge(
@@ -323,9 +318,6 @@ def _run_joined(args: argparse.Namespace) -> int:
             "stef calibrate: give a labelled input file, or --results and --labels (not both)",
             file=sys.stderr,
         )
-        return Exit.USAGE
-    if args.disagreements < 0:
-        print("stef calibrate: --disagreements must be at least 0", file=sys.stderr)
         return Exit.USAGE
     try:
         joined = join(args.results, args.labels, args.input)

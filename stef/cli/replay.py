@@ -10,6 +10,7 @@ import sys
 import threading
 from collections import Counter
 
+from stef.cli import integer, number
 from stef.cli.common import (
     add_common,
     every_record_invalid,
@@ -61,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     r.add_argument("--output", "-o", help="write results as JSONL here (replaced)")
     r.add_argument("--dead-letters", help="write invalid lines as dead letters (JSONL) here")
-    r.add_argument("--concurrency", type=int, help="records judged at once (default 8)")
+    r.add_argument("--concurrency", type=integer(1), help="records judged at once (default 8)")
     r.add_argument("--cache", help="SQLite file caching LLM verdicts across runs (LLM only)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument(
@@ -71,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     r.add_argument(
         "--max-judge-error-rate",
-        type=float,
+        type=number(0, 1),
         metavar="RATE",
         help="exit 3 when more than this share (0-1) of the judged records are judge errors "
         "(default: only when every one is)",
@@ -188,13 +189,6 @@ def _refused(args: argparse.Namespace, gates: set[str]) -> int | None:
         if problem is not None:
             print(f"stef replay: {problem}", file=sys.stderr)
             return Exit.USAGE
-    if args.concurrency is not None and args.concurrency < 1:
-        print("stef replay: --concurrency must be at least 1", file=sys.stderr)
-        return Exit.USAGE
-    rate = args.max_judge_error_rate
-    if rate is not None and not 0 <= rate <= 1:
-        print("stef replay: --max-judge-error-rate is a share, from 0 to 1", file=sys.stderr)
-        return Exit.USAGE
     return None
 
 

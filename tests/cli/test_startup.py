@@ -149,6 +149,14 @@ def test_judge_text_format_is_short_and_says_the_verdict(
             "--port: must be 0..65535",
         ),
         (["review", "--results", "r", "--labels", "l", "--port", "x"], "--port: invalid int value"),
+        (["replay", "log.jsonl", "--concurrency", "0"], "--concurrency: must be at least 1"),
+        (["replay", "log.jsonl", "--max-judge-error-rate", "1.5"], "must be from 0 to 1"),
+        (["replay", "log.jsonl", "--max-judge-error-rate", "nan"], "must be from 0 to 1"),
+        (["calibrate", "l.jsonl", "--limit", "0"], "--limit: must be at least 1"),
+        (["calibrate", "l.jsonl", "--window", "0"], "--window: must be at least 1"),
+        (["calibrate", "l.jsonl", "--pass-threshold", "101"], "must be from 0 to 100"),
+        (["calibrate", "l.jsonl", "--reference-databases", "-1"], "must be at least 0"),
+        (["calibrate", "--results", "r", "--labels", "l", "--disagreements", "-1"], "at least 0"),
     ],
 )
 def test_an_argument_out_of_its_range_is_a_usage_error(
