@@ -54,6 +54,58 @@ Format = Literal["text", "json", "csv", "markdown"]
 TEXT_WIDTH = 120
 
 
+def error_reason(error: object) -> str:
+    """The reason of a judge error: the text before its first colon (``timeout: ...``)."""
+    text = error if isinstance(error, str) and error else "unknown"
+    return text.split(":", 1)[0].strip() or "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """What the per-group figures count of one result. ``stef summary`` reads results as
+    models (:meth:`of`), ``stef report`` as plain objects (:func:`stef.report.figures.counted`);
+    both count them here, one way."""
+
+    id: str
+    outcome: str
+    score: float | None = None
+    tier: str | None = None
+    p_correct: float | None = None
+    referenced: bool = False  # the probability is a reference verdict's (reference mode)
+    verdict_class: str | None = None
+    issues: tuple[str, ...] = ()
+    error: str | None = None
+    needs_review: bool = False
+    unsafe: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hit: bool = False
+    cost_usd: float | None = None
+
+    @classmethod
+    def of(cls, result: Result) -> Counted:
+        c, usage, ref = result.components, result.usage, result.reference
+        return cls(
+            id=result.id,
+            outcome=result.outcome,
+            score=result.score,
+            tier=result.tier,
+            p_correct=result.judge.p_correct,
+            referenced=ref is not None and ref.p_correct is not None,
+            verdict_class=None
+            if c is None
+            else verdict_class(c.verdict.value, c.filter_status.value),
+            issues=tuple(result.issues),
+            error=result.error,
+            needs_review=result.needs_review,
+            unsafe=result.safety.mutating or result.safety.multiple_statements,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cache_hit=usage.cache_hit,
+            cost_usd=usage.cost_usd,
+        )
+
+
 @dataclass
 class Group:
     """Counters of one (app, agent, version) group."""
@@ -76,40 +128,39 @@ class Group:
     priced: int = 0  # results whose usage carried a cost (a price table is configured)
     judge_error_reasons: Counter[str] = field(default_factory=Counter)
 
-    def add(self, result: Result) -> None:
-        self.received += 1
-        usage = result.usage
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        self.cache_hits += usage.cache_hit
-        if usage.cost_usd is not None:
-            self.cost_usd += usage.cost_usd
-            self.priced += 1
-        if result.needs_review:
-            self.needs_review += 1
-        if result.outcome == "evaluated":
-            if result.judge.p_correct is not None:
-                self.p_correct.append(result.judge.p_correct)
-                ref = result.reference
-                self.referenced += ref is not None and ref.p_correct is not None
-            self.evaluated += 1
-            if result.score is not None:
-                self.scores.append(result.score)
-            if result.tier is not None:
-                self.tiers[result.tier] += 1
-            self._add_verdict(result)
-        elif result.outcome == "judge_error":
-            self.judge_errors += 1
-            self.judge_error_reasons[(result.error or "unknown").split(":", 1)[0]] += 1
-        else:
-            self.skipped += 1
+    unsafe: int = 0  # results whose SQL mutates data or holds several statements
 
-    def _add_verdict(self, result: Result) -> None:
-        c = result.components
-        kind = None if c is None else verdict_class(c.verdict.value, c.filter_status.value)
-        if kind is not None:
-            self.mix[kind] += 1
-        self.issues.update(i for i in result.issues if i != "none")
+    def add(self, result: Result) -> None:
+        self.count(Counted.of(result))
+
+    def count(self, c: Counted) -> None:
+        """Count one result, whichever way it was read (:class:`Counted`)."""
+        self.received += 1
+        self.prompt_tokens += c.prompt_tokens
+        self.completion_tokens += c.completion_tokens
+        self.cache_hits += c.cache_hit
+        if c.cost_usd is not None:
+            self.cost_usd += c.cost_usd
+            self.priced += 1
+        self.needs_review += c.needs_review
+        self.unsafe += c.unsafe
+        if c.outcome == "evaluated":
+            if c.p_correct is not None:
+                self.p_correct.append(c.p_correct)
+                self.referenced += c.referenced
+            self.evaluated += 1
+            if c.score is not None:
+                self.scores.append(c.score)
+            if c.tier is not None:
+                self.tiers[c.tier] = self.tiers.get(c.tier, 0) + 1
+            if c.verdict_class is not None:
+                self.mix[c.verdict_class] += 1
+            self.issues.update(i for i in c.issues if i != "none")
+        elif c.outcome == "judge_error":
+            self.judge_errors += 1
+            self.judge_error_reasons[error_reason(c.error)] += 1
+        elif c.outcome == "skipped_sampling":
+            self.skipped += 1
 
     @property
     def mean(self) -> float | None:
@@ -150,6 +201,7 @@ class Group:
         self.cost_usd += other.cost_usd
         self.priced += other.priced
         self.judge_error_reasons.update(other.judge_error_reasons)
+        self.unsafe += other.unsafe
 
     @property
     def coverage(self) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,43 +11,67 @@ from stef.calibration import Calibration
 from stef.results_file import Record
 from stef.review import records as R
 from stef.stats import quantile
-from stef.summary import verdict_class
+from stef.summary import Counted, Group, verdict_class
 
 TIERS = ("excellent", "good", "marginal", "poor")
 ALL = "(all)"
 
 
 @dataclass
-class AppFigures:
-    """One row of the per-app table."""
+class AppFigures(Group):
+    """One row of the per-app table: the counters ``stef summary`` keeps (:class:`Group`), and
+    each evaluated record's P(correct) by id, for the estimates that join labels to it."""
 
-    app: str
-    records: int = 0
-    evaluated: int = 0
-    skipped: int = 0
-    tiers: Counter[str] = field(default_factory=Counter)
-    scores: list[float] = field(default_factory=list)
-    p_correct: dict[str, float | None] = field(default_factory=dict)
-    unsafe: int = 0
-    judge_errors: Counter[str] = field(default_factory=Counter)
-    needs_review: int = 0
-    cost_usd: float = 0.0
-    priced: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    app: str = ""
+    p_by_id: dict[str, float | None] = field(default_factory=dict)
     accuracy: Estimate | None = None
     label_free: LabelFree | None = None
-    verdicts: Counter[str] = field(default_factory=Counter)
-    issues: Counter[str] = field(default_factory=Counter)
+
+    def count(self, c: Counted) -> None:
+        super().count(c)
+        if c.outcome == "evaluated":
+            self.p_by_id[c.id] = c.p_correct
 
     def quantile(self, q: float) -> float | None:
         return quantile(self.scores, q) if self.scores else None
 
 
-def error_reason(error: object) -> str:
-    """The reason of a judge error: the text before its first colon (``timeout: ...``)."""
-    text = error if isinstance(error, str) and error else "unknown"
-    return text.split(":", 1)[0].strip() or "unknown"
+def counted(rec: Record) -> Counted:
+    """What the figures count of a result read as a plain object: a field of another type than
+    the result's reads as absent."""
+    components = rec.get("components")
+    kind = None
+    if isinstance(components, dict):
+        verdict, status = components.get("verdict"), components.get("filter_status")
+        kind = verdict_class(
+            verdict if isinstance(verdict, str) else None,
+            status if isinstance(status, str) else None,
+        )
+    raw = rec.get("usage")
+    usage: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    cost = usage.get("cost_usd")
+    tier = rec.get("tier")
+    return Counted(
+        id=str(rec.get("id")),
+        outcome=str(rec.get("outcome")),
+        score=R.score(rec),
+        tier=tier if isinstance(tier, str) else None,
+        p_correct=R.p_correct(rec),
+        verdict_class=kind,
+        issues=tuple(R.issues(rec)),
+        error=rec.get("error") if isinstance(rec.get("error"), str) else None,
+        needs_review=rec.get("needs_review") is True,
+        unsafe=R.unsafe(rec),
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        cost_usd=float(cost)
+        if isinstance(cost, int | float) and not isinstance(cost, bool)
+        else None,
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def release_of(rec: Record) -> str:
@@ -73,61 +96,19 @@ def per_app(
     """The rows of the per-app table (per release: ``by_release``), the total row first;
     ``calibration`` (the one the results were judged with) gives the label-free estimate."""
     key = release_of if by_release else _app_of
-    groups: dict[str, AppFigures] = {ALL: AppFigures(ALL)}
+    groups: dict[str, AppFigures] = {ALL: AppFigures(app=ALL)}
     for rec in records:
         name = key(rec)
-        for g in (groups[ALL], groups.setdefault(name, AppFigures(name))):
-            _add(g, rec)
+        c = counted(rec)
+        for g in (groups[ALL], groups.setdefault(name, AppFigures(app=name))):
+            g.count(c)
     for g in groups.values():
-        g.accuracy = with_labels(g.p_correct, labels)
-        known = [p for p in g.p_correct.values() if p is not None]
+        g.accuracy = with_labels(g.p_by_id, labels)
+        known = [p for p in g.p_by_id.values() if p is not None]
         if calibration is not None and known:
             squares = sum(p * p for p in known)
             g.label_free = calibration.label_free(len(known), sum(known), squares)
     return [groups[ALL], *(groups[k] for k in sorted(groups) if k != ALL)]
-
-
-def _add(g: AppFigures, rec: Record) -> None:
-    g.records += 1
-    outcome = rec.get("outcome")
-    if outcome == "skipped_sampling":
-        g.skipped += 1
-    elif outcome == "judge_error":
-        g.judge_errors[error_reason(rec.get("error"))] += 1
-    elif outcome == "evaluated":
-        g.evaluated += 1
-        g.p_correct[str(rec["id"])] = R.p_correct(rec)
-        s = R.score(rec)
-        if s is not None:
-            g.scores.append(s)
-        if isinstance(rec.get("tier"), str):
-            g.tiers[rec["tier"]] += 1
-        _add_verdict(g, rec)
-    g.unsafe += R.unsafe(rec)
-    g.needs_review += rec.get("needs_review") is True
-    raw = rec.get("usage")
-    usage: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    cost = usage.get("cost_usd")
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        g.cost_usd += float(cost)
-        g.priced += 1
-    for key in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            setattr(g, key, getattr(g, key) + value)
-
-
-def _add_verdict(g: AppFigures, rec: Record) -> None:
-    components = rec.get("components")
-    if isinstance(components, dict):
-        verdict, status = components.get("verdict"), components.get("filter_status")
-        kind = verdict_class(
-            verdict if isinstance(verdict, str) else None,
-            status if isinstance(status, str) else None,
-        )
-        if kind is not None:
-            g.verdicts[kind] += 1
-    g.issues.update(i for i in R.issues(rec) if i != "none")
 
 
 def worst(records: Sequence[Record], n: int) -> list[Record]:

@@ -93,10 +93,10 @@ def _interval(estimate: float, low: float, high: float) -> str:
 
 
 def _errors(g: AppFigures) -> Cell:
-    total = sum(g.judge_errors.values())
-    if not total:
+    if not g.judge_errors:
         return Cell("0")
-    return Cell(str(total), note=", ".join(f"{k} {v}" for k, v in g.judge_errors.most_common()))
+    reasons = g.judge_error_reasons.most_common()
+    return Cell(str(g.judge_errors), note=", ".join(f"{k} {v}" for k, v in reasons))
 
 
 def _app_rows(rows: Sequence[AppFigures]) -> list[list[Cell]]:
@@ -105,7 +105,7 @@ def _app_rows(rows: Sequence[AppFigures]) -> list[list[Cell]]:
         out.append(
             [
                 Cell(g.app),
-                Cell(str(g.records), True),
+                Cell(str(g.received), True),
                 Cell(str(g.evaluated), True),
                 *(Cell(str(g.tiers.get(t, 0)), True) for t in TIERS),
                 Cell(_num(g.quantile(0.1)), True),
@@ -136,7 +136,7 @@ def _release_rows(rows: Sequence[AppFigures]) -> list[list[Cell]]:
             [
                 Cell(g.app),
                 Cell(str(n), True),
-                *(Cell(_share(g.verdicts[k], n), True) for k in SHOWN),
+                *(Cell(_share(g.mix[k], n), True) for k in SHOWN),
                 Cell(_share(g.needs_review, n), True),
                 Cell(_share(g.tiers.get("poor", 0), n), True),
                 Cell(issues or "–"),
@@ -204,7 +204,7 @@ def render(
     )
     return _template().render(
         source=source,
-        records=total.records,
+        records=total.received,
         labels=len(labels),
         written=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
         backends=_backends(records),
