@@ -9,15 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stef.accuracy import Estimate, with_labels
+from stef.accuracy import Estimate
 from stef.errors import FileError
 from stef.exits import Exit
+from stef.report.figures import ALL, per_app
 from stef.results_file import Record, read_results
 from stef.review.labels import truth
-from stef.review.records import p_correct
 from stef.text_table import render_table
-
-ALL = "(all)"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,16 +41,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def estimates(records: list[Record], labels: dict[str, bool]) -> dict[str, Estimate]:
-    """Per app (and :data:`ALL`): the estimate over its evaluated records."""
-    groups: dict[str, dict[str, float | None]] = {ALL: {}}
-    for rec in records:
-        if rec.get("outcome") != "evaluated":
-            continue
-        app = rec.get("app") if isinstance(rec.get("app"), str) else "(none)"
-        p = p_correct(rec)
-        groups[ALL][rec["id"]] = p
-        groups.setdefault(str(app), {})[rec["id"]] = p
-    return {app: with_labels(ps, labels) for app, ps in sorted(groups.items())}
+    """Per app (and ``(all)``), sorted by name: the estimate over its evaluated records, as the
+    report's per-app table has it."""
+    rows = [g for g in per_app(records, labels) if g.app == ALL or g.p_by_id]
+    return {g.app: g.accuracy for g in sorted(rows, key=lambda g: g.app) if g.accuracy is not None}
 
 
 def run(args: argparse.Namespace) -> int:
