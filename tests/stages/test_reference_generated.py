@@ -121,3 +121,22 @@ def test_agreeing_rows_overrule_an_order_the_databases_exercise() -> None:
     ref = result.reference
     assert ref is not None and ref.decided_by == "execution"
     assert ref.verdict is Verdict.CORRECT
+
+
+def test_backticks_in_the_generated_sql_run_when_no_dialect_is_named() -> None:
+    # The generic dialect rejects backtick-quoted names; the generated SQL is read in the
+    # dialect guessed for it (MySQL's reading, SQLite's quoting), and so is the reference,
+    # instead of falling back to the structure with "cannot infer the schema".
+    result = _judge(
+        {
+            "question": "How many female patients were born in 1997?",
+            "sql": "SELECT count(id) FROM patient WHERE sex = 'F' "
+            "AND strftime('%Y', `birthday`) = '1997'",
+            "gold_sql": "SELECT COUNT(ID) FROM Patient WHERE SEX = 'F' "
+            "AND STRFTIME('%Y', Birthday) = '1998'",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.decided_by == "execution", ref
+    assert ref.verdict is Verdict.INCORRECT
+    assert ref.execution is not None and ref.execution.status == "different"
