@@ -120,8 +120,9 @@ def load_results(path: str | Path) -> list[Result]:
     """The results of a results JSONL file (``stef replay -o``, ``stef run``), in file order.
 
     Raises:
-        StefError: a line is not a result (the message names the file and line).
-        OSError: the file cannot be read.
+        StefError: a ``FileError``: the file cannot be read, or a line is not UTF-8 or not a
+            result (the message names the file and line; ``__cause__`` is the ``OSError``
+            when the file could not be opened).
     """
     return list(iter_results(path))
 

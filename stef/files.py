@@ -4,7 +4,8 @@ files read a line at a time (results, labels, references, agent logs). Every pro
 :class:`~stef.errors.FileError` naming the file and, where there is one, the line; each caller
 says the file's role (``config``, ``references``, ``llm.few_shot_file``) in its own error.
 
-The file type is checked before a file is opened: opening a FIFO would block for ever.
+A file read whole has its type checked before it is opened (opening a FIFO would block for
+ever) and its size bounded; a JSON Lines file is streamed, and may be a pipe.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
 
 
-def regular_file(path: str | Path, limit: int, *, kind: str | None = None) -> os.stat_result:
+def regular_file(path: str | Path, limit: int | None, *, kind: str | None = None) -> os.stat_result:
     """The file's status, once it is known to be a regular file of at most ``limit`` bytes.
 
     Args:
+        limit: the largest size; None: any.
         kind: what the file should be (``rules file``): a directory is said to be one instead.
 
     Raises:
@@ -43,7 +45,7 @@ def regular_file(path: str | Path, limit: int, *, kind: str | None = None) -> os
         raise FileError(path, f"is a directory, not a {kind}")
     if not stat.S_ISREG(info.st_mode):
         raise FileError(path, "is not a regular file")
-    if info.st_size > limit:
+    if limit is not None and info.st_size > limit:
         raise FileError(path, f"larger than {_size(limit)} ({info.st_size} bytes)")
     return info
 
@@ -100,9 +102,48 @@ def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
     return obj
 
 
+def iter_lines(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every non-blank line, streamed (a results file may be larger
+    than memory). Lines end at LF only, as JSON Lines has them (a CR is whitespace inside a
+    line); a UTF-8 BOM before the first line is passed over. The file type is not checked: a
+    results file may come through a pipe (``stef summary <(...)``).
+
+    Args:
+        lenient: read bytes that are not UTF-8 as U+FFFD.
+
+    Raises:
+        FileError: the file cannot be read; unless lenient, a line that is not UTF-8 (with the
+            byte).
+    """
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed below; the open's own errors said apart)
+    except OSError as exc:
+        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # a NUL byte in the path
+        raise FileError(repr(str(path)), f"not a usable path ({exc})") from None
+    with f:
+        try:
+            for n, raw in enumerate(f, start=1):
+                text = _line_text(raw.removeprefix(_BOM) if n == 1 else raw, path, n, lenient)
+                if text.strip():
+                    yield n, text
+        except OSError as exc:
+            raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _line_text(raw: bytes, path: str | Path, n: int, lenient: bool) -> str:
+    try:
+        return raw.decode("utf-8", "replace" if lenient else "strict")
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
+        raise FileError(path, problem, n) from None
+
+
 def iter_jsonl(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` of every non-blank line, streamed (a results file may be
-    larger than memory).
+    """``(line number, object)`` of every non-blank line, read as :func:`iter_lines` reads.
 
     Args:
         lenient: pass over lines that are not JSON objects, and read bytes that are not UTF-8
@@ -112,22 +153,11 @@ def iter_jsonl(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int
         FileError: the file cannot be read; unless lenient, a line that is not UTF-8 or not a
             JSON object.
     """
-    errors = "replace" if lenient else "strict"
-    n = 0
-    try:
-        with open(path, encoding="utf-8", errors=errors) as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json_object(line, path, n)
-                except FileError:
-                    if lenient:
-                        continue
-                    raise
-                yield n, obj
-    except OSError as exc:
-        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        # Not located: the text is decoded ahead of the line being read.
-        raise FileError(path, f"not UTF-8 ({exc.reason})") from None
+    for n, text in iter_lines(path, lenient=lenient):
+        try:
+            obj = json_object(text, path, n)
+        except FileError:
+            if lenient:
+                continue
+            raise
+        yield n, obj

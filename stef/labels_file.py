@@ -64,6 +64,8 @@ def read_labels(
             ``label`` (with its number).
     """
     out: list[LabelledRecord] = []
+    if limit is not None and limit <= 0:
+        return out
     for n, obj in iter_jsonl(path):
         label = checked_label(obj, path, n)
         source, gold = obj.get("source"), obj.get("gold_sql")
@@ -80,7 +82,7 @@ def read_labels(
             )
         )
         if limit is not None and len(out) >= limit:
-            break
+            break  # the lines after it are not read
     return out
 
 

@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from stef.errors import FileError
-from stef.files import iter_jsonl
+from stef.files import iter_jsonl, iter_lines
 from stef.models import Result
 
 Record = dict[str, Any]
@@ -32,21 +34,19 @@ def iter_results(path: str | Path) -> Iterator[tuple[int, Result]]:
     Raises:
         FileError: the file cannot be read, or a line is not a result.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    result = Result.model_validate_json(line, extra="ignore")
-                except ValueError as exc:
-                    first = str(exc).splitlines()[0]
-                    raise FileError(path, f"not a result: {first}", n) from None
-                yield n, result
-    except OSError as exc:
-        raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise FileError(path, f"not UTF-8 ({exc.reason})") from None
+    for n, line in iter_lines(path):
+        try:
+            result = Result.model_validate_json(line, extra="ignore")
+        except ValidationError as exc:
+            raise FileError(path, f"not a result: {_first(exc)}", n) from None
+        yield n, result
+
+
+def _first(exc: ValidationError) -> str:
+    """The first thing wrong with a line, where in it (``judge.backend: Field required``)."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 def read_results(path: Path, input_log: Path | None = None) -> list[Record]:

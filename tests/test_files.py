@@ -93,3 +93,20 @@ def test_a_jsonl_file_that_cannot_be_opened_is_one_error(tmp_path: Path) -> None
     for path in (tmp_path, tmp_path / "missing.jsonl"):
         with pytest.raises(FileError, match="cannot be read"):
             list(iter_jsonl(path, lenient=True))
+
+
+def test_lines_end_at_lf_a_bom_is_passed_over_and_a_bad_byte_is_located(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    # A CR inside a line is JSON whitespace, not a line break (JSON Lines ends lines at LF).
+    path.write_bytes(b'\xef\xbb\xbf{"a":\r 1}\n{"b": 2}\n{"c": "\xff"}\n')
+    rows = iter_jsonl(path)
+    assert next(rows) == (1, {"a": 1}) and next(rows) == (2, {"b": 2})
+    with pytest.raises(FileError) as info:
+        next(rows)
+    assert (info.value.line, info.value.problem) == (3, "not UTF-8: byte 0xff (invalid start byte)")
+
+
+def test_a_path_with_a_nul_byte_is_one_error(tmp_path: Path) -> None:
+    for read in (lambda p: list(iter_jsonl(p)), lambda p: read_bounded(p, 10)):
+        with pytest.raises(FileError, match="not a usable path"):
+            read(f"{tmp_path}/a\0b")

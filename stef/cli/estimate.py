@@ -43,11 +43,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def estimates(records: list[Record], labels: dict[str, bool]) -> dict[str, Estimate]:
     """Per app (and ``(all)``), sorted by name: the estimate over its evaluated records, as the
     report's per-app table has it."""
-    rows = [g for g in per_app(records, labels) if g.app == ALL or g.p_by_id]
+    total, *apps = per_app(records, labels)
+    # An app named "(all)" is within the total: one estimate of that name.
+    rows = [total, *(g for g in apps if g.p_by_id and g.app != ALL)]
     return {g.app: g.accuracy for g in sorted(rows, key=lambda g: g.app) if g.accuracy is not None}
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.labels.exists():  # stef review starts a labels file; this one reads it
+        print(f"stef estimate: {args.labels}: no such file", file=sys.stderr)
+        return Exit.FAILURE
     try:
         records = read_results(args.results)
         labels = truth(args.labels, random_only=not args.all_labels)

@@ -62,6 +62,9 @@ def results_calibration(records: list[Record], setting: str | None) -> Calibrati
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.labels is not None and not args.labels.exists():
+        print(f"stef report: {args.labels}: no such file", file=sys.stderr)
+        return Exit.FAILURE
     try:
         records = read_results(args.results, args.input)
         labels = truth(args.labels) if args.labels else {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stef.errors import ConfigError, FileError
-from stef.files import iter_jsonl
+from stef.files import iter_jsonl, regular_file
 from stef.question import question_key
 
 
@@ -24,6 +24,7 @@ def load_references(path: Path) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     try:
+        regular_file(path, None)  # read at start: a FIFO would block the start for ever
         for n, obj in iter_jsonl(path):
             question, gold = obj.get("question"), obj.get("gold_sql")
             if not isinstance(question, str) or not isinstance(gold, str) or not gold.strip():

@@ -96,19 +96,21 @@ def per_app(
     """The rows of the per-app table (per release: ``by_release``), the total row first;
     ``calibration`` (the one the results were judged with) gives the label-free estimate."""
     key = release_of if by_release else _app_of
-    groups: dict[str, AppFigures] = {ALL: AppFigures(app=ALL)}
+    total = AppFigures(app=ALL)
+    groups: dict[str, AppFigures] = {}  # an app named "(all)" is a row of its own
     for rec in records:
         name = key(rec)
         c = counted(rec)
-        for g in (groups[ALL], groups.setdefault(name, AppFigures(app=name))):
+        for g in (total, groups.setdefault(name, AppFigures(app=name))):
             g.count(c)
-    for g in groups.values():
+    rows = [total, *(groups[k] for k in sorted(groups))]
+    for g in rows:
         g.accuracy = with_labels(g.p_by_id, labels)
         known = [p for p in g.p_by_id.values() if p is not None]
         if calibration is not None and known:
             squares = sum(p * p for p in known)
             g.label_free = calibration.label_free(len(known), sum(known), squares)
-    return [groups[ALL], *(groups[k] for k in sorted(groups) if k != ALL)]
+    return rows
 
 
 def worst(records: Sequence[Record], n: int) -> list[Record]:

@@ -69,3 +69,10 @@ def test_read_labels_rejects_unlabelled_lines(tmp_path: Path) -> None:
     with pytest.raises(FileError, match=":2: 'label' must be true or false"):
         read_labels(path)
     assert len(read_labels(path, limit=1)) == 1
+
+
+def test_a_limit_stops_before_the_lines_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"question": "q", "sql": "SELECT 1", "label": true}\n{broken\n')
+    assert read_labels(path, limit=0) == []
+    assert len(read_labels(path, limit=1)) == 1  # the broken line is never read

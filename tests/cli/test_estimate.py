@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from stef.cli import main
+from stef.report.figures import per_app
 from tests.conftest import write_jsonl
 
 
@@ -79,3 +80,19 @@ def test_labels_left_out_for_their_order_are_said(
     args = ["estimate", "--results", str(results), "--labels", str(labels), "--all-labels"]
     assert main(args) == 0
     assert "left out" not in capsys.readouterr().out
+
+
+def test_a_missing_labels_file_is_an_error_not_an_empty_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = write_jsonl(tmp_path / "r.jsonl", [_result("s0", "sales", 0.8)])
+    missing = tmp_path / "labels.jsonl"
+    assert main(["estimate", "--results", str(results), "--labels", str(missing)]) == 1
+    assert f"{missing}: no such file" in capsys.readouterr().err
+    assert main(["report", str(results), "-o", str(tmp_path / "r.html"), "--labels", str(missing)])
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_an_app_named_like_the_total_is_counted_once(tmp_path: Path) -> None:
+    rows = per_app([_result("a", "(all)", 0.8), _result("b", "sales", 0.6)], {})
+    assert [(g.app, g.received) for g in rows] == [("(all)", 2), ("(all)", 1), ("sales", 1)]

@@ -4,6 +4,7 @@ references file, and the reference never reaching a reference-free judge."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,7 @@ def test_a_bad_references_file_fails_loudly_with_its_line(tmp_path: Path, conten
         load_references(refs)
     with pytest.raises(ConfigError, match="cannot be read"):
         load_references(tmp_path / "missing.jsonl")
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)  # read at start: refused before an open that would block it
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        load_references(fifo)
