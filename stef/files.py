@@ -25,12 +25,16 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
 
 
-def regular_file(path: str | Path, limit: int | None, *, kind: str | None = None) -> os.stat_result:
+def regular_file(
+    path: str | Path, limit: int | None, *, kind: str | None = None, too_large: str = ""
+) -> os.stat_result:
     """The file's status, once it is known to be a regular file of at most ``limit`` bytes.
 
     Args:
         limit: the largest size; None: any.
         kind: what the file should be (``rules file``): a directory is said to be one instead.
+        too_large: said after the size when the file is larger than ``limit`` (what such a
+            file should hold, say).
 
     Raises:
         FileError: it cannot be reached, is not a regular file, or is larger than ``limit``.
@@ -46,25 +50,27 @@ def regular_file(path: str | Path, limit: int | None, *, kind: str | None = None
     if not stat.S_ISREG(info.st_mode):
         raise FileError(path, "is not a regular file")
     if limit is not None and info.st_size > limit:
-        raise FileError(path, f"larger than {_size(limit)} ({info.st_size} bytes)")
+        raise FileError(path, f"larger than {_size(limit)} ({info.st_size} bytes){too_large}")
     return info
 
 
-def read_bounded(path: str | Path, limit: int, *, kind: str | None = None) -> bytes:
+def read_bounded(
+    path: str | Path, limit: int, *, kind: str | None = None, too_large: str = ""
+) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes (checked before and after the
-    read: a file may grow in between).
+    read: a file may grow in between); ``kind`` and ``too_large`` as :func:`regular_file`.
 
     Raises:
         FileError: as :func:`regular_file`, or the read fails.
     """
-    regular_file(path, limit, kind=kind)
+    regular_file(path, limit, kind=kind, too_large=too_large)
     try:
         with open(path, "rb") as f:
             raw = f.read(limit + 1)
     except OSError as exc:
         raise FileError(path, f"cannot be read: {exc.strerror or exc}") from exc
     if len(raw) > limit:
-        raise FileError(path, f"larger than {_size(limit)}")
+        raise FileError(path, f"larger than {_size(limit)}{too_large}")
     return raw
 
 

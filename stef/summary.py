@@ -127,7 +127,6 @@ class Group:
     cost_usd: float = 0.0
     priced: int = 0  # results whose usage carried a cost (a price table is configured)
     judge_error_reasons: Counter[str] = field(default_factory=Counter)
-
     unsafe: int = 0  # results whose SQL mutates data or holds several statements
 
     def add(self, result: Result) -> None:

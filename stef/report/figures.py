@@ -13,7 +13,6 @@ from stef.review import records as R
 from stef.stats import quantile
 from stef.summary import Counted, Group, verdict_class
 
-TIERS = ("excellent", "good", "marginal", "poor")
 ALL = "(all)"
 
 

@@ -16,10 +16,11 @@ from markupsafe import Markup
 
 from stef.calibrate.plot import BLUE, histogram_svg, reliability_svg
 from stef.calibration import Calibration
-from stef.report.figures import TIERS, AppFigures, per_app, reliability, worst
+from stef.report.figures import AppFigures, per_app, reliability, worst
 from stef.results_file import Record
 from stef.review import explain as E
 from stef.review import records as R
+from stef.summary import TIERS
 
 # The verdict mix in the order the per-release table shows it (stef.summary.MIX's classes).
 SHOWN = ("error", "undecided", "looks_right")

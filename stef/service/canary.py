@@ -84,13 +84,11 @@ def load_canary(path: Path) -> list[LabelledRecord]:
     try:
         # A regular file of a sane size: a FIFO would block the canary forever, a huge file
         # would be read whole into memory at every run.
-        regular_file(path, CANARY_MAX_BYTES)
+        hint = " (a canary is a sample of labelled records, not a dataset)"
+        regular_file(path, CANARY_MAX_BYTES, too_large=hint)
         records = read_labels(path)
     except FileError as exc:
-        hint = " (a canary is a sample of labelled records, not a dataset)"
-        raise ConfigError(
-            f"canary {exc}{hint if exc.problem.startswith('larger') else ''}"
-        ) from exc
+        raise ConfigError(f"canary {exc}") from exc
     labels = {r.label for r in records}
     if labels != {True, False}:
         raise ConfigError(

@@ -256,14 +256,12 @@ def load_examples(path: Path) -> Examples:
             UTF-8 or not a usable example (the message names the file and the line).
     """
     try:
-        data = read_bounded(path, MAX_FILE_BYTES)
+        # The likeliest file too large is a results file named by mistake.
+        hint = " (an examples file holds labelled records)"
+        data = read_bounded(path, MAX_FILE_BYTES, too_large=hint)
         text = utf8_text(data, path)
     except FileError as exc:
-        # The likeliest file too large is a results file named by mistake.
-        hint = (
-            " (an examples file holds labelled records)" if exc.problem.startswith("larger") else ""
-        )
-        raise ConfigError(f"llm.few_shot_file {exc}{hint}") from None
+        raise ConfigError(f"llm.few_shot_file {exc}") from None
     by_id: dict[str, Example] = {}
     too_long = 0
     # Lines as JSON Lines has them (a CR inside a line is no break); a leading BOM is passed over.
