@@ -6,7 +6,8 @@
 
 Each record is compared with its gold as the record path does (the structural comparison, then
 the generated databases: :func:`run_generated`), and the share labelled correct is
-printed for each execution outcome: ``different`` and ``duplicates`` pooled, ``same`` by the
+printed for each execution outcome: ``different`` (apart where the two group by an entity's key
+and by its name) and ``duplicates`` pooled, ``same`` by the
 structure's verdict (and, for a structural ``Incorrect``, by whether every differing component
 is one the generated databases cannot always exercise: ``limit``, ``order_by``). The structure's
 verdict stands (a fallback) where the databases cannot exercise a LIMIT or ORDER BY difference.
@@ -35,6 +36,7 @@ from stef.stages.normalize import question_cues  # noqa: E402
 from stef.stages.reference import reference  # noqa: E402
 from stef.stages.reference_generated import (  # noqa: E402
     DEFAULT_GENERATED,
+    KEYED_GROUPS,
     UNEXERCISED,
     run_generated,
 )
@@ -66,6 +68,7 @@ def outcome(payload: dict[str, Any], gold: str, reformat: bool) -> dict[str, Any
         "status": "not_run" if execution is None else execution.status,
         "informative": 0 if execution is None else execution.informative or 0,
         "unexercised": (found.error or "").startswith("execution_unexercised"),
+        "keyed_groups": execution is not None and execution.detail == KEYED_GROUPS,
         "verdict": str(found.verdict),
         "p_correct": found.p_correct,
         "ms": round((time.perf_counter() - started) * 1000, 2),
@@ -73,6 +76,8 @@ def outcome(payload: dict[str, Any], gold: str, reformat: bool) -> dict[str, Any
 
 
 def group(row: dict[str, Any]) -> str:
+    if row["status"] == "different" and row["keyed_groups"]:
+        return "different, grouped by an entity's key or its name"
     if row["status"] in ("different", "duplicates"):
         return row["status"]
     if row["status"] != "same":

@@ -447,7 +447,9 @@ class ReferenceExecution(_Frozen):
             returned too many rows: ``detail`` says which), ``reference_failed`` (likewise the
             reference), or ``not_run`` (not a plain SELECT by STEF's safety check, or no schema
             could be inferred for the queries: ``detail`` says which).
-        detail: what failed, or why nothing ran.
+        detail: what failed, or why nothing ran; or why rows that differ are still Likely
+            Correct (generated databases: one query groups by an entity's key, the other by its
+            name).
         generated_rows: rows the generated query returned (None when it failed or did not run).
         reference_rows: rows the reference returned (likewise).
         source: where the queries ran.

@@ -28,7 +28,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from stef.sql.canonical import canon, literal_value
 from stef.sql.dialects import render
-from stef.sql.equivalences import conjuncts, number_of, rewritten
+from stef.sql.equivalences import conjuncts, number_of, rewritten, table_key
 
 # The components, in the order differences are listed.
 COMPONENTS = (
@@ -53,6 +53,10 @@ MINOR = frozenset(("distinct", "null_checks", "group_by"))
 _MAX_OPTIMIZED_CHARS = 8_000
 # ``x IS NOT NULL`` guards, compared apart from the other filters: they only drop NULLs.
 _NOT_NULL = " is not null"
+# ``table.column`` as :func:`_qualified` writes it.
+_TABLE_COLUMN = re.compile(r"[^.\s()'\"`]+\.[^.\s()'\"`]+")
+# A column that names an entity: ``name``, ``first_name``, ``displayname``, ``title``.
+_NAME_COLUMN = re.compile(r"[a-z0-9_]*(?:name|title)")
 _MIRROR = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 _SYMMETRIC = (exp.EQ, exp.NEQ, exp.NullSafeEQ)
 _NEGATED = {exp.EQ: exp.NEQ, exp.NEQ: exp.EQ, exp.GT: exp.LTE, exp.GTE: exp.LT}
@@ -84,6 +88,8 @@ class Parts:
     having: tuple[str, ...]
     order_by: tuple[str, ...]
     limit: str | None
+    # The GROUP BY's columns as ``table.column`` (an expression as its canonical form).
+    grouped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,30 @@ def _differences(gen: Parts, ref: Parts, *, ordered: bool) -> Iterator[Differenc
             same = a == b
         if not same:
             yield Difference(name, _show(a), _show(b))
+
+
+def keyed_grouping(gen: Parts, ref: Parts) -> bool:
+    """Whether two queries group differently only by an entity's key: both read more than one
+    table and group by columns of one table only; one groups by that table's own key (``id``,
+    ``shop_id``, ``shopid``) and the other does not, and every other column either groups by is
+    a name of the entity (``name``, ``course_name``, ``title``): ``GROUP BY s.shop_id`` or
+    ``GROUP BY s.shop_id, s.name`` against ``GROUP BY s.name``, the per-shop counts of rows
+    joined to each shop. The same groups wherever no two of the entities share a name."""
+    a, b = set(gen.grouped), set(ref.grouped)
+    if not a or not b or a == b or any(len(set(p.tables)) < 2 for p in (gen, ref)):
+        return False
+    if not all(_TABLE_COLUMN.fullmatch(c) for c in a | b):
+        return False  # an expression, or a column of no known table
+    columns = [c.split(".", 1) for c in a | b]
+    if len({table for table, _ in columns}) != 1:
+        return False
+    keys = {f"{t}.{c}" for t, c in columns if table_key(t, c)}
+    names = {f"{t}.{c}" for t, c in columns if _NAME_COLUMN.fullmatch(c)}
+    if keys | names != a | b or not names:
+        return False
+    # The key on one side only; the other may group by one name in its place.
+    keyed, other = (a - b, b - a) if a - b & keys else (b - a, a - b)
+    return bool(keyed) and keyed <= keys and not other & keys and len(other) <= 1
 
 
 def _show(value: tuple[str, ...] | str | bool | None) -> str:
@@ -220,7 +250,37 @@ def _parts(tree: exp.Expr, dialect: str | None) -> Parts:
         having=tuple(sorted(set(_predicates(conjuncts(having.this))))) if having else (),
         order_by=tuple(_order_term(o) for o in order.expressions) if order is not None else (),
         limit=_limit(limit, select.args.get("offset")),
+        grouped=_grouped(select),
     )
+
+
+def _grouped(select: exp.Select) -> tuple[str, ...]:
+    """The GROUP BY's columns as ``table.column``, a column an inner join equates with a
+    table's own key as that key (``hiring.shop_id`` as ``shop.shop_id``); an expression as its
+    canonical form."""
+    keys: dict[str, str] = {}
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        if on is None or (join.side or "").lower() in ("left", "right", "full"):
+            continue
+        for cond in conjuncts(on):
+            if not isinstance(cond, exp.EQ):
+                continue
+            sides = [cond.this, cond.expression]
+            if not all(isinstance(c, exp.Column) and c.table for c in sides):
+                continue
+            x, y = _qualified(*sides)
+            for one, other in ((x, y), (y, x)):
+                if table_key(*other.split(".", 1)) and not table_key(*one.split(".", 1)):
+                    keys[one] = other
+    out = set()
+    for term in _group_terms(select):
+        if isinstance(term, exp.Column):
+            column = _qualified(term)[0]
+            out.add(keys.get(column, column))
+        else:
+            out.add(_expr(term))
+    return tuple(sorted(out))
 
 
 def _expand_aliases(select: exp.Select) -> None:

@@ -368,6 +368,20 @@ def own_key(table: str, column: str) -> bool:
     return name == "id" or name.replace("_", "") == f"{bare}id"
 
 
+def table_key(table: str, column: str) -> bool:
+    """Whether ``column`` is ``table``'s own key by its name, a plural table's singular too
+    (``drivers.driverId``, ``countries.country_id``, ``matches.match_id``)."""
+    forms = [table]
+    folded = table.casefold()
+    if folded.endswith("ies"):
+        forms.append(table[:-3] + "y")
+    if folded.endswith("es"):
+        forms.append(table[:-2])
+    if folded.endswith("s"):
+        forms.append(table[:-1])
+    return any(own_key(form, column) for form in forms)
+
+
 def _all_equalities(select: exp.Select) -> list[exp.EQ]:
     out: list[exp.EQ] = []
     for join in select.args.get("joins") or []:

@@ -12,12 +12,13 @@ is drawn from one seed: the same queries give the same databases.
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import random
 import re
 from dataclasses import dataclass
 
-from stef.sql.equivalences import own_key
+from stef.sql.equivalences import table_key
 from stef.sql.infer import ColumnFacts, Kind, Schema
 
 Value = int | float | str | None
@@ -35,6 +36,10 @@ _MAX_KEYED_ROWS = 8
 # A query with a LIMIT gets tables with more rows than it (up to this many).
 _MAX_LIMITED_ROWS = 12
 _NULL_SHARE = 0.15
+# A day, and a time on a day (``2014-09-18 19:39:08``, ``2014-09-18 19:39:08.0``).
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)")
+_MIDNIGHT = re.compile(r" ?00:00(?::00(?:\.0+)?)?")
 _AFFINITY = {"int": "INTEGER", "real": "REAL", "text": "TEXT", "date": "TEXT"}
 _PLAIN: dict[Kind, list[Value]] = {
     "int": [1, 2, 3],
@@ -96,6 +101,9 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
         shown = schema.limit > 0 and not (exact or near or facts.grouped)
         ranked = facts.ranked or shown
         plain = _PLAIN[kind] if linked or not ranked else _wide(kind, exact)
+        clock = _midnight_clock(exact) if kind == "date" else None
+        if clock is not None:
+            exact, near, odd, plain = _stamped((exact, near, odd, plain), clock)
         if not linked and not ranked and kind in ("int", "real"):
             plain = _around(exact) or plain
         if linked and facts.ranked and kind == "int" and schema.limit:
@@ -120,24 +128,10 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
 def _owner(members: list[tuple[str, str]]) -> tuple[str, str] | None:
     """The one column of a join group that is its table's own key: ``<table>_id`` first, then
     the first ``id`` (of the reference's tables first); the others point to it."""
-    named = [(t, c) for t, c in members if _table_key(t, c) and c != "id"]
+    named = [(t, c) for t, c in members if table_key(t, c) and c != "id"]
     plain = [(t, c) for t, c in members if c == "id"]
     found = named or plain
     return found[0] if found else None
-
-
-def _table_key(table: str, column: str) -> bool:
-    """Whether ``column`` is ``table``'s own key by its name, a plural table's singular too
-    (``drivers.driverId``, ``countries.country_id``, ``matches.match_id``)."""
-    forms = [table]
-    folded = table.casefold()
-    if folded.endswith("ies"):
-        forms.append(table[:-3] + "y")
-    if folded.endswith("es"):
-        forms.append(table[:-2])
-    if folded.endswith("s"):
-        forms.append(table[:-1])
-    return any(own_key(form, column) for form in forms)
 
 
 def _owns(pools_of: dict[tuple[str, str], Pool], table: str, column: str) -> bool:
@@ -270,14 +264,67 @@ def _date_neighbours(text: str) -> list[Value] | None:
         return _year_dates(int(text))
     if re.fullmatch(r"\d{4}-\d{2}", text):
         return [f"{text}-15", f"{text}-01", f"{text}-28"]
+    stamp = _STAMP.fullmatch(text)
+    if stamp is not None:
+        # A time on a day: the same time the days either side, and another time that day.
+        head, clock = stamp.group(1), text[len(stamp.group(1)) :]
+        days = _date_neighbours(head)
+        if days is None or len(days) < 3:
+            return [text]
+        other = " 12:00:00" if _MIDNIGHT.fullmatch(clock) else " 00:00:00"
+        return [text, f"{days[1]}{clock}", f"{days[2]}{clock}", f"{head}{other}"]
     if not re.match(r"^\d{4}-\d{2}-\d{2}$", text):
         return None
     try:
         day = dt.date.fromisoformat(text)
     except ValueError:
         return [text]
-    one = dt.timedelta(days=1)
-    return [text, (day - one).isoformat(), (day + one).isoformat(), f"{text} 12:00:00"]
+    # The first and last days a date can hold have one neighbour: the day itself stands in.
+    before, after = (_shifted(day, step) or text for step in (-1, 1))
+    return [text, before, after, f"{text} 12:00:00"]
+
+
+def _shifted(day: dt.date, days: int) -> str | None:
+    """The ISO day ``days`` from ``day``; None past the range of dates."""
+    try:
+        return (day + dt.timedelta(days=days)).isoformat()
+    except OverflowError:
+        return None
+
+
+def _midnight_clock(exact: list[Value]) -> str | None:
+    """The clock of a column the queries compare with a time at midnight and no other time
+    (``date = '2014-09-18 00:00:00'``: ``00:00:00``, as the first such value writes it): it
+    holds days as timestamps at midnight. None for any other column."""
+    clocks = [m.group(2) for v in exact if isinstance(v, str) and (m := _STAMP.fullmatch(v))]
+    if not clocks or not all(_MIDNIGHT.fullmatch(c) for c in clocks):
+        return None
+    return clocks[0]
+
+
+def _stamped(
+    pools: tuple[list[Value], list[Value], list[Value], list[Value]], clock: str
+) -> tuple[list[Value], list[Value], list[Value], list[Value]]:
+    """A midnight-stamped column's (exact, near, odd, plain) values in its one format: each day
+    written as a timestamp at midnight (``clock``), another time of day only on the databases
+    with NULLs and repeats (``odd``: real data seldom mixes formats in one column, and such a
+    column holds its days at midnight)."""
+
+    def at_midnight(values: list[Value]) -> list[Value]:
+        out = [f"{v} {clock}" if isinstance(v, str) and _DAY.fullmatch(v) else v for v in values]
+        return list(dict.fromkeys(out))
+
+    def timed(v: Value) -> bool:
+        m = _STAMP.fullmatch(v) if isinstance(v, str) else None
+        return m is not None and not _MIDNIGHT.fullmatch(m.group(2))
+
+    exact, near, odd, plain = (at_midnight(values) for values in pools)
+    named = set(exact)
+    near = [v for v in near if v not in named]
+    moved = {v for v in [*near, *plain] if timed(v) and v not in named}
+    near = [v for v in near if v not in moved]
+    plain = [v for v in plain if v not in moved] or at_midnight(_PLAIN["date"])
+    return exact, near, list(dict.fromkeys([*odd, *sorted(moved, key=str)])), plain
 
 
 def _number_neighbours(text: str) -> list[Value]:
@@ -287,6 +334,18 @@ def _number_neighbours(text: str) -> list[Value]:
         return [text]
     base = int(number) if number.is_integer() else number
     return [base, base - 1, base + 1]
+
+
+def _month_dates(year: int, month: int) -> list[Value]:
+    """Days of a month (its first, middle and last), the last day of the month before and the
+    first of the month after (those a date can hold)."""
+    head = f"{year:04d}-{month:02d}"
+    if not 1 <= year <= 9999:
+        return [f"{head}-15", f"{head}-01", f"{head}-28"]
+    last = calendar.monthrange(year, month)[1]
+    first = dt.date(year, month, 1)
+    outside = (_shifted(first, -1), _shifted(first, last))
+    return [f"{head}-15", f"{head}-01", f"{head}-{last:02d}", *(d for d in outside if d)]
 
 
 def _year_dates(year: int) -> list[Value]:
@@ -303,6 +362,15 @@ def _pattern_values(pattern: str, kind: Kind) -> list[Value]:
     """Strings that match ``pattern`` (``%`` as nothing and as text, ``_`` as one letter) and
     one that misses it by its first character."""
     if kind == "date":
+        # A day or a month (``LIKE '2015-05-01%'``, ``LIKE '2015-05%'``): dates in it and either
+        # side of it; a year: dates of that year and either side.
+        day = re.match(r"^(\d{4}-\d{2}-\d{2})%$", pattern)
+        dated = _date_neighbours(day.group(1)) if day is not None else None
+        if dated is not None and len(dated) > 1:
+            return dated
+        month = re.match(r"^(\d{4})-(\d{2})%$", pattern)
+        if month is not None and 1 <= int(month.group(2)) <= 12:
+            return _month_dates(int(month.group(1)), int(month.group(2)))
         head = re.match(r"^(\d{4})", pattern)
         if head is not None:
             return _year_dates(int(head.group(1)))

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from stef.calibrate.labels import reformat_sql
-from stef.sql.compare import compare
+from stef.sql.compare import Parts, compare, keyed_grouping, parts_of
 
 _KEYWORD = re.compile(r"\b(SELECT|FROM|WHERE|JOIN|ON|AND|OR|GROUP BY|ORDER BY|LIMIT|AS)\b")
 # (title, generated, reference): the same query written another way.
@@ -108,3 +108,42 @@ def test_unparsable_sql_is_an_outcome_not_an_exception() -> None:
     assert compare("SELECT FROM WHERE ((", "SELECT 1").error == "generated_unparsed"
     assert compare("SELECT 1", "SELEC nothing ((").error == "reference_unparsed"
     assert compare("SELECT 1; SELECT 2", "SELECT 1").error == "generated_unparsed"
+
+
+@pytest.mark.parametrize(
+    ("generated", "reference", "keyed"),
+    [
+        # the key added to the name, the key in the name's place, either way round, the join's
+        # other side of the key
+        ("GROUP BY u.id, u.name", "GROUP BY u.name", True),
+        ("GROUP BY u.name", "GROUP BY u.id, u.name", True),
+        ("GROUP BY u.user_id", "GROUP BY u.name", True),
+        ("GROUP BY p.user_id, u.name", "GROUP BY u.name", True),
+        # another attribute, two columns in the key's place, a GROUP BY on one side only, an
+        # expression, another table's key, a column that only ends in "id"
+        ("GROUP BY u.id, u.city", "GROUP BY u.city", False),
+        ("GROUP BY u.id", "GROUP BY u.name, u.city", False),
+        ("GROUP BY u.city", "GROUP BY u.name", False),
+        ("", "GROUP BY u.name", False),
+        ("GROUP BY u.id", "GROUP BY UPPER(u.name)", False),
+        ("GROUP BY p.id", "GROUP BY u.name", False),
+        ("GROUP BY u.paid", "GROUP BY u.name", False),
+    ],
+)
+def test_keyed_grouping(generated: str, reference: str, keyed: bool) -> None:
+    def parts(group: str) -> Parts:
+        sql = "SELECT u.name, COUNT(*) FROM users AS u JOIN posts AS p ON p.user_id = u.user_id"
+        found = parts_of(f"{sql} {group} ORDER BY COUNT(*) DESC LIMIT 1", "sqlite")
+        assert found is not None
+        return found
+
+    assert keyed_grouping(parts(generated), parts(reference)) is keyed
+    assert keyed_grouping(parts(reference), parts(generated)) is keyed
+
+
+def test_grouping_by_a_key_over_one_table_is_not_keyed_grouping() -> None:
+    # Groups of one row each: what a question about names asks is lost.
+    gen = parts_of("SELECT name FROM customers GROUP BY id HAVING COUNT(*) > 1", "sqlite")
+    ref = parts_of("SELECT name FROM customers GROUP BY name HAVING COUNT(*) > 1", "sqlite")
+    assert gen is not None and ref is not None
+    assert not keyed_grouping(gen, ref)

@@ -45,3 +45,40 @@ def test_x_in_a_subquery_shares_the_subquery_column_domain() -> None:
     schema, _ = infer_schema([parse_one(sql, "sqlite")])
     found = pools(schema)
     assert found[("battle", "id")] is found[("ship", "lost_in_battle")]
+
+
+def test_a_column_compared_with_a_midnight_timestamp_holds_its_days_at_midnight() -> None:
+    pool = _pools(
+        "SELECT r FROM attrs WHERE date = '2014-09-18 00:00:00'",
+        "SELECT r FROM attrs WHERE SUBSTR(date, 1, 10) = '2014-09-18'",
+    )[("attrs", "date")]
+    assert pool.kind == "date"
+    assert pool.exact == ("2014-09-18 00:00:00",)
+    assert {"2014-09-17 00:00:00", "2014-09-19 00:00:00"} <= set(pool.near)
+    # one format: no bare day anywhere, another time of day only on the odd databases
+    every = [*pool.exact, *pool.near, *pool.plain]
+    assert all(isinstance(v, str) and v.endswith(" 00:00:00") for v in every)
+    assert "2014-09-18 12:00:00" in pool.odd
+
+
+def test_a_timestamp_at_another_time_keeps_both_formats() -> None:
+    pool = _pools("SELECT n FROM badges WHERE date = '2010-07-19 19:39:08'")[("badges", "date")]
+    assert "2010-07-19 19:39:08" in pool.exact
+    assert {"2010-07-18 19:39:08", "2010-07-20 19:39:08", "2010-07-19 00:00:00"} <= set(pool.near)
+    assert not pool.odd
+
+
+def test_a_like_on_a_day_or_a_month_draws_dates_in_and_around_it() -> None:
+    day = _pools("SELECT r FROM a WHERE date(d) = '2015-01-02' OR d LIKE '2015-05-01%'")
+    assert {"2015-05-01", "2015-04-30", "2015-05-02"} <= set(day[("a", "d")].every())
+    month = _pools("SELECT r FROM a WHERE date(d) = '2015-01-02' OR d LIKE '2015-12%'")
+    assert {"2015-12-15", "2015-11-30", "2016-01-01"} <= set(month[("a", "d")].every())
+
+
+def test_midnight_days_are_written_as_the_query_writes_midnight() -> None:
+    pool = _pools(
+        "SELECT r FROM attrs WHERE date = '2014-09-18 00:00:00.0'",
+        "SELECT r FROM attrs WHERE date(date) = '2014-09-18'",
+    )[("attrs", "date")]
+    assert pool.exact == ("2014-09-18 00:00:00.0",)
+    assert all(str(v).endswith(" 00:00:00.0") for v in [*pool.near, *pool.plain])
