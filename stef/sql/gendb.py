@@ -93,8 +93,11 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
             facts.ranked |= one.ranked
             facts.nullable |= one.nullable
             facts.grouped |= one.grouped
+            facts.boolean |= one.boolean
         kind = _kind(facts, [c for _, c in members])
         exact, near, odd = _named(facts, kind)
+        # A boolean (``WHERE active``, ``= TRUE``): 0 and 1 only, as SQLite stores them.
+        boolean = facts.boolean and kind == "int" and set(exact) <= {0, 1}
         linked = len(members) > 1
         # A column only shown by a query with a LIMIT takes distinct values: LIMIT k and k + 1
         # then show different rows.
@@ -108,6 +111,8 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
             plain = _around(exact) or plain
         if linked and facts.ranked and kind == "int" and schema.limit:
             plain = list(range(1, min(schema.limit + 3, _MAX_KEYED_ROWS) + 1))
+        if boolean:
+            exact, near, odd, plain = [0, 1], [], [], [0, 1]
         owner = _owner(members)
         pool = Pool(
             kind,

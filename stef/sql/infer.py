@@ -34,6 +34,7 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeE
 _NUMERIC_FUNCS = (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Abs, exp.Round)
 _DATE_FUNCS = ("strftime", "date", "datetime", "julianday", "year", "month", "timestrtotime")
 _DATE_NODES = (
+    exp.Extract,
     exp.TimeToStr,
     exp.Year,
     exp.Month,
@@ -72,6 +73,7 @@ class ColumnFacts:
     ranked: bool = False
     nullable: bool = False
     grouped: bool = False
+    boolean: bool = False
 
 
 @dataclass
@@ -286,6 +288,11 @@ def _facts_from_use(
 ) -> None:
     node, parent, wrapped_date = _climb(column, facts)
     _flags_from_parent(parent, facts, wrapped_date)
+    if node is column and isinstance(parent, exp.Where | exp.Having | exp.And | exp.Or | exp.Not):
+        # A predicate by itself (``WHERE active``, ``NOT deleted``): a boolean, 0 or 1.
+        facts.boolean = True
+        facts.kinds.add("int")
+        facts.literals |= {0, 1}
     compared: list[exp.Expr] = []
     if isinstance(parent, _COMPARISONS):
         compared.append(parent.expression if parent.this is node else parent.this)
@@ -372,6 +379,10 @@ def _compared_with(
         target = placed.get(id(other))
         if target is not None and target != where:
             schema.links.append((where, target))
+    elif isinstance(other, exp.Boolean):
+        facts.boolean = True
+        facts.kinds.add("int")
+        facts.literals |= {0, 1}
     elif isinstance(other, exp.Literal) and not other.is_string:
         _compared_with_number(float(str(other.this)), facts, wrapped_date)
     elif isinstance(other, exp.Literal):

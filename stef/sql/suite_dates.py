@@ -1,10 +1,11 @@
 """Date truncation and interval arithmetic for queries run on generated SQLite databases
 (:mod:`stef.sql.suite`), which SQLite lacks: ``DATE_TRUNC('month', d)``, ``d - INTERVAL '7
-days'``, ``DATEADD(day, -7, d)``, ``DATE_SUB(d, INTERVAL 7 DAY)``.
+days'``, ``DATEADD(day, -7, d)``, ``DATE_SUB(d, INTERVAL 7 DAY)``, ``EXTRACT(YEAR FROM d)``.
 
 :func:`portable` rewrites them into calls of two functions :func:`register` adds to a
 connection: ``STEF_TRUNC(unit, value)`` and ``STEF_SHIFT(value, count, unit)``, both over the
-ISO date texts the generated databases hold (a value that is not one gives NULL).
+ISO date texts the generated databases hold (a value that is not one gives NULL); and
+``EXTRACT`` into SQLite's own ``STRFTIME``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,19 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 _UNITS = {"day", "week", "month", "quarter", "year", "hour", "minute", "second"}
+# EXTRACT's units as STRFTIME formats (``dow``: 0 for Sunday, as PostgreSQL has it).
+_PARTS = {
+    "year": "%Y",
+    "month": "%m",
+    "day": "%d",
+    "hour": "%H",
+    "minute": "%M",
+    "second": "%S",
+    "doy": "%j",
+    "dayofyear": "%j",
+    "dow": "%w",
+    "epoch": "%s",
+}
 
 
 def register(conn: sqlite3.Connection) -> None:
@@ -41,7 +55,31 @@ def portable(tree: exp.Expr) -> exp.Expr:
     for arithmetic in list(tree.find_all(exp.Add, exp.Sub)):
         if isinstance(arithmetic, exp.Add | exp.Sub):
             _interval_arithmetic(arithmetic)
+    for extract in list(tree.find_all(exp.Extract)):
+        part = _part(extract.this.name.casefold(), extract.expression)
+        if part is not None:
+            extract.replace(part)
     return tree
+
+
+def _part(unit: str, value: exp.Expr) -> exp.Expr | None:
+    """``EXTRACT(unit FROM value)`` (``DATE_PART``, ``DATEPART``) as SQLite computes it with
+    ``STRFTIME``: an integer; None for a unit SQLite has no format for."""
+
+    def number(code: str) -> exp.Expr:
+        text = exp.Anonymous(this="STRFTIME", expressions=[_text(code), value.copy()])
+        return exp.Cast(this=text, to=exp.DataType.build("INTEGER"))
+
+    if unit in _PARTS:
+        return number(_PARTS[unit])
+    if unit == "dayofweek":  # BigQuery's and MySQL's: 1 for Sunday
+        return exp.Paren(this=exp.Add(this=number("%w"), expression=exp.Literal.number(1)))
+    if unit == "quarter":
+        months = exp.Add(this=number("%m"), expression=exp.Literal.number(2))
+        # An integer division, as SQLite divides integers.
+        quarter = exp.Div(this=exp.Paren(this=months), expression=exp.Literal.number(3), typed=True)
+        return exp.Paren(this=quarter)
+    return None
 
 
 def constant_date(node: exp.Expr) -> str | None:
