@@ -167,7 +167,13 @@ def _place_scope(
         if isinstance(select, exp.Select)
         else set()
     )
-    for column in scope.columns:
+    columns = list(scope.columns)
+    qualify = select.args.get("qualify") if isinstance(select, exp.Select) else None
+    if qualify is not None:
+        # sqlglot's scope leaves out a QUALIFY window's PARTITION BY columns.
+        known = {id(c) for c in columns}
+        columns += [c for c in qualify.find_all(exp.Column) if id(c) not in known]
+    for column in columns:
         if column.parent_select is not select and not column.table:
             continue
         name = column.name.casefold()
