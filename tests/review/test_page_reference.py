@@ -34,6 +34,14 @@ ROWS = [
         "gold_sql": "SELECT s.name FROM singer AS s WHERE (s.country = 'France')",
     },
     {
+        "id": "keyed",
+        "question": "For each shop, return the number of employees and the shop's name.",
+        "sql": "SELECT COUNT(*), s.name FROM shop AS s JOIN hiring AS h "
+        "ON s.shop_id = h.shop_id GROUP BY s.shop_id",
+        "gold_sql": "SELECT COUNT(*), s.name FROM hiring AS h JOIN shop AS s "
+        "ON h.shop_id = s.shop_id GROUP BY s.name",
+    },
+    {
         "id": "free",
         "question": "How many singers are there?",
         "sql": "SELECT COUNT(*) FROM singer",
@@ -103,3 +111,16 @@ def test_agreeing_rows_show_no_counterexample_and_no_reference_shows_nothing(
     assert page.is_visible("#r-refcard") and not page.is_visible("#r-cex")
     page = _open(browser, server, "free")
     assert not page.is_visible("#r-refcard")
+
+
+def test_rows_that_differ_but_pass_say_why_beside_the_counterexample(
+    browser: Any,  # noqa: F811
+    server: Any,
+) -> None:
+    page = _open(browser, server, "keyed")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "review-keyed-groups.png"), full_page=True)
+    said = page.text_content("#r-ref") or ""
+    assert said.startswith("Likely Correct, decided by execution (rows different")
+    assert "groups by their key" in said
+    assert page.is_visible("#r-cex")
