@@ -66,25 +66,38 @@ class _Lobby:
         self._closed = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")
+        # The lobby's thread drops what waits and closes its selector as it stops (so nothing
+        # is closed under it while it still admits a batch on a loaded machine).
         self._thread.join(timeout=5)
-        for conn in list(self._waiting):
-            self._drop(conn)
-        while self._arrived:
-            self._drop(self._arrived.popleft()[0])
-        self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
 
     def _run(self) -> None:
-        while not self._closed:
-            for key, _ in self._selector.select(timeout=self._next_timeout()):
-                if key.fileobj is self._wake_r:
-                    self._take_arrivals()
-                else:
-                    self._selector.unregister(key.fileobj)
-                    addr, _ = self._waiting.pop(key.fileobj)
-                    self._admit(key.fileobj, addr)
-            self._expire()
+        try:
+            while not self._closed:
+                for key, _ in self._selector.select(timeout=self._next_timeout()):
+                    if key.fileobj is self._wake_r:
+                        self._take_arrivals()
+                    elif not self._closed:
+                        self._ready(key.fileobj)
+                self._expire()
+        finally:
+            for conn in list(self._waiting):
+                self._drop(conn)
+            self._waiting.clear()
+            while self._arrived:
+                self._drop(self._arrived.popleft()[0])
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _ready(self, conn: Any) -> None:
+        """A waiting connection with bytes to read (or at its end): admitted. One no longer
+        waiting is passed over: the arrivals before it in the same batch evicted and closed it."""
+        entry = self._waiting.pop(conn, None)
+        if entry is None:
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
+        self._admit(conn, entry[0])
 
     def _next_timeout(self) -> float:
         if not self._waiting:

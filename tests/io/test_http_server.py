@@ -74,3 +74,41 @@ def test_a_connection_silent_past_the_first_byte_timeout_is_closed(server: Bound
         assert not _closed_by_server(s, 0.5)
         assert _closed_by_server(s, 2.0)  # the timeout is 1 s
     assert _get(port).startswith(b"HTTP/1.0 200")
+
+
+def test_a_connection_evicted_in_the_same_batch_as_its_first_byte_is_passed_over() -> None:
+    """The arrivals of one select batch may evict (and close) a connection whose first byte is
+    in the same batch: the lobby passes over it, its thread goes on admitting."""
+    from stef.io.http_server import _Lobby
+
+    admitted: list[object] = []
+    dropped: list[socket.socket] = []
+
+    def drop(conn: socket.socket) -> None:
+        dropped.append(conn)
+        conn.close()
+
+    lobby = _Lobby(lambda conn, addr: admitted.append(conn), drop, 5.0, 1)
+    listener = socket.create_server(("127.0.0.1", 0))
+    clients = []
+    try:
+        for _ in range(2):
+            clients.append(socket.create_connection(listener.getsockname()))
+            conn, addr = listener.accept()
+            lobby.park(conn, addr)
+        deadline = time.monotonic() + 5
+        while not dropped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(dropped) == 1  # past the bound of one: the longest-waiting one closed
+        lobby._ready(dropped[0])  # what the batch would have handed it: no error
+        clients[1].sendall(b"GET / HTTP/1.0\r\n\r\n")
+        while not admitted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(admitted) == 1 and admitted[0] is not dropped[0]
+    finally:
+        lobby.close()
+        listener.close()
+        for c in clients:
+            c.close()
+        for c in admitted:
+            c.close()  # type: ignore[attr-defined]
