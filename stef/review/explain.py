@@ -116,8 +116,9 @@ def reference(rec: Mapping[str, Any]) -> str | None:
             f" (rows {run.get('status')} on generated databases: {run['databases']} run, "
             f"{run.get('informative') or 0} could tell)"
         )
-        if run.get("status") == "different" and isinstance(run.get("detail"), str):
-            said += f": {run['detail']}"  # why rows that differ still pass
+        detail = run.get("detail")
+        if run.get("status") == "different" and isinstance(detail, str) and detail:
+            said += f": {detail}"  # why rows that differ still pass
     elif isinstance(run.get("status"), str):
         said += f" (rows {run['status']} on the configured database)"
     if isinstance(ref.get("error"), str):

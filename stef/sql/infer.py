@@ -294,7 +294,8 @@ def _facts_from_use(
 ) -> None:
     node, parent, wrapped_date = _climb(column, facts)
     _flags_from_parent(parent, facts, wrapped_date)
-    if node is column and isinstance(parent, exp.Where | exp.Having | exp.And | exp.Or | exp.Not):
+    bare = node is column or (isinstance(node, exp.Paren) and node.unnest() is column)
+    if bare and isinstance(parent, exp.Where | exp.Having | exp.And | exp.Or | exp.Not):
         # A predicate by itself (``WHERE active``, ``NOT deleted``): a boolean, 0 or 1.
         facts.boolean = True
         facts.kinds.add("int")

@@ -90,6 +90,7 @@ def test_a_counterexample_shows_its_tables_and_both_outputs(
     page.screenshot(path=str(SHOTS / "review-counterexample.png"), full_page=True)
     said = page.text_content("#r-ref") or ""
     assert said.startswith("Incorrect, decided by execution")
+    assert said.endswith("could tell)")  # no reason added to a plain difference
     assert page.text_content("#r-verdict") == "Incorrect"  # the reference's, not the judge's
     assert page.is_visible("#r-cex")
     assert page.text_content("#r-cex-tables caption") == "singer"
