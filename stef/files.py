@@ -84,8 +84,11 @@ def utf8_text(raw: bytes, path: str | Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        problem = f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
-        raise FileError(path, problem, line) from None
+        raise FileError(path, _not_utf8(raw, exc), line) from None
+
+
+def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
 
 
 def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
@@ -144,8 +147,7 @@ def _line_text(raw: bytes, path: str | Path, n: int, lenient: bool) -> str:
     try:
         return raw.decode("utf-8", "replace" if lenient else "strict")
     except UnicodeDecodeError as exc:
-        problem = f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
-        raise FileError(path, problem, n) from None
+        raise FileError(path, _not_utf8(raw, exc), n) from None
 
 
 def iter_jsonl(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:

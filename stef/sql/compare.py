@@ -258,29 +258,37 @@ def _grouped(select: exp.Select) -> tuple[str, ...]:
     """The GROUP BY's columns as ``table.column``, a column an inner join equates with a
     table's own key as that key (``hiring.shop_id`` as ``shop.shop_id``); an expression as its
     canonical form."""
-    keys: dict[str, str] = {}
-    for join in select.args.get("joins") or []:
-        on = join.args.get("on")
-        if on is None or (join.side or "").lower() in ("left", "right", "full"):
-            continue
-        for cond in conjuncts(on):
-            if not isinstance(cond, exp.EQ):
-                continue
-            sides = [cond.this, cond.expression]
-            if not all(isinstance(c, exp.Column) and c.table for c in sides):
-                continue
-            x, y = _qualified(*sides)
-            for one, other in ((x, y), (y, x)):
-                if table_key(*other.split(".", 1)) and not table_key(*one.split(".", 1)):
-                    keys[one] = other
+    terms = _group_terms(select)
+    if not terms:
+        return ()
+    keys = _keys_joined(select)
     out = set()
-    for term in _group_terms(select):
+    for term in terms:
         if isinstance(term, exp.Column):
             column = _qualified(term)[0]
             out.add(keys.get(column, column))
         else:
             out.add(_expr(term))
     return tuple(sorted(out))
+
+
+def _keys_joined(select: exp.Select) -> dict[str, str]:
+    """``table.column`` -> the ``table.key`` an inner join's ON equates it with (a table's own
+    key, the column not one)."""
+    keys: dict[str, str] = {}
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        if on is None or (join.side or "").lower() in ("left", "right", "full"):
+            continue
+        for cond in conjuncts(on):
+            sides = [cond.this, cond.expression] if isinstance(cond, exp.EQ) else []
+            if len(sides) != 2 or not all(isinstance(c, exp.Column) and c.table for c in sides):
+                continue
+            x, y = _qualified(*sides)
+            for one, other in ((x, y), (y, x)):
+                if table_key(*other.split(".", 1)) and not table_key(*one.split(".", 1)):
+                    keys[one] = other
+    return keys
 
 
 def _expand_aliases(select: exp.Select) -> None:

@@ -278,7 +278,7 @@ def _date_neighbours(text: str) -> list[Value] | None:
             return [text]
         other = " 12:00:00" if _MIDNIGHT.fullmatch(clock) else " 00:00:00"
         return [text, f"{days[1]}{clock}", f"{days[2]}{clock}", f"{head}{other}"]
-    if not re.match(r"^\d{4}-\d{2}-\d{2}$", text):
+    if not _DAY.fullmatch(text):
         return None
     try:
         day = dt.date.fromisoformat(text)

@@ -296,10 +296,7 @@ def _facts_from_use(
     _flags_from_parent(parent, facts, wrapped_date)
     bare = node is column or (isinstance(node, exp.Paren) and node.unnest() is column)
     if bare and isinstance(parent, exp.Where | exp.Having | exp.And | exp.Or | exp.Not):
-        # A predicate by itself (``WHERE active``, ``NOT deleted``): a boolean, 0 or 1.
-        facts.boolean = True
-        facts.kinds.add("int")
-        facts.literals |= {0, 1}
+        _boolean(facts)  # a predicate by itself: ``WHERE active``, ``NOT deleted``
     compared: list[exp.Expr] = []
     if isinstance(parent, _COMPARISONS):
         compared.append(parent.expression if parent.this is node else parent.this)
@@ -387,15 +384,20 @@ def _compared_with(
         if target is not None and target != where:
             schema.links.append((where, target))
     elif isinstance(other, exp.Boolean):
-        facts.boolean = True
-        facts.kinds.add("int")
-        facts.literals |= {0, 1}
+        _boolean(facts)
     elif isinstance(other, exp.Literal) and not other.is_string:
         _compared_with_number(float(str(other.this)), facts, wrapped_date)
     elif isinstance(other, exp.Literal):
         _compared_with_string(str(other.this), facts, wrapped_date)
     else:
         _compared_with_date_expression(other, facts)
+
+
+def _boolean(facts: ColumnFacts) -> None:
+    """A boolean column: 0 or 1, as SQLite stores TRUE and FALSE."""
+    facts.boolean = True
+    facts.kinds.add("int")
+    facts.literals |= {0, 1}
 
 
 def _compared_with_date_expression(other: exp.Expr, facts: ColumnFacts) -> None:

@@ -142,19 +142,23 @@ def test_backticks_in_the_generated_sql_run_when_no_dialect_is_named() -> None:
     assert ref.execution is not None and ref.execution.status == "different"
 
 
-def test_grouping_by_the_entity_key_or_its_name_is_likely_correct() -> None:
-    # The rows differ only where two shops share a name: the counterexample stays, the
-    # verdict is Likely Correct and the detail says why.
-    result = _judge(
+def _per_shop(group: str) -> Result:
+    """Employees per shop, grouped by ``group``, against the gold's ``GROUP BY s.name``."""
+    return _judge(
         {
             "question": "For each shop, return the number of employees and the shop's name.",
             "sql": "SELECT COUNT(*), s.name FROM shop AS s JOIN hiring AS h "
-            "ON s.shop_id = h.shop_id GROUP BY s.shop_id",
+            f"ON s.shop_id = h.shop_id GROUP BY {group}",
             "gold_sql": "SELECT COUNT(*), s.name FROM hiring AS h JOIN shop AS s "
             "ON h.shop_id = s.shop_id GROUP BY s.name",
         }
     )
-    ref = result.reference
+
+
+def test_grouping_by_the_entity_key_or_its_name_is_likely_correct() -> None:
+    # The rows differ only where two shops share a name: the counterexample stays, the
+    # verdict is Likely Correct and the detail says why.
+    ref = _per_shop("s.shop_id").reference
     assert ref is not None and ref.verdict is Verdict.LIKELY_CORRECT
     assert ref.decided_by == "execution"
     assert ref.execution is not None and ref.execution.status == "different"
@@ -163,15 +167,6 @@ def test_grouping_by_the_entity_key_or_its_name_is_likely_correct() -> None:
 
 
 def test_grouping_by_another_attribute_stays_incorrect() -> None:
-    result = _judge(
-        {
-            "question": "For each shop, return the number of employees and the shop's name.",
-            "sql": "SELECT COUNT(*), s.name FROM shop AS s JOIN hiring AS h "
-            "ON s.shop_id = h.shop_id GROUP BY s.city",
-            "gold_sql": "SELECT COUNT(*), s.name FROM hiring AS h JOIN shop AS s "
-            "ON h.shop_id = s.shop_id GROUP BY s.name",
-        }
-    )
-    ref = result.reference
+    ref = _per_shop("s.city").reference
     assert ref is not None and ref.verdict is Verdict.INCORRECT
     assert ref.execution is not None and ref.execution.status == "different"
