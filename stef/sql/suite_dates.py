@@ -55,7 +55,7 @@ def portable(tree: exp.Expr) -> exp.Expr:
     for arithmetic in list(tree.find_all(exp.Add, exp.Sub)):
         if isinstance(arithmetic, exp.Add | exp.Sub):
             _interval_arithmetic(arithmetic)
-    for extract in list(tree.find_all(exp.Extract)):
+    for extract in reversed(list(tree.find_all(exp.Extract))):  # the innermost first
         part = _part(extract.this.name.casefold(), extract.expression)
         if part is not None:
             extract.replace(part)
