@@ -35,6 +35,8 @@ from stef.judges.llm.judge import LlmJudge
 from stef.models import InputRecord
 from stef.pipeline import Pipeline, judge_request
 from stef.rules import load_rules
+from stef.service.collector import restore_collector, settle_collector
+from stef.settings import Settings
 from stef.stages.validate import validate
 
 
@@ -126,9 +128,12 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
         )
         judge = build_llm_judge(config)
         client, send = _plain_sender(base_url, concurrency)
+        collector = None
         try:
             pipeline = Pipeline(load_rules(None), judge)
             bodies = _request_bodies(pipeline, judge, records)
+            # The collector as a replica sets it once built (`stef run`): both sides run under it.
+            collector = settle_collector(Settings.model_fields["gc_gen0"].default)
             stef_s = plain_s = 0.0
             outcomes: list[str] = []
 
@@ -148,6 +153,7 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
                         else:
                             plain_s += took
         finally:
+            restore_collector(collector)
             client.close()
             judge.close()
     n = chunk * rounds

@@ -42,6 +42,7 @@ from stef.pipeline import Pipeline
 from stef.rules.watch import RulesWatcher
 from stef.service.acks import AckPolicy, Observer, send
 from stef.service.canary import Canary, build_canary
+from stef.service.collector import restore_collector, settle_collector
 from stef.service.health import HealthServer, HealthState
 from stef.service.judge_errors import JudgeErrorLog
 from stef.service.lifecycle import Lifecycle
@@ -206,6 +207,8 @@ class Service:
             self.server.start()
         if self.canary is not None:
             self.canary.start()
+        # Everything is built: what is alive now lives as long as the run (stef.service.collector).
+        collector = settle_collector(s.gc_gen0)
         for n in range(s.concurrency):
             t = threading.Thread(target=self._worker, name=f"stef-worker-{n}", daemon=True)
             t.start()
@@ -224,6 +227,7 @@ class Service:
             self.health.ready = False
             self._shutdown()
             self.judge_errors.flush()
+            restore_collector(collector)
         if self.lifecycle.fatal is not None:
             log.error("service_failed", error=str(self.lifecycle.fatal))
             return Exit.FAILURE
