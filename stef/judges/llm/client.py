@@ -188,6 +188,9 @@ class ChatClient:
                 max_keepalive_connections=config.max_concurrency,
             ),
         )
+        # Joined once (as the client joins a relative path, on every request otherwise).
+        base = self._client.base_url
+        self._completions = base.copy_with(raw_path=base.raw_path + b"chat/completions")
         self._secrets: tuple[str, ...] = (key,) if key else ()
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._lock = threading.Lock()
@@ -382,7 +385,7 @@ class ChatClient:
     ) -> Any:
         # The raw response, whatever its status: the body is validated by parse_body.
         return self._client.post(
-            "chat/completions",
+            self._completions,
             content=_serialized(self.model, messages, mode, schema, params, call),
         )
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
 
 from stef.judges.llm.wire import TokenLogprob, TokenLogprobs
 from stef.models import PASSING_VERDICTS, Verdict
@@ -78,13 +80,13 @@ def verdict_probability(text: str | None, tokens: Sequence[TokenLogprob] | None)
     if not found:
         return None
     start = found[-1].end()
-    offset = 0
-    for i, token in enumerate(texts):
-        end = offset + len(token)
-        if offset <= start < end:
-            return _passing_share(_alternatives(tokens[i]), spelt[offset:start])
-        offset = end
-    return None
+    # The token whose text holds the character at ``start``: the first that ends past it.
+    ends = list(accumulate(map(len, texts)))
+    i = bisect_right(ends, start)
+    if i == len(ends):
+        return None
+    offset = ends[i] - len(texts[i])
+    return _passing_share(_alternatives(tokens[i]), spelt[offset:start])
 
 
 def _passing_share(alternatives: dict[str, float], before: str) -> float | None:
