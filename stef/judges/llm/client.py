@@ -513,8 +513,13 @@ def _serialized(
     }
     if call is not None:
         _with_call_options(body, call)
-    # pydantic's serializer: a quarter of json.dumps' time on a 10 KB body; UTF-8 as it is.
-    return to_json(body)
+    try:
+        # pydantic's serializer: a quarter of json.dumps' time on a 10 KB body; UTF-8 as it is.
+        return to_json(body)
+    except ValueError:
+        # A lone surrogate (half an emoji in a reply quoted back by the re-ask) has no UTF-8:
+        # JSON's escape carries it, as the reply that brought it did.
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _with_call_options(body: dict[str, Any], call: _Call) -> None:

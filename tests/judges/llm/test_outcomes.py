@@ -338,6 +338,20 @@ def test_invalid_reply_is_reasked_once_with_the_error(
     assert result.usage.completion_tokens >= 10
 
 
+def test_a_reply_with_a_lone_surrogate_is_quoted_back_in_the_reask(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: PipelineFor
+) -> None:
+    # Half an emoji, as a model cut short writes it: JSON carries it escaped; the re-ask body
+    # quotes it back escaped too (UTF-8 cannot hold it raw).
+    half = "not a verdict \ud83d"
+    server.script(Reply(half, logprobs=False), Reply(reply()))
+    result = pipeline_for(judge).judge_record(make_record())
+    assert result.outcome == "evaluated"
+    first, second = server.chat_requests()
+    assert second.messages[:2] == first.messages
+    assert second.messages[2] == {"role": "assistant", "content": half}
+
+
 def test_second_invalid_reply_is_judge_error_never_a_score(
     server: FakeLlmServer, judge: LlmJudge, pipeline_for: PipelineFor
 ) -> None:
