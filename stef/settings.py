@@ -150,7 +150,7 @@ class Settings(BaseModel):
         gc_gen0: allocations between two collections of Python's youngest generation in a
             replica (Python's own default: 700). When the replica is built, before its workers
             start, what is alive is frozen out of every collection (``gc.freeze``). 0 leaves
-            Python's collector as it is.
+            Python's collector as it is; at most 10⁹.
         max_inflight: records fetched but not yet acknowledged; fetching pauses at this bound.
             Defaults to ``max(256, 4 * concurrency)``: enough that the workers keep judging
             while earlier results wait for the broker's acknowledgement.
@@ -241,7 +241,7 @@ class Settings(BaseModel):
     rules: Path | None = None
     rules_check_interval_s: float = Field(2.0, gt=0)
     concurrency: int = Field(8, ge=1, le=1024)
-    gc_gen0: int = Field(10_000, ge=0)
+    gc_gen0: int = Field(10_000, ge=0, le=1_000_000_000)
     max_inflight: int | None = Field(None, ge=1)
     max_inflight_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     drain_timeout_s: float = Field(30.0, ge=0)

@@ -52,6 +52,8 @@ def test_the_config_file_may_come_from_stef_config(tmp_path: Path) -> None:
         ({"source": "http://x/y"}, "source"),
         ({"results": "kafka://k:1/t?group=g"}, "group"),
         ({"concurrency": 0}, "concurrency"),
+        ({"gc_gen0": -1}, "gc_gen0"),
+        ({"gc_gen0": 2**31}, "gc_gen0"),  # past what gc.set_threshold takes
         ({"field_mapping": {"qestion": "q"}}, "qestion"),
         ({"bogus": 1}, "bogus"),
     ],
