@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from stef import accuracy as accuracy_module
 from stef.accuracy import Transfer, label_free, t_quantile
 from stef.calibrate.fit import Point, fit
 from stef.calibrate.labels import judge_all, without_sampling
@@ -122,3 +123,24 @@ def test_default_judge_on_an_unseen_dev_source_covers_or_declines() -> None:
                 est = cal.label_free(n, total, squares)
                 assert est.interval is None or est.interval.covers(truth), (unseen, size, est)
                 assert est.interval is not None or est.reason
+
+
+def test_a_windows_estimate_reuses_the_calibrations_t_quantile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The quality metrics estimate at every record; the quantile depends on the calibration only
+    # (one costs a millisecond: it was 40% of a replica's CPU on the Kafka bench).
+    t_quantile.cache_clear()
+    steps = 0
+    real = accuracy_module._t_cdf
+
+    def counted(t: float, df: int) -> float:
+        nonlocal steps
+        steps += 1
+        return real(t, df)
+
+    monkeypatch.setattr(accuracy_module, "_t_cdf", counted)
+    transfer = Transfer(0.8, 0.3, 0.05, 0.05, sources=5)
+    for n in range(2, 500):
+        label_free(n, 0.7 * n, 0.5 * n, 0.8, 0.3, transfer)
+    assert 0 < steps <= 200  # one bisection, not one a record
