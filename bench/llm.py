@@ -1,7 +1,10 @@
 """Bench section: the LLM path against a local fake endpoint with a fixed latency.
 
 The endpoint runs in its own process (``python -m stef.testing.fake_server``), as a real one would:
-in this process it would compete with the judge for the GIL.
+in this process it would compete with the judge for the GIL. The record path is built as
+``stef run`` builds it (:func:`stef.service.wiring.build_pipeline`: metrics, calibration, the
+heuristic's second opinion) and runs under the collector settings of a replica: until 2026-11-28
+it ran without metrics, and a metric that cost 1.2 ms a record went unseen here.
 
 The baseline is a plain client (``httpx``, the transport under the ``openai`` client) sending the
 very bodies STEF sends (:meth:`LlmJudge.request_body`: log-probabilities asked for included, so
@@ -28,14 +31,17 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx2 as httpx
+from prometheus_client import CollectorRegistry
 
 from stef.judges.llm import build_llm_judge
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
+from stef.metrics import Metrics
 from stef.models import InputRecord
 from stef.pipeline import Pipeline, judge_request
 from stef.rules import load_rules
 from stef.service.collector import restore_collector, settle_collector
+from stef.service.wiring import build_pipeline
 from stef.settings import Settings
 from stef.stages.validate import validate
 
@@ -126,11 +132,14 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
             cache_size=0,
             timeout_s=30,
         )
-        judge = build_llm_judge(config)
+        # Built as `stef run` builds it: metrics on (the quality gauges' estimate, the LLM call
+        # histograms), the default calibration, the heuristic's second opinion.
+        metrics = Metrics(CollectorRegistry())
+        judge = build_llm_judge(config, metrics)
         client, send = _plain_sender(base_url, concurrency)
         collector = None
         try:
-            pipeline = Pipeline(load_rules(None), judge)
+            pipeline = build_pipeline(Settings(llm=config), load_rules(None), judge, metrics)
             bodies = _request_bodies(pipeline, judge, records)
             # The collector as a replica sets it once built (`stef run`): both sides run under it.
             collector = settle_collector(Settings.model_fields["gc_gen0"].default)
