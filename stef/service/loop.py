@@ -207,13 +207,14 @@ class Service:
             self.server.start()
         if self.canary is not None:
             self.canary.start()
-        # Everything is built: what is alive now lives as long as the run (stef.service.collector).
-        collector = settle_collector(s.gc_gen0)
         for n in range(s.concurrency):
             t = threading.Thread(target=self._worker, name=f"stef-worker-{n}", daemon=True)
             t.start()
             self._workers.append(t)
         drained = False
+        # Everything is built and no record is in yet: what is alive now lives as long as the
+        # run (stef.service.collector).
+        collector = settle_collector(s.gc_gen0)
         try:
             self.source.start()
             for sink in (self.results, self.dead_letters):
