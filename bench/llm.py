@@ -139,10 +139,11 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
         client, send = _plain_sender(base_url, concurrency)
         collector = None
         try:
-            pipeline = build_pipeline(Settings(llm=config), load_rules(None), judge, metrics)
+            settings = Settings(llm=config)
+            pipeline = build_pipeline(settings, load_rules(None), judge, metrics)
             bodies = _request_bodies(pipeline, judge, records)
             # The collector as a replica sets it once built (`stef run`): both sides run under it.
-            collector = settle_collector(Settings.model_fields["gc_gen0"].default)
+            collector = settle_collector(settings.gc_gen0)
             stef_s = plain_s = 0.0
             outcomes: list[str] = []
 

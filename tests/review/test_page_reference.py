@@ -81,14 +81,19 @@ def _open(browser: Any, server: Any, record_id: str) -> Any:  # noqa: F811
     return page
 
 
+def _reference_line(page: Any, shot: str) -> str:
+    """The page's reference line, after a full-page screenshot named ``shot``."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / shot), full_page=True)
+    return page.text_content("#r-ref") or ""
+
+
 def test_a_counterexample_shows_its_tables_and_both_outputs(
     browser: Any,  # noqa: F811
     server: Any,
 ) -> None:
     page = _open(browser, server, "offset")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "review-counterexample.png"), full_page=True)
-    said = page.text_content("#r-ref") or ""
+    said = _reference_line(page, "review-counterexample.png")
     assert said.startswith("Incorrect, decided by execution")
     assert said.endswith("could tell)")  # no reason added to a plain difference
     assert page.text_content("#r-verdict") == "Incorrect"  # the reference's, not the judge's
@@ -119,9 +124,7 @@ def test_rows_that_differ_but_pass_say_why_beside_the_counterexample(
     server: Any,
 ) -> None:
     page = _open(browser, server, "keyed")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "review-keyed-groups.png"), full_page=True)
-    said = page.text_content("#r-ref") or ""
+    said = _reference_line(page, "review-keyed-groups.png")
     assert said.startswith("Likely Correct, decided by execution (rows different")
     assert "groups by their key" in said
     assert page.is_visible("#r-cex")
