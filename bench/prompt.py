@@ -45,9 +45,11 @@ def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any
         for raw in corpus:
             record = validate(raw)
             request, _ = judge_request(record, rules.for_app(record.app))
-            messages = judge.messages(request)
-            prompts.append(sum(_tokens(m["content"]) for m in messages))
-            received = Received("POST", "/v1/chat/completions", {}, {"messages": messages}, 0.0)
+            # The body STEF sends (response_format included: without it the fake server takes
+            # the request for the probability mode's Yes/No question).
+            body = json.loads(judge.request_body(request))
+            prompts.append(sum(_tokens(m["content"]) for m in body["messages"]))
+            received = Received("POST", "/v1/chat/completions", {}, body, 0.0)
             content = judge_like(received).content
             assert isinstance(content, dict)
             completions.append(_tokens(json.dumps(content)))
