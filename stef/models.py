@@ -11,17 +11,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, Protocol, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _is_none(value: object) -> bool:
+    """A field left out of the JSON when unset (absent, not null), decided by the serializer as it
+    goes: a wrapping serializer would build every result as Python dicts first."""
+    return value is None
 
 
 # --------------------------------------------------------------------------------------- input
@@ -335,40 +335,28 @@ class JudgeInfo(_Frozen):
     model: str | None = None
     prompt_version: str | None = None
     rules_version: str | None = None
-    reported_model: str | None = None
-    samples: SampleVote | None = None
-    second_opinion: SecondOpinion | None = None
+    # The fields only an LLM judgment sets are absent rather than null when unset: a heuristic
+    # run's results stay as they were.
+    reported_model: str | None = Field(default=None, exclude_if=_is_none)
+    samples: SampleVote | None = Field(default=None, exclude_if=_is_none)
+    second_opinion: SecondOpinion | None = Field(default=None, exclude_if=_is_none)
     p_correct: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="calibrated P(the SQL answers the question)"
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="calibrated P(the SQL answers the question)",
+        exclude_if=_is_none,
     )
     mode: str | None = Field(
-        default=None, description="the LLM verdict mode: structured, probability or cascade"
+        default=None,
+        description="the LLM verdict mode: structured, probability or cascade",
+        exclude_if=_is_none,
     )
     examples: list[str] | None = Field(
         default=None,
         description="the ids of the labelled examples shown with this record (llm.few_shot)",
+        exclude_if=_is_none,
     )
-
-    @model_serializer(mode="wrap")
-    def _without_unset_record_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Absent rather than null when unset: a heuristic run's results stay as they were.
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in _PER_RECORD_INFO:
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
-
-
-# The JudgeInfo fields that only an LLM judgment sets; left out of the JSON when unset.
-_PER_RECORD_INFO = (
-    "reported_model",
-    "samples",
-    "second_opinion",
-    "p_correct",
-    "mode",
-    "examples",
-)
 
 
 # ------------------------------------------------------------------------------------- result
@@ -472,19 +460,10 @@ class ReferenceExecution(_Frozen):
     generated_rows: int | None = None
     reference_rows: int | None = None
     source: Literal["database", "generated"] = "database"
-    databases: int | None = None
-    informative: int | None = None
-    counterexample: ReferenceCounterexample | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_generated_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A configured database's execution keeps the bytes it had: no generated-only keys.
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in ("databases", "informative", "counterexample"):
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
+    # A configured database's execution keeps the bytes it had: no generated-only keys.
+    databases: int | None = Field(default=None, exclude_if=_is_none)
+    informative: int | None = Field(default=None, exclude_if=_is_none)
+    counterexample: ReferenceCounterexample | None = Field(default=None, exclude_if=_is_none)
 
 
 class Reference(_Frozen):
@@ -509,18 +488,9 @@ class Reference(_Frozen):
     p_correct: float | None = Field(default=None, ge=0.0, le=1.0)
     differences: list[ReferenceDifference] = Field(default_factory=list)
     error: str | None = None
-    execution: ReferenceExecution | None = None
-    decided_by: Literal["execution", "structure"] | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_unrun_execution(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Absent, not null, unless reference.execute is set.
-        data = handler(self)
-        if isinstance(data, dict) and self.execution is None:
-            data.pop("execution", None)
-        if isinstance(data, dict) and self.decided_by is None:
-            data.pop("decided_by", None)
-        return data
+    # Absent, not null, unless reference.execute is set.
+    execution: ReferenceExecution | None = Field(default=None, exclude_if=_is_none)
+    decided_by: Literal["execution", "structure"] | None = Field(default=None, exclude_if=_is_none)
 
 
 # A database reference mode runs SELECTs on (``reference.execute``): the protocol here, so the
@@ -602,34 +572,27 @@ class Result(_Frozen):
     )
     usage: Usage = Field(default_factory=Usage)
     metadata: dict[str, Any] | None = None
+    # A live result keeps the bytes it had before backfills were marked: no "backfill" key,
+    # however it is dumped (the results sink, `stef judge`). Likewise "input" and "reference".
     backfill: Backfill | None = Field(
-        None, description="set by stef backfill only; absent (not null) from live results"
+        None,
+        description="set by stef backfill only; absent (not null) from live results",
+        exclude_if=_is_none,
     )
     input: ResultInput | None = Field(
         None,
         description="the question, enriched question and SQL judged (results_include_input); "
         "absent (not null) when left out",
+        exclude_if=_is_none,
     )
     reference: Reference | None = Field(
-        None, description="the comparison with the record's reference SQL; absent without one"
+        None,
+        description="the comparison with the record's reference SQL; absent without one",
+        exclude_if=_is_none,
     )
     needs_review: bool = Field(
         default=False, description="confidence below the review bound (setting review_below)"
     )
-
-    @model_serializer(mode="wrap")
-    def _live_without_backfill(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A live result keeps the bytes it had before backfills were marked: no "backfill" key,
-        # however it is dumped (the results sink, `stef judge`).
-        data: dict[str, Any] = handler(self)
-        if self.backfill is None:
-            data.pop("backfill", None)
-        if self.input is None:
-            data.pop("input", None)
-        # Likewise a record without a reference keeps the bytes it had: no "reference" key.
-        if self.reference is None:
-            data.pop("reference", None)
-        return data
 
     def to_json(self) -> str:
         return self.model_dump_json()
