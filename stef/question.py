@@ -401,8 +401,10 @@ def _entity_found(m: re.Match[str], text: str) -> Found | None:
 _CLAUSE_END = re.compile(r";|\n|,\s|\.\s")
 _WORD = re.compile(r"[^\W\d_]{3,}")
 # Names beside an operator are columns ("element = 'cl'"), quoted text is a value.
+# A name starts where a word does: tried from inside one, it fails once per letter.
 _COLUMN_OR_VALUE = re.compile(
-    r"[`\"]?[\w.-]+[`\"]?\s*(?:=|!=|<>|<=|>=|<|>|\bin\b|\blike\b|\bbetween\b)|'[^']*'", re.I
+    r"(?<![\w.-])[`\"]?[\w.-]+[`\"]?\s*(?:=|!=|<>|<=|>=|<|>|\bin\b|\blike\b|\bbetween\b)|'[^']*'",
+    re.I,
 )
 _LINK_WORDS = frozenset(
     [
@@ -449,8 +451,14 @@ _LINK_WORDS = frozenset(
 )
 
 
-def _stems(text: str) -> set[str]:
-    return {w.casefold()[:5] for w in _WORD.findall(text)} - {w[:5] for w in _LINK_WORDS}
+_LINK_STEMS = frozenset(w[:5] for w in _LINK_WORDS)
+
+
+@lru_cache(maxsize=1024)
+def _stems(text: str) -> frozenset[str]:
+    """The 5-letter stems of the words of ``text`` (a question, or a clause without its names
+    and values), link words left out."""
+    return frozenset(w.casefold()[:5] for w in _WORD.findall(text)) - _LINK_STEMS
 
 
 @lru_cache(maxsize=256)
@@ -479,8 +487,13 @@ def glossary_entry(enriched: str, span: tuple[int, int], question: str) -> bool:
     start = ends[at][1] if at >= 0 else 0
     after = bisect.bisect_left(ends, span[1], key=lambda e: e[0])
     clause = enriched[start : ends[after][0] if after < len(ends) else len(enriched)]
-    words = _stems(_COLUMN_OR_VALUE.sub(" ", clause))
+    words = _clause_stems(clause)
     return bool(words) and not words & _stems(question)
+
+
+@lru_cache(maxsize=1024)
+def _clause_stems(clause: str) -> frozenset[str]:
+    return _stems(_COLUMN_OR_VALUE.sub(" ", clause))
 
 
 def question_key(question: str) -> str:

@@ -45,6 +45,8 @@ _DATE_LIKE = re.compile(r"(?:19|20)\d\d(?:-\d\d){0,2}")
 _QUARTER = re.compile(r"q[1-4]")
 # "element = 'c'": the column a question (or its enrichment) compares a quoted value with.
 _COLUMN_BEFORE = re.compile(r"([A-Za-z_][\w.]*)\s*(?:=|==|!=|<>|\bin\b|\blike\b)\s*\(?\s*$", re.I)
+_COLUMN_REACH = 64  # the operator, and the blanks around it, fit in this many characters
+_NAME_CHAR = re.compile(r"[\w.]")
 # Operators whose literal values say what the predicate selects.
 _VALUE_OPS = {"=", "!=", "<", "<=", ">", ">=", "like", "in", "between", "or"}
 
@@ -223,7 +225,13 @@ def _column_before(text: str, found: Found) -> str | None:
     ``element``), lower-case and without its qualifier; None when no comparison precedes it."""
     if found.kind != "value":
         return None
-    m = _COLUMN_BEFORE.search(text, 0, found.span[0])
+    # Searched from a little before the value, widened to the start of the name cut there: from
+    # the text's start, a long enrichment costs a failed try at every letter before it.
+    end = found.span[0]
+    start = max(0, end - _COLUMN_REACH)
+    while start > 0 and _NAME_CHAR.match(text, start - 1):
+        start -= 1
+    m = _COLUMN_BEFORE.search(text, start, end)
     return m.group(1).casefold().rsplit(".", 1)[-1] if m else None
 
 

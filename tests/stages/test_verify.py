@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -20,10 +21,11 @@ from stef.models import (
     Verdict,
 )
 from stef.pipeline import judge_request
+from stef.question import question_literals
 from stef.rules import AppRules
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
-from stef.stages.verify import REPAIR_KINDS, repair_kind, verify
+from stef.stages.verify import REPAIR_KINDS, _column_before, repair_kind, verify
 from tests.conftest import ROOT
 
 
@@ -341,3 +343,31 @@ def test_a_contradicted_match_no_predicate_carries_stays_mismatched() -> None:
     out, repairs = verify(_output(("chlorine atoms", "cl", "matched", [1])), request)
     assert out.filter_matches[0].status == "mismatched"
     assert repair_kind(repairs[0]) == "contradicted_match"
+
+
+_WHOLE_TEXT_COLUMN = re.compile(
+    r"([A-Za-z_][\w.]*)\s*(?:=|==|!=|<>|\bin\b|\blike\b)\s*\(?\s*$", re.I
+)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "column"),
+    [
+        ("", "element"),
+        ("definitions: " * 60, "element"),  # the name far along a long enrichment
+        # A name longer than the reach: read whole, not from where the reach cuts it.
+        ("refers to T1." + "long_name_" * 10, "long_name_" * 10 + "element"),
+        ("x " * 300 + "T1.", "element"),
+    ],
+)
+def test_the_column_before_a_value_is_read_as_from_the_texts_start(
+    prefix: str, column: str
+) -> None:
+    # The search starts a little before the value, widened to the start of the name cut there:
+    # the same column as a search of the whole text before it.
+    text = f"{prefix}element = 'cl' means chlorine"
+    found = next(f for f in question_literals(text) if f.value == "cl")
+    whole = _WHOLE_TEXT_COLUMN.search(text, 0, found.span[0])
+    assert whole is not None
+    assert whole.group(1).casefold().rsplit(".", 1)[-1] == column
+    assert _column_before(text, found) == column

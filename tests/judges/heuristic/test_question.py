@@ -4,8 +4,11 @@ ordering and top-k requests)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from stef import question as question_module
 from stef.judges.heuristic.question import question_spec
 from stef.models import Aggregation, QuestionFilter, QuestionSpec
 from stef.question import glossary_entry, question_literals
@@ -451,3 +454,29 @@ def test_a_glossary_line_written_with_a_colon_stays_one() -> None:
     value = enriched.index("'M'")
     question = "How many patients born after 1950 have an abnormal GPT level?"
     assert glossary_entry(enriched, (value, value + 3), question) is True
+
+
+_ANY_START = re.compile(
+    r"[`\"]?[\w.-]+[`\"]?\s*(?:=|!=|<>|<=|>=|<|>|\bin\b|\blike\b|\bbetween\b)|'[^']*'", re.I
+)
+
+
+@pytest.mark.parametrize(
+    "clause",
+    [
+        "element = 'cl' means Chlorine",
+        "`U-PRO` > 0 refers to abnormal urine protein",
+        'x`name` = 1 and "Quoted"=2 mean the name',
+        "T1.height_cm between 180 and 190 refers to tall players",
+        "don't = 'it''s' stands for a contraction",
+        "a=b=c means chained assignments of values",
+        "status in ('open', 'closed') for statuses that are whatever",
+        "averylongwordwithoutanyoperatorbesideit " * 20,
+    ],
+)
+def test_a_clause_keeps_the_words_of_a_search_from_any_letter(clause: str) -> None:
+    # Names beside an operator are tried from the start of a word only: the words left are the
+    # same as when every letter is a start.
+    assert question_module._clause_stems(clause) == question_module._stems(
+        _ANY_START.sub(" ", clause)
+    )
