@@ -8,6 +8,7 @@ Two spellings of the same thing (``2023.0`` and ``2023``, ``"Region"`` and ``reg
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -75,6 +76,14 @@ def canon(node: exp.Expr, *, fold_strings: bool = False) -> str:
     """Canonical text of an expression: qualifiers and quotes dropped, identifiers and function
     names and keywords lower-case, generic dialect. String literals keep their case ('%Y' is not
     '%y') unless ``fold_strings`` (for compared values, which fold like every value)."""
+    if type(node) is exp.Column and not node.args.get("join_mark"):
+        ident = node.this
+        if type(ident) is exp.Identifier:  # most terms: a column, rendered once per name
+            return _column_text(ident.this, fold_strings)
+    return _rendered(node, fold_strings)
+
+
+def _rendered(node: exp.Expr, fold_strings: bool) -> str:
     bare = _unqualified(node)
     try:
         # A copy of our own already when qualifiers or quotes went: no second copy.
@@ -82,6 +91,12 @@ def canon(node: exp.Expr, *, fold_strings: bool = False) -> str:
     except SqlglotError:
         text = str(bare)
     return _fold_outside_strings(" ".join(text.split()), fold_strings=fold_strings)
+
+
+@lru_cache(maxsize=4096)
+def _column_text(name: str, fold_strings: bool) -> str:
+    """:func:`canon` of a column named ``name``, whatever its qualifier and quotes."""
+    return _rendered(exp.Column(this=exp.Identifier(this=name, quoted=False)), fold_strings)
 
 
 def literal_value(node: exp.Expr) -> str | None:

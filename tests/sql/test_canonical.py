@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
+from stef.sql import canonical
 from stef.sql.canonical import (
     SQL_STRING,
     canon,
@@ -88,3 +89,24 @@ def test_values_in_tree_order() -> None:
 def test_sql_string_reads_escaped_quotes_as_one_literal() -> None:
     found = [m.group(1) for m in SQL_STRING.finditer("a = 'it''s' AND b = '' AND c = 'x'")]
     assert found == ["it''s", "", "x"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "read"),
+    [
+        ('SELECT T1."Name" FROM t AS T1', None),
+        ('SELECT "select" FROM t', None),  # a keyword: quoted again
+        ('SELECT "1a" FROM t', None),  # starts with a digit: quoted again
+        ("SELECT cat.db.tbl.col FROM t", None),
+        ('SELECT "it\'s" FROM t', None),  # a quote inside: still a name, not a string
+        ('SELECT `x y`, `Weird"` FROM t', "mysql"),
+        ("SELECT Größe FROM t", None),
+    ],
+)
+def test_a_column_reads_as_its_rendered_text(sql: str, read: str | None) -> None:
+    # Columns take a shortcut (one rendering per name): the same text as the whole path.
+    for projection in sqlglot.parse_one(sql, read=read).expressions:
+        for fold_strings in (False, True):
+            assert canon(projection, fold_strings=fold_strings) == canonical._rendered(
+                projection, fold_strings
+            )
