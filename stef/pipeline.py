@@ -381,7 +381,8 @@ class Pipeline:
     ) -> Result:
         """The result held against the record's reference SQL, when it has one (reference
         mode): the SQL judged (out of its fence) with the reference the judge was not shown."""
-        judged = record.model_copy(update={"sql": request.record.sql})
+        sql = request.record.sql
+        judged = record if record.sql == sql else record.model_copy(update={"sql": sql})
         referenced = with_reference(
             result,
             judged,
@@ -429,7 +430,10 @@ class Pipeline:
             update["second_opinion"] = self._second_opinion(
                 self.options.second_opinion, request, result.components.verdict
             )
-        return result.model_copy(update={"judge": result.judge.model_copy(update=update)})
+        judge = result.judge
+        if all(getattr(judge, name) == value for name, value in update.items()):
+            return result  # nothing reported (the heuristic): no copy of the whole result
+        return result.model_copy(update={"judge": judge.model_copy(update=update)})
 
     def _second_opinion(
         self, backend: Judge, request: JudgeRequest, verdict: Verdict

@@ -65,6 +65,7 @@ def fold_text(text: str) -> str:
     return " ".join(text.translate(_QUOTES).casefold().split())
 
 
+@lru_cache(maxsize=8192)  # a record folds its few values many times over
 def fold_value(value: str) -> str:
     """A question or predicate value as compared: outer quotes, LIKE wildcards, case and
     whitespace folded away (an apostrophe inside the value stays)."""
