@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import paired
+
 # The sections REF runs too, when this run runs them.
 SECTIONS = ("deterministic", "llm")
 # The figures set side by side in the report: the throughputs and their ratios.
@@ -64,10 +66,17 @@ def _export(root: Path, commit: str, into: Path) -> None:
 
 
 def run_against(
-    root: Path, ref: str, commit: str, sections: list[str], args: argparse.Namespace, corpus: Path
+    root: Path,
+    ref: str,
+    commit: str,
+    sections: list[str],
+    args: argparse.Namespace,
+    corpus: Path,
+    records: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """REF's report of ``sections`` (those of :data:`SECTIONS` among them), run on REF's code
-    (``commit``, from :func:`resolve`).
+    (``commit``, from :func:`resolve`); with the deterministic section, both sides' record path
+    in alternating rounds too (:mod:`bench.paired`, over ``records``).
 
     Raises:
         AgainstError: REF cannot be exported, or its bench failed.
@@ -92,7 +101,14 @@ def run_against(
         if done.returncode != 0 or not (out / "report.json").exists():
             raise AgainstError(f"bench: the bench of {ref} ({commit[:12]}) failed")
         theirs: dict[str, Any] = json.loads((out / "report.json").read_text())
-    return {"ref": ref, "commit": commit, "sections": theirs.get("sections", {})}
+        against = {"ref": ref, "commit": commit, "sections": theirs.get("sections", {})}
+        if "deterministic" in chosen:
+            print("bench: deterministic, both sides in alternating rounds ...", file=sys.stderr)
+            try:
+                against["paired"] = paired.run_rounds({"this tree": root, ref: tree}, records)
+            except RuntimeError as exc:
+                raise AgainstError(f"bench: {exc}") from exc
+    return against
 
 
 def _env() -> dict[str, str]:

@@ -303,9 +303,33 @@ def _markdown(report: dict[str, Any]) -> str:
             lines += ["| " + " | ".join(columns) + " |"]
             lines.append("| " + " | ".join("---" for _ in columns) + " |")
             lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+        if against.get("paired"):
+            lines += _paired_markdown(against["paired"])
     if report.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _paired_markdown(paired: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"### deterministic, both sides in {paired['rounds']} alternating rounds (CPU time)",
+        "",
+        "Each round runs both sides in fresh processes, the order flipping every round: the "
+        "parse of each chunk of 50 records and the record path of the same chunk, in this "
+        "thread's CPU time. Medians of the rounds.",
+        "",
+        "| side | deterministic / parse (CPU) | record path CPU ms | by round |",
+        "| --- | --- | --- | --- |",
+    ]
+    for side, figures in paired["sides"].items():
+        rounds = ", ".join(str(r) for r in figures["ratio_by_round"])
+        lines.append(
+            f"| {side} | {figures['deterministic_vs_parse_cpu_ratio']} | "
+            f"{figures['record_path_cpu_ms']} | {rounds} |"
+        )
+    lines += ["", f"this tree / ref: {paired['first_over_second']}"]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ran = [name for name, _ in SECTIONS if not args.only or name in args.only]
             report["against"] = run_against(
-                ROOT, args.against, against, ran, args, DEV_SET.resolve()
+                ROOT, args.against, against, ran, args, DEV_SET.resolve(), corpus
             )
         except AgainstError as exc:
             print(exc.message, file=sys.stderr)
