@@ -454,7 +454,7 @@ _LINK_WORDS = frozenset(
 _LINK_STEMS = frozenset(w[:5] for w in _LINK_WORDS)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _stems(text: str) -> frozenset[str]:
     """The 5-letter stems of the words of ``text`` (a question, or a clause without its names
     and values), link words left out."""
@@ -491,7 +491,7 @@ def glossary_entry(enriched: str, span: tuple[int, int], question: str) -> bool:
     return bool(words) and not words & _stems(question)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _clause_stems(clause: str) -> frozenset[str]:
     return _stems(_COLUMN_OR_VALUE.sub(" ", clause))
 

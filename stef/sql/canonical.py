@@ -78,7 +78,8 @@ def canon(node: exp.Expr, *, fold_strings: bool = False) -> str:
     '%y') unless ``fold_strings`` (for compared values, which fold like every value)."""
     if type(node) is exp.Column and not node.args.get("join_mark"):
         ident = node.this
-        if type(ident) is exp.Identifier:  # most terms: a column, rendered once per name
+        # Most terms are a column: rendered once per short name (a long one each time, not kept).
+        if type(ident) is exp.Identifier and len(ident.this) <= _CACHED_NAME_CHARS:
             return _column_text(ident.this, fold_strings)
     return _rendered(node, fold_strings)
 
@@ -91,6 +92,9 @@ def _rendered(node: exp.Expr, fold_strings: bool) -> str:
     except SqlglotError:
         text = str(bare)
     return _fold_outside_strings(" ".join(text.split()), fold_strings=fold_strings)
+
+
+_CACHED_NAME_CHARS = 128
 
 
 @lru_cache(maxsize=4096)

@@ -65,10 +65,23 @@ def fold_text(text: str) -> str:
     return " ".join(text.translate(_QUOTES).casefold().split())
 
 
-@lru_cache(maxsize=8192)  # a record folds its few values many times over
 def fold_value(value: str) -> str:
     """A question or predicate value as compared: outer quotes, LIKE wildcards, case and
     whitespace folded away (an apostrophe inside the value stays)."""
+    # A record folds its few values many times over; a long one (up to the SQL's length) is
+    # folded each time rather than kept.
+    return _fold_short(value) if len(value) <= _CACHED_VALUE_CHARS else _fold(value)
+
+
+_CACHED_VALUE_CHARS = 200
+
+
+@lru_cache(maxsize=8192)
+def _fold_short(value: str) -> str:
+    return _fold(value)
+
+
+def _fold(value: str) -> str:
     v = " ".join(value.casefold().split()).strip("'\"`\u2018\u2019\u201c\u201d%").strip()
     if _THOUSANDS.fullmatch(v):
         v = v.replace(",", "")

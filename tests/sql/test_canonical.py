@@ -110,3 +110,11 @@ def test_a_column_reads_as_its_rendered_text(sql: str, read: str | None) -> None
             assert canon(projection, fold_strings=fold_strings) == canonical._rendered(
                 projection, fold_strings
             )
+
+
+def test_a_long_column_name_is_rendered_each_time_not_kept() -> None:
+    kept = canonical._column_text.cache_info().currsize
+    name = "c" * 300
+    column = sqlglot.parse_one(f"SELECT t.{name} FROM t").expressions[0]
+    assert canon(column) == name
+    assert canonical._column_text.cache_info().currsize == kept

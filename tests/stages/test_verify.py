@@ -23,6 +23,7 @@ from stef.models import (
 from stef.pipeline import judge_request
 from stef.question import question_literals
 from stef.rules import AppRules
+from stef.stages import verify as verify_module
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
 from stef.stages.verify import REPAIR_KINDS, _column_before, repair_kind, verify
@@ -371,3 +372,13 @@ def test_the_column_before_a_value_is_read_as_from_the_texts_start(
     assert whole is not None
     assert whole.group(1).casefold().rsplit(".", 1)[-1] == column
     assert _column_before(text, found) == column
+
+
+def test_a_long_value_is_folded_each_time_not_kept() -> None:
+    # Values are as long as the SQL allows: a cache of them would hold megabytes.
+    kept = verify_module._fold_short.cache_info().currsize
+    value = "'" + "Ab  Cd " * 100 + "'"
+    assert verify_module.fold_value(value) == " ".join(["ab cd"] * 100)
+    assert verify_module._fold_short.cache_info().currsize == kept
+    assert verify_module.fold_value("'North  America'") == "north america"
+    assert verify_module._fold_short.cache_info().currsize in (kept, kept + 1)
