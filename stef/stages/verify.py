@@ -47,6 +47,8 @@ _QUARTER = re.compile(r"q[1-4]")
 _COLUMN_BEFORE = re.compile(r"([A-Za-z_][\w.]*)\s*(?:=|==|!=|<>|\bin\b|\blike\b)\s*\(?\s*$", re.I)
 _COLUMN_REACH = 64  # the operator, and the blanks around it, fit in this many characters
 _NAME_CHAR = re.compile(r"[\w.]")
+_NAME_RUN = re.compile(r"[\w.]+")
+_NAME_START = re.compile(r"[A-Za-z_]")
 # Operators whose literal values say what the predicate selects.
 _VALUE_OPS = {"=", "!=", "<", "<=", ">", ">=", "like", "in", "between", "or"}
 
@@ -239,13 +241,20 @@ def _column_before(text: str, found: Found) -> str | None:
     ``element``), lower-case and without its qualifier; None when no comparison precedes it."""
     if found.kind != "value":
         return None
-    # Searched from a little before the value, widened to the start of the name cut there: from
-    # the text's start, a long enrichment costs a failed try at every letter before it.
+    # Read from a little before the value, widened to the start of the name cut there: from the
+    # text's start, a long enrichment costs a failed try at every letter before it.
     end = found.span[0]
     start = max(0, end - _COLUMN_REACH)
     while start > 0 and _NAME_CHAR.match(text, start - 1):
         start -= 1
-    m = _COLUMN_BEFORE.search(text, start, end)
+    # Tried from the first letter of each name only: from a later letter of a name the match
+    # fails where the first letter's does (the part after the name is the same), after reading
+    # the rest of the name again, which made a long name quadratic.
+    m = None
+    for run in _NAME_RUN.finditer(text, start, end):
+        first = _NAME_START.search(text, run.start(), run.end())
+        if first is not None and (m := _COLUMN_BEFORE.match(text, first.start(), end)):
+            break
     return m.group(1).casefold().rsplit(".", 1)[-1] if m else None
 
 

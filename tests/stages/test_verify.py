@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
@@ -21,7 +22,7 @@ from stef.models import (
     Verdict,
 )
 from stef.pipeline import judge_request
-from stef.question import question_literals
+from stef.question import Found, question_literals
 from stef.rules import AppRules
 from stef.stages import verify as verify_module
 from stef.stages.normalize import normalize
@@ -382,3 +383,18 @@ def test_a_long_value_is_folded_each_time_not_kept() -> None:
     assert verify_module._fold_short.cache_info().currsize == kept
     assert verify_module.fold_value("'North  America'") == "north america"
     assert verify_module._fold_short.cache_info().currsize in (kept, kept + 1)
+
+
+def test_the_column_before_a_value_agrees_with_a_search_of_the_whole_text() -> None:
+    # Random texts of names, digits, dots, blanks, operators and long names: the column read from
+    # each name's first letter is the one a search of the whole text before the value finds.
+    pieces = ["a", "Z", "_", "1", ".", " ", "=", "==", "!=", "<>", "(", " in ", "LIKE", "é"]
+    pieces += ["T1.", "'", "\n", "n" * 70, "ab" * 40]
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        at = rng.randint(0, len(text))
+        whole = _WHOLE_TEXT_COLUMN.search(text, 0, at)
+        expected = whole.group(1).casefold().rsplit(".", 1)[-1] if whole else None
+        found = Found("v", "v", "value", span=(at, at + 1))
+        assert _column_before(text, found) == expected, (text, at)
