@@ -21,7 +21,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +68,7 @@ def run_rounds(
 
 
 @contextlib.contextmanager
-def _corpus_file(corpus: list[dict[str, Any]]) -> Any:
-    import tempfile
-
+def _corpus_file(corpus: list[dict[str, Any]]) -> Iterator[Path]:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in corpus)
         f.flush()
@@ -89,7 +89,7 @@ def _worker(tree: Path, corpus: Path) -> dict[str, float]:
     if done.returncode != 0:
         raise RuntimeError(f"paired worker in {tree} failed: {done.stderr.strip()[-500:]}")
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    if not str(figures.pop("stef")).startswith(str(tree.resolve())):
+    if not Path(figures.pop("stef")).resolve().is_relative_to(tree.resolve()):
         raise RuntimeError(f"paired worker in {tree} imported another tree's stef")
     return figures
 
