@@ -14,6 +14,13 @@ approach; the ratio says how much of what the transport reaches the judge's own 
 (analysis, prompt rendering, the client, validation, scoring, the result's JSON) leaves. Measured
 at 64 and 256 in flight. Until the log-probabilities were asked for in the bodies here (2026-11),
 the baseline's replies were lighter than STEF's: ratios from before are not comparable.
+
+The wall ratio also says which process was the bottleneck, and that moves with the machine: the
+plain client is often held by the endpoint (a Python server on the same two cores) while STEF's
+side is held by its own interpreter. So each side's window also counts CPU time: this process's
+(every thread: the client, the judge, the metrics) per record, and the endpoint's share of a core
+(read from ``/proc``; absent where there is none). ``llm_vs_plain_cpu_ratio`` (the plain client's
+CPU per record over STEF's) is the interpreter cost alone, whatever holds the wall clock.
 """
 
 from __future__ import annotations
@@ -49,6 +56,13 @@ from stef.stages.validate import validate
 @contextmanager
 def fake_endpoint(latency_s: float) -> Iterator[str]:
     """A fake OpenAI-compatible server in a subprocess; yields its base URL."""
+    with _fake_server(latency_s) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def _fake_server(latency_s: float) -> Iterator[tuple[str, int]]:
+    """:func:`fake_endpoint`, yielding the server's process id too."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -68,7 +82,7 @@ def fake_endpoint(latency_s: float) -> Iterator[str]:
         base_url = proc.stdout.readline().strip()
         if not base_url.startswith("http://127.0.0.1:"):
             raise RuntimeError(f"fake server did not start: {base_url!r}")
-        yield base_url
+        yield base_url, proc.pid
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         try:
@@ -109,6 +123,37 @@ def _plain_sender(base_url: str, concurrency: int) -> tuple[httpx.Client, Callab
     return client, send
 
 
+def _cpu_of(pid: int) -> float | None:
+    """CPU seconds (user and system) process ``pid`` has used; None without ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            # The fields after the command (which may hold spaces), from the state on.
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _Side:
+    """One side's windows: wall seconds, this process's CPU seconds, the endpoint's."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+        self.endpoint: float | None = 0.0
+
+    def run(
+        self, pool: ThreadPoolExecutor, fn: Callable[[Any], object], items: list[Any], pid: int
+    ) -> None:
+        cpu, endpoint = time.process_time(), _cpu_of(pid)
+        self.wall += _window(pool, fn, items)
+        self.cpu += time.process_time() - cpu
+        after = _cpu_of(pid)
+        if self.endpoint is None or endpoint is None or after is None:
+            self.endpoint = None
+        else:
+            self.endpoint += after - endpoint
+
+
 def _window(pool: ThreadPoolExecutor, fn: Callable[[Any], object], items: list[Any]) -> float:
     started = time.perf_counter()
     list(pool.map(fn, items))
@@ -124,7 +169,7 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
     raw = [corpus[i % len(corpus)] for i in range(chunk * rounds)]
     records = [validate(r) for r in raw]
     payloads = [json.dumps(r).encode() for r in raw]
-    with fake_endpoint(latency) as base_url:
+    with _fake_server(latency) as (base_url, server_pid):
         config = LlmConfig(
             base_url=base_url,
             model="bench-fake",
@@ -144,7 +189,7 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
             bodies = _request_bodies(pipeline, judge, records)
             # The collector as a replica sets it once built (`stef run`): both sides run under it.
             collector = settle_collector(settings.gc_gen0)
-            stef_s = plain_s = 0.0
+            stef, plain = _Side(), _Side()
             outcomes: list[str] = []
 
             def judged(payload: bytes) -> None:
@@ -155,28 +200,33 @@ def measure(corpus: list[dict[str, Any]], latency_ms: float, concurrency: int) -
                 _window(pool, send, bodies[:concurrency])  # connections up, outside the window
                 for r in range(rounds):
                     part = slice(r * chunk, (r + 1) * chunk)
-                    sides = [("plain", send, bodies[part]), ("stef", judged, payloads[part])]
-                    for name, fn, items in sides if r % 2 == 0 else reversed(sides):
-                        took = _window(pool, fn, items)
-                        if name == "stef":
-                            stef_s += took
-                        else:
-                            plain_s += took
+                    sides = [(plain, send, bodies[part]), (stef, judged, payloads[part])]
+                    for side, fn, items in sides if r % 2 == 0 else reversed(sides):
+                        side.run(pool, fn, items, server_pid)
         finally:
             restore_collector(collector)
             client.close()
             judge.close()
     n = chunk * rounds
-    return {
+    figures: dict[str, Any] = {
         "records": n,
         "evaluated": outcomes.count("evaluated"),
         "latency_ms": latency_ms,
         "concurrency": concurrency,
-        "llm_path_per_s": round(n / stef_s, 1),
-        "plain_client_per_s": round(n / plain_s, 1),
+        "llm_path_per_s": round(n / stef.wall, 1),
+        "plain_client_per_s": round(n / plain.wall, 1),
         "littles_law_bound_per_s": round(concurrency / latency, 1),
-        "llm_vs_plain_ratio": round(plain_s / stef_s, 3),
+        "llm_vs_plain_ratio": round(plain.wall / stef.wall, 3),
+        "llm_path_cpu_ms_per_record": round(stef.cpu / n * 1e3, 2),
+        "plain_client_cpu_ms_per_record": round(plain.cpu / n * 1e3, 2),
+        "llm_vs_plain_cpu_ratio": round(plain.cpu / stef.cpu, 3),
+        "llm_path_process_cores": round(stef.cpu / stef.wall, 2),
+        "plain_client_process_cores": round(plain.cpu / plain.wall, 2),
     }
+    if stef.endpoint is not None and plain.endpoint is not None:
+        figures["endpoint_cores_beside_llm_path"] = round(stef.endpoint / stef.wall, 2)
+        figures["endpoint_cores_beside_plain_client"] = round(plain.endpoint / plain.wall, 2)
+    return figures
 
 
 def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
