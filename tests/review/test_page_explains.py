@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,17 @@ def test_llm_results_show_the_second_opinion_and_no_none(
         server.server_close()
 
 
+def _labels_reach(labels: Path, count: int) -> list[tuple[str, bool | None]]:
+    """The labels file's (reviewer, label) pairs once it holds ``count`` lines: the page saves a
+    label by a request of its own after the key, and moves on when it is answered."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = read_label_lines(labels) if labels.exists() else []
+        if len(lines) >= count or time.monotonic() > deadline:
+            return [(x["reviewer"], x["label"]) for x in lines]
+        time.sleep(0.05)
+
+
 def test_each_browser_keeps_its_reviewers_name(
     browser: Any,  # noqa: F811
     heuristic_results: Path,
@@ -161,10 +173,12 @@ def test_each_browser_keeps_its_reviewers_name(
         page.fill("#who", "ann")
         page.keyboard.press("Enter")
         page.keyboard.press("c")
+        assert _labels_reach(labels, 1) == [("ann", True)]
         page.reload()  # the name is kept by this browser
         page.wait_for_selector("#r-id:not(:empty)")
         assert page.input_value("#who") == "ann"
         page.keyboard.press("i")
+        assert _labels_reach(labels, 2) == [("ann", True), ("ann", False)]
         bob = browser.new_context().new_page()  # another browser: asked again
         bob.goto(url)
         bob.wait_for_selector("#r-id:not(:empty)")
@@ -173,10 +187,9 @@ def test_each_browser_keeps_its_reviewers_name(
         bob.keyboard.press("Enter")
         bob.keyboard.press("ArrowLeft")
         bob.keyboard.press("s")
+        assert _labels_reach(labels, 3) == [("ann", True), ("ann", False), ("bob", None)]
         SHOTS.mkdir(parents=True, exist_ok=True)
         bob.screenshot(path=str(SHOTS / "review-second-reviewer.png"), full_page=True)
-        said = [(x["reviewer"], x["label"]) for x in read_label_lines(labels)]
-        assert said == [("ann", True), ("ann", False), ("bob", None)]
     finally:
         server.shutdown()
         server.server_close()
