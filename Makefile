@@ -40,8 +40,8 @@ run: $(RUN_STAMP)
 	bash scripts/run-sample.sh
 
 lint: setup
-	$(BIN)/ruff check stef tests scripts bench
-	$(BIN)/ruff format --check stef tests scripts bench
+	$(BIN)/ruff check stef tests scripts bench setup.py
+	$(BIN)/ruff format --check stef tests scripts bench setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache  # the floors ([tool.importlinter] in pyproject.toml)
 

@@ -21,6 +21,8 @@ quiet_pip() {
   printf '%s\n' "$out" | grep -v -e "^WARNING: Location" -e '^$' || true
 }
 rm -rf dist
+# Nothing of an earlier build (pure or compiled) may be packed into this one.
+rm -rf build/lib build/lib.* build/bdist.* build/temp.*
 # Built by the locked setuptools of .venv, without isolation; installed over the locked runtime.
 quiet_pip .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w dist .
 wheel=$(ls dist/stef-*.whl)
@@ -56,3 +58,46 @@ PY
 "$work/venv/bin/stef" report results.jsonl -o report.html
 grep -q "<h1>STEF report</h1>" report.html
 echo "check-wheel: installed wheel wrote the report page"
+
+# The compiled build (setup.py, STEF_COMPILE=1: the hot modules through mypyc, with .venv's locked
+# mypy): installed into its own virtualenv, it must load its compiled modules and judge the sample
+# log exactly as the pure wheel does, every result byte for byte (latency aside).
+cd "$root"
+rm -rf build/lib build/lib.* build/bdist.* build/temp.*
+echo "check-wheel: building the compiled wheel (mypyc, about 2 minutes)"
+STEF_COMPILE=1 quiet_pip .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation \
+  -w dist/compiled .
+compiled=$(ls dist/compiled/stef-*-cp3*.whl)
+"$py" -m venv "$work/compiled"
+for lock in requirements/build.txt requirements/run.txt; do
+  quiet_pip "$work/compiled/bin/python" -m pip install -q --require-hashes --no-deps -r "$lock"
+done
+quiet_pip "$work/compiled/bin/python" -m pip install -q --no-deps "$root/$compiled"
+"$work/compiled/bin/python" -m pip check
+cd "$work"
+"$work/compiled/bin/python" -c '
+import stef.question, stef.stages.sqlspec
+assert stef.question.__file__.endswith(".so"), stef.question.__file__
+assert stef.stages.sqlspec.__file__.endswith(".so"), stef.stages.sqlspec.__file__
+'
+for side in venv compiled; do
+  env -u STEF_PROMPTS_DIR -u STEF_LLM_BASE_URL "$work/$side/bin/stef" replay \
+    "$root/examples/agent_log.jsonl" --rules "$root/rules" --no-progress --log-level error \
+    -o "$side.jsonl" --dead-letters "$side.dead.jsonl" > "$side.summary.txt"
+done
+"$work/compiled/bin/python" - <<'PY'
+import json
+
+def lines(path, timed=False):
+    """The file's JSON lines, each as sorted-key text without the time it took, in order."""
+    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+    for row in rows if timed else ():
+        row["usage"].pop("latency_ms")
+    return sorted(json.dumps(row, sort_keys=True) for row in rows)
+
+pure, compiled = lines("venv.jsonl", timed=True), lines("compiled.jsonl", timed=True)
+assert len(pure) == len(compiled) > 300, (len(pure), len(compiled))
+assert pure == compiled, next(a for a, b in zip(pure, compiled) if a != b)[:300]
+assert lines("venv.dead.jsonl") == lines("compiled.dead.jsonl")
+print(f"check-wheel: compiled wheel judged the sample log as the pure one: {len(pure)} results")
+PY
