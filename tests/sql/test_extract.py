@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.pipeline import SQL_EXTRACTED, Pipeline
 from stef.rules import load_rules
+from stef.sql import extract
 from stef.sql.extract import extract_sql
 from stef.stages.validate import validate
 
@@ -64,3 +67,14 @@ def test_a_fenced_delete_is_unsafe_even_when_sampled_out() -> None:
     pipe = Pipeline(RuleSet(AppRules(sampling_rate=0.0)), HeuristicJudge())
     r = pipe.judge_record(validate({"question": "q", "sql": f"{FENCE}sql\nDELETE FROM t\n{FENCE}"}))
     assert r.outcome == "skipped_sampling" and r.safety.mutating
+
+
+def test_fences_are_found_where_a_search_of_every_start_finds_them() -> None:
+    # The fence search tries only starts before the last line break (linear); a seeded sample of
+    # texts made of fence pieces gives the same matches as the pattern's own finditer.
+    rng = random.Random(20261128)
+    pieces = ["```", "````", "~~~", "`", "~", "sql", "postgresql", " ", "\t", "\n", "select 1", "x"]
+    for _ in range(3_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        found = [(m.span(), m.groupdict()) for m in extract._fences(text)]
+        assert found == [(m.span(), m.groupdict()) for m in extract._FENCE.finditer(text)], text

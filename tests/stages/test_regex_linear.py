@@ -19,11 +19,13 @@ import sqlglot
 from sqlglot import exp
 
 from stef import question as reading
+from stef.io.otlp import record as otlp_record
 from stef.judges.heuristic import question as q
 from stef.judges.heuristic import readings
 from stef.question import Found
 from stef.sql.canonical import SQL_STRING
 from stef.sql.census import Census
+from stef.sql.extract import extract_sql
 from stef.sql.safety import scan_unparsed
 from stef.sql.scope import conditions, cte_bodies, feeding_selects
 from stef.stages import sqlspec as sqlspec_stage
@@ -329,3 +331,25 @@ def test_sql_walks_are_linear(
     title: str, run: Callable[[exp.Expr], object], make: Callable[[int], exp.Expr], n: int
 ) -> None:
     assert tree_growth(run, make, n) < BOUND, title
+
+
+# SQL an agent logged inside a fence (stef/sql/extract.py), and a span's fenced SQL
+# (stef/io/otlp/record.py): long runs of fence characters or blanks on a line with no line break
+# after. The first was cubic (4,000 backticks: 19 s), the second quadratic in the blanks.
+FENCE_CASES: list[tuple[str, Callable[[str], object], Callable[[int], str]]] = [
+    ("extract: backticks, no line break", extract_sql, lambda n: "`" * n),
+    ("extract: tildes, no line break", extract_sql, lambda n: "~" * n),
+    ("extract: backticks after a line", extract_sql, lambda n: "select 1\n" + "`" * n),
+    ("extract: fence then blanks", extract_sql, lambda n: "```" + " " * n),
+    ("extract: fences and words", extract_sql, _rep("```sql ")),
+    ("extract: unclosed fences on lines", extract_sql, _rep("```sql\nselect 1\n")),
+    ("otlp: fence then blanks", _search(otlp_record._FENCE), lambda n: "```" + " " * n),
+    ("otlp: fence, a word, blanks", _search(otlp_record._FENCE), lambda n: "``` sql" + " " * n),
+]
+
+
+@pytest.mark.parametrize(("title", "run", "make"), FENCE_CASES, ids=[c[0] for c in FENCE_CASES])
+def test_fenced_sql_is_read_in_linear_time(
+    title: str, run: Callable[[str], object], make: Callable[[int], str]
+) -> None:
+    assert growth(run, make, 1_000) < BOUND, title

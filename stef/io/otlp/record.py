@@ -17,7 +17,9 @@ from stef.fields import FieldMapping, path_parts
 from stef.io.otlp.mapping import RESOURCE_FIELDS, Pick, SpanMapping, SpanSelector
 from stef.io.otlp.spans import Span
 
-_FENCE = re.compile(r"```[ \t]*(?:sql|SQL|[A-Za-z]*)?[ \t]*\n(.*?)```", re.S)
+# The blanks around the info word are taken whole (possessive): two runs of them side by side,
+# with no line break after, were split every way at each fence (quadratic in the blanks).
+_FENCE = re.compile(r"```[ \t]*+(?:sql|SQL|[A-Za-z]*)?[ \t]*+\n(.*?)```", re.S)
 
 
 def trace_record(
