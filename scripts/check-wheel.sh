@@ -20,18 +20,21 @@ quiet_pip() {
   fi
   printf '%s\n' "$out" | grep -v -e "^WARNING: Location" -e '^$' || true
 }
+# A fresh virtualenv at $1 with the locked runtime and the wheel $2 (relative to the root).
+install_wheel() {
+  "$py" -m venv "$1"
+  for lock in requirements/build.txt requirements/run.txt; do
+    quiet_pip "$1/bin/python" -m pip install -q --require-hashes --no-deps -r "$root/$lock"
+  done
+  quiet_pip "$1/bin/python" -m pip install -q --no-deps "$root/$2"
+  "$1/bin/python" -m pip check
+}
 rm -rf dist
 # Nothing of an earlier build (pure or compiled) may be packed into this one.
 rm -rf build/lib build/lib.* build/bdist.* build/temp.*
 # Built by the locked setuptools of .venv, without isolation; installed over the locked runtime.
 quiet_pip .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w dist .
-wheel=$(ls dist/stef-*.whl)
-"$py" -m venv "$work/venv"
-for lock in requirements/build.txt requirements/run.txt; do
-  quiet_pip "$work/venv/bin/python" -m pip install -q --require-hashes --no-deps -r "$lock"
-done
-quiet_pip "$work/venv/bin/python" -m pip install -q --no-deps "$root/$wheel"
-"$work/venv/bin/python" -m pip check
+install_wheel "$work/venv" "$(ls dist/stef-*.whl)"
 cd "$work"  # nothing of the source tree is importable from here
 env -u STEF_PROMPTS_DIR "$work/venv/bin/python" -m stef.testing.fake_server --port 0 > server.out &
 server_pid=$!
@@ -67,13 +70,7 @@ rm -rf build/lib build/lib.* build/bdist.* build/temp.*
 echo "check-wheel: building the compiled wheel (mypyc, about 2 minutes)"
 STEF_COMPILE=1 quiet_pip .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation \
   -w dist/compiled .
-compiled=$(ls dist/compiled/stef-*-cp3*.whl)
-"$py" -m venv "$work/compiled"
-for lock in requirements/build.txt requirements/run.txt; do
-  quiet_pip "$work/compiled/bin/python" -m pip install -q --require-hashes --no-deps -r "$lock"
-done
-quiet_pip "$work/compiled/bin/python" -m pip install -q --no-deps "$root/$compiled"
-"$work/compiled/bin/python" -m pip check
+install_wheel "$work/compiled" "$(ls dist/compiled/stef-*-cp3*.whl)"
 cd "$work"
 "$work/compiled/bin/python" -c '
 import stef.question, stef.stages.sqlspec
@@ -83,13 +80,15 @@ assert stef.stages.sqlspec.__file__.endswith(".so"), stef.stages.sqlspec.__file_
 for side in venv compiled; do
   env -u STEF_PROMPTS_DIR -u STEF_LLM_BASE_URL "$work/$side/bin/stef" replay \
     "$root/examples/agent_log.jsonl" --rules "$root/rules" --no-progress --log-level error \
-    -o "$side.jsonl" --dead-letters "$side.dead.jsonl" > "$side.summary.txt"
+    -o "$side.jsonl" --dead-letters "$side.dead.jsonl" > "$side.summary.txt" 2> "$side.err" ||
+    { cat "$side.err" >&2; exit 1; }
 done
 "$work/compiled/bin/python" - <<'PY'
 import json
 
 def lines(path, timed=False):
-    """The file's JSON lines, each as sorted-key text without the time it took, in order."""
+    """The file's JSON lines as sorted-key text, without the time each took, sorted (replay may
+    write them in another order)."""
     rows = [json.loads(line) for line in open(path, encoding="utf-8")]
     for row in rows if timed else ():
         row["usage"].pop("latency_ms")
