@@ -71,6 +71,19 @@ _REJECT_HINTS = ("response_format", "json_schema", "schema", "grammar", "guided"
 Messages = list[dict[str, str]]
 
 
+@dataclass(frozen=True)
+class _Raw:
+    """An HTTP answer read whole: its status, headers and body."""
+
+    status_code: int
+    headers: Any
+    content: bytes
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+
 class _Status(Exception):
     """A non-2xx answer: its status, headers and error body (the ``error`` object of a JSON body,
     else the body's text). Internal: handled by :meth:`ChatClient._on_status`."""
@@ -382,12 +395,51 @@ class ChatClient:
         schema: dict[str, Any] | None,
         params: dict[str, Any],
         call: _Call | None = None,
-    ) -> Any:
-        # The raw response, whatever its status: the body is validated by parse_body.
-        return self._client.post(
+    ) -> _Raw:
+        """The answer, whatever its status (parse_body validates a 200's body), read whole.
+
+        Raises:
+            BadBody: a 200 larger than ``max_reply_bytes``.
+            httpx.ReadTimeout: the body still arriving ``timeout_s`` after the request was
+                sent (each read's own timeout restarts with every byte: a server sending one
+                byte a second held a record as long as it liked).
+        """
+        deadline = time.monotonic() + self.config.timeout_s
+        request = self._client.build_request(
+            "POST",
             self._completions,
             content=_serialized(self.model, messages, mode, schema, params, call),
         )
+        response = self._client.send(request, stream=True)
+        try:
+            content = self._body_of(response, deadline)
+        finally:
+            response.close()
+        return _Raw(response.status_code, response.headers, content)
+
+    def _body_of(self, response: Any, deadline: float) -> bytes:
+        """The body, read as it arrives, at most ``max_reply_bytes`` of it: an answer without
+        end filled memory at the rate it came (2 GB in 2 s)."""
+        cap = self.config.max_reply_bytes
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            if size + len(chunk) > cap:
+                if response.is_success:
+                    raise BadBody(
+                        f"the LLM endpoint's answer is larger than llm.max_reply_bytes "
+                        f"({cap} bytes); the rest was not read"
+                    )
+                chunks.append(chunk[: cap - size])  # an error's message is at its start
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if time.monotonic() > deadline:
+                raise _http.ReadTimeout(
+                    f"the answer was still arriving {self.config.timeout_s} s after the request",
+                    request=response.request,
+                )
+        return b"".join(chunks)
 
     def request_body(
         self, messages: Messages, schema: dict[str, Any] | None = None, *, top_logprobs: int = 0

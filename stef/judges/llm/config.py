@@ -76,7 +76,10 @@ class LlmConfig(BaseModel):
         base_url: the OpenAI-compatible endpoint (``.../v1``); None means api.openai.com.
         api_key: bearer token; optional for local servers (vLLM, Ollama).
         model: the model name the endpoint serves.
-        timeout_s: per HTTP request.
+        timeout_s: per HTTP request: the connect, each read and each write; and the whole
+            answer, its body read as it arrives, within this long of sending the request.
+        max_reply_bytes: the largest answer read (after its content encoding); a 200 past it
+            is a ``bad_response``, an error's body is cut there.
         max_retries: retries after the first call on timeouts, connection errors, 408/409/429/5xx.
         max_total_retry_s: no retry starts after this many seconds since the first call.
         backoff_base_s: first backoff; doubles per retry, with full jitter, capped at
@@ -117,6 +120,7 @@ class LlmConfig(BaseModel):
     api_key: SecretStr | None = None
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
+    max_reply_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     max_retries: int = Field(4, ge=0, le=20)
     max_total_retry_s: float = Field(120.0, ge=0)
     backoff_base_s: float = Field(0.5, ge=0)
@@ -258,6 +262,7 @@ class LlmConfig(BaseModel):
         """Settings from ``STEF_LLM_*`` variables.
 
         ``STEF_LLM_BASE_URL``, ``STEF_LLM_API_KEY``, ``STEF_LLM_MODEL``, ``STEF_LLM_TIMEOUT_S``,
+        ``STEF_LLM_MAX_REPLY_BYTES``,
         ``STEF_LLM_MAX_RETRIES``, ``STEF_LLM_MAX_TOTAL_RETRY_S``, ``STEF_LLM_MAX_CONCURRENCY``,
         ``STEF_LLM_MAX_TOKENS``, ``STEF_LLM_RESPONSE_FORMAT``, ``STEF_LLM_CACHE`` (SQLite path),
         ``STEF_LLM_CACHE_SIZE``, ``STEF_LLM_PRICES`` (JSON: ``{"model": {"prompt": 0.15,
