@@ -220,6 +220,7 @@ REPAIR_KINDS = (
     "missing_field",
     "unknown_label",
     "long_rationale",
+    "long_list",
     "confidence_out_of_range",
     "unknown_predicate",
     "duplicate",

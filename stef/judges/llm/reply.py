@@ -316,13 +316,37 @@ def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, lis
         ) from exc
 
 
+# The most items of one list a reply is read with: the schema asks for at most six, a model
+# without it may write a few more; a reply of 100,000 filters cost 8 s of CPU and 255 MB.
+MAX_LIST_ITEMS = 100
+
+
+def _cut_lists(obj: dict[str, Any], where: str, repairs: list[str]) -> dict[str, Any]:
+    """``obj`` with each list past :data:`MAX_LIST_ITEMS` cut there (one repair each)."""
+    long = [k for k, v in obj.items() if isinstance(v, list) and len(v) > MAX_LIST_ITEMS]
+    if not long:
+        return obj
+    out = dict(obj)
+    for key in long:
+        repairs.append(
+            f"long_list: {where}{key} cut from {len(out[key])} items to {MAX_LIST_ITEMS}"
+        )
+        out[key] = out[key][:MAX_LIST_ITEMS]
+    return out
+
+
 def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
-    """A copy of the reply with safe defaults for absent fields, issue labels outside the fixed
-    list dropped and the rationale capped."""
-    out = _with_defaults(data, _TOP_DEFAULTS, "", repairs)
+    """A copy of the reply with safe defaults for absent fields, lists cut at
+    :data:`MAX_LIST_ITEMS`, issue labels outside the fixed list dropped and the rationale
+    capped."""
+    out = _cut_lists(_with_defaults(data, _TOP_DEFAULTS, "", repairs), "", repairs)
+    enrichment = out.get("enrichment")
+    if isinstance(enrichment, dict):
+        out["enrichment"] = _cut_lists(enrichment, "enrichment.", repairs)
     spec = out.get("question_spec")
     if isinstance(spec, dict):
         spec = _with_defaults(spec, _SPEC_DEFAULTS, "question_spec.", repairs)
+        spec = _cut_lists(spec, "question_spec.", repairs)
         filters = spec.get("filters")
         if isinstance(filters, list):
             spec["filters"] = [
@@ -335,8 +359,8 @@ def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
     issues = out.get("issues")
     if isinstance(issues, list):
         unknown = [i for i in issues if isinstance(i, str) and i not in ISSUE_LABELS]
-        # A set to test against: a list read once per label was quadratic (16,000 unknown
-        # labels in one reply: 3 s of CPU).
+        # Tested against a set: a list read once per label was quadratic (16,000 unknown
+        # labels in one reply cost 3 s of CPU before lists were cut at MAX_LIST_ITEMS).
         dropped = set(unknown)
         out["issues"] = [i for i in issues if not (isinstance(i, str) and i in dropped)]
         repairs += [f"unknown_label: dropped issue label {i!r}" for i in unknown]
