@@ -6,6 +6,7 @@ body that is not a chat completion is :class:`BadBody`, its detail redacted."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -214,12 +215,22 @@ def completion_of(
         refusal=redact(refusal, secrets) if refusal else None,
         finish_reason=choice.finish_reason if choice is not None else None,
         mode=mode,
-        prompt_tokens=max(0, (usage.prompt_tokens if usage else None) or 0),
-        completion_tokens=max(0, (usage.completion_tokens if usage else None) or 0),
+        prompt_tokens=_tokens(usage.prompt_tokens if usage else None),
+        completion_tokens=_tokens(usage.completion_tokens if usage else None),
         attempts=attempts,
         reported_model=_reported_model(envelope.model, secrets),
         logprobs=read_logprobs(choice.logprobs if choice is not None else None),
     )
+
+
+# More tokens than any call has: a count past it is read as none (10**4000 tokens stopped the
+# cost and the token counters, which compute in floats, and lost the reply's verdict).
+_MAX_TOKENS = 10**12
+
+
+def _tokens(count: int | None) -> int:
+    """A usage count as counted: absent, negative or past :data:`_MAX_TOKENS` is 0."""
+    return count if count is not None and 0 <= count <= _MAX_TOKENS else 0
 
 
 def read_logprobs(block: object) -> TokenLogprobs | None:
@@ -256,4 +267,7 @@ def _token_pair(entry: object) -> tuple[str, float] | None:
         return None
     if not isinstance(logprob, int | float) or logprob != logprob or logprob > 0:
         return None  # NaN or a positive log-probability is no probability
-    return token, float(logprob)
+    try:
+        return token, float(logprob)
+    except OverflowError:  # an integer below any float: a probability of zero
+        return token, -math.inf

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 
 import jsonschema
 
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.reply import SCHEMA_NAME, reply_schema
+from stef.judges.llm.wire import completion_of, parse_body
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
-from stef.testing.fake_server import FakeLlmServer, Reply
+from stef.testing.fake_server import FakeLlmServer, Reply, completion_body
 from tests.judges.llm.conftest import API_KEY, make_record
 from tests.judges.llm.replies import reply
 
@@ -159,3 +161,39 @@ def test_reply_schema_is_built_once_per_shape_and_never_leaks_between_shapes() -
     # Everything but the predicates property is the generic schema's.
     strip = {**reply_schema([7])["$defs"]["WireFilter"]["properties"], "predicates": None}
     assert strip == {**reply_schema()["$defs"]["WireFilter"]["properties"], "predicates": None}
+
+
+def test_numbers_past_any_float_are_read_not_raised() -> None:
+    """A usage count or a log-probability beyond float range (10**4000) lost the reply's
+    verdict (the counters compute in floats): the count reads as none, the log-probability as
+    a probability of zero."""
+    huge = 10**4000
+    body = completion_body(
+        [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Yes"},
+                "finish_reason": "stop",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "Yes",
+                            "logprob": -huge,
+                            "top_logprobs": [{"token": "No", "logprob": -huge}],
+                        }
+                    ]
+                },
+            }
+        ],
+        usage={"prompt_tokens": huge, "completion_tokens": -3},
+    )
+    completion = completion_of(parse_body(body, "application/json", ()), "text", 1, ())
+    assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == (
+        "Yes",
+        0,
+        0,
+    )
+    assert completion.logprobs is not None
+    read = completion.logprobs[0]
+    assert (read.token, read.logprob) == ("Yes", -math.inf)
+    assert read.top == (("No", -math.inf),)
