@@ -178,3 +178,28 @@ def test_a_parquet_file_of_no_known_export_is_one_line_and_exit_2(tmp_path: Path
         conn.execute(f"COPY (SELECT 1 AS a) TO '{path}' (FORMAT parquet)")
     status, _, err = _replay(path, tmp_path)
     assert status == 2 and "Traceback" not in err and "Langfuse" in err
+
+
+def test_a_first_line_nested_past_the_parser_is_read_as_records(tmp_path: Path) -> None:
+    """The format is guessed from the first line: one nested past the JSON parser's depth
+    stopped replay of the whole file before any line was read."""
+    path = tmp_path / "deep.jsonl"
+    record = {"question": "How many customers?", "sql": "SELECT COUNT(*) FROM customers"}
+    path.write_text('{"a":' + "[" * 5000 + "\n" + json.dumps(record) + "\n")
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert [r["input"]["question"] for r in results] == ["How many customers?"]
+    dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["not_json"]
+
+
+def test_an_export_row_nested_past_the_parser_is_a_dead_letter(tmp_path: Path) -> None:
+    rows = _langfuse_rows(_pairs(1))
+    path = tmp_path / "langfuse.jsonl"
+    nested = '{"trace_id": "t9", "id": "o9", "parent_observation_id": null, "input": '
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + nested + "[" * 5000 + "\n")
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert len(results) == 1
+    dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["not_json"]

@@ -277,3 +277,107 @@ def test_a_logs_topic_of_genai_content_events() -> None:
     )
     (out,) = source.poll(10, 0.0)  # log records have no root: the trace closes at the end
     assert out.invalid is None and json.loads(out.payload)["sql"] == case.sql
+
+
+def _kv(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _otlp_line(trace: int, *spans: tuple[int, int, list[dict[str, Any]]]) -> bytes:
+    """OTLP JSON of one trace: (span id, parent id or 0, attributes) per span."""
+    tid = f"{trace:032x}"
+    body = [
+        {
+            "traceId": tid,
+            "spanId": f"{sid:016x}",
+            **({"parentSpanId": f"{parent:016x}"} if parent else {}),
+            "name": "s",
+            "kind": 1,
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000001000000000",
+            "attributes": attributes,
+        }
+        for sid, parent, attributes in spans
+    ]
+    export = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [_kv("service.name", "sales")]},
+                "scopeSpans": [{"spans": body}],
+            }
+        ]
+    }
+    return json.dumps(export).encode()
+
+
+def _tool_trace(trace: int, arguments: str) -> bytes:
+    """A gen_ai trace: the root, a chat span with the question, a tool span with the SQL."""
+    question = json.dumps([{"role": "user", "content": "How many customers in APAC?"}])
+    return _otlp_line(
+        trace,
+        (1, 0, []),
+        (2, 1, [_kv("gen_ai.operation.name", "chat"), _kv("gen_ai.input.messages", question)]),
+        (
+            3,
+            1,
+            [
+                _kv("gen_ai.operation.name", "execute_tool"),
+                _kv("gen_ai.tool.call.arguments", arguments),
+            ],
+        ),
+    )
+
+
+def _llm_span(trace: int, *keys: str) -> bytes:
+    """An OpenInference LLM span whose flattened message keys are ``keys``."""
+    return _otlp_line(
+        trace, (1, 0, [_kv("openinference.span.kind", "LLM"), *(_kv(k, "user") for k in keys)])
+    )
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        _llm_span(5, "llm.input_messages.\u00b2.message.role"),  # a digit to isdigit, not to int
+        _llm_span(5, "llm.input_messages." + "9" * 5000 + ".message.role"),  # past int's digits
+        _llm_span(5, "llm.input_messages." + "a." * 3000 + "b"),  # past the recursion limit
+        _tool_trace(5, "[" * 5000),  # arguments nested past the JSON parser's depth
+    ],
+    ids=["unicode-digit-index", "5000-digit-index", "3000-part-key", "deep-arguments"],
+)
+def test_a_hostile_trace_is_a_dead_letter_and_the_next_is_judged(hostile: bytes) -> None:
+    """Each of these raised out of the source and stopped the service, the valid trace after
+    it never read."""
+    query = json.dumps({"query": "SELECT COUNT(*) FROM customers WHERE region = 'APAC'"})
+    source = OtlpSource(
+        _Messages([hostile, _tool_trace(9, query)]),  # type: ignore[arg-type]
+        encoding="otlp_json",
+        signal="traces",
+        mapping=SpanMapping(),
+    )
+    out = source.poll(10, 0.0)
+    assert [e.invalid[0] if e.invalid else None for e in out] == ["missing_field", None]
+    assert json.loads(out[1].payload)["sql"].startswith("SELECT COUNT(*)")
+
+
+def test_a_trace_that_fails_to_map_for_any_reason_is_dead_lettered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The source's guard: whatever mapping a trace raises, it becomes a dead letter
+    (``internal_error``, the exception named) and the source goes on."""
+    import stef.io.otlp.source as source_module
+
+    def broken(*args: object) -> dict[str, Any]:
+        raise ZeroDivisionError("a bug in a mapping")
+
+    monkeypatch.setattr(source_module, "trace_record", broken)
+    source = OtlpSource(
+        _Messages([_tool_trace(5, "{}"), _tool_trace(6, "{}")]),  # type: ignore[arg-type]
+        encoding="otlp_json",
+        signal="traces",
+        mapping=SpanMapping(),
+    )
+    out = source.poll(10, 0.0)
+    assert [e.invalid for e in out] == [
+        ("internal_error", "ZeroDivisionError: a bug in a mapping")
+    ] * 2

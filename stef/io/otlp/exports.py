@@ -61,7 +61,7 @@ def detect_format(path: str) -> str:
         return "otlp_logs" if b'"resourceLogs"' in head else "records"
     try:
         row = json.loads(first) if first.strip() else None
-    except ValueError:
+    except (ValueError, RecursionError):  # the record path says what is wrong with the line
         return "records"
     if not isinstance(row, dict):
         return "records"
@@ -90,6 +90,8 @@ def row_spans(payload: bytes, fmt: str) -> list[Span]:
         row = json.loads(payload)
     except ValueError as exc:
         raise InvalidInput("not_json", f"export row is not JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidInput("not_json", "export row is not JSON (nested too deeply)") from None
     if not isinstance(row, dict):
         raise InvalidInput("not_object", f"export row is a JSON {type(row).__name__}")
     if fmt == "langfuse":

@@ -113,7 +113,7 @@ def _parsed(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth: text, as it is
             return value
     return value
 
@@ -161,6 +161,8 @@ def _unflattened(attributes: dict[str, Any], prefix: str) -> Any:
     for key in keys:
         node = root
         parts = key[len(lead) :].split(".")
+        if len(parts) > _MAX_KEY_PARTS:
+            continue  # deeper than any message list: no message of it is read
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
@@ -175,9 +177,16 @@ def _lists(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     items = {k: _lists(v) for k, v in node.items()}
-    if items and all(k.isdigit() for k in items):
+    # An index is ASCII digits, no longer than any list ("²" is a digit to isdigit, not to int).
+    if items and all(_INDEX.fullmatch(k) for k in items):
         return [items[k] for k in sorted(items, key=int)]
     return items
+
+
+_INDEX = re.compile(r"[0-9]{1,9}")
+# Parts of a flattened key read (``p.0.message.content.1.text`` has six): a key of 3,000 parts
+# nested the family past the interpreter's recursion limit.
+_MAX_KEY_PARTS = 32
 
 
 def _text(value: Any) -> str | None:

@@ -27,6 +27,9 @@ from stef.io.otlp.spans import Span
 
 log = structlog.get_logger(__name__)
 
+# The longest error text a dead letter of an internal error carries.
+_MAX_ERROR_CHARS = 500
+
 
 class OtlpSource:
     """Records of OTLP traces (or logs) carried by the messages of ``inner``.
@@ -123,6 +126,11 @@ class OtlpSource:
         except InvalidInput as exc:
             self._ready.append(_invalid(message, exc.reason, exc.detail))
             return
+        except Exception as exc:  # no message stops the source: it is dead-lettered, said why
+            detail = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:_MAX_ERROR_CHARS]
+            log.error("otlp_decode_internal_error", error=detail, **message.position)
+            self._ready.append(_invalid(message, "internal_error", detail))
+            return
         # A log record outside any trace cannot be joined to one: nothing to judge in it.
         spans = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
         if not spans:
@@ -150,6 +158,12 @@ class OtlpSource:
         except InvalidInput as exc:
             return Envelope(
                 _spans_json(trace), position, key, done, claim, invalid=(exc.reason, exc.detail)
+            )
+        except Exception as exc:  # no trace stops the source: it is dead-lettered, said why
+            detail = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:_MAX_ERROR_CHARS]
+            log.error("trace_internal_error", trace_id=trace.trace_id, error=detail)
+            return Envelope(
+                _spans_json(trace), position, key, done, claim, invalid=("internal_error", detail)
             )
         payload = json.dumps(record, ensure_ascii=False).encode("utf-8")
         return Envelope(payload, position, key, done, claim)
