@@ -5,6 +5,8 @@ bounds; a message done only once every trace it carried is done."""
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 
 from stef.errors import ConfigError, InvalidInput
 from stef.io import Envelope
-from stef.io.otlp.assemble import Assembler
+from stef.io.otlp.assemble import Assembler, Trace
 from stef.io.otlp.decode import decode
 from stef.io.otlp.mapping import Pick, SpanMapping, SpanSelector
 from stef.io.otlp.record import check_field_mapping, trace_record
@@ -381,3 +383,48 @@ def test_a_trace_that_fails_to_map_for_any_reason_is_dead_lettered(
     assert [e.invalid for e in out] == [
         ("internal_error", "ZeroDivisionError: a bug in a mapping")
     ] * 2
+
+
+def _whole_by_scan(trace: Trace) -> bool:
+    """What Trace.whole() answered by reading every span (before it was kept as they came)."""
+    spans = [s for s in trace.spans if s.kind != "LOG"]
+    ids = {s.span_id for s in spans}
+    return any(s.is_root for s in spans) and all(
+        s.is_root or s.parent_span_id in ids for s in spans
+    )
+
+
+def test_whole_kept_as_spans_arrive_answers_as_the_scan() -> None:
+    """Random streams of spans, repeats, log records and spans past the limit: after every
+    span, whole() gives what reading all of them gives."""
+    rng = random.Random(20261128)
+    checked = 0
+    for _ in range(400):
+        trace = Trace("t" * 32)
+        ids = [f"{i:016x}" for i in range(rng.randint(1, 12))]
+        for _ in range(rng.randint(1, 30)):
+            kind = rng.choice(["INTERNAL", "INTERNAL", "CLIENT", "LOG"])
+            parent = rng.choice(["", *ids, "f" * 16])
+            span = Span("t" * 32, rng.choice(ids), parent, rng.choice(["a", "b"]), kind)
+            trace.add(span, limit=rng.randint(3, 40))
+            assert trace.whole() == _whole_by_scan(trace)
+            checked += 1
+    assert checked > 4000
+
+
+def _assembly_cpu(n: int) -> float:
+    """This thread's CPU seconds to add a rootless trace's n spans, one message each."""
+    assembler = Assembler(idle_timeout_s=3600, max_traces=10, max_spans_per_trace=10 * n)
+    spans = [Span("t" * 32, f"{i + 2:016x}", f"{1:016x}", "s", "INTERNAL") for i in range(n)]
+    started = time.thread_time()
+    for i, span in enumerate(spans):
+        assembler.add([span], i)
+    return time.thread_time() - started
+
+
+def test_a_trace_of_many_messages_is_assembled_in_linear_time() -> None:
+    """Every message read every span of its trace again: 377 s of CPU for a trace of 32,000
+    spans, one a message (max_spans_per_trace raised). About 8 times the spans now cost about
+    8 times the time (64 when quadratic); the bound is relative to the small case."""
+    small = max(min(_assembly_cpu(500) for _ in range(3)), 1e-4)
+    assert min(_assembly_cpu(4000) for _ in range(3)) / small < 24

