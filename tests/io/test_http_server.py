@@ -112,3 +112,31 @@ def test_a_connection_evicted_in_the_same_batch_as_its_first_byte_is_passed_over
             c.close()
         for c in admitted:
             c.close()  # type: ignore[attr-defined]
+
+
+def test_connections_trickling_their_request_take_no_slot(server: BoundedServer) -> None:
+    """Three clients sending their request a byte at a time (each within any read's timeout)
+    held both slots of this server as long as they went on, and a probe was closed unanswered;
+    a connection now takes a thread once its request head is whole, within the timeout."""
+    port = server.server_address[1]
+    slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    try:
+        for byte in b"GET / HT":  # 8 bytes, 0.1 s apart: under the 1 s timeout
+            for s in slow:
+                s.sendall(bytes([byte]))
+            time.sleep(0.1)
+            assert _get(port).startswith(b"HTTP/1.0 200")
+        # Still no whole head a second and more after they connected: closed.
+        assert all(_closed_by_server(s, 2.0) for s in slow)
+    finally:
+        for s in slow:
+            s.close()
+
+
+def test_a_request_head_sent_in_pieces_is_answered(server: BoundedServer) -> None:
+    port = server.server_address[1]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        for piece in (b"GET / HTTP/1.0\r\n", b"Host: x\r\n", b"\r\n"):
+            s.sendall(piece)
+            time.sleep(0.1)
+        assert s.recv(1024).startswith(b"HTTP/1.0 200")
