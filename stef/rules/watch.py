@@ -126,23 +126,25 @@ class RulesWatcher:
             digest.update(b"\0")
         return digest.hexdigest()
 
-    def _contents_changed(self) -> bool:
-        """On the slow timer only: do the contents differ from those last loaded?"""
+    def _contents_changed(self, now_asked: bool = False) -> bool:
+        """On the slow timer (or when asked): do the contents differ from those last loaded?"""
         now = self._clock()
-        if now < self._next_hash:
+        if now < self._next_hash and not now_asked:
             return False
         self._next_hash = now + self._hash_interval_s
         return self._content_digest() != self._digest
 
-    def check(self) -> str | None:
+    def check(self, *, contents: bool = False) -> str | None:
         """Reload if anything changed; calls ``on_reload(outcome)`` after each reload.
+
+        ``contents``: compare the contents by hash now, not only on the slow timer (SIGHUP).
 
         Returns:
             ``"success"``, ``"error"`` (some file had problems: the apps of the good files took
             their new rules, the others kept their last good ones), or None (no change).
         """
         try:
-            outcome = self._reload_if_changed()
+            outcome = self._reload_if_changed(contents)
         except Exception:  # last guard: the loop calling us must keep judging
             log.exception("rules_reload_failed", path=str(self.path))
             outcome = "error"
@@ -153,9 +155,9 @@ class RulesWatcher:
                 log.exception("rules_reload_callback_failed", outcome=outcome)
         return outcome
 
-    def _reload_if_changed(self) -> str | None:
+    def _reload_if_changed(self, contents: bool) -> str | None:
         stamp = self._fingerprint()
-        if self.path is None or (stamp == self._stamp and not self._contents_changed()):
+        if self.path is None or (stamp == self._stamp and not self._contents_changed(contents)):
             return None
         self._stamp = stamp
         self._digest = self._content_digest()  # before the scan, as at start

@@ -1,6 +1,6 @@
 """The lifecycle of one replica: a stop requested (the first SIGTERM/SIGINT, or a failure), a
-second signal that exits at once, the failure that makes the run exit 1, and the closing phase
-in which a late failure of abandoned work is expected."""
+second signal that exits at once, the failure that makes the run exit 1, the closing phase in
+which a late failure of abandoned work is expected, and a rules check asked for by SIGHUP."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ class Lifecycle:
     Attributes:
         stopped: set once a stop is requested; the loop stops fetching and drains.
         stop_at: when it was requested (the drain deadline counts from it); None before.
-        signals: the signals received, in order (the handler only records them).
+        signals: the stop signals received, in order (the handler only records them).
+        check_rules: set by SIGHUP: the loop checks the rules now, contents included.
         fatal: the error that failed the run (exit 1), or None.
         closing: True once the service shuts down.
     """
@@ -39,6 +40,7 @@ class Lifecycle:
         self.stopped = threading.Event()
         self.stop_at: float | None = None
         self.signals: list[int] = []
+        self.check_rules = threading.Event()
         self.fatal: BaseException | None = None
         self.closing = False
 
@@ -51,15 +53,23 @@ class Lifecycle:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
-        (uncommitted work is redelivered). The handler only records the signal."""
+        (uncommitted work is redelivered). SIGHUP asks for a rules check, as a config reload
+        does in other daemons (it used to end the process: the default action). The handlers
+        only record the signal."""
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.signals.append(signum)
             if len(self.signals) > 1:
                 os._exit(128 + signum)
 
+        def on_hangup(signum: int, frame: FrameType | None) -> None:
+            self.check_rules.set()
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        hangup = getattr(signal, "SIGHUP", None)  # none on Windows
+        if hangup is not None:
+            signal.signal(hangup, on_hangup)
 
     def fail(self, error: BaseException) -> None:
         """A record cannot be settled: stop with nothing committed past it (exit 1)."""

@@ -170,7 +170,8 @@ class Service:
         self.lifecycle.request_stop()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal."""
+        """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal;
+        SIGHUP checks the rules at once, contents included."""
         self.lifecycle.install_signal_handlers()
 
     @property
@@ -266,8 +267,12 @@ class Service:
                 self.request_stop()
                 break
             now = time.monotonic()
-            if now >= next_rules:
-                self.watcher.check()
+            asked = self.lifecycle.check_rules.is_set()
+            if asked or now >= next_rules:
+                if asked:
+                    self.lifecycle.check_rules.clear()
+                    log.info("rules_check_requested", signal="SIGHUP")
+                self.watcher.check(contents=asked)
                 next_rules = now + s.rules_check_interval_s
             if now >= next_commit:
                 self._commit()

@@ -297,3 +297,15 @@ def test_an_edit_that_keeps_size_mtime_and_inode_is_seen_by_its_hash(
     assert sales.limit_min == 7000
     now[0] += 61.0
     assert w.check() is None  # hashed again, unchanged: no reload
+
+
+def test_a_check_asked_for_compares_the_contents_at_once(rules_dir: Path) -> None:
+    """SIGHUP's check (``contents=True``) sees an edit the stat check cannot, before the slow
+    timer; asked again with nothing changed, it reloads nothing."""
+    now = [1000.0]
+    w = RulesWatcher(rules_dir, hash_interval_s=60.0, clock=lambda: now[0])
+    _edit_in_place_keeping_size_and_mtime(rules_dir / "sales.yaml", b"5000", b"7000")
+    assert w.check() is None
+    assert w.check(contents=True) == "success"
+    assert w.rules.for_app("sales").limit_min == 7000
+    assert w.check(contents=True) is None

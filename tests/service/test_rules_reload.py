@@ -7,6 +7,7 @@ stop the service with status 1.
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +83,58 @@ def test_unreadable_edits_keep_the_service_and_the_app_rules(
         f"{rules / 'x.yaml'}: is a directory, not a rules file",
     ]
     assert last["kept_last_good"] == ["sales"]
+    assert proc.alive()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+
+def test_sighup_checks_the_rules_at_once_and_the_service_goes_on(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    """SIGHUP used to end ``stef run`` (status 129, the default action, nothing committed since
+    the last commit). Now it is the rules check a config reload is elsewhere: an edit no stat
+    field shows, which the slow hash timer would see only later, applies at once."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    sales = rules / "sales.yaml"
+    sales.write_text("dialect: snowflake\nsampling_rate: 1.0\n")
+    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
+    log.touch()
+    proc = service_factory(
+        "--source",
+        f"file:{log}",
+        "--follow",
+        "--results",
+        f"file:{results}",
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
+        "--rules",
+        str(rules),
+        config={"rules_check_interval_s": 3600},
+    )
+    proc.wait_ready()
+
+    def outcome(i: int) -> str | None:
+        by_id = {r["id"]: r["outcome"] for r in read_jsonl(results)}
+        return by_id.get(f"r-{i:06d}")
+
+    _append(log, valid_record(0, app="sales"))
+    proc.wait_for(lambda: outcome(0) is not None, timeout_s=30, what="the first record")
+    assert outcome(0) == "evaluated"
+
+    # Same file, same size, mtime put back: only the contents differ.
+    before = sales.stat()
+    sales.write_text("dialect: snowflake\nsampling_rate: 0.0\n")
+    os.utime(sales, ns=(before.st_atime_ns, before.st_mtime_ns))
+    proc.signal(signal.SIGHUP)
+    proc.wait_for(
+        lambda: bool(proc.events("rules_reloaded")), timeout_s=30, what="the asked-for reload"
+    )
+    assert proc.events("rules_check_requested")
+    proc.signal(signal.SIGHUP)  # a second one is no second stop signal
+    _append(log, valid_record(1, app="sales"))
+    proc.wait_for(lambda: outcome(1) is not None, timeout_s=30, what="a record after SIGHUP")
+    assert outcome(1) == "skipped_sampling"
     assert proc.alive()
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0
