@@ -164,6 +164,54 @@ def test_idle_eviction_and_size_bounds() -> None:
     assert [t.state for t in big] == ["too_large"]
 
 
+def test_open_traces_are_bounded_by_their_messages_bytes() -> None:
+    """Before, only their count was: 400 traces without their root, 1 MB each, held 1.1 GB."""
+    asm = Assembler(idle_timeout_s=30, max_traces=100, max_spans_per_trace=10, max_bytes=3000)
+    for trace in "abc":
+        assert asm.add([_span(trace, "2", "1")], trace, 1000)[1] == []
+    assert asm.size == 3000
+    _, evicted = asm.add([_span("d", "2", "1")], "d", 1000)
+    assert [(t.trace_id[0], t.state, t.size) for t in evicted] == [("a", "incomplete", 1000)]
+    # One message's bytes are shared by its spans: e's two spans and f's one, 900 each.
+    _, evicted = asm.add(
+        [_span("e", "2", "1"), _span("e", "3", "1"), _span("f", "2", "1")], "m", 2700
+    )
+    assert [t.trace_id[0] for t in evicted] == ["b", "c", "d"]
+    assert (len(asm), asm.size) == (2, 2700)
+    _, closed = asm.add([_span("e", "1")], "root", 100)  # e whole: closed, its bytes freed
+    assert [(t.trace_id[0], t.state, t.size) for t in closed] == [("e", "complete", 1900)]
+    assert (len(asm), asm.size) == (1, 900)
+    assert [t.trace_id[0] for t in asm.expired(everything=True)] == ["f"]
+    assert asm.size == 0
+
+
+def test_every_byte_taken_is_held_or_handed_out_within_the_bound() -> None:
+    """Seeded: whatever closes a trace (whole, settled, too large, evicted by count or bytes,
+    idle), the bytes held plus those of the traces handed out are the bytes taken in."""
+    rng = random.Random(7)
+    now = [0.0]
+    bound = 5000
+    asm = Assembler(5, 8, 6, clock=lambda: now[0], settle_s=0.5, max_bytes=bound)
+    taken = out = 0.0
+    for step in range(3000):
+        now[0] += rng.choice((0.0, 0.1, 0.7))
+        if rng.random() < 0.1:
+            out += sum(t.size for t in asm.expired(everything=rng.random() < 0.05))
+            continue
+        spans = [
+            _span(rng.choice("abcdefghij"), rng.choice("123456"), rng.choice(("", "1", "2")))
+            for _ in range(rng.randint(1, 4))
+        ]
+        size = rng.randint(0, 3000)
+        taken += size
+        out += sum(t.size for t in asm.add(spans, step, size)[1])
+        assert asm.size <= bound
+        assert asm.size + out == pytest.approx(taken)
+    out += sum(t.size for t in asm.expired(everything=True))
+    assert (len(asm), asm.size) == (0, 0.0)
+    assert out == pytest.approx(taken)
+
+
 class _Messages:
     """An inner source handing out given messages once, then nothing (a finished file)."""
 
@@ -360,6 +408,24 @@ def test_a_hostile_trace_is_a_dead_letter_and_the_next_is_judged(hostile: bytes)
     out = source.poll(10, 0.0)
     assert [e.invalid[0] if e.invalid else None for e in out] == ["missing_field", None]
     assert json.loads(out[1].payload)["sql"].startswith("SELECT COUNT(*)")
+
+
+def test_traces_held_by_the_source_stay_within_max_open_bytes() -> None:
+    """40 traces without their root, 100 kB each, against a 1 MiB bound: never more than ten
+    open, and each handed out (a dead letter: no SQL in it) as the bound closes it."""
+    lines = [_otlp_line(t, (2, 1, [_kv("note", "x" * 100_000)])) for t in range(1, 41)]
+    source = OtlpSource(
+        _Messages(lines),  # type: ignore[arg-type]
+        encoding="otlp_json",
+        signal="traces",
+        mapping=SpanMapping(max_open_bytes=1024 * 1024),
+    )
+    out: list[Envelope] = []
+    while not source.exhausted:
+        out.extend(source.poll(1, 0.0))
+        assert source.open_traces <= 10
+    assert len(out) == 40
+    assert {e.invalid[0] for e in out if e.invalid} == {"missing_field"}
 
 
 def test_a_trace_that_fails_to_map_for_any_reason_is_dead_lettered(

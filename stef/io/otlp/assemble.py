@@ -1,14 +1,15 @@
 """Spans -> whole traces: spans grouped by trace id across messages, a trace closed when its root
 span and every parent it names have arrived, or when no span came for ``idle_timeout_s`` (then
 incomplete, unless it holds only log records, which have no root). Memory is bounded: at most
-``max_traces`` open traces (past it the one idle longest is closed as incomplete) and
-``max_spans_per_trace`` spans each (past it the trace is closed as too large)."""
+``max_traces`` open traces and ``max_bytes`` of the messages they came from (past either, the one
+idle longest is closed as incomplete), and ``max_spans_per_trace`` spans each (past it the trace
+is closed as too large)."""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from stef.io.otlp.spans import Span
@@ -23,6 +24,8 @@ class Trace:
         spans: the spans (and log records) that arrived, one per span id.
         sources: handles of the messages its spans came from, in arrival order.
         state: ``open``, ``complete``, ``incomplete`` or ``too_large``.
+        size: its share of the bytes of the messages it came from (a message's bytes shared
+            evenly by its spans).
     """
 
     trace_id: str
@@ -30,6 +33,7 @@ class Trace:
     sources: list[Hashable] = field(default_factory=list)
     state: str = "open"
     last_seen: float = 0.0
+    size: float = 0.0
     _ids: set[tuple[str, str, str]] = field(default_factory=set)
     # Kept as spans arrive, so that whole() reads two fields (it read every span at every
     # message: quadratic in a trace's spans, 377 s for one of 32,000): the span ids here, the
@@ -70,6 +74,8 @@ class Assembler:
         idle_timeout_s: how long a trace waits for more spans after its last one.
         max_traces: open traces held at once.
         max_spans_per_trace: spans kept per trace.
+        max_bytes: the open traces' share of their messages' bytes (None: no bound); the spans
+            decoded hold about twice to three times that in memory.
         clock: monotonic seconds (tests pass their own).
         close_on_root: close a trace once it is whole (OTLP: a span is exported when it
             ends, so the root comes last); False waits for the idle timeout or the end of the
@@ -87,6 +93,7 @@ class Assembler:
         *,
         close_on_root: bool = True,
         settle_s: float = 0.0,
+        max_bytes: int | None = None,
     ) -> None:
         self.close_on_root = close_on_root
         self.settle_s = settle_s
@@ -95,18 +102,29 @@ class Assembler:
         self.idle_timeout_s = idle_timeout_s
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
+        self.max_bytes = max_bytes
         self.clock = clock
         self._open: OrderedDict[str, Trace] = OrderedDict()
+        self._size = 0.0  # the open traces' sizes, summed
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def add(self, spans: Iterable[Span], source: Hashable) -> tuple[list[str], list[Trace]]:
-        """Take the spans of one message: the trace ids they belong to, and the traces this
-        closed (whole, too large, or evicted to stay within ``max_traces``)."""
+    @property
+    def size(self) -> float:
+        """The open traces' share of their messages' bytes."""
+        return self._size
+
+    def add(
+        self, spans: Sequence[Span], source: Hashable, size: int = 0
+    ) -> tuple[list[str], list[Trace]]:
+        """Take the spans of one message of ``size`` bytes: the trace ids they belong to, and
+        the traces this closed (whole, too large, or evicted to stay within ``max_traces`` and
+        ``max_bytes``)."""
         now = self.clock()
         ids: list[str] = []
         closed: list[Trace] = []
+        share = size / len(spans) if spans else 0.0
         for span in spans:
             trace = self._open.get(span.trace_id)
             if trace is None:
@@ -116,8 +134,11 @@ class Assembler:
                 ids.append(span.trace_id)
                 trace.sources.append(source)
             trace.add(span, self.max_spans_per_trace)
+            trace.size += share
+            self._size += share
             trace.last_seen = now
             self._open.move_to_end(span.trace_id)
+        closed.extend(self._evict())
         for trace_id in ids:
             trace = self._open.get(trace_id)  # None: evicted by a later trace of this message
             if trace is None:
@@ -126,7 +147,7 @@ class Assembler:
                 self.close_on_root and self.settle_s <= 0 and trace.whole()
             ):
                 trace.state = "complete" if trace.state == "open" else trace.state
-                closed.append(self._open.pop(trace_id))
+                closed.append(self._pop(trace_id))
             elif self.close_on_root and trace.whole():
                 self._whole[trace_id] = None
                 self._whole.move_to_end(trace_id)
@@ -155,19 +176,28 @@ class Assembler:
                 continue
             del self._whole[trace_id]
             if trace.whole():  # a later span may name a parent not here yet
-                del self._open[trace_id]
+                self._pop(trace_id)
                 trace.state = "complete"
                 out.append(trace)
         return out
 
     def _evict(self) -> list[Trace]:
+        """The traces idle longest, closed until both bounds hold."""
         out = []
-        while len(self._open) > self.max_traces:
+        while len(self._open) > self.max_traces or (
+            self.max_bytes is not None and self._open and self._size > self.max_bytes
+        ):
             out.append(self._close_idle(next(iter(self._open.values()))))
         return out
 
+    def _pop(self, trace_id: str) -> Trace:
+        trace = self._open.pop(trace_id)
+        # Summed again from nothing when none is open: float sums would drift.
+        self._size = self._size - trace.size if self._open else 0.0
+        return trace
+
     def _close_idle(self, trace: Trace) -> Trace:
-        del self._open[trace.trace_id]
+        self._pop(trace.trace_id)
         only_logs = all(s.kind == "LOG" for s in trace.spans)
         trace.state = "complete" if only_logs or trace.whole() else "incomplete"
         return trace

@@ -185,6 +185,9 @@ class SpanMapping(BaseModel):
             spans before it is judged: spans of one trace that came through two partitions
             may bring the root first. 0 judges it at once.
         max_traces: traces held at once; past it the oldest is handled as incomplete.
+        max_open_bytes: the bytes of the messages the open traces came from (a message shared
+            by its spans); past it, too, the oldest is handled as incomplete. The decoded spans
+            take about two to three times that in memory.
         max_spans_per_trace: spans kept per trace; a trace with more is a dead letter.
     """
 
@@ -202,6 +205,7 @@ class SpanMapping(BaseModel):
     idle_timeout_s: float = Field(30.0, gt=0)
     settle_s: float = Field(1.0, ge=0)
     max_traces: int = Field(10_000, ge=1)
+    max_open_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_spans_per_trace: int = Field(2_000, ge=1)
 
     def picks(self, field: str) -> tuple[Pick, ...]:

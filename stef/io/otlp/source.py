@@ -66,6 +66,7 @@ class OtlpSource:
             mapping.max_spans_per_trace,
             close_on_root=decoder is None,
             settle_s=mapping.settle_s,
+            max_bytes=mapping.max_open_bytes,
         )
         self._ready: deque[Envelope] = deque()
         # message -> traces of it not yet done; guarded: workers finish records concurrently.
@@ -138,7 +139,7 @@ class OtlpSource:
             return
         with self._lock:
             self._pending[message] = len({s.trace_id for s in spans})
-        _, closed = self._assembler.add(spans, message)
+        _, closed = self._assembler.add(spans, message, len(message.payload))
         for trace in closed:
             self._ready.append(self._record(trace))
 
