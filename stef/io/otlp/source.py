@@ -128,7 +128,7 @@ class OtlpSource:
             self._ready.append(_invalid(message, exc.reason, exc.detail))
             return
         except Exception as exc:  # no message stops the source: it is dead-lettered, said why
-            detail = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:_MAX_ERROR_CHARS]
+            detail = _error_text(exc)
             log.error("otlp_decode_internal_error", error=detail, **message.position)
             self._ready.append(_invalid(message, "internal_error", detail))
             return
@@ -161,7 +161,7 @@ class OtlpSource:
                 _spans_json(trace), position, key, done, claim, invalid=(exc.reason, exc.detail)
             )
         except Exception as exc:  # no trace stops the source: it is dead-lettered, said why
-            detail = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:_MAX_ERROR_CHARS]
+            detail = _error_text(exc)
             log.error("trace_internal_error", trace_id=trace.trace_id, error=detail)
             return Envelope(
                 _spans_json(trace), position, key, done, claim, invalid=("internal_error", detail)
@@ -210,6 +210,11 @@ def _claim_of(messages: list[Envelope]) -> Callable[[], bool]:
         return any([m.claim() for m in messages])  # a list: every message is claimed
 
     return claim
+
+
+def _error_text(exc: Exception) -> str:
+    """An unexpected exception as a dead letter's error: its type and text, on one line, cut."""
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:_MAX_ERROR_CHARS]
 
 
 def _invalid(message: Envelope, reason: str, detail: str) -> Envelope:
