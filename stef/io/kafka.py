@@ -31,6 +31,7 @@ from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
 from stef.errors import CommitError, ConfigError, SinkError, SourceLost
 from stef.io import AckCallback, Envelope
+from stef.io.kafka_batches import UnreadableBatch, install, letters, stop_of
 from stef.io.offsets import OffsetTracker
 
 log = structlog.get_logger(__name__)
@@ -109,6 +110,7 @@ class KafkaSource:
             "group_id": self.group,
             "enable_auto_commit": False,
         }
+        install()  # a batch that cannot be read is skipped, not spun on (kafka_batches)
         try:
             consumer = KafkaConsumer(**options)
             topics = consumer.topics()
@@ -131,6 +133,11 @@ class KafkaSource:
             if self.start_from is None:
                 raise
             self._seek_to_start(consumer, sorted(exc.args[0]), self.start_from)
+            return []
+        except UnreadableBatch as exc:
+            if exc.partition is not None and exc.first is not None:
+                return self._skip_unreadable(consumer, exc, exc.first, max_records)
+            log.warning("source_poll_failed", error=str(exc)[:300])
             return []
         except KafkaError as exc:
             # The broker is gone or restarting: nothing to hand out now, the consumer reconnects
@@ -166,6 +173,23 @@ class KafkaSource:
                     )
                 )
         return out
+
+    def _skip_unreadable(
+        self, consumer: KafkaConsumer, exc: UnreadableBatch, first: int, max_records: int
+    ) -> list[Envelope]:
+        """Dead letters for the offsets of a batch that cannot be read, and a seek past them
+        (kafka-python cannot read on past a broken record)."""
+        tp = exc.partition
+        stop = stop_of(exc, first, max_records)
+        try:
+            consumer.seek(tp, stop)
+        except (KafkaError, AssertionError):  # revoked meanwhile: its next owner reads it
+            return []
+        with self._lock:
+            tracker = self._trackers.get(tp)
+            if tracker is None:
+                tracker = self._trackers[tp] = OffsetTracker()
+        return letters(exc, first, stop, tracker, claims=True)
 
     def _watch_reach(self) -> None:
         """Raise :class:`SourceLost` once no broker has answered for ``unreachable_timeout_s``

@@ -24,6 +24,7 @@ from kafka.errors import KafkaError  # type: ignore[import-untyped]
 from stef.errors import ConfigError
 from stef.io import Envelope
 from stef.io.kafka import no_broker_answers
+from stef.io.kafka_batches import UnreadableBatch, install, letters, stop_of
 from stef.io.offsets import OffsetTracker
 
 log = structlog.get_logger(__name__)
@@ -84,6 +85,7 @@ class KafkaRangeSource:
         if self._consumer is not None:
             return  # started early by the command, to size its progress bar
         where = f"kafka://{','.join(self.bootstrap)}/{self.topic}"
+        install()  # a batch that cannot be read is skipped, not spun on (kafka_batches)
         try:
             consumer = KafkaConsumer(
                 **self._options,
@@ -151,6 +153,11 @@ class KafkaRangeSource:
             batches = consumer.poll(
                 timeout_ms=int(timeout_s * 1000), max_records=max(1, max_records)
             )
+        except UnreadableBatch as exc:
+            if exc.partition in self._bounds and exc.first is not None:
+                return self._skip_unreadable(consumer, exc, exc.first, max_records)
+            log.warning("source_poll_failed", error=str(exc)[:300])
+            batches = {}
         except KafkaError as exc:
             # The broker is gone or restarting: the consumer reconnects on the next poll; the
             # silence counts towards giving up (below).
@@ -186,6 +193,22 @@ class KafkaRangeSource:
         if finished:
             consumer.pause(*finished)
         self._watch_silence(progress=bool(out or finished))
+        return out
+
+    def _skip_unreadable(
+        self, consumer: KafkaConsumer, exc: UnreadableBatch, first: int, max_records: int
+    ) -> list[Envelope]:
+        """Dead letters for the offsets of the range in a batch that cannot be read, and a seek
+        past them (kafka-python cannot read on past a broken record)."""
+        tp = exc.partition
+        end = self._bounds[tp][1]
+        stop = stop_of(exc, first, max_records, end)
+        out = letters(exc, first, stop, self._trackers[tp], claims=False)
+        self._next[tp] = stop
+        if stop >= end:
+            consumer.pause(tp)
+        else:
+            consumer.seek(tp, stop)
         return out
 
     def _watch_silence(self, *, progress: bool) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from stef.io import kafka_batches
 from tests.brokers import Broker
 from tests.service.conftest import ServiceProcess, caught_up, kafka_config, make_log
 
@@ -43,6 +44,16 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
             return _real(data)
 
         monkeypatch.setattr(default_records, name, counting)
+    # Once a KafkaSource started in this process, batches decompress through STEF's bounded
+    # reader instead (stef.io.kafka_batches): counted alike.
+    real_bounded = kafka_batches._decompress
+    names = {getattr(default_records.DefaultRecordBatch, f"CODEC_{c.upper()}"): c for c in counts}
+
+    def counting_bounded(codec: int, data: Any, limit: int) -> bytes:
+        counts[names[codec]] += 1
+        return real_bounded(codec, data, limit)
+
+    monkeypatch.setattr(kafka_batches, "_decompress", counting_bounded)
     yield counts
 
 
