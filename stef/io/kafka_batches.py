@@ -20,9 +20,9 @@ source turns those offsets into dead letters (:func:`letters`) and seeks past th
 
 from __future__ import annotations
 
-import gzip
 import io
 import struct
+import zlib
 from typing import Any
 
 import structlog
@@ -64,19 +64,25 @@ class _TooLarge(Exception):
     pass
 
 
+# Decompressed a piece at a time: a buffer of the whole limit, asked for at once, costs more
+# than the decompression of a usual batch.
+_PIECE = 1024 * 1024
+
+
 def _bounded(stream: Any, limit: int) -> bytes:
     """Read a decompressing stream to its end, or raise :class:`_TooLarge` past ``limit``."""
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise _TooLarge
-    return bytes(data)
+    out = bytearray()
+    while piece := stream.read(_PIECE):
+        out += piece
+        if len(out) > limit:
+            raise _TooLarge
+    return bytes(out)
 
 
 def _decompress(codec: int, data: memoryview, limit: int) -> bytes:
     """A batch's records, decompressed within ``limit`` bytes."""
     if codec == DefaultRecordBatch.CODEC_GZIP:
-        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
-            return _bounded(f, limit)
+        return _gunzip(data, limit)
     if codec == DefaultRecordBatch.CODEC_ZSTD:
         import zstandard  # noqa: PLC0415 (only a zstd topic needs it)
 
@@ -89,13 +95,34 @@ def _decompress(codec: int, data: memoryview, limit: int) -> bytes:
         import lz4.frame  # type: ignore[import-untyped]  # noqa: PLC0415 (lz4 topics only)
 
         decompressor = lz4.frame.LZ4FrameDecompressor()
-        out = decompressor.decompress(data.tobytes(), max_length=limit + 1)
+        out = bytearray(decompressor.decompress(data.tobytes(), max_length=_PIECE))
+        while not decompressor.eof and not decompressor.needs_input:
+            if len(out) > limit:
+                raise _TooLarge
+            out += decompressor.decompress(b"", max_length=_PIECE)
         if len(out) > limit:
             raise _TooLarge
         if not decompressor.eof:
             raise ValueError("lz4 frame ends early")
         return bytes(out)
     return _snappy(data.tobytes(), limit)
+
+
+def _gunzip(data: memoryview, limit: int) -> bytes:
+    """Gzip, every member (as ``gzip.decompress`` reads it), a piece at a time."""
+    out = bytearray()
+    rest = bytes(data)
+    while rest:
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while rest:
+            out += member.decompress(rest, _PIECE)
+            if len(out) > limit:
+                raise _TooLarge
+            rest = member.unconsumed_tail
+        if not member.eof:
+            raise ValueError("gzip stream ends early")
+        rest = member.unused_data
+    return bytes(out)
 
 
 def _snappy(data: bytes, limit: int) -> bytes:
