@@ -154,7 +154,7 @@ class Settings(BaseModel):
         max_inflight: records fetched but not yet acknowledged; fetching pauses at this bound.
             Defaults to ``max(256, 4 * concurrency)``: enough that the workers keep judging
             while earlier results wait for the broker's acknowledgement.
-        max_inflight_bytes: the same bound on the records' bytes (their raw payloads):
+        max_inflight_bytes: the same bound on the records' bytes (raw payloads, Kafka keys):
             fetching pauses once the records in flight add up to this, and a fetch asks for no
             more records than fit at their recent mean size. Memory grows with the SQL in
             flight (analysis holds parse trees many times the SQL's size), so this is what

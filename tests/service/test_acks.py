@@ -121,6 +121,14 @@ def test_the_window_bounds_records_and_bytes(payload_bytes: int) -> None:
     assert window.count == 2
 
 
+def test_a_kafka_key_counts_towards_the_bytes_bound() -> None:
+    window = InFlightWindow(max_records=256, max_bytes=4096)
+    keyed = Envelope(b"{}", {"offset": 0}, key=b"k" * 5000)
+    window.admit([keyed])
+    assert window.full()
+    assert window.release(keyed) and not window.full()
+
+
 def test_the_lifecycle_fails_once_and_stops_once() -> None:
     from stef.service.health import HealthState
     from stef.service.lifecycle import Lifecycle
