@@ -221,10 +221,17 @@ def _conclude(
     # The service loaded the same calibration at start: it cannot fail here but be safe.
     with contextlib.suppress(StefError):
         tally.summary.load_calibration(settings.calibration)
-    if tally.summary.groups:  # no table of zeros when no record was judged
-        print(tally.summary.table())
-    if reasons:
-        print(_reasons_line(reasons, tally.summary.total().judge_errors))
+    try:
+        if tally.summary.groups:  # no table of zeros when no record was judged
+            print(tally.summary.table())
+        if reasons:
+            print(_reasons_line(reasons, tally.summary.total().judge_errors))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if status == Exit.OK:
+            raise  # only the reader left (`| head`): exit 0, as every command
+        # The run failed before (its results went to this pipe): that status stands.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
         return status

@@ -156,3 +156,27 @@ def test_summary_keeps_long_names_to_one_screen(
     table = capsys.readouterr().out
     assert max(len(line) for line in table.splitlines()) < 300
     assert "G" * 39 + "…" in table
+
+
+def test_replay_to_a_pipe_closed_early_keeps_its_failure(tmp_path: Path) -> None:
+    """``stef replay -o - | head -1``: the results could not all be written, so the exit
+    status is 1, as ``stef run --results -`` says; the summary printed after it to the same
+    closed pipe used to turn it into 0."""
+    import subprocess
+    import sys
+
+    log = str(ROOT / "examples" / "agent_log.jsonl")
+    args = ["-o", "-", "--dead-letters", f"file:{tmp_path / 'dead.jsonl'}", "--no-progress"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stef.cli", "replay", log, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline())["id"]
+    proc.stdout.close()  # the reader leaves after one line
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "Exception ignored" not in err
