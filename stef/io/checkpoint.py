@@ -12,15 +12,20 @@ space: when the results fill the disk the checkpoint beside them still records w
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stef.errors import ConfigError, FileError
 from stef.files import read_bounded
+
+log = structlog.get_logger(__name__)
 
 # How much of a file's start identifies it: enough to tell two logs apart even when the
 # filesystem hands a deleted file's inode to a new one.
@@ -96,6 +101,56 @@ class Checkpoint:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        """Hold the checkpoint for this process (``flock`` on ``.<name>.lock`` beside it, kept
+        until :meth:`unlock` or the process ends): two replicas on one source and checkpoint
+        judged every line twice, and the slower one's saves moved the checkpoint back.
+
+        Raises:
+            ConfigError: another process holds it, or the lock file is not a regular file.
+        """
+        if self._lock_fd is not None:
+            return
+        where = self.path.parent / f".{self.path.name}.lock"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:  # a read-only directory: no save will succeed either (logged)
+            log.warning("checkpoint_lock_unavailable", path=str(where), error=str(exc))
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(f"checkpoint lock {where} is not a regular file")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                raise ConfigError(
+                    f"checkpoint {self.path} is in use by another stef process"
+                    f"{f' (pid {holder})' if holder.isdigit() else ''}: two on one file source "
+                    "would judge every line twice; stop it, or set file_checkpoint to another "
+                    "path"
+                ) from None
+            except OSError as exc:  # a file system without locks
+                log.warning("checkpoint_lock_unavailable", path=str(where), error=str(exc))
+                os.close(fd)
+                return
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        """Let another process take the checkpoint (closing the lock file releases it)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def load(self, source: str) -> FilePosition | None:
         """The saved position of ``source``, None when there is none yet.

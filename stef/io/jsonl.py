@@ -313,9 +313,14 @@ class FileSource:
             if not self.follow:
                 raise ConfigError(f"source file:{self.path}: no such file") from exc
         if self.checkpoint is not None:
-            self.checkpoint.reserve()
-            if self._resume(self.checkpoint):
-                return
+            self.checkpoint.lock()
+            try:
+                self.checkpoint.reserve()
+                if self._resume(self.checkpoint):
+                    return
+            except BaseException:  # a checkpoint refused: the source never starts
+                self.checkpoint.unlock()
+                raise
         if self.follow and self._open_rotated_since():
             return
         try:
@@ -391,6 +396,8 @@ class FileSource:
             if self._file is not None and self._file.stream is not sys.stdin.buffer:
                 self._file.stream.close()
             self._file = None
+            if self.checkpoint is not None:
+                self.checkpoint.unlock()
 
     # ------------------------------------------------------------------------------- reading
 
@@ -735,7 +742,16 @@ class JsonlSink:
         # The file's size, not tell(): in append mode the position is not moved back by a
         # truncation, so after a first cut tell() is past the end, and cutting back to it
         # would leave the next torn line in place (padded with zeros).
-        start = os.fstat(stream.fileno()).st_size
+        status = os.fstat(stream.fileno())
+        if status.st_nlink == 0:
+            # Removed while open (its directory too, maybe): what went on being written to it
+            # was lost with it, though acknowledged. A new file takes the lines from now on.
+            log.warning("sink_file_removed", path=self.path)
+            stream.close()
+            self._stream = None
+            stream = self._opened()
+            status = os.fstat(stream.fileno())
+        start = status.st_size
         try:
             view = memoryview(line)
             while view:

@@ -174,8 +174,9 @@ def test_a_checkpoint_of_another_source_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
-    """Atomic: each save is another inode renamed over the old one; the only other file is the
-    spare the next save writes into (kept, so a save needs no new space on a full disk)."""
+    """Atomic: each save is another inode renamed over the old one; the only other files are
+    the spare the next save writes into (kept, so a save needs no new space on a full disk) and
+    the lock one process holds."""
     log, state = tmp_path / "app.log", tmp_path / "state"
     _write(log, b"a1")
     s = _source(log, state)
@@ -186,7 +187,8 @@ def test_the_state_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
     _ack(_poll(s))
     s.commit()
     assert os.stat(state).st_ino != before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".state.spare", "app.log", "state"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".state.lock", ".state.spare", "app.log", "state"]
     s.close()
 
 
@@ -224,3 +226,18 @@ def test_a_checkpoint_is_saved_on_a_full_disk(tmp_path: Path) -> None:
         s.close()
         saved = json.loads(state.read_text())
         assert (saved["line"], saved["offset"]) == (2, 6)
+
+
+def test_one_process_at_a_time_holds_a_checkpoint(tmp_path: Path) -> None:
+    """Two replicas on one file and checkpoint judged every line twice, and the slower one's
+    saves moved the checkpoint back. The second is refused at start, naming the holder."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    first = _source(log, state)
+    with pytest.raises(
+        ConfigError, match=f"in use by another stef process \\(pid {os.getpid()}\\)"
+    ):
+        _source(log, state)
+    first.close()
+    second = _source(log, state)  # released at close
+    second.close()
