@@ -158,9 +158,17 @@ def command_of(argv: list[str]) -> str | None:
     return None
 
 
+# The commands that run a replica: a stop signal during their start-up stops them cleanly.
+_SERVICES = ("run", "replay", "backfill")
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = command_of(words)
+    if command in _SERVICES and argv is None:  # the process's own command line, not a test's
+        from stef import signals  # noqa: PLC0415 (the standard library's signal, os only)
+
+        signals.catch_early()
     args = parser(command, lazy=command is None).parse_args(words)
     from stef.logs import configure_logging  # noqa: PLC0415 (structlog: only when a command runs)
 

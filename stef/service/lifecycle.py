@@ -13,10 +13,10 @@ from types import FrameType
 
 import structlog
 
+from stef import signals
 from stef.service.health import HealthState
 
 log = structlog.get_logger(__name__)
-
 
 class Lifecycle:
     """Whether the replica runs, drains, failed or closes.
@@ -61,6 +61,9 @@ class Lifecycle:
             self.signals.append(signum)
             if len(self.signals) > 1:
                 os._exit(128 + signum)
+
+        self.signals.extend(signals.early)  # signals of start-up, before these handlers
+        signals.early.clear()
 
         def on_hangup(signum: int, frame: FrameType | None) -> None:
             self.check_rules.set()

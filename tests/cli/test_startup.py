@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,63 @@ def test_an_argument_out_of_its_range_is_a_usage_error(
         main(argv)
     assert stopped.value.code == Exit.USAGE
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("signum", [15, 2], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signum: int) -> None:
+    """SIGTERM while ``stef run`` was still starting (imports, settings, preflight: seconds)
+    ended it with status 143, and SIGINT with 130 and a traceback from whatever import was
+    running. Now the replica stops as soon as it runs: status 0, nothing judged."""
+    import os
+    import signal as signals
+    import time
+
+    log = tmp_path / "agent.jsonl"
+    log.write_text(json.dumps({"question": "q", "sql": "SELECT 1"}) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    args = ["--source", f"file:{log}", "--follow", "--results", f"file:{tmp_path / 'r.jsonl'}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stef.cli", "run", *args, "--metrics-port", "off"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    # As soon as the command catches SIGTERM (its first moment), long before the replica runs.
+    deadline = time.monotonic() + 30
+    while not _catches_sigterm(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signals.Signals(signum))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"Traceback" not in err
+
+
+def _catches_sigterm(pid: int) -> bool:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        caught = next(line for line in f if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & (1 << (15 - 1)))
+
+
+def test_a_signal_of_start_up_is_taken_over_by_the_replica() -> None:
+    """The start-up handler records the signal; the replica's handlers take it over, and its
+    loop then stops before fetching anything."""
+    import os
+    import signal as signals
+
+    from stef import signals as early
+    from stef.service.health import HealthState
+    from stef.service.lifecycle import Lifecycle
+
+    saved = {s: signals.getsignal(s) for s in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP)}
+    try:
+        early.catch_early()
+        os.kill(os.getpid(), signals.SIGTERM)
+        assert early.early == [signals.SIGTERM]
+        lifecycle = Lifecycle(HealthState(), lambda: 0)
+        lifecycle.install_signal_handlers()
+        assert lifecycle.signals == [signals.SIGTERM]
+        assert early.early == []
+    finally:
+        early.early.clear()
+        for s, handler in saved.items():
+            signals.signal(s, handler)

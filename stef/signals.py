@@ -1,0 +1,25 @@
+"""Stop signals that come while a service command is still starting (imports, settings,
+preflight: seconds), before a replica's own handlers: recorded here, by a handler that needs
+nothing imported, and taken over by the replica (:mod:`stef.service.lifecycle`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import FrameType
+
+# The signals received so far, in order; the replica takes them over.
+early: list[int] = []
+
+
+def catch_early() -> None:
+    """SIGTERM/SIGINT are recorded, not fatal (they ended start-up with status 143, or 130 and
+    a traceback from whatever import was running); a second one exits at once with 128 + it."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        early.append(signum)
+        if len(early) > 1:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
