@@ -28,7 +28,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "diagram when labels are given, and the lowest-scored records with their issues.",
     )
     p.add_argument("results", type=Path, help="results JSONL")
-    p.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="HTML file to write (- for stdout)"
+    )
     p.add_argument("--labels", type=Path, help="labels JSONL (stef review's)")
     p.add_argument("--input", type=Path, help="the agent log, to show question and SQL by id")
     p.add_argument("--worst", type=integer(0), default=20, help="lowest-scored records listed (20)")
@@ -85,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
         worst_n=args.worst,
         calibration=calibration,
     )
+    if str(args.output) == "-":  # stdout, as every command reads "-" (it wrote a file "-")
+        sys.stdout.buffer.write(unicode_text(page).encode("utf-8"))
+        sys.stdout.flush()
+        print(f"stef report: {len(records)} results -> stdout", file=sys.stderr)
+        return Exit.OK
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         # A lone surrogate (JSON allows "\ud800") cannot be UTF-8: written as U+FFFD.

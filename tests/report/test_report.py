@@ -182,3 +182,16 @@ def test_template_text_and_a_lone_surrogate_in_a_record_are_shown_as_text(tmp_pa
     assert "<td>odd\ufffd</td>" in page and "<td>{{ 7 * 7 }}</td>" in page
     assert "<td>49</td>" not in page
     assert "{% raw %}{{ source }} &amp; &lt;b&gt;" in page
+
+
+def test_report_to_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """``-o -`` is stdout, as for every command (it wrote a file named ``-``)."""
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(results), "-o", "-"]) == 0
+    page = capsysbinary.readouterr().out.decode()
+    assert page.lower().startswith("<!doctype html>")
+    assert not (tmp_path / "-").exists()
