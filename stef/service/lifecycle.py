@@ -18,6 +18,7 @@ from stef.service.health import HealthState
 
 log = structlog.get_logger(__name__)
 
+
 class Lifecycle:
     """Whether the replica runs, drains, failed or closes.
 
