@@ -214,7 +214,9 @@ def _take_naming(self: Any, n: Any = None) -> Any:
         if not isinstance(exc, UnreadableBatch):  # a failed CRC check: where it ends is unknown
             exc = UnreadableBatch(str(exc))
         exc.partition = self.topic_partition
-        exc.first = self.next_fetch_offset
+        # A fetch from the middle of a batch reads (and drops) the records before its offset,
+        # moving next_fetch_offset back there: the first offset not read is the later one.
+        exc.first = max(self.next_fetch_offset, self.fetch_offset)
         raise exc from None
 
 

@@ -180,6 +180,33 @@ def test_an_unreadable_batch_is_dead_lettered_and_the_partition_goes_on(
     assert proc.events("service_stopped")[0]["received"] == total
 
 
+def test_a_long_unreadable_batch_comes_out_a_few_letters_a_poll_each_offset_once(
+    kafka_broker: Broker,
+) -> None:
+    """The rest of a batch past ``max_records`` fails again at the next poll, from the middle
+    of the batch: the records before the seek are read and dropped again, and their offsets
+    were taken for the first not read (the same 100 letters for ever, 4,488 in 25 s)."""
+    from stef.io.kafka import KafkaSource
+
+    records = [_record(i, _good(200 + i), _BAD_KEY if i == 2 else []) for i in range(12)]
+    topic = kafka_broker.create_topic(f"in-long-{uuid.uuid4().hex[:8]}", 1)
+    _produce_raw(kafka_broker, topic, _batch(b"".join(records), 12))
+    source = KafkaSource(
+        [kafka_broker.bootstrap], topic, f"g-{topic}", auto_offset_reset="earliest"
+    )
+    source.start()
+    seen: list[tuple[int, str | None]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 12 and time.monotonic() < deadline:
+            for envelope in source.poll(3, 0.5):
+                seen.append((envelope.position["offset"], (envelope.invalid or (None,))[0]))
+                envelope.on_done()
+    finally:
+        source.close()
+    assert seen == [(0, None), (1, None)] + [(i, "unreadable") for i in range(2, 12)]
+
+
 def test_a_backfill_passes_an_unreadable_batch(tmp_path: Path, kafka_broker: Broker) -> None:
     """``stef backfill`` reads through its own consumer: it spun on the same record."""
     topic = kafka_broker.create_topic(f"bf-batch-{uuid.uuid4().hex[:8]}", 1)
