@@ -63,9 +63,6 @@ class Lifecycle:
             if len(self.signals) > 1:
                 os._exit(128 + signum)
 
-        self.signals.extend(signals.early)  # signals of start-up, before these handlers
-        signals.early.clear()
-
         def on_hangup(signum: int, frame: FrameType | None) -> None:
             self.check_rules.set()
 
@@ -74,6 +71,9 @@ class Lifecycle:
         hangup = getattr(signal, "SIGHUP", None)  # none on Windows
         if hangup is not None:
             signal.signal(hangup, on_hangup)
+        # The signals of start-up, taken over once no more can reach the start-up handler.
+        self.signals[:0] = signals.early
+        signals.early.clear()
 
     def fail(self, error: BaseException) -> None:
         """A record cannot be settled: stop with nothing committed past it (exit 1)."""
