@@ -708,6 +708,10 @@ class JsonlSink:
             directory = os.path.dirname(self.path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
+            with contextlib.suppress(OSError):
+                if stat.S_ISFIFO(os.stat(self.path).st_mode):
+                    # Opening blocks until a reader opens it: say why nothing happens meanwhile.
+                    log.warning("sink_waiting_for_reader", path=self.path)
             # Unbuffered: a line is with the OS once write returns, and a failed write leaves no
             # tail in a buffer to reach the disk later.
             self._stream = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held for the run)

@@ -223,3 +223,30 @@ def test_a_file_sink_removed_with_its_directory_is_written_anew(tmp_path: Path) 
     sink.close()
     assert acks == [None, None, None]
     assert path.read_bytes() == b'{"n": 2}\n{"n": 3}\n'
+
+
+def test_a_fifo_sink_says_it_waits_for_a_reader(tmp_path: Path) -> None:
+    """Opening a FIFO blocks until someone reads it: the wait used to be silent (no
+    ``service_started``, nothing in the log to say why)."""
+    import os
+    import threading
+
+    from structlog.testing import capture_logs
+
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+
+    reader = threading.Thread(target=read)
+    sink = JsonlSink(str(fifo))
+    with capture_logs() as logs:
+        reader.start()
+        sink.send(None, b'{"n": 1}', lambda error: None)
+        sink.close()
+    reader.join(10)
+    assert got == [b'{"n": 1}\n']
+    assert [e["event"] for e in logs] == ["sink_waiting_for_reader"]
