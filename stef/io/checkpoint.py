@@ -12,6 +12,7 @@ space: when the results fill the disk the checkpoint beside them still records w
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -226,8 +227,12 @@ class Checkpoint:
     def _write_into(path: Path, data: bytes) -> None:
         """Overwrite ``path`` in place with ``data`` padded by spaces (JSON ignores them) to at
         least its current size and a whole slot: no byte of an older, longer content is left."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        # Not blocking: a FIFO in the spare's place (with no reader) held the run loop at its
+        # first commit, deaf to SIGTERM. Only a regular file is written.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, f"{path} is not a regular file")
             size = max(os.fstat(fd).st_size, -(-len(data) // _SLOT) * _SLOT, _SLOT)
             view = memoryview(data + b" " * (size - len(data)))
             at = 0

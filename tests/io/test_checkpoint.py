@@ -241,3 +241,21 @@ def test_one_process_at_a_time_holds_a_checkpoint(tmp_path: Path) -> None:
     first.close()
     second = _source(log, state)  # released at close
     second.close()
+
+
+def test_a_fifo_in_the_spare_s_place_fails_the_save_instead_of_blocking(tmp_path: Path) -> None:
+    """The save opened the spare for writing and waited for a reader for ever: the run loop
+    stopped at its first commit, SIGTERM unheard. It is a failed commit now (retried later)."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    _write(log, b"a1")
+    s = _source(log, state)
+    spare = tmp_path / ".state.spare"
+    spare.unlink()
+    os.mkfifo(spare)
+    _ack(_poll(s))
+    with pytest.raises(CommitError):
+        s.commit()
+    spare.unlink()
+    s.commit()  # the next commit makes its own spare
+    assert json.loads(state.read_text())["line"] == 1
+    s.close()
