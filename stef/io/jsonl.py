@@ -769,6 +769,14 @@ class JsonlSink:
                 stream.seek(start)
             raise
 
+    def reopen(self) -> None:
+        """Close the file; the next line opens the path again (SIGUSR1: logrotate renamed the
+        file, and lines would otherwise go on into the renamed one)."""
+        with self._lock:
+            if self._stream is not None and self._stream is not sys.stdout.buffer:
+                self._stream.close()
+                self._stream = None
+
     def flush(self, timeout_s: float) -> None:
         with self._lock:
             if self._stream is not None:

@@ -31,6 +31,7 @@ class Lifecycle:
         stop_at: when it was requested (the drain deadline counts from it); None before.
         signals: the stop signals received, in order (the handler only records them).
         check_rules: set by SIGHUP: the loop checks the rules now, contents included.
+        reopen_outputs: set by SIGUSR1: the loop reopens the results and dead-letter files.
         fatal: the error that failed the run (exit 1), or None.
         closing: True once the service shuts down.
     """
@@ -42,6 +43,7 @@ class Lifecycle:
         self.stop_at: float | None = None
         self.signals: list[int] = []
         self.check_rules = threading.Event()
+        self.reopen_outputs = threading.Event()
         self.fatal: BaseException | None = None
         self.closing = False
 
@@ -55,8 +57,9 @@ class Lifecycle:
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
         (uncommitted work is redelivered). SIGHUP asks for a rules check, as a config reload
-        does in other daemons (it used to end the process: the default action). The handlers
-        only record the signal."""
+        does in other daemons; SIGUSR1 for the output files to be opened again, as logrotate's
+        ``postrotate`` asks of other daemons (each used to end the process: the default
+        action). The handlers only record the signal."""
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.signals.append(signum)
@@ -66,11 +69,17 @@ class Lifecycle:
         def on_hangup(signum: int, frame: FrameType | None) -> None:
             self.check_rules.set()
 
+        def on_user1(signum: int, frame: FrameType | None) -> None:
+            self.reopen_outputs.set()
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         hangup = getattr(signal, "SIGHUP", None)  # none on Windows
         if hangup is not None:
             signal.signal(hangup, on_hangup)
+        user1 = getattr(signal, "SIGUSR1", None)
+        if user1 is not None:
+            signal.signal(user1, on_user1)
         # The signals of start-up, taken over once no more can reach the start-up handler.
         self.signals[:0] = signals.early
         signals.early.clear()

@@ -171,7 +171,7 @@ class Service:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal;
-        SIGHUP checks the rules at once, contents included."""
+        SIGHUP checks the rules at once, contents included; SIGUSR1 reopens the output files."""
         self.lifecycle.install_signal_handlers()
 
     @property
@@ -256,6 +256,24 @@ class Service:
 
     # ------------------------------------------------------------------------------- loop
 
+    def _asked(self, now: float, next_rules: float) -> float:
+        """What SIGUSR1 (reopen the output files) and SIGHUP (check the rules, contents
+        included) asked for, and the rules' own timer; returns when the rules are next due."""
+        if self.lifecycle.reopen_outputs.is_set():
+            self.lifecycle.reopen_outputs.clear()
+            log.info("outputs_reopen_requested", signal="SIGUSR1")
+            for sink in (self.results, self.dead_letters):
+                if isinstance(sink, JsonlSink):
+                    sink.reopen()
+        asked = self.lifecycle.check_rules.is_set()
+        if not asked and now < next_rules:
+            return next_rules
+        if asked:
+            self.lifecycle.check_rules.clear()
+            log.info("rules_check_requested", signal="SIGHUP")
+        self.watcher.check(contents=asked)
+        return now + self.settings.rules_check_interval_s
+
     def _loop(self) -> None:
         s = self.settings
         paused = False
@@ -267,13 +285,7 @@ class Service:
                 self.request_stop()
                 break
             now = time.monotonic()
-            asked = self.lifecycle.check_rules.is_set()
-            if asked or now >= next_rules:
-                if asked:
-                    self.lifecycle.check_rules.clear()
-                    log.info("rules_check_requested", signal="SIGHUP")
-                self.watcher.check(contents=asked)
-                next_rules = now + s.rules_check_interval_s
+            next_rules = self._asked(now, next_rules)
             if now >= next_commit:
                 self._commit()
                 next_commit = now + s.commit_interval_s

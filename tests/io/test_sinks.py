@@ -250,3 +250,18 @@ def test_a_fifo_sink_says_it_waits_for_a_reader(tmp_path: Path) -> None:
     reader.join(10)
     assert got == [b'{"n": 1}\n']
     assert [e["event"] for e in logs] == ["sink_waiting_for_reader"]
+
+
+def test_a_file_sink_reopened_after_a_rename_writes_to_the_path_again(tmp_path: Path) -> None:
+    """SIGUSR1 after logrotate renamed the file: the lines went on into the renamed one."""
+    path = tmp_path / "results.jsonl"
+    sink = JsonlSink(str(path))
+    acks: list[Exception | None] = []
+    sink.send(None, b'{"n": 1}', acks.append)
+    path.rename(tmp_path / "results.jsonl.1")
+    sink.reopen()
+    sink.send(None, b'{"n": 2}', acks.append)
+    sink.close()
+    assert acks == [None, None]
+    assert (tmp_path / "results.jsonl.1").read_bytes() == b'{"n": 1}\n'
+    assert path.read_bytes() == b'{"n": 2}\n'

@@ -138,3 +138,40 @@ def test_sighup_checks_the_rules_at_once_and_the_service_goes_on(
     assert proc.alive()
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0
+
+
+def test_sigusr1_reopens_the_output_files_after_logrotate_renamed_them(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    """SIGUSR1 ended ``stef run`` (status 138, the default action): a logrotate ``postrotate``
+    sending it, as for other daemons, restarted the replica. Now the results go on in a new
+    file at the path, as after a ``create`` rotation they should."""
+    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
+    log.touch()
+    proc = service_factory(
+        "--source",
+        f"file:{log}",
+        "--follow",
+        "--results",
+        f"file:{results}",
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
+        config={"file_checkpoint": str(tmp_path / "checkpoint")},
+    )
+    proc.wait_ready()
+    _append(log, valid_record(0))
+    proc.wait_for(lambda: len(read_jsonl(results)) == 1, timeout_s=30, what="the first result")
+    rotated = tmp_path / "results.jsonl.1"
+    results.rename(rotated)
+    proc.signal(signal.SIGUSR1)
+    proc.wait_for(
+        lambda: bool(proc.events("outputs_reopen_requested")), timeout_s=30, what="the reopen"
+    )
+    _append(log, valid_record(1))
+    proc.wait_for(lambda: results.exists(), timeout_s=30, what="a result after SIGUSR1")
+    proc.wait_for(lambda: len(read_jsonl(results)) == 1, timeout_s=30, what="the second result")
+    assert [r["id"] for r in read_jsonl(rotated)] == ["r-000000"]
+    assert [r["id"] for r in read_jsonl(results)] == ["r-000001"]
+    assert proc.alive()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
