@@ -121,7 +121,7 @@ def _gunzip(data: memoryview, limit: int) -> bytes:
             rest = member.unconsumed_tail
         if not member.eof:
             raise ValueError("gzip stream ends early")
-        rest = member.unused_data
+        rest = member.unused_data.lstrip(b"\0")  # zeros after a member: padding, as gzip reads it
     return bytes(out)
 
 
@@ -208,9 +208,17 @@ _take = Fetcher.PartitionRecords.take
 
 
 def _take_naming(self: Any, n: Any = None) -> Any:
+    if getattr(self, "_stef_raised", False):
+        # Its iterator is dead: it would give nothing for ever, and the fetcher would loop on
+        # it (a partition paused meanwhile loses the error kafka-python kept for the next
+        # poll). Drained, the partition is fetched again from where reading stopped, and the
+        # same error comes back.
+        self.drain()
+        return []
     try:
         return _take(self, n)
     except CorruptRecordError as exc:
+        self._stef_raised = True
         if not isinstance(exc, UnreadableBatch):  # a failed CRC check: where it ends is unknown
             exc = UnreadableBatch(str(exc))
         exc.partition = self.topic_partition
@@ -237,7 +245,7 @@ def letters(
     payload: the record was not read), each tracked as a record of its partition. ``claims``:
     the letters are claimed like the partition's records (a group's source)."""
     tp = exc.partition
-    end = exc.end if exc.end is not None and exc.end > first else first + 1
+    end = exc.end if exc.end is not None else first + 1
     detail = (
         f"Kafka record batch of {tp.topic}[{tp.partition}] cannot be read from offset "
         f"{first} to {end - 1}: {exc.detail}"
@@ -275,7 +283,8 @@ def _tracked(call: Any, offset: int) -> Any:
 def stop_of(exc: UnreadableBatch, first: int, max_records: int, bound: int | None = None) -> int:
     """Where the letters of one poll end: the batch's end (the next offset when unknown), at
     most ``max_records`` on (the rest fails again at the next poll and is reached there), and
-    not past ``bound``."""
-    end = exc.end if exc.end is not None and exc.end > first else first + 1
-    stop = min(end, first + max(1, max_records))
+    not past ``bound``. No letter when the error came after the batch's last record (bytes
+    left over after it): every record of it was read."""
+    end = exc.end if exc.end is not None else first + 1
+    stop = max(first, min(end, first + max(1, max_records)))
     return stop if bound is None else max(first, min(stop, bound))
