@@ -428,6 +428,36 @@ def test_traces_held_by_the_source_stay_within_max_open_bytes() -> None:
     assert {e.invalid[0] for e in out if e.invalid} == {"missing_field"}
 
 
+def test_a_trace_evicted_part_way_through_its_message_keeps_the_message() -> None:
+    """One message past ``max_open_bytes`` with spans of traces 1, 2, 3, 1: trace 1 is evicted
+    by the bound before its second span, which begins it again. That trace had no message
+    (an IndexError out of the source: the service stopped, and again after each restart), and
+    the message would be done after four traces of which it counted three."""
+    spans = [(2, 1, [_kv("note", "x" * 2900)])]
+    body = json.loads(_otlp_line(1, *spans))
+    for trace in (2, 3, 1):
+        extra = json.loads(_otlp_line(trace, (3, 1, [_kv("note", "x" * 2900)])))
+        body["resourceSpans"][0]["scopeSpans"][0]["spans"] += extra["resourceSpans"][0][
+            "scopeSpans"
+        ][0]["spans"]
+    inner = _Messages([json.dumps(body).encode()])
+    source = OtlpSource(
+        inner,  # type: ignore[arg-type]
+        encoding="otlp_json",
+        signal="traces",
+        mapping=SpanMapping(max_open_bytes=4096),
+    )
+    out: list[Envelope] = []
+    while not source.exhausted:
+        out.extend(source.poll(10, 0.0))
+    assert [e.position["trace_id"][-1] for e in out] == ["1", "2", "3", "1"]
+    for envelope in out[:-1]:
+        envelope.on_done()
+        assert inner.done == []
+    out[-1].on_done()
+    assert inner.done == [0]
+
+
 def test_a_trace_that_fails_to_map_for_any_reason_is_dead_lettered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

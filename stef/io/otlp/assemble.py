@@ -118,19 +118,24 @@ class Assembler:
     def add(
         self, spans: Sequence[Span], source: Hashable, size: int = 0
     ) -> tuple[list[str], list[Trace]]:
-        """Take the spans of one message of ``size`` bytes: the trace ids they belong to, and
-        the traces this closed (whole, too large, or evicted to stay within ``max_traces`` and
-        ``max_bytes``)."""
+        """Take the spans of one message of ``size`` bytes: the trace ids they belong to (once
+        per trace the message reached: an id twice when its trace was evicted part-way through
+        the message and begun again), and the traces this closed (whole, too large, or evicted
+        to stay within ``max_traces`` and ``max_bytes``)."""
         now = self.clock()
         ids: list[str] = []
         closed: list[Trace] = []
         share = size / len(spans) if spans else 0.0
+        reached: set[int] = set()  # the traces (objects, alive through the call) it reached
         for span in spans:
             trace = self._open.get(span.trace_id)
             if trace is None:
                 trace = self._open[span.trace_id] = Trace(span.trace_id)
                 closed.extend(self._evict())
-            if span.trace_id not in ids:
+            if id(trace) not in reached:
+                # Once per trace the message reaches: a trace evicted part-way through this
+                # message and begun again by a later span of it has this message too.
+                reached.add(id(trace))
                 ids.append(span.trace_id)
                 trace.sources.append(source)
             trace.add(span, self.max_spans_per_trace)

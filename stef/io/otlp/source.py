@@ -137,9 +137,9 @@ class OtlpSource:
         if not spans:
             message.on_done()  # nothing to judge in it (an empty export, logs outside traces)
             return
-        with self._lock:
-            self._pending[message] = len({s.trace_id for s in spans})
-        _, closed = self._assembler.add(spans, message, len(message.payload))
+        ids, closed = self._assembler.add(spans, message, len(message.payload))
+        with self._lock:  # before any record of it is handed out: none is done yet
+            self._pending[message] = len(ids)  # the traces it reached, each done once
         for trace in closed:
             self._ready.append(self._record(trace))
 
