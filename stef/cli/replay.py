@@ -228,9 +228,8 @@ def _conclude(
             print(_reasons_line(reasons, tally.summary.total().judge_errors))
         sys.stdout.flush()
     except BrokenPipeError:
-        if status == Exit.OK:
-            raise  # only the reader left (`| head`): exit 0, as every command
-        # The run failed before (its results went to this pipe): that status stands.
+        # The reader left (`| head`): the exit status is still the run's, gates included
+        # (re-raised, main read it as 0: a failed run or a --fail-on gate passed as success).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if status != Exit.OK:
         print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)

@@ -180,3 +180,23 @@ def test_replay_to_a_pipe_closed_early_keeps_its_failure(tmp_path: Path) -> None
         err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_replay_gates_hold_when_the_reader_of_the_summary_left(tmp_path: Path) -> None:
+    """``stef replay ... --fail-on poor | head -1``: the gate's status 4 stands; the closed
+    pipe under the summary made it 0."""
+    import subprocess
+    import sys
+
+    log = str(ROOT / "examples" / "agent_log.jsonl")
+    out = ["-o", str(tmp_path / "r.jsonl"), "--dead-letters", f"file:{tmp_path / 'd.jsonl'}"]
+    gate = ["--no-progress", "--fail-on", "poor,invalid"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stef.cli", "replay", log, *out, *gate],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader leaves before the summary
+    assert proc.wait(timeout=120) == 4
