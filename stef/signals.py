@@ -23,3 +23,13 @@ def catch_early() -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # What a replica does on SIGHUP (check the rules) and SIGUSR1 (reopen its outputs) is
+    # already done at start: neither ends the process meanwhile (their default action).
+    for name in ("SIGHUP", "SIGUSR1"):
+        number = getattr(signal, name, None)  # none on Windows
+        if number is not None:
+            signal.signal(number, _nothing)
+
+
+def _nothing(signum: int, frame: FrameType | None) -> None:
+    """A signal with nothing to do yet."""
