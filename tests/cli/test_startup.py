@@ -219,7 +219,8 @@ def test_a_signal_of_start_up_is_taken_over_by_the_replica() -> None:
     from stef.service.health import HealthState
     from stef.service.lifecycle import Lifecycle
 
-    saved = {s: signals.getsignal(s) for s in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP)}
+    caught = (signals.SIGTERM, signals.SIGINT, signals.SIGHUP, signals.SIGUSR1)
+    saved = {s: signals.getsignal(s) for s in caught}
     try:
         early.catch_early()
         os.kill(os.getpid(), signals.SIGTERM)
