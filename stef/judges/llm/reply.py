@@ -301,6 +301,8 @@ def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, lis
         # ValueError covers JSONDecodeError and the out-of-range numbers json refuses.
         raise ReplyInvalid([f"the reply is not valid JSON: {exc}"], "invalid_json") from exc
     repairs: list[str] = []
+    if _SURROGATE.search(text):
+        data = _unicode(data)
     if isinstance(data, dict):
         data = _filled(data, repairs)
         if final:
@@ -314,6 +316,23 @@ def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, lis
                 for e in exc.errors(include_url=False)
             ]
         ) from exc
+
+
+# A lone surrogate, escaped ("\\ud83d": half an emoji, as a model cut between two tokens writes it)
+# or raw: JSON reads it into a string UTF-8 cannot hold. A pair escaped matches too (harmless).
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
+
+
+def _unicode(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD: a verdict
+    whose rationale holds half an emoji is still a verdict (it was re-asked, then a judge_error)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_unicode(k): _unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unicode(v) for v in value]
+    return value
 
 
 # The most items of one list a reply is read with: the schema asks for at most six, a model

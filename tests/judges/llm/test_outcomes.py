@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -350,6 +351,22 @@ def test_a_reply_with_a_lone_surrogate_is_quoted_back_in_the_reask(
     first, second = server.chat_requests()
     assert second.messages[:2] == first.messages
     assert second.messages[2] == {"role": "assistant", "content": half}
+
+
+@pytest.mark.parametrize("ascii_json", [True, False], ids=["escaped", "raw"])
+def test_a_verdict_whose_rationale_holds_half_an_emoji_is_judged_at_once(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: PipelineFor, ascii_json: bool
+) -> None:
+    # A usable verdict with a lone surrogate in its free text (JSON "\ud83d", or the character
+    # itself escaped by the body): U+FFFD in its place, no re-ask. It was two calls and a
+    # judge_error.
+    answer = {**reply(), "rationale": "half an emoji \ud83d here"}
+    server.script(Reply(json.dumps(answer, ensure_ascii=ascii_json), logprobs=False))
+    result = pipeline_for(judge).judge_record(make_record())
+    assert result.outcome == "evaluated", result.error
+    assert len(server.chat_requests()) == 1
+    assert "half an emoji \ufffd here" in result.rationale
+    result.to_json()  # encodes: nothing of the surrogate is left
 
 
 def test_second_invalid_reply_is_judge_error_never_a_score(
