@@ -31,7 +31,7 @@ from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
 from stef.errors import CommitError, ConfigError, SinkError, SourceLost
 from stef.io import AckCallback, Envelope
-from stef.io.kafka_batches import UnreadableBatch, install, letters, stop_of
+from stef.io.kafka_batches import UnreadableBatch, install, skip_unreadable
 from stef.io.offsets import OffsetTracker
 
 log = structlog.get_logger(__name__)
@@ -178,18 +178,21 @@ class KafkaSource:
         self, consumer: KafkaConsumer, exc: UnreadableBatch, first: int, max_records: int
     ) -> list[Envelope]:
         """Dead letters for the offsets of a batch that cannot be read, and a seek past them
-        (kafka-python cannot read on past a broken record)."""
+        (:func:`skip_unreadable`); the letters are claimed like the partition's records."""
         tp = exc.partition
-        stop = stop_of(exc, first, max_records)
-        try:
-            consumer.seek(tp, stop)
-        except (KafkaError, AssertionError):  # revoked meanwhile: its next owner reads it
-            return []
-        with self._lock:
-            tracker = self._trackers.get(tp)
-            if tracker is None:
-                tracker = self._trackers[tp] = OffsetTracker()
-        return letters(exc, first, stop, tracker, claims=True)
+
+        def seek(stop: int) -> OffsetTracker | None:
+            try:
+                consumer.seek(tp, stop)
+            except (KafkaError, AssertionError):  # revoked meanwhile: its next owner reads it
+                return None
+            with self._lock:
+                tracker = self._trackers.get(tp)
+                if tracker is None:
+                    tracker = self._trackers[tp] = OffsetTracker()
+            return tracker
+
+        return skip_unreadable(exc, first, max_records, seek, claims=True)
 
     def _watch_reach(self) -> None:
         """Raise :class:`SourceLost` once no broker has answered for ``unreachable_timeout_s``

@@ -14,8 +14,8 @@ replica for good:
 every client since Kafka 0.11) so that either raises :class:`UnreadableBatch`, which says where
 the batch ends, and decompression stops past :data:`MAX_BATCH_BYTES`; and wraps the fetcher's
 ``PartitionRecords.take`` so the error names its partition and the first offset not read. The
-source turns those offsets into dead letters (:func:`letters`) and seeks past them
-(:mod:`stef.io.kafka`, :mod:`stef.io.kafka_range`).
+source seeks past those offsets and turns them into dead letters (:func:`skip_unreadable`, for
+:mod:`stef.io.kafka` and :mod:`stef.io.kafka_range` alike).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -58,6 +59,10 @@ class UnreadableBatch(CorruptRecordError):  # type: ignore[misc]  # untyped base
         self.reason = reason
         self.partition: Any = None
         self.first: int | None = None
+
+    def end_from(self, first: int) -> int:
+        """The offset after the batch's last record; the one after ``first`` when unknown."""
+        return self.end if self.end is not None else first + 1
 
 
 class _TooLarge(Exception):
@@ -245,7 +250,7 @@ def letters(
     payload: the record was not read), each tracked as a record of its partition. ``claims``:
     the letters are claimed like the partition's records (a group's source)."""
     tp = exc.partition
-    end = exc.end if exc.end is not None else first + 1
+    end = exc.end_from(first)
     detail = (
         f"Kafka record batch of {tp.topic}[{tp.partition}] cannot be read from offset "
         f"{first} to {end - 1}: {exc.detail}"
@@ -285,6 +290,27 @@ def stop_of(exc: UnreadableBatch, first: int, max_records: int, bound: int | Non
     most ``max_records`` on (the rest fails again at the next poll and is reached there), and
     not past ``bound``. No letter when the error came after the batch's last record (bytes
     left over after it): every record of it was read."""
-    end = exc.end if exc.end is not None else first + 1
+    end = exc.end_from(first)
     stop = max(first, min(end, first + max(1, max_records)))
     return stop if bound is None else max(first, min(stop, bound))
+
+
+def skip_unreadable(
+    exc: UnreadableBatch,
+    first: int,
+    max_records: int,
+    seek: Callable[[int], OffsetTracker | None],
+    *,
+    claims: bool,
+    bound: int | None = None,
+) -> list[Envelope]:
+    """Dead letters for the offsets of a batch that cannot be read from ``first`` (at most
+    ``max_records``, not past ``bound``: :func:`stop_of`), once ``seek`` has moved the partition
+    past them (kafka-python cannot read on past a broken record). ``seek(stop)`` returns the
+    partition's tracker, or None when the partition could not be moved (revoked meanwhile: no
+    letter, its next owner reads the batch). ``claims`` as for :func:`letters`."""
+    stop = stop_of(exc, first, max_records, bound)
+    tracker = seek(stop)
+    if tracker is None:
+        return []
+    return letters(exc, first, stop, tracker, claims=claims)

@@ -24,7 +24,7 @@ from kafka.errors import KafkaError  # type: ignore[import-untyped]
 from stef.errors import ConfigError
 from stef.io import Envelope
 from stef.io.kafka import no_broker_answers
-from stef.io.kafka_batches import UnreadableBatch, install, letters, stop_of
+from stef.io.kafka_batches import UnreadableBatch, install, skip_unreadable
 from stef.io.offsets import OffsetTracker
 
 log = structlog.get_logger(__name__)
@@ -199,17 +199,19 @@ class KafkaRangeSource:
         self, consumer: KafkaConsumer, exc: UnreadableBatch, first: int, max_records: int
     ) -> list[Envelope]:
         """Dead letters for the offsets of the range in a batch that cannot be read, and a seek
-        past them (kafka-python cannot read on past a broken record)."""
+        past them (:func:`skip_unreadable`); at the range's end the partition is paused."""
         tp = exc.partition
         end = self._bounds[tp][1]
-        stop = stop_of(exc, first, max_records, end)
-        out = letters(exc, first, stop, self._trackers[tp], claims=False)
-        self._next[tp] = stop
-        if stop >= end:
-            consumer.pause(tp)
-        else:
-            consumer.seek(tp, stop)
-        return out
+
+        def seek(stop: int) -> OffsetTracker:
+            self._next[tp] = stop
+            if stop >= end:
+                consumer.pause(tp)
+            else:
+                consumer.seek(tp, stop)
+            return self._trackers[tp]
+
+        return skip_unreadable(exc, first, max_records, seek, claims=False, bound=end)
 
     def _watch_silence(self, *, progress: bool) -> None:
         """Give up (``stopped``) once no broker has answered for ``unreachable_timeout_s``:
