@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from types import FrameType
 
 # The signals received so far, in order; the replica takes them over.
@@ -15,12 +16,7 @@ early: list[int] = []
 def catch_early() -> None:
     """SIGTERM/SIGINT are recorded, not fatal (they ended start-up with status 143, or 130 and
     a traceback from whatever import was running); a second one exits at once with 128 + it."""
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        early.append(signum)
-        if len(early) > 1:
-            os._exit(128 + signum)
-
+    on_signal = recorder(early)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     # What a replica does on SIGHUP (check the rules) and SIGUSR1 (reopen its outputs) is
@@ -29,6 +25,18 @@ def catch_early() -> None:
         number = getattr(signal, name, None)  # none on Windows
         if number is not None:
             signal.signal(number, _nothing)
+
+
+def recorder(into: list[int]) -> Callable[[int, FrameType | None], None]:
+    """A stop signal's handler that only records it in ``into``; a second one exits at once with
+    128 + it (the start-up's and the replica's alike)."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        into.append(signum)
+        if len(into) > 1:
+            os._exit(128 + signum)
+
+    return on_signal
 
 
 def _nothing(signum: int, frame: FrameType | None) -> None:

@@ -4,7 +4,6 @@ which a late failure of abandoned work is expected, and a rules check asked for 
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -61,10 +60,7 @@ class Lifecycle:
         ``postrotate`` asks of other daemons (each used to end the process: the default
         action). The handlers only record the signal."""
 
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            self.signals.append(signum)
-            if len(self.signals) > 1:
-                os._exit(128 + signum)
+        on_signal = signals.recorder(self.signals)
 
         def on_hangup(signum: int, frame: FrameType | None) -> None:
             self.check_rules.set()
