@@ -184,7 +184,9 @@ class KafkaSource:
         def seek(stop: int) -> OffsetTracker | None:
             try:
                 consumer.seek(tp, stop)
-            except (KafkaError, AssertionError):  # revoked meanwhile: its next owner reads it
+            except (KafkaError, AssertionError, ValueError):
+                # Revoked meanwhile: its next owner reads it (kafka-python 3 says so with a
+                # ValueError, "Unassigned partition"; older ones with an assert).
                 return None
             with self._lock:
                 tracker = self._trackers.get(tp)
