@@ -62,6 +62,7 @@ class AckPolicy:
         self.closing = closing
         self.counts = {"results": 0, "dead_letters": 0}
         self._lock = threading.Lock()
+        self._failures = 0
 
     def release(self, envelope: Envelope) -> bool:
         """The record gives its slot back (once); False when it already had."""
@@ -98,7 +99,7 @@ class AckPolicy:
                     )
                 else:
                     # Not done: its offset is never committed, so a restart redelivers it.
-                    log.error("sink_failed", error=str(error), **envelope.position)
+                    self._sink_failed(envelope, error)
                     self.on_fatal(error)
             except Exception as exc:  # our own bookkeeping raised: counted, never a lost slot
                 self.metrics.observe_callback_error("worker")
@@ -109,6 +110,17 @@ class AckPolicy:
                     self.release(envelope)
 
         return on_ack
+
+    def _sink_failed(self, envelope: Envelope, error: BaseException) -> None:
+        """An error line for the first record a sink failed; the others in flight with it fail
+        alike (one closed pipe under ``stef run --results - | head`` wrote some 250 of them) and
+        are logged at debug level."""
+        with self._lock:
+            first, self._failures = self._failures == 0, self._failures + 1
+        if first:
+            log.error("sink_failed", error=str(error), **envelope.position)
+        else:
+            log.debug("sink_failed", error=str(error), **envelope.position)
 
     def unhandled(self, envelope: Envelope, exc: Exception) -> None:
         """The handling of a record raised before its write was acknowledged. Its slot is

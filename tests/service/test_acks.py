@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from stef.errors import SinkError
 from stef.io import AckCallback, Envelope
@@ -84,6 +85,23 @@ def test_a_refused_message_is_replaced_and_an_outage_is_fatal(tmp_path: Path) ->
     assert s.value("stef_dead_letters_total", reason="sink_rejected") == 1
     s.acks.callback(lost, _processed())(SinkError("disk full"))
     assert s.done == [1] and len(s.fatal) == 1 and s.window.count == 0
+    s.letters.close()
+
+
+def test_one_outage_is_one_error_line_however_many_records_were_in_flight(
+    tmp_path: Path,
+) -> None:
+    # One closed pipe under `stef run --results - | head` wrote an error line for each of the
+    # ~250 records in flight; each is still fatal, and still in the log at debug level.
+    s = _Setup(tmp_path)
+    envelopes = [s.envelope(n) for n in range(4)]
+    with capture_logs() as logs:
+        for e in envelopes:
+            s.acks.callback(e, _processed())(SinkError("Broken pipe"))
+    failed = [entry for entry in logs if entry["event"] == "sink_failed"]
+    assert [entry["log_level"] for entry in failed] == ["error", "debug", "debug", "debug"]
+    assert [entry["line"] for entry in failed] == [0, 1, 2, 3]
+    assert len(s.fatal) == 4 and s.window.count == 0 and s.done == []
     s.letters.close()
 
 
