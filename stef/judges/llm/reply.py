@@ -277,6 +277,28 @@ def _strip_fence(text: str) -> str:
     return t.strip()
 
 
+def _loads(text: str) -> Any:
+    """The JSON of the reply: the text itself (out of its fence), else the one object between its
+    first ``{`` and its last ``}``. A sentence before or after the object, a fence with another
+    tag (```JSON) or words around it, a BOM: each was re-asked, then a judge_error. Two objects,
+    or a brace in the words around, still fail: which one holds the verdict would be a guess.
+
+    Raises:
+        ValueError: neither is JSON (the error of the text itself).
+    """
+    try:
+        return json.loads(_strip_fence(text))
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end < start:
+            raise
+        try:
+            return json.loads(text[start : end + 1])
+        except ValueError:
+            pass
+        raise
+
+
 def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, list[str]]:
     """Parse and validate the reply text, filling what a model may leave out.
 
@@ -296,7 +318,7 @@ def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, lis
     if text is None or not text.strip():
         raise ReplyInvalid(["the reply is empty"], "empty_reply")
     try:
-        data = json.loads(_strip_fence(text))
+        data = _loads(text)
     except (ValueError, RecursionError) as exc:
         # ValueError covers JSONDecodeError and the out-of-range numbers json refuses.
         raise ReplyInvalid([f"the reply is not valid JSON: {exc}"], "invalid_json") from exc

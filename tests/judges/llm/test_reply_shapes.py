@@ -330,3 +330,50 @@ def test_tokens_of_failed_calls_count_in_the_judge_error_usage(
     assert result.outcome == "judge_error"
     assert result.usage.attempts == REASK_CALLS
     assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
+
+
+# ----------------------------------------------------------------------- words around the JSON
+
+VERDICT = json.dumps(reply(verdict="Likely Correct", confidence=0.9), indent=2)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("Here is my judgement: " + VERDICT, id="sentence-before"),
+        pytest.param(VERDICT + "\nLet me know if you need more.", id="sentence-after"),
+        pytest.param("```JSON\n" + VERDICT + "\n```", id="fence-upper-case"),
+        pytest.param("```jsonc\n" + VERDICT + "\n```", id="fence-other-tag"),
+        pytest.param(
+            "Here it is:\n```json\n" + VERDICT + "\n```\nThe SQL is fine.", id="fence-words"
+        ),
+        pytest.param("```json\n" + VERDICT, id="fence-unclosed"),
+        pytest.param("\ufeff" + VERDICT, id="bom"),
+        pytest.param("\u200b" + VERDICT, id="zero-width-space"),
+    ],
+)
+def test_words_around_one_object_are_read_without_a_reask(
+    content: str, server: FakeLlmServer, judge: LlmJudge, rules: RuleSet
+) -> None:
+    # Before: re-asked (a second paid call), then invalid_json when the model kept its habit.
+    server.script(Reply(content, logprobs=False))
+    result = Pipeline(rules, judge).judge_record(validate(RECORD))
+    assert result.outcome == "evaluated" and result.score == 80.0
+    assert len(server.chat_requests()) == 1
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(VERDICT + "\n" + json.dumps(reply(verdict="Incorrect")), id="two-objects"),
+        pytest.param("Note {x}: " + VERDICT, id="brace-in-the-words"),
+    ],
+)
+def test_which_object_holds_the_verdict_is_not_guessed(
+    content: str, server_factory: ServerFactory, judge_factory: Make, rules: RuleSet
+) -> None:
+    srv = server_factory(default=lambda _received: Reply(content, logprobs=False))
+    result = Pipeline(rules, judge_factory(srv)).judge_record(validate(RECORD))
+    assert result.outcome == "judge_error" and result.error is not None
+    assert result.error.startswith("invalid_json: ")
+    assert len(srv.chat_requests()) == REASK_CALLS
