@@ -277,11 +277,18 @@ def _strip_fence(text: str) -> str:
     return t.strip()
 
 
+# A reasoning model's thinking ahead of its answer, in the content (llama.cpp with
+# --reasoning-format none, vLLM without a reasoning parser): up to the first closing tag, the
+# opening one being in the prompt when the chat template opens the block (DeepSeek-R1).
+_THINKING = re.compile(r".*?</think(?:ing)?>", re.S)
+
+
 def _loads(text: str) -> Any:
-    """The JSON of the reply: the text itself (out of its fence), else the one object between its
-    first ``{`` and its last ``}``. A sentence before or after the object, a fence with another
-    tag (```JSON) or words around it, a BOM: each was re-asked, then a judge_error. Two objects,
-    or a brace in the words around, still fail: which one holds the verdict would be a guess.
+    """The JSON of the reply: the text itself (out of its fence), else the one object between the
+    first ``{`` and the last ``}`` of the answer after any thinking. A sentence before or after
+    the object, a fence with another tag (```JSON) or words around it, a BOM, a ``<think>``
+    block: each was re-asked, then a judge_error. Two objects, or a brace in the words around,
+    still fail: which one holds the verdict would be a guess; so would a draft in the thinking.
 
     Raises:
         ValueError: neither is JSON (the error of the text itself).
@@ -289,11 +296,14 @@ def _loads(text: str) -> Any:
     try:
         return json.loads(_strip_fence(text))
     except ValueError:
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end < start:
+        thinking = _THINKING.match(text)
+        answer = text[thinking.end() :] if thinking is not None else text
+        start, end = answer.find("{"), answer.rfind("}")
+        # Thinking not closed (cut off) may hold a draft, never the answer.
+        if start < 0 or end < start or "<think" in answer:
             raise
         try:
-            return json.loads(text[start : end + 1])
+            return json.loads(answer[start : end + 1])
         except ValueError:
             pass
         raise

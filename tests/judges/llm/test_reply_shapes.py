@@ -377,3 +377,46 @@ def test_which_object_holds_the_verdict_is_not_guessed(
     assert result.outcome == "judge_error" and result.error is not None
     assert result.error.startswith("invalid_json: ")
     assert len(srv.chat_requests()) == REASK_CALLS
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("<think>\nSUM(spend) for APAC in {2023}.\n</think>\n\n" + VERDICT, id="think"),
+        pytest.param("<thinking>Looks right.</thinking>\n" + VERDICT, id="thinking"),
+        # DeepSeek-R1's template opens the block in the prompt: only its end is in the reply.
+        pytest.param("The year and region match.\n</think>\n\n" + VERDICT, id="think-end-only"),
+        pytest.param(
+            '<think>{"verdict": "Incorrect"}? No, it is fine.</think>\n' + VERDICT,
+            id="think-with-a-draft",
+        ),
+        pytest.param("<think>ok</think>\n```json\n" + VERDICT + "\n```", id="think-then-fence"),
+    ],
+)
+def test_the_answer_after_a_reasoning_models_thinking_is_read(
+    content: str, server: FakeLlmServer, judge: LlmJudge, rules: RuleSet
+) -> None:
+    # Before: re-asked, then invalid_json (the thinking is not JSON).
+    server.script(Reply(content, logprobs=False))
+    result = Pipeline(rules, judge).judge_record(validate(RECORD))
+    assert result.outcome == "evaluated" and result.score == 80.0
+    assert len(server.chat_requests()) == 1
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(
+            "<think>Draft: " + VERDICT + " but let me check the year", id="draft-unclosed"
+        ),
+        pytest.param("<think>Draft: " + VERDICT + "</think>\nIt is Incorrect.", id="draft-only"),
+    ],
+)
+def test_a_draft_in_the_thinking_is_never_the_verdict(
+    content: str, server_factory: ServerFactory, judge_factory: Make, rules: RuleSet
+) -> None:
+    srv = server_factory(default=lambda _received: Reply(content, logprobs=False))
+    result = Pipeline(rules, judge_factory(srv)).judge_record(validate(RECORD))
+    assert result.outcome == "judge_error" and result.error is not None
+    assert result.error.startswith("invalid_json: ")
+    assert len(srv.chat_requests()) == REASK_CALLS
