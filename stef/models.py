@@ -230,6 +230,7 @@ REPAIR_KINDS = (
     "contradicted_match",
     "uncovered_value",
     "repointed_match",
+    "verdict_spelling",
 )
 
 

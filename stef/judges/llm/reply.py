@@ -386,9 +386,15 @@ def _cut_lists(obj: dict[str, Any], where: str, repairs: list[str]) -> dict[str,
     return out
 
 
+# Each label by its case-folded spelling: "likely correct", "CORRECT" or " Correct." (spaces
+# folded, the full stop off) name one label each; no spelling names two.
+_VERDICTS = {v.value.casefold(): v.value for v in Verdict}
+
+
 def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
     """A copy of the reply with safe defaults for absent fields, lists cut at
-    :data:`MAX_LIST_ITEMS`, issue labels outside the fixed list dropped and the rationale
+    :data:`MAX_LIST_ITEMS`, issue labels outside the fixed list dropped, the verdict's label in
+    its own spelling (another case was re-asked, then a judge_error) and the rationale
     capped."""
     out = _cut_lists(_with_defaults(data, _TOP_DEFAULTS, "", repairs), "", repairs)
     enrichment = out.get("enrichment")
@@ -415,6 +421,12 @@ def _filled(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
         dropped = set(unknown)
         out["issues"] = [i for i in issues if not (isinstance(i, str) and i in dropped)]
         repairs += [f"unknown_label: dropped issue label {i!r}" for i in unknown]
+    verdict = out.get("verdict")
+    if isinstance(verdict, str):
+        label = _VERDICTS.get(" ".join(verdict.split()).rstrip(".").casefold(), verdict)
+        if label != verdict:
+            out["verdict"] = label
+            repairs.append(f"verdict_spelling: verdict {verdict[:40]!r} read as {label!r}")
     rationale = out.get("rationale")
     if isinstance(rationale, str) and len(rationale) > RATIONALE_MAX:
         out["rationale"] = rationale[: RATIONALE_MAX - 1] + "\u2026"

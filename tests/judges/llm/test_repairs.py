@@ -330,6 +330,46 @@ def test_issue_labels_outside_the_list_are_dropped(
     assert repairs_of(registry, "unknown_label") == 1
 
 
+@pytest.mark.parametrize(
+    ("spelt", "label"),
+    [
+        ("correct", "Correct"),
+        ("CORRECT", "Correct"),
+        ("Likely correct", "Likely Correct"),
+        ("likely  CORRECT.", "Likely Correct"),
+        (" Potentially incorrect ", "Potentially Incorrect"),
+        ("incorrect", "Incorrect"),
+    ],
+)
+def test_a_verdict_in_another_case_is_read_as_its_label(
+    spelt: str,
+    label: str,
+    server: FakeLlmServer,
+    run: Callable[..., Any],
+    registry: CollectorRegistry,
+) -> None:
+    server.script(Reply(reply(verdict=label, confidence=0.9), logprobs=False))
+    expected = run(server, mode="json_object")
+    # Before: not one of the four labels, so re-asked, then an invalid_reply judge_error.
+    server.script(Reply(reply(verdict=spelt, confidence=0.9), logprobs=False))
+    result = run(server, mode="json_object")
+    assert result.outcome == "evaluated" and result.score == expected.score
+    assert (result.tier, result.issues) == (expected.tier, expected.issues)
+    assert len(server.chat_requests()) == 2
+    assert result.repairs == [f"verdict_spelling: verdict {spelt!r} read as {label!r}"]
+    assert repairs_of(registry, "verdict_spelling") == 1
+
+
+def test_a_verdict_that_names_no_label_is_still_an_error(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    content = reply(verdict="Mostly correct")
+    server.script(Reply(content), Reply(content))
+    result = run(server, mode="json_object")
+    assert result.outcome == "judge_error"
+    assert result.error.startswith("invalid_reply:") and "verdict: Input should be" in result.error
+
+
 def test_a_reply_without_a_verdict_is_still_an_error(
     server: FakeLlmServer, run: Callable[..., Any]
 ) -> None:
