@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import from_json
 
 from stef.errors import StefError
@@ -113,6 +113,24 @@ class _Lenient(BaseModel):
 class _Message(_Lenient):
     content: str | None = None
     refusal: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts(cls, value: object) -> object:
+        """Content sent as a list of parts (``[{"type": "text", "text": ...}]``, as Mistral's
+        reasoning models and some gateways send it) is its text parts joined, any other part (a
+        ``thinking`` one) left out; None when there is none. It was a bad_response, retried
+        until the budget ran out."""
+        if not isinstance(value, list):
+            return value
+        texts = [
+            part["text"]
+            for part in value
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        ]
+        return "".join(texts) if texts else None
 
 
 class _Choice(_Lenient):

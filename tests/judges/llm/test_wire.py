@@ -13,7 +13,7 @@ from stef.judges.llm.reply import SCHEMA_NAME, reply_schema
 from stef.judges.llm.wire import completion_of, parse_body
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
-from stef.testing.fake_server import FakeLlmServer, Reply, completion_body
+from stef.testing.fake_server import FakeLlmServer, Raw, Reply, completion_body
 from tests.judges.llm.conftest import API_KEY, make_record
 from tests.judges.llm.replies import reply
 
@@ -197,3 +197,31 @@ def test_numbers_past_any_float_are_read_not_raised() -> None:
     read = completion.logprobs[0]
     assert (read.token, read.logprob) == ("Yes", -math.inf)
     assert read.top == (("No", -math.inf),)
+
+
+def test_content_sent_as_text_parts_is_their_text(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: Callable[[LlmJudge], Pipeline]
+) -> None:
+    """A gateway (or Mistral's reasoning models) sending the content as a list of parts: the text
+    parts joined are the reply, a thinking part is not. Before: bad_response, retried until the
+    budget ran out, then a judge_error."""
+    text = json.dumps(reply(verdict="Likely Correct", confidence=0.9))
+    parts = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": '{"verdict": "Incorrect"}'}]},
+        {"type": "text", "text": text[:40]},
+        {"type": "text", "text": text[40:]},
+    ]
+    message = {"role": "assistant", "content": parts}
+    server.script(
+        Raw(200, completion_body([{"index": 0, "message": message, "finish_reason": "stop"}]))
+    )
+    result = pipeline_for(judge).judge_record(make_record())
+    assert result.outcome == "evaluated" and result.score == 80.0
+    assert len(server.chat_requests()) == 1
+
+
+def test_content_parts_without_text_are_no_content() -> None:
+    message = {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+    body = completion_body([{"index": 0, "message": message, "finish_reason": "stop"}])
+    completion = completion_of(parse_body(body, "application/json", ()), "json_schema", 1, ())
+    assert completion.text is None
