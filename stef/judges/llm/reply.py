@@ -452,11 +452,16 @@ def _confidence_read(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]
 def _with_defaults(
     obj: dict[str, Any], defaults: dict[str, Any], where: str, repairs: list[str]
 ) -> dict[str, Any]:
+    """``obj`` with each absent field set to its default, and each list with a default sent as
+    null: an empty list (``"issues": null``) was re-asked, then an invalid_reply judge_error."""
     out = dict(obj)
     for key, value in defaults.items():
         if key not in out:
             out[key] = value
             repairs.append(f"missing_field: {where}{key} set to {json.dumps(value)}")
+        elif out[key] is None and isinstance(value, list):
+            out[key] = value
+            repairs.append(f"missing_field: {where}{key} null; set to {json.dumps(value)}")
     return out
 
 

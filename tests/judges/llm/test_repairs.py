@@ -319,6 +319,42 @@ def test_missing_fields_get_safe_defaults_and_are_recorded(
     ]
 
 
+def test_a_null_list_with_a_default_is_read_as_empty(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    # Before: "Input should be a valid list", re-asked, then an invalid_reply judge_error.
+    content = reply(filters=[filt("for 2023", "2023", "missing")])
+    content["issues"] = None
+    content["question_spec"]["group_by"] = None
+    content["question_spec"]["filters"][0]["predicates"] = None
+    server.script(Reply(content))
+    result = run(
+        server,
+        mode="json_object",
+        sql="SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
+    )
+    assert result.outcome == "evaluated"
+    assert len(server.chat_requests()) == 1
+    assert result.issues == ["none"]
+    assert result.repairs == [
+        "missing_field: issues null; set to []",
+        "missing_field: question_spec.group_by null; set to []",
+        "missing_field: question_spec.filters.0.predicates null; set to []",
+    ]
+
+
+def test_a_null_without_a_list_default_is_still_an_error(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    content = reply()
+    content["enrichment"]["dropped"] = None
+    content["question_spec"]["ordering_requested"] = None
+    server.script(Reply(content), Reply(content))
+    result = run(server, mode="json_object")
+    assert result.outcome == "judge_error"
+    assert result.error.startswith("invalid_reply:") and "enrichment.dropped" in result.error
+
+
 def test_issue_labels_outside_the_list_are_dropped(
     server: FakeLlmServer, run: Callable[..., Any], registry: CollectorRegistry
 ) -> None:
