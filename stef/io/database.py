@@ -5,8 +5,9 @@ and rows, and return its rows or why it failed.
 read-only with ``mode=ro``) or ``duckdb:///file.duckdb`` (the ``duckdb`` package, an optional
 extra: ``pip install 'stef[duckdb]'``, opened ``read_only``); three slashes and a relative path,
 four for an absolute one (``sqlite:////srv/golden.db``), as SQLAlchemy reads them. A statement
-runs at most ``timeout_s`` and fetches at most ``max_rows`` rows; a failure, a timeout or too
-many rows is an :class:`Execution` outcome, never an exception. Nothing here decides what may
+runs at most ``timeout_s`` and fetches at most ``max_rows`` rows, and a string or blob SQLite makes
+is at most 1 MiB, 16 MiB in all (:mod:`stef.sql.fetch`); a failure, a timeout, too many rows or too
+many bytes is an :class:`Execution` outcome, never an exception. Nothing here decides what may
 run: the reference stage only sends statements STEF's own safety check calls a plain SELECT.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from stef.errors import ConfigError
 from stef.models import Database, Execution
+from stef.sql.fetch import fetch, limit_values
 
 # Database and Execution live in the ground floor (the reference stage reads them); re-exported.
 __all__ = ["Database", "DuckDbDatabase", "Execution", "SqliteDatabase", "open_database"]
@@ -48,9 +50,11 @@ class SqliteDatabase:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             raise ConfigError(f"reference.execute: cannot open {self.path}: {exc}") from exc
+        limit_values(conn)
+        return conn
 
     def run(self, sql: str) -> Execution:
         conn = self._connect()
@@ -58,8 +62,7 @@ class SqliteDatabase:
         # A non-zero return makes SQLite abort the statement ("interrupted").
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_CHECK_EVERY)
         try:
-            cursor = conn.execute(sql)
-            rows = cursor.fetchmany(self.max_rows + 1)
+            rows = fetch(conn.execute(sql), self.max_rows)
         except sqlite3.Error as exc:
             if time.monotonic() > deadline:
                 return Execution("timeout", detail=f"over {self.timeout_s:g} s")
@@ -102,7 +105,7 @@ class DuckDbDatabase:
             timer = threading.Timer(self.timeout_s, interrupt)
             timer.start()
             try:
-                rows = self._conn.execute(sql).fetchmany(self.max_rows + 1)
+                rows = fetch(self._conn.execute(sql), self.max_rows)
             except self._error as exc:
                 if fired.is_set():
                     return Execution("timeout", detail=f"over {self.timeout_s:g} s")
@@ -116,7 +119,9 @@ class DuckDbDatabase:
         self._conn.close()
 
 
-def _capped(rows: Sequence[Sequence[Any]], max_rows: int) -> Execution:
+def _capped(rows: Sequence[Sequence[Any]] | str, max_rows: int) -> Execution:
+    if isinstance(rows, str):
+        return Execution("too_large", detail=rows)
     if len(rows) > max_rows:
         return Execution("too_many_rows", detail=f"more than {max_rows} rows")
     return Execution("ok", rows=tuple(tuple(r) for r in rows))

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from stef.sql.fetch import fetch, limit_values
 from stef.sql.gendb import Table, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
 from stef.sql.suite_dates import portable, register
@@ -279,6 +280,7 @@ def _database(tables: list[Table], reverse: bool) -> sqlite3.Connection:
         rows = list(reversed(table.rows)) if reverse else list(table.rows)
         conn.executemany(f"INSERT INTO {_quoted(table.name)} VALUES ({marks})", rows)
     conn.execute("PRAGMA query_only = ON")
+    limit_values(conn)  # after the tables: only what a query makes is bounded
     return conn
 
 
@@ -289,14 +291,16 @@ def _quoted(name: str) -> str:
 def _run(conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int) -> Rows | str:
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _CHECK_EVERY)
     try:
-        rows = conn.execute(sql).fetchmany(max_rows + 1)
+        rows = fetch(conn.execute(sql), max_rows)
     except (sqlite3.Error, OverflowError, ValueError) as exc:
         if time.monotonic() > deadline:
             return "timed out"
         return f"{type(exc).__name__}: {exc}"[:200]
+    if isinstance(rows, str):
+        return rows
     if len(rows) > max_rows:
         return f"more than {max_rows} rows"
-    return [tuple(r) for r in rows]
+    return rows
 
 
 def _cell(value: Any) -> tuple[int, Any]:

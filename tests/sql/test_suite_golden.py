@@ -83,3 +83,29 @@ def test_a_runaway_query_is_stopped_by_the_time_limit() -> None:
     )
     assert found.status == "not_run"
     assert "timed out" in found.detail
+
+
+@pytest.mark.parametrize(
+    "generated",
+    [
+        # One value past the 1 MiB SQLite now allows: the statement fails. It took 4.6 GB and
+        # five minutes of one record (randomblob(999999999): the machine's 24 GB).
+        "SELECT randomblob(99999999) FROM singer",
+        "SELECT group_concat(hex(randomblob(500000))) FROM singer a, singer b",
+        # Values under it, on enough rows to pass 16 MiB in all.
+        "SELECT randomblob(1000000) FROM singer a, singer b, singer c",
+    ],
+    ids=["one-blob", "one-string", "many-rows"],
+)
+def test_a_query_making_values_past_the_size_limits_did_not_run(generated: str) -> None:
+    found = run_suite(
+        generated,
+        "SELECT name FROM singer",
+        "sqlite",
+        ordered=False,
+        n=8,
+        timeout_s=30.0,
+        max_rows=100_000,
+    )
+    assert found.status == "not_run"
+    assert found.detail.startswith("the generated SQL failed on a generated database")

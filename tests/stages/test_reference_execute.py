@@ -140,6 +140,23 @@ def test_too_many_rows_is_a_finding(database_url: str) -> None:
     assert result.reference.execution.detail.startswith("too_many_rows")
 
 
+def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:
+    # 100,000 rows of 400 bytes: 40 MB of text, within max_rows (SQLite: within its 1 MiB a value).
+    many = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) "
+        f"SELECT name || '{'x' * 400}' || i FROM n, singer WHERE singer.id = 1"
+    )
+    result = _judge(
+        _pipeline(database_url, max_rows=1_000_000, timeout_s=60),
+        "Singer names",
+        many,
+        "SELECT name FROM singer",
+    )
+    assert result.reference is not None and result.reference.execution is not None
+    assert result.reference.execution.status == "generated_failed"
+    assert result.reference.execution.detail.startswith("too_large")
+
+
 def test_only_a_select_runs_and_the_file_is_never_written(database_url: str) -> None:
     result = _judge(
         _pipeline(database_url),
