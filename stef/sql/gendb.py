@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ _MAX_KEYED_ROWS = 8
 # A query with a LIMIT gets tables with more rows than it (up to this many).
 _MAX_LIMITED_ROWS = 12
 _NULL_SHARE = 0.15
+# SQLite's integers: 64 bits. A number past them is stored, and read in a query, as a REAL.
+_INTEGERS = range(-(1 << 63), 1 << 63)
 # A day, and a time on a day (``2014-09-18 19:39:08``, ``2014-09-18 19:39:08.0``).
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)")
@@ -113,6 +116,7 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
             plain = list(range(1, min(schema.limit + 3, _MAX_KEYED_ROWS) + 1))
         if boolean:
             exact, near, odd, plain = [0, 1], [], [], [0, 1]
+        exact, near, odd, plain = ([_stored(v) for v in vs] for vs in (exact, near, odd, plain))
         owner = _owner(members)
         pool = Pool(
             kind,
@@ -128,6 +132,14 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
         for member in members:
             out[member] = pool
     return out
+
+
+def _stored(value: Value) -> Value:
+    """A value as SQLite stores it: an integer past 64 bits as a REAL (``amount = 1e99`` named
+    an integer that no INSERT takes)."""
+    if isinstance(value, int) and value not in _INTEGERS:
+        return float(value) if abs(value) < 1e308 else math.copysign(math.inf, value)
+    return value
 
 
 def _owner(members: list[tuple[str, str]]) -> tuple[str, str] | None:
@@ -156,7 +168,7 @@ def _wide(kind: Kind, exact: list[Value]) -> list[Value]:
     around the number the queries compare it with (both sides of ``height > 180``)."""
     centre = next((v for v in exact if isinstance(v, int | float)), None)
     if kind == "int":
-        low = int(centre) - 20 if centre is not None else 1
+        low = 1 if centre is None or centre in (math.inf, -math.inf) else int(centre) - 20
         return list(range(low, low + 40))
     if kind == "real":
         return [i + 0.25 for i in range(1, 40)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from stef.sql.gendb import Pool, generate, pools
 from stef.sql.infer import infer_schema, parse_one
+from stef.sql.suite import run_suite
 
 
 def _pools(*sqls: str) -> dict[tuple[str, str], Pool]:
@@ -82,3 +83,15 @@ def test_midnight_days_are_written_as_the_query_writes_midnight() -> None:
     )[("attrs", "date")]
     assert pool.exact == ("2014-09-18 00:00:00.0",)
     assert all(str(v).endswith(" 00:00:00.0") for v in [*pool.near, *pool.plain])
+
+
+def test_a_number_past_64_bits_is_stored_as_a_real() -> None:
+    # SQLite reads such a literal as a REAL; as an integer no INSERT took it (an internal_error).
+    sql = "SELECT name FROM t WHERE amount = 1e99 OR amount < 99999999999999999999 ORDER BY amount"
+    pool = _pools(sql)[("t", "amount")]
+    assert 1e99 in pool.exact
+    assert all(not isinstance(v, int) or -(1 << 63) <= v < 1 << 63 for v in pool.every())
+    assert run_suite(sql, sql, "sqlite", ordered=False, n=8, timeout_s=5, max_rows=100).status in (
+        "same",
+        "undecided",
+    )
