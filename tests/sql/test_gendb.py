@@ -3,8 +3,8 @@ queries' use of them."""
 
 from __future__ import annotations
 
-from stef.sql.gendb import Pool, generate, pools
-from stef.sql.infer import infer_schema, parse_one
+from stef.sql.gendb import Pool, _named, generate, pools
+from stef.sql.infer import ColumnFacts, infer_schema, parse_one
 from stef.sql.suite import run_suite
 
 
@@ -95,3 +95,24 @@ def test_a_number_past_64_bits_is_stored_as_a_real() -> None:
         "same",
         "undecided",
     )
+
+
+class _Compared(int):
+    """A named number that counts the comparisons made with it."""
+
+    seen = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Compared.seen += 1
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+def test_the_named_values_are_told_from_their_neighbours_by_lookups() -> None:
+    # Each neighbour was compared with every named value: 3,980 strings took 2.2 s.
+    facts = ColumnFacts(kinds={"int"}, literals={_Compared(10 * i) for i in range(300)})
+    _Compared.seen = 0
+    exact, near, _ = _named(facts, "int")
+    assert len(exact) == 300 and len(near) == 600
+    assert _Compared.seen < 1_000  # one list scan per neighbour: 180,000
