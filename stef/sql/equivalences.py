@@ -11,6 +11,7 @@ semi-join are equal only up to ties and duplicates: the readings people accept a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
@@ -307,29 +308,38 @@ def _drop_bridges(select: exp.Select) -> None:
     columns = list(select.find_all(exp.Column))
     if any(not c.table for c in columns) and len(set(tables)) > 1:
         return  # an unqualified column may read any table: nothing is known to be unused
+    # Each table's uses and join equalities, read once (per join, 600 joins took 2.6 s).
+    counts = Counter(tables)
+    uses: dict[str, list[exp.Column]] = {}
+    for column in columns:
+        uses.setdefault(column.table.casefold(), []).append(column)
+    edges: dict[str, list[exp.EQ]] = {}
+    for eq in _all_equalities(select):
+        for name in dict.fromkeys(side.table.casefold() for side in (eq.this, eq.expression)):
+            edges.setdefault(name, []).append(eq)
     for join in joins:
         table = join.this
         if (
             not isinstance(table, exp.Table)
             or join.args.get("on") is None
             or (join.side or "")
-            or tables.count(table.name.casefold()) != 1
+            or counts[table.name.casefold()] != 1
         ):
             continue
-        bridge = _bridge(select, table.name.casefold(), columns)
+        name = table.name.casefold()
+        bridge = _bridge(name, edges.get(name, []), uses.get(name, []))
         if bridge is not None:
             _remove_bridge(select, join, bridge)
             return
 
 
-def _bridge(select: exp.Select, name: str, columns: list[exp.Column]) -> _Bridge | None:
-    """The joined table ``name`` as a bridge, or None when dropping it could change rows."""
+def _bridge(name: str, edges: list[exp.EQ], uses: list[exp.Column]) -> _Bridge | None:
+    """The joined table ``name`` as a bridge, or None when dropping it could change rows:
+    ``edges`` are the join equalities with a column of it, ``uses`` its columns."""
 
     def mine(s: exp.Expr) -> bool:
         return isinstance(s, exp.Column) and s.table.casefold() == name
 
-    edges = [c for c in _all_equalities(select) if any(mine(s) for s in (c.this, c.expression))]
-    uses = [c for c in columns if c.table.casefold() == name]
     in_edges = sum(1 for e in edges for s in (e.this, e.expression) if mine(s))
     filters_on_key = [
         c for c in uses if not any(c is s for e in edges for s in (e.this, e.expression))

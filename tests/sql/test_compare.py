@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 from stef.calibrate.labels import reformat_sql
+from stef.sql import equivalences
 from stef.sql.compare import Parts, compare, keyed_grouping, parts_of
 from stef.sql.equivalences import rewritten
 
@@ -164,3 +165,17 @@ def test_numbers_are_spelled_one_way_in_place() -> None:
     assert compare(
         "SELECT a FROM t WHERE a IN (1.0, 2, 3e1)", "SELECT a FROM t WHERE a IN (1, 2.0, 30)"
     ).equivalent
+
+
+def test_the_join_equalities_are_read_once_for_the_bridges(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read again for each joined table: a query of 600 joins took 2.6 s.
+    calls: list[int] = []
+    real = equivalences._all_equalities
+    monkeypatch.setattr(
+        equivalences, "_all_equalities", lambda select: calls.append(1) or real(select)
+    )
+    joins = " ".join(f"JOIN t{i} ON t{i}.k{i} = t{i - 1}.k{i} AND t{i}.v > 1" for i in range(1, 6))
+    tree = sqlglot.parse_one(f"SELECT t0.a FROM t0 {joins}", read="sqlite")
+    _, select = rewritten(tree, "sqlite")
+    assert len(select.args["joins"]) == 5
+    assert len(calls) == 1
