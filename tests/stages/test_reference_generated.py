@@ -5,8 +5,10 @@ the structure with its reason and a metric."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from stef.judges.heuristic.judge import HeuristicJudge
@@ -14,6 +16,8 @@ from stef.metrics import Metrics
 from stef.models import Result, Verdict
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
+from stef.sql.suite import SuiteOutcome
+from stef.stages import reference_generated
 
 
 def _judge(record: dict[str, Any], metrics: Metrics | None = None) -> Result:
@@ -170,3 +174,21 @@ def test_grouping_by_another_attribute_stays_incorrect() -> None:
     ref = _per_shop("s.city").reference
     assert ref is not None and ref.verdict is Verdict.INCORRECT
     assert ref.execution is not None and ref.execution.status == "different"
+
+
+def test_the_unexercised_check_has_what_the_databases_left_of_their_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # All of a record's databases within timeout_s: the check had its own timeout_s too, and
+    # one record took twice its time.
+    timeouts: list[float] = []
+    real = reference_generated.run_suite
+
+    def timed(*args: Any, **kwargs: Any) -> SuiteOutcome:
+        timeouts.append(kwargs["timeout_s"])
+        found = real(*args, **kwargs)
+        return replace(found, elapsed_ms=400.0) if len(timeouts) == 1 else found
+
+    monkeypatch.setattr(reference_generated, "run_suite", timed)
+    test_agreeing_rows_do_not_overrule_a_limit_the_databases_cannot_exercise()
+    assert timeouts == [1.0, pytest.approx(0.6)]
