@@ -389,6 +389,15 @@ def _counterexample(tables: list[Table], generated: Rows, reference: Rows) -> Co
     return Counterexample(
         tables={t.name: [list(r) for r in t.rows[:_SHOWN_ROWS]] for t in tables},
         columns={t.name: [c for c, _ in t.columns] for t in tables},
-        generated=[list(r) for r in generated[:_SHOWN_ROWS]],
-        reference=[list(r) for r in reference[:_SHOWN_ROWS]],
+        generated=[[_shown(v) for v in r] for r in generated[:_SHOWN_ROWS]],
+        reference=[[_shown(v) for v in r] for r in reference[:_SHOWN_ROWS]],
     )
+
+
+def _shown(value: Any) -> Any:
+    """A value of a query's rows as the counterexample shows it: a blob as its SQLite literal
+    (``X'FF00'``): the result is JSON, which has no bytes (``SELECT X'FF'`` was an
+    internal_error)."""
+    if isinstance(value, bytes):
+        return f"X'{value.hex().upper()}'"
+    return value

@@ -192,3 +192,19 @@ def test_the_unexercised_check_has_what_the_databases_left_of_their_time(
     monkeypatch.setattr(reference_generated, "run_suite", timed)
     test_agreeing_rows_do_not_overrule_a_limit_the_databases_cannot_exercise()
     assert timeouts == [1.0, pytest.approx(0.6)]
+
+
+def test_a_blob_in_a_counterexample_is_shown_as_its_literal() -> None:
+    # JSON has no bytes: the result could not be written, an internal_error dead letter.
+    result = _judge(
+        {
+            "question": "List the singers' names.",
+            "sql": "SELECT X'FF00FE', name FROM singer",
+            "gold_sql": "SELECT name FROM singer",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.counterexample is not None
+    assert ref.execution.counterexample.generated[0][0] == "X'FF00FE'"
+    assert "X'FF00FE'" in result.model_dump_json()
