@@ -35,8 +35,10 @@ from stef.sql.suite_dates import portable, register
 Status = Literal["different", "duplicates", "same", "undecided", "not_run"]
 # Progress-handler period, in SQLite virtual-machine instructions.
 _CHECK_EVERY = 1_000
-# The rows of a counterexample kept in the result, per table and per output.
+# The rows of a counterexample kept in the result, per table and per output, and the characters
+# of one value (a query can make values of 1 MiB: one record's result was 6 MB).
 _SHOWN_ROWS = 8
+_SHOWN_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -387,7 +389,7 @@ def perturbed(sql: str, dialect: str | None, components: frozenset[str]) -> str 
 
 def _counterexample(tables: list[Table], generated: Rows, reference: Rows) -> Counterexample:
     return Counterexample(
-        tables={t.name: [list(r) for r in t.rows[:_SHOWN_ROWS]] for t in tables},
+        tables={t.name: [[_shown(v) for v in r] for r in t.rows[:_SHOWN_ROWS]] for t in tables},
         columns={t.name: [c for c, _ in t.columns] for t in tables},
         generated=[[_shown(v) for v in r] for r in generated[:_SHOWN_ROWS]],
         reference=[[_shown(v) for v in r] for r in reference[:_SHOWN_ROWS]],
@@ -395,9 +397,11 @@ def _counterexample(tables: list[Table], generated: Rows, reference: Rows) -> Co
 
 
 def _shown(value: Any) -> Any:
-    """A value of a query's rows as the counterexample shows it: a blob as its SQLite literal
-    (``X'FF00'``): the result is JSON, which has no bytes (``SELECT X'FF'`` was an
-    internal_error)."""
+    """A value as the counterexample shows it: a blob as its SQLite literal (``X'FF00'``): the
+    result is JSON, which has no bytes (``SELECT X'FF'`` was an internal_error); text and blobs
+    past :data:`_SHOWN_CHARS` characters cut, with ``…``."""
     if isinstance(value, bytes):
-        return f"X'{value.hex().upper()}'"
+        value = f"X'{value[:_SHOWN_CHARS].hex().upper()}'"
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        return value[:_SHOWN_CHARS] + "…"
     return value

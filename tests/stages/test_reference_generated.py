@@ -208,3 +208,20 @@ def test_a_blob_in_a_counterexample_is_shown_as_its_literal() -> None:
     assert ref.execution.counterexample is not None
     assert ref.execution.counterexample.generated[0][0] == "X'FF00FE'"
     assert "X'FF00FE'" in result.model_dump_json()
+
+
+def test_a_counterexample_cuts_long_values() -> None:
+    # Values of 1 MiB, a few rows of them: one record's result was 6 MB.
+    result = _judge(
+        {
+            "question": "List the singers' names.",
+            "sql": "SELECT printf('%.*c', 1000000, 'a') || name, zeroblob(1000) FROM singer",
+            "gold_sql": "SELECT name FROM singer",
+        }
+    )
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    example = ref.execution.counterexample
+    assert example is not None
+    assert all(len(v) == 201 and v.endswith("…") for row in example.generated for v in row)
+    assert len(result.model_dump_json()) < 20_000
