@@ -357,14 +357,26 @@ _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
 
 def _unicode(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD: a verdict
-    whose rationale holds half an emoji is still a verdict (it was re-asked, then a judge_error)."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {_unicode(k): _unicode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unicode(v) for v in value]
-    return value
+    whose rationale holds half an emoji is still a verdict (it was re-asked, then a judge_error).
+    A walk, not a recursion: JSON nested as deep as the parser allows left no room for one."""
+    root = [value]
+    todo: list[tuple[Any, Any]] = [(root, 0)]
+    while todo:
+        container, key = todo.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = _whole(item)
+        elif isinstance(item, list):
+            todo.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {_whole(k): v for k, v in item.items()}
+            container[key] = fixed
+            todo.extend((fixed, k) for k in fixed)
+    return root[0]
+
+
+def _whole(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 # The most items of one list a reply is read with: the schema asks for at most six, a model

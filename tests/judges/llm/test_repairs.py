@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 from prometheus_client import CollectorRegistry
 
+from stef.errors import ReplyInvalid
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.reply import MAX_LIST_ITEMS, RATIONALE_MAX, parse_reply, reply_schema
@@ -603,3 +604,19 @@ def test_crossed_predicate_ids_are_re_pointed_not_mismatched(
     assert set(result.alignment.decided_by.values()) == {"stef"}
     assert repairs_of(registry, "repointed_match") == 2
     assert repairs_of(registry, "contradicted_match") == 0
+
+
+def test_half_an_emoji_is_mended_whatever_the_nesting_around_it() -> None:
+    # Mended by a recursion, JSON nested as deep as the parser allows raised RecursionError out of
+    # the reply's reading; it is now read on, and what is wrong with it said (a field nobody asked
+    # for), as without the surrogate. Keys are mended too.
+    answer = {**reply(), "rationale": "half \ud83d"}
+    deep = "[" * 900 + "]" * 900
+    text = json.dumps(answer)[:-1] + f', "x": {deep}, "k\\ud800": {{"\\udc00": "\\ud800"}}}}'
+    with pytest.raises(ReplyInvalid) as info:
+        parse_reply(text)
+    assert info.value.reason == "invalid_reply"
+    assert any(e.startswith("x:") for e in info.value.errors)
+    assert any(e.startswith("k\ufffd:") for e in info.value.errors)
+    mended, _ = parse_reply(json.dumps(answer))
+    assert mended.rationale == "half \ufffd"
