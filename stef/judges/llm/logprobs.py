@@ -89,15 +89,19 @@ def verdict_probability(text: str | None, tokens: Sequence[TokenLogprob] | None)
     return _passing_share(_alternatives(tokens[i]), spelt[offset:start])
 
 
+_FOLDED = tuple((v, v.value.casefold()) for v in Verdict)
+
+
 def _passing_share(alternatives: dict[str, float], before: str) -> float | None:
     passing = failing = 0.0
     for token, logprob in alternatives.items():
         if not token.startswith(before):
             continue
-        rest = token[len(before) :]
+        rest = token[len(before) :].casefold()
         if not rest:
             continue
-        sides = {v in PASSING_VERDICTS for v in Verdict if v.startswith(rest) or rest.startswith(v)}
+        # Any case: a verdict is read in any case ("incorrect" is Incorrect), so is an alternative.
+        sides = {v in PASSING_VERDICTS for v, f in _FOLDED if f.startswith(rest) or rest.startswith(f)}
         if sides == {True}:
             passing += math.exp(logprob)
         elif sides == {False}:

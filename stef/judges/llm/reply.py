@@ -299,8 +299,9 @@ def _loads(text: str) -> Any:
         thinking = _THINKING.match(text)
         answer = text[thinking.end() :] if thinking is not None else text
         start, end = answer.find("{"), answer.rfind("}")
-        # Thinking not closed (cut off) may hold a draft, never the answer.
-        if start < 0 or end < start or "<think" in answer:
+        # Thinking not closed (cut off), or naming its own closing tag, may hold a draft: never
+        # the answer.
+        if start < 0 or end < start or "<think" in answer or "</think" in answer:
             raise
         try:
             return json.loads(answer[start : end + 1])

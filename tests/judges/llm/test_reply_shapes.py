@@ -410,6 +410,11 @@ def test_the_answer_after_a_reasoning_models_thinking_is_read(
             "<think>Draft: " + VERDICT + " but let me check the year", id="draft-unclosed"
         ),
         pytest.param("<think>Draft: " + VERDICT + "</think>\nIt is Incorrect.", id="draft-only"),
+        # The thinking names its own closing tag before the draft: read as the answer, it was.
+        pytest.param(
+            "<think>I end with </think> then answer. Draft: " + VERDICT + " hmm</think>",
+            id="draft-after-a-named-tag",
+        ),
     ],
 )
 def test_a_draft_in_the_thinking_is_never_the_verdict(

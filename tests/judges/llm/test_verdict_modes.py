@@ -283,6 +283,19 @@ def test_verdict_probability_reads_a_token_that_starts_before_the_value() -> Non
     assert verdict_probability(text, tokens[:3]) is None
 
 
+def test_verdict_probability_reads_the_alternatives_in_any_case() -> None:
+    # A verdict is read in any case ("incorrect"), so are the alternatives at its position: read
+    # in one case only, "incorrect" (0.95) beside "correct" (0.04) and "Correct" (0.01) was 1.0
+    # passing.
+    text = '{"verdict": "incorrect"}'
+    tokens = [
+        _lp('{"verdict": "', {'{"verdict": "': 1.0}),
+        _lp("incorrect", {"incorrect": 0.95, "correct": 0.04, "Correct": 0.01}),
+        _lp('"}', {'"}': 1.0}),
+    ]
+    assert verdict_probability(text, tokens) == pytest.approx(0.05)
+
+
 # --------------------------------------------------------------------------------- the cost
 
 
