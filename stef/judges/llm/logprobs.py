@@ -101,7 +101,9 @@ def _passing_share(alternatives: dict[str, float], before: str) -> float | None:
         if not rest:
             continue
         # Any case: a verdict is read in any case ("incorrect" is Incorrect), so is an alternative.
-        sides = {v in PASSING_VERDICTS for v, f in _FOLDED if f.startswith(rest) or rest.startswith(f)}
+        sides = {
+            v in PASSING_VERDICTS for v, f in _FOLDED if f.startswith(rest) or rest.startswith(f)
+        }
         if sides == {True}:
             passing += math.exp(logprob)
         elif sides == {False}:
