@@ -434,9 +434,9 @@ class ReferenceExecution(_Frozen):
             databases: the same rows up to repeats and rows with NULLs), ``undecided``
             (generated databases: none could tell, every reference result empty or dependent
             on row order), ``generated_failed`` (the generated query failed, timed out or
-            returned too many rows: ``detail`` says which), ``reference_failed`` (likewise the
-            reference), or ``not_run`` (not a plain SELECT by STEF's safety check, or no schema
-            could be inferred for the queries: ``detail`` says which).
+            returned too many rows or bytes: ``detail`` says which), ``reference_failed``
+            (likewise the reference), or ``not_run`` (not a plain SELECT by STEF's safety check,
+            or no schema could be inferred for the queries: ``detail`` says which).
         detail: what failed, or why nothing ran; or why rows that differ are still Likely
             Correct (generated databases: one query groups by an entity's key, the other by its
             name).

@@ -5,9 +5,9 @@ and rows, and return its rows or why it failed.
 read-only with ``mode=ro``) or ``duckdb:///file.duckdb`` (the ``duckdb`` package, an optional
 extra: ``pip install 'stef[duckdb]'``, opened ``read_only``); three slashes and a relative path,
 four for an absolute one (``sqlite:////srv/golden.db``), as SQLAlchemy reads them. A statement
-runs at most ``timeout_s`` and fetches at most ``max_rows`` rows, and a string or blob SQLite makes
-is at most 1 MiB, 16 MiB in all (:mod:`stef.sql.fetch`); a failure, a timeout, too many rows or too
-many bytes is an :class:`Execution` outcome, never an exception. Nothing here decides what may
+runs at most ``timeout_s`` and fetches at most ``max_rows`` rows holding at most 16 MiB of text and
+blobs (:mod:`stef.sql.fetch`); a failure, a timeout, too many rows or too many bytes is an
+:class:`Execution` outcome, never an exception. Nothing here decides what may
 run: the reference stage only sends statements STEF's own safety check calls a plain SELECT.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from stef.errors import ConfigError
 from stef.models import Database, Execution
-from stef.sql.fetch import fetch, limit_values
+from stef.sql.fetch import fetch
 
 # Database and Execution live in the ground floor (the reference stage reads them); re-exported.
 __all__ = ["Database", "DuckDbDatabase", "Execution", "SqliteDatabase", "open_database"]
@@ -50,11 +50,9 @@ class SqliteDatabase:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             raise ConfigError(f"reference.execute: cannot open {self.path}: {exc}") from exc
-        limit_values(conn)
-        return conn
 
     def run(self, sql: str) -> Execution:
         conn = self._connect()
@@ -105,7 +103,7 @@ class DuckDbDatabase:
             timer = threading.Timer(self.timeout_s, interrupt)
             timer.start()
             try:
-                rows = fetch(self._conn.execute(sql), self.max_rows)
+                rows = fetch(self._conn.execute(sql), self.max_rows, chunk=64)
             except self._error as exc:
                 if fired.is_set():
                     return Execution("timeout", detail=f"over {self.timeout_s:g} s")

@@ -138,7 +138,10 @@ def _stored(value: Value) -> Value:
     """A value as SQLite stores it: an integer past 64 bits as a REAL (``amount = 1e99`` named
     an integer that no INSERT takes)."""
     if isinstance(value, int) and value not in _INTEGERS:
-        return float(value) if abs(value) < 1e308 else math.copysign(math.inf, value)
+        try:
+            return float(value)
+        except OverflowError:  # past the largest float (about 1.8e308): as SQLite reads it
+            return math.copysign(math.inf, value)
     return value
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from stef.sql.fetch import fetch, limit_values
+from stef.sql.fetch import fetch, limit_generated
 from stef.sql.gendb import Table, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
 from stef.sql.suite_dates import portable, register
@@ -282,7 +282,7 @@ def _database(tables: list[Table], reverse: bool) -> sqlite3.Connection:
         rows = list(reversed(table.rows)) if reverse else list(table.rows)
         conn.executemany(f"INSERT INTO {_quoted(table.name)} VALUES ({marks})", rows)
     conn.execute("PRAGMA query_only = ON")
-    limit_values(conn)  # after the tables: only what a query makes is bounded
+    limit_generated(conn)  # after the tables: only what a query makes is bounded
     return conn
 
 
@@ -401,7 +401,10 @@ def _shown(value: Any) -> Any:
     result is JSON, which has no bytes (``SELECT X'FF'`` was an internal_error); text and blobs
     past :data:`_SHOWN_CHARS` characters cut, with ``…``."""
     if isinstance(value, bytes):
-        value = f"X'{value[:_SHOWN_CHARS].hex().upper()}'"
+        # Whole within the characters shown (a cut one lost its closing quote).
+        shown = (_SHOWN_CHARS - 3) // 2
+        cut = "…" if len(value) > shown else ""
+        return f"X'{value[:shown].hex().upper()}'{cut}"
     if isinstance(value, str) and len(value) > _SHOWN_CHARS:
         return value[:_SHOWN_CHARS] + "…"
     return value

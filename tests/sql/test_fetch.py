@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import pytest
 
-from stef.sql.fetch import MAX_RESULT_BYTES, MAX_VALUE_BYTES, fetch, limit_values
+from stef.sql.fetch import MAX_COLUMNS, MAX_RESULT_BYTES, MAX_VALUE_BYTES, fetch, limit_generated
 
 _ROWS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT {count}) "
 
@@ -19,19 +20,35 @@ def test_rows_within_both_limits_come_whole_with_one_past_max_rows() -> None:
     assert rows[:2] == [(1, "x1"), (2, "x2")]
 
 
-def test_rows_past_the_bytes_limit_are_refused_before_all_are_read() -> None:
+class _Counting:
+    """A cursor that counts the rows it handed out."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self.cursor, self.handed = cursor, 0
+
+    def fetchmany(self, n: int) -> list[Any]:
+        got = self.cursor.fetchmany(n)
+        self.handed += len(got)
+        return got
+
+
+def test_rows_past_the_bytes_limit_are_refused_a_row_after_it() -> None:
+    # Checked a chunk of 256 rows at a time, 256 rows of 1 MiB were held before the check.
     conn = sqlite3.connect(":memory:")
-    count = MAX_RESULT_BYTES // (512 * 1024) + 8
-    cursor = conn.execute(_ROWS.format(count=count) + "SELECT zeroblob(512 * 1024) FROM n")
+    cursor = _Counting(conn.execute(_ROWS.format(count=100) + "SELECT zeroblob(1 << 20) FROM n"))
     said = fetch(cursor, 10_000)
     assert isinstance(said, str) and "MiB" in said
+    assert cursor.handed == (MAX_RESULT_BYTES >> 20) + 1
 
 
-def test_a_value_past_the_value_limit_fails_the_statement() -> None:
+def test_a_generated_database_refuses_a_long_value_and_a_wide_row() -> None:
     conn = sqlite3.connect(":memory:")
-    limit_values(conn)
+    limit_generated(conn)
     assert fetch(conn.execute(f"SELECT zeroblob({MAX_VALUE_BYTES})"), 1) == [
         (bytes(MAX_VALUE_BYTES),)
     ]
-    with pytest.raises(sqlite3.DataError):
+    with pytest.raises(sqlite3.Error):
         fetch(conn.execute(f"SELECT zeroblob({MAX_VALUE_BYTES + 1})"), 1)
+    wide = ", ".join(["1"] * (MAX_COLUMNS + 1))
+    with pytest.raises(sqlite3.Error):
+        fetch(conn.execute(f"SELECT {wide}"), 1)

@@ -95,6 +95,9 @@ def test_a_number_past_64_bits_is_stored_as_a_real() -> None:
         "same",
         "undecided",
     )
+    # Up to the largest float, as SQLite reads the literal (from 1e308 on it was infinite).
+    near_max = "15" + "0" * 307
+    assert 1.5e308 in _pools(f"SELECT name FROM t WHERE amount = {near_max}")[("t", "amount")].exact
 
 
 class _Compared(int):

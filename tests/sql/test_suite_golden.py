@@ -88,14 +88,16 @@ def test_a_runaway_query_is_stopped_by_the_time_limit() -> None:
 @pytest.mark.parametrize(
     "generated",
     [
-        # One value past the 1 MiB SQLite now allows: the statement fails. It took 4.6 GB and
-        # five minutes of one record (randomblob(999999999): the machine's 24 GB).
+        # One value past the 64 KiB SQLite now allows there: the statement fails. It took 4.6 GB
+        # and five minutes of one record (randomblob(999999999): the machine's 24 GB).
         "SELECT randomblob(99999999) FROM singer",
-        "SELECT group_concat(hex(randomblob(500000))) FROM singer a, singer b",
+        "SELECT group_concat(hex(randomblob(50000))) FROM singer a, singer b",
+        # A row of many values under it.
+        "SELECT " + ", ".join(["randomblob(60000)"] * 300) + " FROM singer",
         # Values under it, on enough rows to pass 16 MiB in all.
-        "SELECT randomblob(1000000) FROM singer a, singer b, singer c",
+        "SELECT randomblob(60000) FROM singer a, singer b, singer c, singer d",
     ],
-    ids=["one-blob", "one-string", "many-rows"],
+    ids=["one-blob", "one-string", "wide-row", "many-rows"],
 )
 def test_a_query_making_values_past_the_size_limits_did_not_run(generated: str) -> None:
     found = run_suite(

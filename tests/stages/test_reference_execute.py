@@ -157,6 +157,21 @@ def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:
     assert result.reference.execution.detail.startswith("too_large")
 
 
+def test_a_large_value_of_the_team_database_is_read(tmp_path: Path) -> None:
+    # The generated databases' 64 KiB a value is theirs: set on a team's database, a query
+    # reading a stored value of 2 MB failed, and the gold SQL itself was Incorrect.
+    path = tmp_path / "docs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE docs (id INTEGER, body TEXT)")
+    conn.execute("INSERT INTO docs VALUES (1, ?), (2, 'short')", ("z" * 2_000_000,))
+    conn.commit()
+    conn.close()
+    gold = "SELECT id FROM docs WHERE body LIKE '%z%'"
+    result = _judge(_pipeline(f"sqlite:///{path}"), "Which docs hold a z?", gold, gold)
+    assert result.reference is not None and result.reference.execution is not None
+    assert result.reference.execution.status == "same"
+
+
 def test_only_a_select_runs_and_the_file_is_never_written(database_url: str) -> None:
     result = _judge(
         _pipeline(database_url),
