@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
-from stef.models import Result, Verdict
+from stef.models import ReferenceCounterexample, Result, Verdict
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
 from stef.sql.suite import SuiteOutcome
@@ -194,28 +194,13 @@ def test_the_unexercised_check_has_what_the_databases_left_of_their_time(
     assert timeouts == [1.0, pytest.approx(0.6)]
 
 
-def test_a_blob_in_a_counterexample_is_shown_as_its_literal() -> None:
-    # JSON has no bytes: the result could not be written, an internal_error dead letter.
+def _counterexample_against_names(sql: str) -> tuple[Result, ReferenceCounterexample]:
+    """Judge ``sql`` against the gold ``SELECT name FROM singer``, which it differs from, and
+    return the result with the counterexample it must carry."""
     result = _judge(
         {
             "question": "List the singers' names.",
-            "sql": "SELECT X'FF00FE', name FROM singer",
-            "gold_sql": "SELECT name FROM singer",
-        }
-    )
-    ref = result.reference
-    assert ref is not None and ref.execution is not None
-    assert ref.execution.counterexample is not None
-    assert ref.execution.counterexample.generated[0][0] == "X'FF00FE'"
-    assert "X'FF00FE'" in result.model_dump_json()
-
-
-def test_a_counterexample_cuts_long_values() -> None:
-    # Values of 60,000 characters, a few rows of them (of 1 MiB, one record's result was 6 MB).
-    result = _judge(
-        {
-            "question": "List the singers' names.",
-            "sql": "SELECT printf('%.*c', 60000, 'a') || name, zeroblob(1000) FROM singer",
+            "sql": sql,
             "gold_sql": "SELECT name FROM singer",
         }
     )
@@ -223,6 +208,21 @@ def test_a_counterexample_cuts_long_values() -> None:
     assert ref is not None and ref.execution is not None
     example = ref.execution.counterexample
     assert example is not None
+    return result, example
+
+
+def test_a_blob_in_a_counterexample_is_shown_as_its_literal() -> None:
+    # JSON has no bytes: the result could not be written, an internal_error dead letter.
+    result, example = _counterexample_against_names("SELECT X'FF00FE', name FROM singer")
+    assert example.generated[0][0] == "X'FF00FE'"
+    assert "X'FF00FE'" in result.model_dump_json()
+
+
+def test_a_counterexample_cuts_long_values() -> None:
+    # Values of 60,000 characters, a few rows of them (of 1 MiB, one record's result was 6 MB).
+    result, example = _counterexample_against_names(
+        "SELECT printf('%.*c', 60000, 'a') || name, zeroblob(1000) FROM singer"
+    )
     assert all(len(text) == 201 and text.endswith("…") for text, _ in example.generated)
     # A blob's literal is kept whole (its closing quote was cut off), the cut said after it.
     assert all(b.startswith("X'00") and b.endswith("'…") for _, b in example.generated)
