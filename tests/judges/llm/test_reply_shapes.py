@@ -337,6 +337,28 @@ def test_tokens_of_failed_calls_count_in_the_judge_error_usage(
 VERDICT = json.dumps(reply(verdict="Likely Correct", confidence=0.9), indent=2)
 
 
+def _assert_read_in_one_call(
+    content: str, server: FakeLlmServer, judge: LlmJudge, rules: RuleSet
+) -> None:
+    """``content`` is read as VERDICT (its score is 80) from the first reply, with no re-ask."""
+    server.script(Reply(content, logprobs=False))
+    result = Pipeline(rules, judge).judge_record(validate(RECORD))
+    assert result.outcome == "evaluated" and result.score == 80.0
+    assert len(server.chat_requests()) == 1
+
+
+def _assert_never_read(
+    content: str, server_factory: ServerFactory, judge_factory: Make, rules: RuleSet
+) -> None:
+    """``content``, answered every time, is never read as a verdict: re-asked once, then
+    invalid_json."""
+    srv = server_factory(default=lambda _received: Reply(content, logprobs=False))
+    result = Pipeline(rules, judge_factory(srv)).judge_record(validate(RECORD))
+    assert result.outcome == "judge_error" and result.error is not None
+    assert result.error.startswith("invalid_json: ")
+    assert len(srv.chat_requests()) == REASK_CALLS
+
+
 @pytest.mark.parametrize(
     "content",
     [
@@ -356,10 +378,7 @@ def test_words_around_one_object_are_read_without_a_reask(
     content: str, server: FakeLlmServer, judge: LlmJudge, rules: RuleSet
 ) -> None:
     # Before: re-asked (a second paid call), then invalid_json when the model kept its habit.
-    server.script(Reply(content, logprobs=False))
-    result = Pipeline(rules, judge).judge_record(validate(RECORD))
-    assert result.outcome == "evaluated" and result.score == 80.0
-    assert len(server.chat_requests()) == 1
+    _assert_read_in_one_call(content, server, judge, rules)
 
 
 @pytest.mark.parametrize(
@@ -372,11 +391,7 @@ def test_words_around_one_object_are_read_without_a_reask(
 def test_which_object_holds_the_verdict_is_not_guessed(
     content: str, server_factory: ServerFactory, judge_factory: Make, rules: RuleSet
 ) -> None:
-    srv = server_factory(default=lambda _received: Reply(content, logprobs=False))
-    result = Pipeline(rules, judge_factory(srv)).judge_record(validate(RECORD))
-    assert result.outcome == "judge_error" and result.error is not None
-    assert result.error.startswith("invalid_json: ")
-    assert len(srv.chat_requests()) == REASK_CALLS
+    _assert_never_read(content, server_factory, judge_factory, rules)
 
 
 @pytest.mark.parametrize(
@@ -397,10 +412,7 @@ def test_the_answer_after_a_reasoning_models_thinking_is_read(
     content: str, server: FakeLlmServer, judge: LlmJudge, rules: RuleSet
 ) -> None:
     # Before: re-asked, then invalid_json (the thinking is not JSON).
-    server.script(Reply(content, logprobs=False))
-    result = Pipeline(rules, judge).judge_record(validate(RECORD))
-    assert result.outcome == "evaluated" and result.score == 80.0
-    assert len(server.chat_requests()) == 1
+    _assert_read_in_one_call(content, server, judge, rules)
 
 
 @pytest.mark.parametrize(
@@ -420,8 +432,4 @@ def test_the_answer_after_a_reasoning_models_thinking_is_read(
 def test_a_draft_in_the_thinking_is_never_the_verdict(
     content: str, server_factory: ServerFactory, judge_factory: Make, rules: RuleSet
 ) -> None:
-    srv = server_factory(default=lambda _received: Reply(content, logprobs=False))
-    result = Pipeline(rules, judge_factory(srv)).judge_record(validate(RECORD))
-    assert result.outcome == "judge_error" and result.error is not None
-    assert result.error.startswith("invalid_json: ")
-    assert len(srv.chat_requests()) == REASK_CALLS
+    _assert_never_read(content, server_factory, judge_factory, rules)
