@@ -299,13 +299,11 @@ def test_a_value_used_outside_the_predicates_may_be_matched_without_an_id(
     assert result.alignment.matched == ["2023 -> year = 2023", "in the APAC region"]
 
 
-def test_missing_fields_get_safe_defaults_and_are_recorded(
-    server: FakeLlmServer, run: Callable[..., Any]
-) -> None:
-    content = reply(filters=[filt("for 2023", "2023", "matched", [2])])
-    del content["question_spec"]["group_by"]
-    del content["question_spec"]["filters"][0]["lhs"]
-    del content["issues"]
+def _evaluated_in_json_object_mode(
+    server: FakeLlmServer, run: Callable[..., Any], content: dict[str, Any]
+) -> Any:
+    """The result of ``content`` as the json_object reply to a record filtering region APAC and
+    fy FY23: a repaired reply is still evaluated."""
     server.script(Reply(content))
     result = run(
         server,
@@ -313,6 +311,28 @@ def test_missing_fields_get_safe_defaults_and_are_recorded(
         sql="SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
     )
     assert result.outcome == "evaluated"
+    return result
+
+
+def _assert_still_invalid(
+    server: FakeLlmServer, run: Callable[..., Any], content: dict[str, Any], named: str
+) -> None:
+    """``content``, answered to the question and to its re-ask, is no repair: the record is an
+    invalid_reply judge_error whose message names ``named``."""
+    server.script(Reply(content), Reply(content))
+    result = run(server, mode="json_object")
+    assert result.outcome == "judge_error"
+    assert result.error.startswith("invalid_reply:") and named in result.error
+
+
+def test_missing_fields_get_safe_defaults_and_are_recorded(
+    server: FakeLlmServer, run: Callable[..., Any]
+) -> None:
+    content = reply(filters=[filt("for 2023", "2023", "matched", [2])])
+    del content["question_spec"]["group_by"]
+    del content["question_spec"]["filters"][0]["lhs"]
+    del content["issues"]
+    result = _evaluated_in_json_object_mode(server, run, content)
     assert result.repairs == [
         "missing_field: issues set to []",
         "missing_field: question_spec.group_by set to []",
@@ -328,13 +348,7 @@ def test_a_null_list_with_a_default_is_read_as_empty(
     content["issues"] = None
     content["question_spec"]["group_by"] = None
     content["question_spec"]["filters"][0]["predicates"] = None
-    server.script(Reply(content))
-    result = run(
-        server,
-        mode="json_object",
-        sql="SELECT SUM(spend) FROM sales WHERE region = 'APAC' AND fy = 'FY23'",
-    )
-    assert result.outcome == "evaluated"
+    result = _evaluated_in_json_object_mode(server, run, content)
     assert len(server.chat_requests()) == 1
     assert result.issues == ["none"]
     assert result.repairs == [
@@ -350,10 +364,7 @@ def test_a_null_without_a_list_default_is_still_an_error(
     content = reply()
     content["enrichment"]["dropped"] = None
     content["question_spec"]["ordering_requested"] = None
-    server.script(Reply(content), Reply(content))
-    result = run(server, mode="json_object")
-    assert result.outcome == "judge_error"
-    assert result.error.startswith("invalid_reply:") and "enrichment.dropped" in result.error
+    _assert_still_invalid(server, run, content, "enrichment.dropped")
 
 
 def test_issue_labels_outside_the_list_are_dropped(
@@ -401,10 +412,7 @@ def test_a_verdict_that_names_no_label_is_still_an_error(
     server: FakeLlmServer, run: Callable[..., Any]
 ) -> None:
     content = reply(verdict="Mostly correct")
-    server.script(Reply(content), Reply(content))
-    result = run(server, mode="json_object")
-    assert result.outcome == "judge_error"
-    assert result.error.startswith("invalid_reply:") and "verdict" in result.error
+    _assert_still_invalid(server, run, content, "verdict")
 
 
 def test_a_reply_without_a_verdict_is_still_an_error(
@@ -412,10 +420,7 @@ def test_a_reply_without_a_verdict_is_still_an_error(
 ) -> None:
     content = reply()
     del content["verdict"]
-    server.script(Reply(content), Reply(content))
-    result = run(server, mode="json_object")
-    assert result.outcome == "judge_error"
-    assert result.error.startswith("invalid_reply:") and "verdict: Field required" in result.error
+    _assert_still_invalid(server, run, content, "verdict: Field required")
 
 
 def test_a_long_rationale_is_cut_in_json_object_mode(
