@@ -13,7 +13,7 @@ import pytest
 from stef.errors import ConfigError
 from stef.io.database import Database, open_database
 from stef.judges.heuristic.judge import HeuristicJudge
-from stef.models import Result, Verdict
+from stef.models import ReferenceExecution, Result, Verdict
 from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
@@ -60,6 +60,13 @@ def _judge(pipeline: Pipeline, question: str, sql: str, gold: str) -> Result:
     processed = pipeline.process(json.dumps(record).encode(), {"file": "t", "line": 1})
     assert processed.result is not None, processed.error
     return processed.result
+
+
+def _execution(pipeline: Pipeline, question: str, sql: str, gold: str) -> ReferenceExecution:
+    """What running ``sql`` and ``gold`` found, which every record judged here must carry."""
+    result = _judge(pipeline, question, sql, gold)
+    assert result.reference is not None and result.reference.execution is not None
+    return result.reference.execution
 
 
 def test_same_rows_another_structure_is_correct(database_url: str) -> None:
@@ -118,26 +125,24 @@ def test_a_runaway_query_times_out(database_url: str) -> None:
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
         "SELECT COUNT(*) FROM n, singer"
     )
-    result = _judge(
+    execution = _execution(
         _pipeline(database_url, timeout_s=0.3),
         "How many singers?",
         runaway,
         "SELECT COUNT(*) FROM singer",
     )
-    assert result.reference is not None and result.reference.execution is not None
-    assert result.reference.execution.status == "generated_failed"
-    assert result.reference.execution.detail.startswith("timeout")
+    assert execution.status == "generated_failed"
+    assert execution.detail.startswith("timeout")
 
 
 def test_too_many_rows_is_a_finding(database_url: str) -> None:
-    result = _judge(
+    execution = _execution(
         _pipeline(database_url, max_rows=2),
         "All singers",
         "SELECT name FROM singer",
         "SELECT name FROM singer",
     )
-    assert result.reference is not None and result.reference.execution is not None
-    assert result.reference.execution.detail.startswith("too_many_rows")
+    assert execution.detail.startswith("too_many_rows")
 
 
 def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:
@@ -146,15 +151,14 @@ def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) "
         f"SELECT name || '{'x' * 400}' || i FROM n, singer WHERE singer.id = 1"
     )
-    result = _judge(
+    execution = _execution(
         _pipeline(database_url, max_rows=1_000_000, timeout_s=60),
         "Singer names",
         many,
         "SELECT name FROM singer",
     )
-    assert result.reference is not None and result.reference.execution is not None
-    assert result.reference.execution.status == "generated_failed"
-    assert result.reference.execution.detail.startswith("too_large")
+    assert execution.status == "generated_failed"
+    assert execution.detail.startswith("too_large")
 
 
 def test_a_large_value_of_the_team_database_is_read(tmp_path: Path) -> None:
@@ -167,9 +171,8 @@ def test_a_large_value_of_the_team_database_is_read(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     gold = "SELECT id FROM docs WHERE body LIKE '%z%'"
-    result = _judge(_pipeline(f"sqlite:///{path}"), "Which docs hold a z?", gold, gold)
-    assert result.reference is not None and result.reference.execution is not None
-    assert result.reference.execution.status == "same"
+    execution = _execution(_pipeline(f"sqlite:///{path}"), "Which docs hold a z?", gold, gold)
+    assert execution.status == "same"
 
 
 def test_only_a_select_runs_and_the_file_is_never_written(database_url: str) -> None:
