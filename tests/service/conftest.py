@@ -282,6 +282,31 @@ def file_settings(tmp_path: Path, log: Path, **extra: object) -> Settings:
     )
 
 
+def follow_log(
+    service_factory: Callable[..., ServiceProcess],
+    log: Path,
+    results: Path,
+    dead: Path,
+    *args: str,
+    **config: Any,
+) -> ServiceProcess:
+    """A ready ``stef run`` following ``log``, its results and dead letters in those files, with
+    ``args`` after those flags and ``config`` (if any) as its config file."""
+    proc = service_factory(
+        "--source",
+        f"file:{log}",
+        "--follow",
+        "--results",
+        f"file:{results}",
+        "--dead-letters",
+        f"file:{dead}",
+        *args,
+        config=config or None,
+    )
+    proc.wait_ready()
+    return proc
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The complete lines of ``path``: a line without its newline is still being written.
 

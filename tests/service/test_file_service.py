@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ServiceProcess, read_jsonl, valid_record
+from tests.service.conftest import ServiceProcess, follow_log, read_jsonl, valid_record
 
 pytestmark = pytest.mark.integration
 
@@ -31,17 +31,7 @@ def test_follow_picks_up_appended_lines_and_survives_rotation(
     log = tmp_path / "agent.jsonl"
     results, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
     _append(log, _rec(0), _rec(1))
-    proc = service_factory(
-        "--source",
-        f"file:{log}",
-        "--follow",
-        "--results",
-        f"file:{results}",
-        "--dead-letters",
-        f"file:{dead}",
-        config={"commit_interval_s": 0.1},
-    )
-    proc.wait_ready()
+    proc = follow_log(service_factory, log, results, dead, commit_interval_s=0.1)
 
     def ids() -> set[str]:
         return {r["id"] for r in read_jsonl(results)}
@@ -73,19 +63,15 @@ def test_rules_edit_takes_effect_and_a_broken_edit_is_rejected(
     default.write_text("sampling_rate: 1.0\n", encoding="utf-8")
     log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
     log.touch()
-    proc = service_factory(
-        "--source",
-        f"file:{log}",
-        "--follow",
-        "--results",
-        f"file:{results}",
-        "--dead-letters",
-        f"file:{tmp_path / 'dead.jsonl'}",
+    proc = follow_log(
+        service_factory,
+        log,
+        results,
+        tmp_path / "dead.jsonl",
         "--rules",
         str(rules),
-        config={"rules_check_interval_s": 0.2},
+        rules_check_interval_s=0.2,
     )
-    proc.wait_ready()
 
     def by_id() -> dict[str, dict[str, object]]:
         return {str(r["id"]): r for r in read_jsonl(results)}

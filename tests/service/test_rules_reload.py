@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ServiceProcess, read_jsonl, valid_record
+from tests.service.conftest import ServiceProcess, follow_log, read_jsonl, valid_record
 
 pytestmark = pytest.mark.integration
 
@@ -35,19 +35,15 @@ def test_unreadable_edits_keep_the_service_and_the_app_rules(
     (rules / "support.yaml").write_text("dialect: postgres\nsampling_rate: 1.0\n")
     log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
     log.touch()
-    proc = service_factory(
-        "--source",
-        f"file:{log}",
-        "--follow",
-        "--results",
-        f"file:{results}",
-        "--dead-letters",
-        f"file:{tmp_path / 'dead.jsonl'}",
+    proc = follow_log(
+        service_factory,
+        log,
+        results,
+        tmp_path / "dead.jsonl",
         "--rules",
         str(rules),
-        config={"rules_check_interval_s": 0.2},
+        rules_check_interval_s=0.2,
     )
-    proc.wait_ready()
 
     def outcomes(first: int, last: int) -> dict[str, str]:
         by_id = {r["id"]: r for r in read_jsonl(results)}
@@ -100,19 +96,15 @@ def test_sighup_checks_the_rules_at_once_and_the_service_goes_on(
     sales.write_text("dialect: snowflake\nsampling_rate: 1.0\n")
     log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
     log.touch()
-    proc = service_factory(
-        "--source",
-        f"file:{log}",
-        "--follow",
-        "--results",
-        f"file:{results}",
-        "--dead-letters",
-        f"file:{tmp_path / 'dead.jsonl'}",
+    proc = follow_log(
+        service_factory,
+        log,
+        results,
+        tmp_path / "dead.jsonl",
         "--rules",
         str(rules),
-        config={"rules_check_interval_s": 3600},
+        rules_check_interval_s=3600,
     )
-    proc.wait_ready()
 
     def outcome(i: int) -> str | None:
         by_id = {r["id"]: r["outcome"] for r in read_jsonl(results)}
@@ -148,17 +140,13 @@ def test_sigusr1_reopens_the_output_files_after_logrotate_renamed_them(
     file at the path, as after a ``create`` rotation they should."""
     log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
     log.touch()
-    proc = service_factory(
-        "--source",
-        f"file:{log}",
-        "--follow",
-        "--results",
-        f"file:{results}",
-        "--dead-letters",
-        f"file:{tmp_path / 'dead.jsonl'}",
-        config={"file_checkpoint": str(tmp_path / "checkpoint")},
+    proc = follow_log(
+        service_factory,
+        log,
+        results,
+        tmp_path / "dead.jsonl",
+        file_checkpoint=str(tmp_path / "checkpoint"),
     )
-    proc.wait_ready()
     _append(log, valid_record(0))
     proc.wait_for(lambda: len(read_jsonl(results)) == 1, timeout_s=30, what="the first result")
     rotated = tmp_path / "results.jsonl.1"
