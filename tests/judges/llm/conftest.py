@@ -128,7 +128,11 @@ def pipeline_for(rules: RuleSet) -> Callable[[LlmJudge], Pipeline]:
 
 def request_for(record: dict[str, Any]) -> JudgeRequest:
     """The judge request of a raw record under default app rules (what the pipeline builds)."""
-    rec = validate(record)
+    return request_of(validate(record))
+
+
+def request_of(rec: InputRecord) -> JudgeRequest:
+    """The judge request of a valid record under default app rules (what the pipeline builds)."""
     rules = AppRules()
     spec = sqlspec(rec.sql, None)
     norm = normalize(rec, spec, rules)

@@ -10,15 +10,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from stef.errors import LlmReplyError, LlmTransportError
-from stef.judges.base import JudgeRequest
 from stef.judges.llm.judge import LlmJudge
 from stef.models import FilterStatus, Verdict
 from stef.pipeline import Pipeline
 from stef.prompts import data_blocks
-from stef.stages.normalize import normalize
-from stef.stages.sqlspec import sqlspec
 from stef.testing.fake_server import Delay, Error, FakeLlmServer, Raw, Reply
-from tests.judges.llm.conftest import make_record
+from tests.judges.llm.conftest import make_record, request_of
 from tests.judges.llm.replies import filt, reply
 
 Make = Callable[..., LlmJudge]
@@ -282,10 +279,10 @@ def test_transport_error_carries_status_and_attempts(
 ) -> None:
     judge = judge_factory(server, max_retries=1)
     server.script(Reply(reply()))
-    judge.judge(_request())
+    judge.judge(request_of(make_record()))
     server.script(Error(503), Error(503))
     with pytest.raises(LlmTransportError) as info:
-        judge.judge(_request(question="different"))
+        judge.judge(request_of(make_record(question="different")))
     assert info.value.status_code == 503
     assert info.value.attempts == 2
     assert info.value.reason == "http_503"
@@ -384,7 +381,7 @@ def test_second_invalid_reply_is_judge_error_never_a_score(
 def test_reply_error_keeps_the_raw_text(server: FakeLlmServer, judge: LlmJudge) -> None:
     server.script(Reply("nope"), Reply("still nope"))
     with pytest.raises(LlmReplyError) as info:
-        judge.judge(_request())
+        judge.judge(request_of(make_record()))
     assert info.value.raw == "still nope"
     assert info.value.attempts == 2
 
@@ -410,20 +407,3 @@ def test_code_fenced_json_object_is_accepted(
     result = pipeline_for(judge).judge_record(make_record())
     assert result.outcome == "evaluated" and result.score == 100.0
     assert len(server.chat_requests()) == 1
-
-
-def _request(**fields: object) -> JudgeRequest:
-    from stef.rules import AppRules
-
-    record = make_record(**fields)
-    rules = AppRules()
-    spec = sqlspec(record.sql, None)
-    norm = normalize(record, spec, rules)
-    return JudgeRequest(
-        record=record,
-        sql_spec=spec,
-        normalizations=norm.normalizations,
-        notes=norm.notes,
-        flags=norm.flags,
-        rules=rules,
-    )
