@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from stef.models import SqlSpec
 from stef.stages import sqlspec as sqlspec_module
 from stef.stages.sqlspec import guess_candidates, sqlspec
+from tests.golden import load_golden
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sqlspec"
 
@@ -80,30 +80,7 @@ def _check_case(source: str, case: Any) -> None:
         assert isinstance(item, dict) and set(item) <= ORDER_KEYS, f"{where}: bad {item!r}"
 
 
-def load_cases() -> list[Any]:
-    """Every case of every fixture file, as pytest params with the titles as ids."""
-    params = []
-    titles: set[str] = set()
-    files = sorted(FIXTURES.glob("*.yaml"))
-    assert files, f"no fixtures in {FIXTURES}"
-    for path in files:
-        cases = yaml.safe_load(path.read_text(encoding="utf-8"))
-        assert isinstance(cases, list), f"{path.name}: a list of cases"
-        for case in cases:
-            _check_case(path.name, case)
-            title = case["title"]
-            assert title not in titles, f"{path.name}: duplicate title {title!r}"
-            titles.add(title)
-            marks = (
-                [pytest.mark.xfail(strict=True, reason=" ".join(str(case["xfail"]).split()))]
-                if case.get("xfail")
-                else []
-            )
-            params.append(pytest.param(case, id=title, marks=marks))
-    return params
-
-
-CASES = load_cases()
+CASES = load_golden(FIXTURES, _check_case)
 
 
 def _predicate_matches(actual: dict[str, Any], expected: dict[str, Any]) -> bool:
