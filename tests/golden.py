@@ -10,6 +10,31 @@ import pytest
 import yaml
 
 
+def checked_expect(
+    source: str,
+    case: Any,
+    *,
+    keys: set[str],
+    fields: set[str],
+    texts: tuple[str, ...] = ("sql",),
+) -> tuple[str, dict[str, Any]]:
+    """The checks every golden case shares, failing loudly on a malformed fixture rather than
+    letting it pass vacuously: a mapping of ``keys`` with a title, each of ``texts`` a string,
+    and a non-empty ``expect`` of ``fields``. Returns where the case is (for messages) and its
+    ``expect``, for the checks of its own kind.
+    """
+    where = f"{source}: {case.get('title') if isinstance(case, dict) else case!r}"
+    assert isinstance(case, dict), f"{where}: a case is a mapping"
+    assert set(case) <= keys, f"{where}: unknown keys {set(case) - keys}"
+    assert isinstance(case.get("title"), str) and case["title"], f"{where}: needs a title"
+    for key in texts:
+        assert isinstance(case.get(key), str), f"{where}: {key} must be a string"
+    expect = case.get("expect")
+    assert isinstance(expect, dict) and expect, f"{where}: needs expect"
+    assert set(expect) <= fields, f"{where}: unknown expect fields {set(expect) - fields}"
+    return where, expect
+
+
 def load_golden(folder: Path, check: Callable[[str, Any], None]) -> list[Any]:
     """Every case of every fixture file, as pytest params with the titles as ids.
 

@@ -31,7 +31,7 @@ from stef.rules import AppRules
 from stef.stages.align import align
 from stef.stages.normalize import normalize
 from stef.stages.sqlspec import sqlspec
-from tests.golden import load_golden
+from tests.golden import checked_expect, load_golden
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "align"
 
@@ -51,14 +51,7 @@ FIELDS = {"status", "leniency", *Alignment.model_fields}
 
 def _check_case(source: str, case: Any) -> None:
     """Fail loudly on a malformed fixture rather than let it pass vacuously."""
-    where = f"{source}: {case.get('title') if isinstance(case, dict) else case!r}"
-    assert isinstance(case, dict), f"{where}: a case is a mapping"
-    assert set(case) <= CASE_KEYS, f"{where}: unknown keys {set(case) - CASE_KEYS}"
-    assert isinstance(case.get("title"), str) and case["title"], f"{where}: needs a title"
-    assert isinstance(case.get("sql"), str), f"{where}: sql must be a string"
-    expect = case.get("expect")
-    assert isinstance(expect, dict) and expect, f"{where}: needs expect"
-    assert set(expect) <= FIELDS, f"{where}: unknown expect fields {set(expect) - FIELDS}"
+    where, expect = checked_expect(source, case, keys=CASE_KEYS, fields=FIELDS)
     if "status" in expect:
         FilterStatus(expect["status"])
     for key, want in expect.items():

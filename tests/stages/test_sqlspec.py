@@ -23,7 +23,7 @@ import pytest
 from stef.models import SqlSpec
 from stef.stages import sqlspec as sqlspec_module
 from stef.stages.sqlspec import guess_candidates, sqlspec
-from tests.golden import load_golden
+from tests.golden import checked_expect, load_golden
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sqlspec"
 
@@ -56,15 +56,8 @@ ORDER_KEYS = {"expr", "direction"}
 
 def _check_case(source: str, case: Any) -> None:
     """Fail loudly on a malformed fixture rather than let it pass vacuously."""
-    where = f"{source}: {case.get('title') if isinstance(case, dict) else case!r}"
-    assert isinstance(case, dict), f"{where}: a case is a mapping"
-    assert set(case) <= CASE_KEYS, f"{where}: unknown keys {set(case) - CASE_KEYS}"
-    assert isinstance(case.get("title"), str) and case["title"], f"{where}: needs a title"
-    assert isinstance(case.get("sql"), str), f"{where}: sql must be a string"
-    assert isinstance(case.get("expect"), dict) and case["expect"], f"{where}: needs expect"
-    unknown = set(case["expect"]) - FIELDS
-    assert not unknown, f"{where}: unknown expect fields {unknown}"
-    for item in case["expect"].get("filters") or []:
+    where, expect = checked_expect(source, case, keys=CASE_KEYS, fields=FIELDS)
+    for item in expect.get("filters") or []:
         allowed = PREDICATE_KEYS | set(PREDICATE_SUBSTRINGS)
         assert isinstance(item, dict) and set(item) <= allowed, f"{where}: bad filter {item!r}"
         for key in ("lhs", "op", "rhs", "clause", "text", "lhs_contains", "rhs_contains"):
@@ -74,9 +67,9 @@ def _check_case(source: str, case: Any) -> None:
             assert key not in item or all(isinstance(v, str) for v in item[key]), (
                 f"{where}: quote every item of {key} in {item!r}"
             )
-    for item in case["expect"].get("aggregations") or []:
+    for item in expect.get("aggregations") or []:
         assert isinstance(item, dict) and set(item) <= AGGREGATION_KEYS, f"{where}: bad {item!r}"
-    for item in case["expect"].get("order_by") or []:
+    for item in expect.get("order_by") or []:
         assert isinstance(item, dict) and set(item) <= ORDER_KEYS, f"{where}: bad {item!r}"
 
 

@@ -25,7 +25,7 @@ from stef.judges.heuristic.judge import HeuristicJudge
 from stef.models import EnrichmentStatus, InputRecord, JudgeOutput, Verdict
 from stef.pipeline import judge_request
 from stef.rules import AppRules
-from tests.golden import load_golden
+from tests.golden import checked_expect, load_golden
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "heuristic"
 
@@ -37,15 +37,9 @@ JUDGE = HeuristicJudge()
 
 def _check_case(source: str, case: Any) -> None:
     """Fail loudly on a malformed fixture rather than let it pass vacuously."""
-    where = f"{source}: {case.get('title') if isinstance(case, dict) else case!r}"
-    assert isinstance(case, dict), f"{where}: a case is a mapping"
-    assert set(case) <= CASE_KEYS, f"{where}: unknown keys {set(case) - CASE_KEYS}"
-    assert isinstance(case.get("title"), str) and case["title"], f"{where}: needs a title"
-    assert isinstance(case.get("question"), str), f"{where}: question must be a string"
-    assert isinstance(case.get("sql"), str), f"{where}: sql must be a string"
-    expect = case.get("expect")
-    assert isinstance(expect, dict) and expect, f"{where}: needs expect"
-    assert set(expect) <= FIELDS, f"{where}: unknown expect fields {set(expect) - FIELDS}"
+    where, expect = checked_expect(
+        source, case, keys=CASE_KEYS, fields=FIELDS, texts=("question", "sql")
+    )
     if "verdict" in expect:
         Verdict(expect["verdict"])
     if "enrichment" in expect:
