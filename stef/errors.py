@@ -7,6 +7,9 @@ StefError
 ├── FileError                a file cannot be read as asked (unreadable, not a regular file,
 │                            too large, not UTF-8, a line not JSON); names the file and line
 ├── InvalidInput             a record cannot be judged; becomes a dead letter
+├── CpuBudgetSpent           a record's CPU budget ran out inside a stage (reference mode);
+│                            the pipeline makes it a limits_exceeded dead letter, and the
+│                            execution on generated databases a not_run
 ├── JudgeError               a judge backend could not decide; outcome judge_error
 │   │                        (also ``internal``: any other exception inside a backend)
 │   ├── LlmTransportError    timeouts, connection errors, 429/5xx, bodies that are not a
@@ -98,6 +101,14 @@ class InvalidInput(StefError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"{reason}: {detail}")
+
+
+class CpuBudgetSpent(StefError):
+    """A record's CPU budget (``limits.max_record_cpu_s``) ran out inside a stage: raised by
+    :meth:`stef.sql.budget.CpuDeadline.check` from the loops of reference mode, so the work
+    stops where it is. The reference stage turns it into an execution that did not run; past
+    it (the structural comparison), :class:`stef.pipeline.Pipeline` makes the record a
+    ``limits_exceeded`` dead letter, as its own checks do."""
 
 
 class JudgeError(StefError):

@@ -436,7 +436,8 @@ class ReferenceExecution(_Frozen):
             on row order), ``generated_failed`` (the generated query failed, timed out or
             returned too many rows or bytes: ``detail`` says which), ``reference_failed``
             (likewise the reference), or ``not_run`` (not a plain SELECT by STEF's safety check,
-            or no schema could be inferred for the queries: ``detail`` says which).
+            no schema could be inferred for the queries, or the record's CPU budget ran out on
+            the generated databases: ``detail`` says which).
         detail: what failed, or why nothing ran; or why rows that differ are still Likely
             Correct (generated databases: one query groups by an entity's key, the other by its
             name).

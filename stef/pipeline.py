@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from stef.calibration import Calibration
-from stef.errors import InvalidInput, JudgeError
+from stef.errors import CpuBudgetSpent, InvalidInput, JudgeError
 from stef.io import Oversized
 from stef.io.database import Database
 from stef.io.deadletter import DEFAULT_MAX_BYTES, dead_letter, message_key
@@ -39,6 +39,7 @@ from stef.models import (
     Verdict,
 )
 from stef.rules import AppRules, RuleSet
+from stef.sql.budget import CpuDeadline
 from stef.sql.extract import extract_sql
 from stef.sql.safety import is_sql_text
 from stef.stages.normalize import Normalized, normalize
@@ -300,7 +301,8 @@ class Pipeline:
 
         Raises:
             InvalidInput: ``limits_exceeded`` when the record has cost more CPU than
-                ``limits.max_record_cpu_s`` (checked after the analysis and after the judge).
+                ``limits.max_record_cpu_s`` (checked after the analysis and after the judge,
+                and in reference mode until its structural comparison is done).
         """
         started = time.perf_counter()
         cpu_started = time.thread_time()
@@ -327,19 +329,19 @@ class Pipeline:
             count_repairs=cascade is None,
         )
         if cascade is None:
-            return self._referenced(result, record, request, rules)
+            return self._referenced(result, record, request, rules, cpu_started)
         escalate = cascade.escalates(result, request.sql_spec)
         if self.metrics is not None:
             self.metrics.observe_cascade(record.app, escalate)
         if not escalate:
-            return self._referenced(result, record, request, rules)
+            return self._referenced(result, record, request, rules, cpu_started)
         # The heuristic could not tell (or the SQL looks unsafe): the LLM decides.
         info = cascade.backend.info.model_copy(update={"rules_version": ruleset.version})
         builder = ResultBuilder(record, info, request.sql_spec, cascade.calibration)
         result = self._judge_by(
             cascade.backend, builder, request, norm, time.perf_counter(), cpu_started
         )
-        return self._referenced(result, record, request, rules)
+        return self._referenced(result, record, request, rules, cpu_started)
 
     def _judge_by(
         self,
@@ -377,20 +379,32 @@ class Pipeline:
         return self._reviewed(self._with_judge_details(result, reply.output, request))
 
     def _referenced(
-        self, result: Result, record: InputRecord, request: JudgeRequest, rules: AppRules
+        self,
+        result: Result,
+        record: InputRecord,
+        request: JudgeRequest,
+        rules: AppRules,
+        cpu_started: float,
     ) -> Result:
         """The result held against the record's reference SQL, when it has one (reference
-        mode): the SQL judged (out of its fence) with the reference the judge was not shown."""
+        mode): the SQL judged (out of its fence) with the reference the judge was not shown.
+        The comparison has what is left of the record's CPU budget: past it, the execution on
+        generated databases stops (the structure decides) and a structural comparison not yet
+        done makes the record a ``limits_exceeded`` dead letter."""
         sql = request.record.sql
         judged = record if record.sql == sql else record.model_copy(update={"sql": sql})
-        referenced = with_reference(
-            result,
-            judged,
-            rules,
-            self.options.references,
-            self.options.reference_db,
-            self.options.reference_generated,
-        )
+        try:
+            referenced = with_reference(
+                result,
+                judged,
+                rules,
+                self.options.references,
+                self.options.reference_db,
+                self.options.reference_generated,
+                CpuDeadline(cpu_started + self.options.limits.max_record_cpu_s),
+            )
+        except CpuBudgetSpent:
+            raise self._past_budget(cpu_started) from None
         if referenced.reference is None or referenced.reference.p_correct is None:
             return referenced
         # The reference set the confidence: the review flag follows it.
@@ -408,13 +422,17 @@ class Pipeline:
         return result.model_copy(update={"needs_review": True})
 
     def _within_budget(self, cpu_started: float) -> None:
+        if time.thread_time() - cpu_started > self.options.limits.max_record_cpu_s:
+            raise self._past_budget(cpu_started)
+
+    def _past_budget(self, cpu_started: float) -> InvalidInput:
+        """The dead letter's error of a record past its CPU budget."""
         used = time.thread_time() - cpu_started
-        if used > self.options.limits.max_record_cpu_s:
-            raise InvalidInput(
-                "limits_exceeded",
-                f"cpu_seconds: {used:.2f} > {self.options.limits.max_record_cpu_s:g} "
-                "(the record path's CPU budget for one record)",
-            )
+        return InvalidInput(
+            "limits_exceeded",
+            f"cpu_seconds: {used:.2f} > {self.options.limits.max_record_cpu_s:g} "
+            "(the record path's CPU budget for one record)",
+        )
 
     def _with_judge_details(
         self, result: Result, answer: JudgeOutput, request: JudgeRequest

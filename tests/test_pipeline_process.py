@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 import pytest
@@ -288,6 +289,26 @@ def test_the_costliest_known_record_stays_within_the_cpu_budget() -> None:
     )
     out = pipeline.process(json.dumps(record).encode(), FILE)
     assert out.result is not None and out.result.outcome == "evaluated", out.error
+
+
+def test_a_reference_past_the_cpu_budget_before_its_comparison_is_a_dead_letter() -> None:
+    # A gold SQL of a 1,900-term OR chain that no dialect can compare: read in every guessed
+    # dialect, 1.5 s of CPU after the pipeline's last look at a budget of 0.5 s (3.5 s when the
+    # SQL is such a chain too). No structural verdict was reached: the record is dead-lettered
+    # as the other checks of the budget do, with no verdict made up.
+    gold = "SELECT name FROM customers WHERE " + " OR ".join(
+        f"c{i % 50} = {i}" for i in range(1900)
+    )
+    record = {"question": "List the customers", "sql": "SELECT name FROM customers"}
+    pipeline = Pipeline(
+        RuleSet(AppRules()), HeuristicJudge(), PipelineOptions(limits=Limits(max_record_cpu_s=0.5))
+    )
+    started = time.thread_time()
+    out = pipeline.process(json.dumps({**record, "gold_sql": gold}).encode(), FILE)
+    spent = time.thread_time() - started
+    assert out.result is None and out.reason == "limits_exceeded"
+    assert out.error is not None and out.error.startswith("cpu_seconds: ")
+    assert spent < 1.2
 
 
 def test_every_dead_letter_is_counted_by_reason() -> None:

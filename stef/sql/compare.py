@@ -26,6 +26,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
+from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.canonical import canon, literal_value
 from stef.sql.dialects import render
 from stef.sql.equivalences import conjuncts, number_of, rewritten, table_key
@@ -189,17 +190,25 @@ def _show(value: tuple[str, ...] | str | bool | None) -> str:
 # ------------------------------------------------------------------------ the canonical tree
 
 
-def parts_of(sql: str, dialect: str | None = None) -> Parts | None:
-    """The canonical components of ``sql``; None when it does not parse to one query."""
+def parts_of(
+    sql: str, dialect: str | None = None, deadline: CpuDeadline = NO_DEADLINE
+) -> Parts | None:
+    """The canonical components of ``sql``; None when it does not parse to one query.
+
+    Raises:
+        CpuBudgetSpent: ``deadline`` passed between its steps (parse, optimize, components).
+    """
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
     except (SqlglotError, RecursionError, ValueError):
         return None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         return None
+    deadline.check()
     tree = _optimized(trees[0], dialect, len(sql))
+    deadline.check()
     try:
-        return _parts(tree, dialect)
+        return _parts(tree, dialect, deadline)
     except (SqlglotError, RecursionError, ValueError, AttributeError, KeyError, TypeError):
         return None
 
@@ -223,10 +232,12 @@ def _optimized(tree: exp.Expr, dialect: str | None, size: int) -> exp.Expr:
         return tree
 
 
-def _parts(tree: exp.Expr, dialect: str | None) -> Parts:
+def _parts(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> Parts:
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
+    deadline.check()
     main, select = rewritten(tree, dialect)
+    deadline.check()
     shape = _shape(main)
     tables = tuple(sorted(_table_name(t) for t in main.find_all(exp.Table)))
     joins, join_filters = _joins(select)

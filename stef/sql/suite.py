@@ -19,7 +19,7 @@ import math
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
@@ -27,6 +27,7 @@ from typing import Any, Literal
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.fetch import fetch, limit_generated
 from stef.sql.gendb import Table, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
@@ -88,44 +89,57 @@ def run_suite(
     n: int,
     timeout_s: float,
     max_rows: int,
+    deadline: CpuDeadline = NO_DEADLINE,
 ) -> SuiteOutcome:
     """Run ``generated`` and ``reference`` on ``n`` clean generated databases (no NULLs, no
     repeated rows), ``n // 4`` with both and ``n // 2`` clean and focused
     (:func:`stef.sql.gendb.generate`), and compare them. A difference on a clean database
     is ``different``; one of repeated rows only, or only on a database with NULLs and repeated
-    rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows)."""
+    rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows).
+
+    ``timeout_s`` bounds the wall time of all the databases' queries; ``deadline`` the
+    thread's CPU, in SQLite's steps and in the Python work between them.
+
+    Raises:
+        CpuBudgetSpent: ``deadline`` passed: no outcome.
+    """
     started = time.perf_counter()
-    prepared = _prepare(generated, reference, dialect)
+    prepared = _prepare(generated, reference, dialect, deadline)
     if isinstance(prepared, SuiteOutcome):
         return prepared
     schema, (gen_sql, ref_sql), limits = prepared.schema, prepared.queries, prepared.limits
     ordered = ordered and prepared.ordered
     column_pools = pools(schema)
     seed = seed_of(generated, reference)
-    deadline = time.monotonic() + timeout_s
+    ends = time.monotonic() + timeout_s
     informative = 0
     minor: SuiteOutcome | None = None
     plan = _plan(n)
     total = len(plan)
     for index, (clean, focused) in enumerate(plan):
+        deadline.check()
         tables = generate(schema, column_pools, seed, index, clean=clean, focused=focused)
-        runs = _run_both_orders(tables, (gen_sql, ref_sql), deadline, max_rows)
+        deadline.check()
+        runs = _run_both_orders(tables, (gen_sql, ref_sql), ends, deadline, max_rows)
         if isinstance(runs, str):
             return SuiteOutcome("not_run", detail=runs, databases=index, elapsed_ms=_ms(started))
-        if _order_dependent(runs, ordered):
+        # Each result keyed once: 9,000 rows of 20 columns take 0.4 s a key.
+        keys = [[rows_key(rows, ordered, deadline) for rows in pair] for pair in runs]
+        if any(a != b for a, b in keys):
             continue  # the result depends on the order of the rows: this database cannot tell
         (gen_a, _), (ref_a, _) = runs
         if _telling(ref_a):
             informative += 1
-        if _key(gen_a, ordered) == _key(ref_a, ordered):
+        if keys[0][0] == keys[1][0]:
             continue
+        deadline.check()
         found = SuiteOutcome(
             "different",
             databases=index + 1,
             informative=informative,
             counterexample=_counterexample(tables, gen_a, ref_a),
         )
-        if clean and _decisive(gen_a, ref_a, ordered, limits):
+        if clean and _decisive(gen_a, ref_a, ordered, limits, deadline):
             return replace(found, elapsed_ms=_ms(started))
         # Only repeated rows differ, or only a database with NULLs and repeated rows tells
         # them apart: what real data with keys and few NULLs seldom shows.
@@ -156,17 +170,19 @@ def _plan(n: int) -> list[tuple[bool, bool]]:
     return [(True, False)] * n + [(False, False)] * (n // 4) + [(True, True)] * (n // 2)
 
 
-def _order_dependent(runs: tuple[tuple[Rows, Rows], tuple[Rows, Rows]], ordered: bool) -> bool:
-    """Whether either query's rows changed with the order of the tables' rows."""
-    return any(_key(a, ordered) != _key(b, ordered) for a, b in runs)
-
-
-def _prepare(generated: str, reference: str, dialect: str | None) -> _Prepared | SuiteOutcome:
+def _prepare(
+    generated: str, reference: str, dialect: str | None, deadline: CpuDeadline
+) -> _Prepared | SuiteOutcome:
     """Both queries read and written for SQLite; ``not_run`` when they cannot be read."""
     try:
-        gen_tree, ref_tree = parse_one(generated, dialect), parse_one(reference, dialect)
+        gen_tree = parse_one(generated, dialect)
+        deadline.check()
+        ref_tree = parse_one(reference, dialect)
+        deadline.check()
         schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
+        deadline.check()
         queries = (_sqlite_text(gen_tree), _sqlite_text(ref_tree))
+        deadline.check()
     except InferenceError as exc:
         return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
     limits = [_limits(gen_tree), _limits(ref_tree)]
@@ -187,11 +203,13 @@ def _limits(tree: exp.Expr) -> list[str]:
     )
 
 
-def _decisive(generated: Rows, reference: Rows, ordered: bool, limits: bool) -> bool:
+def _decisive(
+    generated: Rows, reference: Rows, ordered: bool, limits: bool, deadline: CpuDeadline
+) -> bool:
     """Whether a difference on a clean database is a counterexample: more than repeated rows,
     or, between queries whose LIMITs differ, another number of rows (LIMIT 2 repeating the
     row LIMIT 1 shows is still two rows)."""
-    if not _repeats_only(generated, reference, ordered):
+    if not _repeats_only(generated, reference, ordered, deadline):
         return True
     return limits and len(generated) != len(reference)
 
@@ -227,16 +245,25 @@ Rows = list[tuple[Any, ...]]
 
 
 def _run_both_orders(
-    tables: list[Table], queries: tuple[str, str], deadline: float, max_rows: int
+    tables: list[Table],
+    queries: tuple[str, str],
+    ends: float,
+    deadline: CpuDeadline,
+    max_rows: int,
 ) -> tuple[tuple[Rows, Rows], tuple[Rows, Rows]] | str:
     """Each query's rows on ``tables`` as generated and with every table's rows reversed; a
-    string saying why when a query fails."""
+    string saying why when a query fails. ``ends`` is the wall-clock end (time.monotonic) of
+    the record's queries.
+
+    Raises:
+        CpuBudgetSpent: ``deadline`` passed (SQLite's steps are stopped by it too).
+    """
     results: list[list[Rows]] = [[], []]
     for reverse in (False, True):
         conn = _database(tables, reverse)
         try:
             for i, sql in enumerate(queries):
-                rows = _run(conn, sql, deadline, max_rows)
+                rows = _run(conn, sql, ends, deadline, max_rows)
                 if isinstance(rows, str):
                     who = "generated" if i == 0 else "reference"
                     return f"the {who} SQL failed on a generated database: {rows}"
@@ -290,12 +317,17 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _run(conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int) -> Rows | str:
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _CHECK_EVERY)
+def _run(
+    conn: sqlite3.Connection, sql: str, ends: float, deadline: CpuDeadline, max_rows: int
+) -> Rows | str:
+    conn.set_progress_handler(
+        lambda: int(time.monotonic() > ends or deadline.passed()), _CHECK_EVERY
+    )
     try:
         rows = fetch(conn.execute(sql), max_rows)
     except (sqlite3.Error, OverflowError, ValueError) as exc:
-        if time.monotonic() > deadline:
+        deadline.check()
+        if time.monotonic() > ends:
             return "timed out"
         return f"{type(exc).__name__}: {exc}"[:200]
     if isinstance(rows, str):
@@ -322,28 +354,52 @@ def _cell(value: Any) -> tuple[int, Any]:
     return (2, str(value))
 
 
-def rows_key(rows: Sequence[Sequence[Any]], ordered: bool) -> object:
+def rows_key(
+    rows: Sequence[Sequence[Any]], ordered: bool, deadline: CpuDeadline = NO_DEADLINE
+) -> object:
     """Rows as compared: each row the sorted multiset of its cells (column order ignored), the
-    rows a list when ``ordered``, else a bag."""
-    keyed = [tuple(sorted(_cell(v) for v in row)) for row in rows]
+    rows a list when ``ordered``, else a bag.
+
+    Raises:
+        CpuBudgetSpent: ``deadline`` passed.
+    """
+    keyed = list(_keyed(rows, deadline))
     return keyed if ordered else Counter(keyed)
 
 
-_key = rows_key
+# Cells keyed between two looks at the deadline (a few ms): 10,000 rows of 256 columns took
+# 6.8 s to key, 256 of them 0.19 s.
+_CELLS_A_CHECK = 4096
 
 
-def _rows_set(rows: Sequence[Sequence[Any]]) -> frozenset[tuple[tuple[int, Any], ...]]:
+def _keyed(
+    rows: Sequence[Sequence[Any]], deadline: CpuDeadline
+) -> Iterator[tuple[tuple[int, Any], ...]]:
+    """Each row as the sorted multiset of its cells, the deadline checked as they go."""
+    cells = 0
+    for row in rows:
+        cells += len(row)
+        if cells >= _CELLS_A_CHECK:
+            deadline.check()
+            cells = 0
+        yield tuple(sorted(_cell(v) for v in row))
+
+
+def _rows_set(
+    rows: Sequence[Sequence[Any]], deadline: CpuDeadline
+) -> frozenset[tuple[tuple[int, Any], ...]]:
     """Rows as a set, rows with a NULL left out: what duplicates and NULLs do not change."""
-    keyed = (tuple(sorted(_cell(v) for v in row)) for row in rows)
-    return frozenset(row for row in keyed if all(tag for tag, _ in row))
+    return frozenset(row for row in _keyed(rows, deadline) if all(tag for tag, _ in row))
 
 
-def _repeats_only(generated: Rows, reference: Rows, ordered: bool) -> bool:
+def _repeats_only(generated: Rows, reference: Rows, ordered: bool, deadline: CpuDeadline) -> bool:
     """The two results differ only by repeated rows or rows with NULLs (not by the order of
     the same rows, when order counts)."""
-    if _rows_set(generated) != _rows_set(reference):
+    if _rows_set(generated, deadline) != _rows_set(reference, deadline):
         return False
-    return not (ordered and _key(generated, False) == _key(reference, False))
+    return not (
+        ordered and rows_key(generated, False, deadline) == rows_key(reference, False, deadline)
+    )
 
 
 def touched(generated: str, reference: str, dialect: str | None) -> frozenset[str]:

@@ -34,6 +34,7 @@ from stef.models import (
 )
 from stef.question import question_key
 from stef.rules import AppRules
+from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
 from stef.stages.reference_generated import Generated, run_generated
@@ -65,6 +66,7 @@ def reference(
     *,
     ordering_requested: bool,
     guess: bool = True,
+    deadline: CpuDeadline = NO_DEADLINE,
 ) -> Reference:
     """Compare ``sql`` with ``gold_sql``, both read in ``dialect``.
 
@@ -76,10 +78,14 @@ def reference(
         guess: with no dialect named, a query the generic dialect cannot parse is read in the
             first dialect that parses it, as the SQL spec stage guesses (each query on its own:
             a golden set may be written for another engine's parser than the agent's).
+        deadline: the record's CPU deadline, checked between each reading of a query.
+
+    Raises:
+        CpuBudgetSpent: ``deadline`` passed before the comparison was done: no verdict.
     """
     found = compare_parts(
-        _parts_guessed(sql, dialect, guess),
-        _parts_guessed(gold_sql, dialect, guess),
+        _parts_guessed(sql, dialect, guess, deadline),
+        _parts_guessed(gold_sql, dialect, guess, deadline),
         ordered=ordering_requested,
     )
     differences = [
@@ -101,12 +107,17 @@ def reference(
     )
 
 
-def _parts_guessed(sql: str, dialect: str | None, guess: bool) -> Parts | None:
-    parts = parts_of(sql, dialect)
+def _parts_guessed(
+    sql: str, dialect: str | None, guess: bool, deadline: CpuDeadline
+) -> Parts | None:
+    # Each reading of a long query costs: a 1,900-term OR chain that no dialect could compare
+    # cost 0.5 s a reading, 3.5 s in all its guessed dialects.
+    parts = parts_of(sql, dialect, deadline)
     if parts is not None or dialect is not None or not guess:
         return parts
     for candidate in guess_candidates(sql):
-        parts = parts_of(sql, candidate)
+        deadline.check()
+        parts = parts_of(sql, candidate, deadline)
         if parts is not None:
             return parts
     return None
@@ -119,6 +130,7 @@ def with_reference(
     references: Mapping[str, str],
     database: Database | None = None,
     generated: Generated | None = None,
+    deadline: CpuDeadline = NO_DEADLINE,
 ) -> Result:
     """``result`` compared with the record's reference SQL: its own ``gold_sql``, else the
     references file's line for its question. Only an evaluated result is compared; it gets
@@ -126,7 +138,16 @@ def with_reference(
     (an unsafe SQL keeps its 0) and ``judge.p_correct``. With a ``database`` both queries also
     run there (``_executed``), and the rows decide the verdict when both ran; without one,
     with ``generated``, they run on databases generated for them (:func:`run_generated`).
-    Without a reference the result is returned as it is."""
+    Without a reference the result is returned as it is.
+
+    ``deadline`` is what is left of the record's CPU budget: when it passes during the
+    execution on generated databases, the structure's verdict stands and ``execution`` says
+    the budget ran out (``not_run``); before the structural comparison is done, no verdict can
+    stand. A ``database``'s statements have their own bounds (its timeout and row limit).
+
+    Raises:
+        CpuBudgetSpent: ``deadline`` passed before the structural comparison was done.
+    """
     gold = record.gold_sql or references.get(question_key(record.question))
     if gold is None or result.outcome != "evaluated":
         return result
@@ -138,14 +159,16 @@ def with_reference(
     spec = result.sql_spec
     if spec is not None and sql != record.sql:
         spec = sqlspec(sql, dialect)
-    ref = reference(sql, gold, dialect, ordering_requested=ordered)
+    deadline.check()
+    ref = reference(sql, gold, dialect, ordering_requested=ordered, deadline=deadline)
     if ref.verdict is not None:
         ref = ref.model_copy(update={"decided_by": "structure"})
     if database is not None and spec is not None:
+        # A team's database has its own bound: reference.timeout_s a statement.
         run = _executed(database, spec, sql, gold, dialect, ordered)
         ref = _decided_by_rows(ref, run)
     elif generated is not None and spec is not None and ref.verdict is not None:
-        ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated)
+        ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
     return _referenced(result, ref, rules)
 
 

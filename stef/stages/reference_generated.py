@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stef.errors import CpuBudgetSpent
 from stef.models import (
     Reference,
     ReferenceCounterexample,
@@ -28,6 +29,7 @@ from stef.models import (
     SqlSpec,
     Verdict,
 )
+from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.compare import keyed_grouping, parts_of
 from stef.sql.suite import SuiteOutcome, perturbed, run_suite, touched
 from stef.stages.sqlspec import sqlspec
@@ -62,6 +64,9 @@ UNEXERCISED = frozenset({"limit", "order_by"})
 # Databases that could tell, from which agreement is as sure as the dev rate says.
 _SURE = 6
 
+# Why the generated databases did not decide when the record's CPU budget ran out in them.
+BUDGET_SPENT = "the record's CPU budget ran out (limits.max_record_cpu_s)"
+
 
 @dataclass(frozen=True)
 class Generated:
@@ -84,10 +89,31 @@ def run_generated(
     dialect: str | None,
     ordered: bool,
     generated: Generated,
+    deadline: CpuDeadline = NO_DEADLINE,
 ) -> Reference:
     """``ref`` (the structural comparison) decided by rows on generated databases, when they
-    can tell. Only plain SELECTs run (STEF's safety check on ``spec`` and the reference)."""
+    can tell. Only plain SELECTs run (STEF's safety check on ``spec`` and the reference).
+    When ``deadline`` (what is left of the record's CPU budget) passes, the structure's
+    verdict stands: ``not_run``, :data:`BUDGET_SPENT`."""
+    try:
+        return _decided(ref, spec, sql, gold_sql, dialect, ordered, generated, deadline)
+    except CpuBudgetSpent:
+        return _structure(ref, "not_run", BUDGET_SPENT)
+
+
+def _decided(
+    ref: Reference,
+    spec: SqlSpec,
+    sql: str,
+    gold_sql: str,
+    dialect: str | None,
+    ordered: bool,
+    generated: Generated,
+    deadline: CpuDeadline,
+) -> Reference:
+    deadline.check()
     gold_spec = sqlspec(gold_sql, dialect)
+    deadline.check()
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not (
             checked.parsed
@@ -107,19 +133,20 @@ def run_generated(
         n=generated.databases,
         timeout_s=generated.timeout_s,
         max_rows=generated.max_rows,
+        deadline=deadline,
     )
     execution = _execution(found)
     if found.status in ("not_run", "undecided"):
         reason = f"execution_{found.status}: {found.detail}"
         return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
-    unexercised = _unexercised(ref, found, sql, gold_sql, dialect, ordered, generated)
+    unexercised = _unexercised(ref, found, sql, gold_sql, dialect, ordered, generated, deadline)
     if unexercised:
         reason = "execution_unexercised: the generated databases cannot tell the reference from "
         reason += f"itself with its {' and '.join(sorted(unexercised))} changed"
         return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
     verdict = _VERDICT[found.status]
     p_correct = _p_correct(found, ref.verdict)
-    if found.status == "different" and _grouped_by_key(ref, sql, gold_sql, dialect):
+    if found.status == "different" and _grouped_by_key(ref, sql, gold_sql, dialect, deadline):
         # Rows that differ only where two entities share a name: grouping by an entity's key
         # or by its name, usually the same answer.
         verdict, p_correct = Verdict.LIKELY_CORRECT, P_EXECUTION["keyed_groups"]
@@ -134,12 +161,14 @@ def run_generated(
     )
 
 
-def _grouped_by_key(ref: Reference, sql: str, gold_sql: str, dialect: str | None) -> bool:
+def _grouped_by_key(
+    ref: Reference, sql: str, gold_sql: str, dialect: str | None, deadline: CpuDeadline
+) -> bool:
     """Whether the structure differs only in the GROUP BY, by an entity's key
     (:func:`stef.sql.compare.keyed_grouping`)."""
     if not ref.differences or any(d.component != "group_by" for d in ref.differences):
         return False
-    gen, gold = parts_of(sql, dialect), parts_of(gold_sql, dialect)
+    gen, gold = parts_of(sql, dialect, deadline), parts_of(gold_sql, dialect, deadline)
     return gen is not None and gold is not None and keyed_grouping(gen, gold)
 
 
@@ -151,31 +180,39 @@ def _unexercised(
     dialect: str | None,
     ordered: bool,
     generated: Generated,
+    deadline: CpuDeadline,
 ) -> frozenset[str]:
     """Where agreeing rows cannot overrule a structural ``Incorrect``: the LIMIT or ORDER BY
     differences (anywhere, a subquery's too) that databases generated the same way cannot
     tell apart (a LIMIT inside a scalar subquery, an order among rows a key makes unique):
-    they cannot tell the reference from itself with those changed. Empty: the rows decide."""
+    they cannot tell the reference from itself with those changed. Empty: the rows decide.
+    When ``deadline`` passes first, as when no time is left, the rows prove nothing."""
     if found.status != "same" or ref.verdict is not Verdict.INCORRECT:
         return frozenset()
     differing = touched(sql, gold_sql, dialect) & UNEXERCISED
     if not differing:
         return frozenset()
+    if deadline.passed():
+        return differing
     changed = perturbed(gold_sql, dialect, differing)
     # The check has what the record's databases left of their time (all of them within
     # timeout_s): with its own, one record's two suites took twice that.
     left = generated.timeout_s - found.elapsed_ms / 1000
-    if changed is None or left <= 0:
+    if changed is None or left <= 0 or deadline.passed():
         return differing
-    check = run_suite(
-        changed,
-        gold_sql,
-        dialect,
-        ordered=ordered,
-        n=generated.databases,
-        timeout_s=left,
-        max_rows=generated.max_rows,
-    )
+    try:
+        check = run_suite(
+            changed,
+            gold_sql,
+            dialect,
+            ordered=ordered,
+            n=generated.databases,
+            timeout_s=left,
+            max_rows=generated.max_rows,
+            deadline=deadline,
+        )
+    except CpuBudgetSpent:
+        return differing
     return frozenset() if check.status == "different" else differing
 
 

@@ -6,11 +6,14 @@ the status is ``different`` or ``duplicates``."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stef.errors import CpuBudgetSpent
+from stef.sql.budget import CpuDeadline
 from stef.sql.suite import run_suite
 from tests.golden import load_golden
 
@@ -83,6 +86,49 @@ def test_a_runaway_query_is_stopped_by_the_time_limit() -> None:
     )
     assert found.status == "not_run"
     assert "timed out" in found.detail
+
+
+def test_a_runaway_query_is_stopped_by_the_records_cpu_deadline() -> None:
+    # The wall clock gives it a minute; the record's CPU deadline stops SQLite's steps first.
+    slow = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+        "SELECT COUNT(*) FROM n, t WHERE t.a = 1"
+    )
+    started = time.thread_time()
+    with pytest.raises(CpuBudgetSpent):
+        run_suite(
+            slow,
+            "SELECT COUNT(*) FROM t WHERE a = 1",
+            None,
+            ordered=False,
+            n=2,
+            timeout_s=60.0,
+            max_rows=10,
+            deadline=CpuDeadline.after(0.2),
+        )
+    assert time.thread_time() - started < 1.0
+
+
+def test_many_rows_are_compared_within_the_records_cpu_deadline() -> None:
+    # 4,000 rows of 20 columns keyed in Python on every database: 0.2 s a key, seconds a suite.
+    columns = ", ".join(f"x * 1.5 + {i}" for i in range(20))
+    rows = (
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 4000) "
+        f"SELECT {columns} FROM r, (SELECT 1 FROM t LIMIT 1)"
+    )
+    started = time.thread_time()
+    with pytest.raises(CpuBudgetSpent):
+        run_suite(
+            rows,
+            rows,
+            None,
+            ordered=False,
+            n=8,
+            timeout_s=60.0,
+            max_rows=10_000,
+            deadline=CpuDeadline.after(0.3),
+        )
+    assert time.thread_time() - started < 1.0
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ the structure with its reason and a metric."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -14,10 +15,12 @@ from prometheus_client import CollectorRegistry
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
 from stef.models import ReferenceCounterexample, Result, Verdict
-from stef.pipeline import Pipeline
+from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.sql.suite import SuiteOutcome
 from stef.stages import reference_generated
+from stef.stages.reference_generated import BUDGET_SPENT, Generated
+from stef.stages.validate import Limits
 
 
 def _judge(record: dict[str, Any], metrics: Metrics | None = None) -> Result:
@@ -227,3 +230,31 @@ def test_a_counterexample_cuts_long_values() -> None:
     # A blob's literal is kept whole (its closing quote was cut off), the cut said after it.
     assert all(b.startswith("X'00") and b.endswith("'…") for _, b in example.generated)
     assert len(result.model_dump_json()) < 20_000
+
+
+def test_the_generated_databases_stop_where_the_records_cpu_budget_runs_out() -> None:
+    # 3,000 rows of 20 columns from both queries on each database: 4 s of CPU for three
+    # databases, all of it after the pipeline's last look at the budget. The wall clock
+    # (timeout_s) gives them a minute: the CPU budget is what stops them.
+    columns = ", ".join(f"x * 1.5 + {i}" for i in range(20))
+    sql = (
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 3000) "
+        f"SELECT {columns} FROM r, (SELECT 1 FROM customers LIMIT 1)"
+    )
+    options = PipelineOptions(
+        limits=Limits(max_record_cpu_s=0.5),
+        reference_generated=Generated(databases=2, timeout_s=60.0),
+    )
+    pipeline = Pipeline(load_rules(None), HeuristicJudge(), options)
+    record = {"id": "r", "question": "List the customers", "sql": sql, "gold_sql": sql}
+    started = time.thread_time()
+    processed = pipeline.process(json.dumps(record).encode(), {"line": 1})
+    spent = time.thread_time() - started
+    assert processed.result is not None, processed.error
+    ref = processed.result.reference
+    # The structure's verdict stands, and the result says why the rows did not decide.
+    assert ref is not None and ref.verdict is Verdict.CORRECT and ref.decided_by == "structure"
+    assert ref.execution is not None and ref.execution.status == "not_run"
+    assert ref.execution.detail == BUDGET_SPENT
+    assert ref.error == f"execution_not_run: {BUDGET_SPENT}"
+    assert spent < 1.0
