@@ -171,7 +171,8 @@ class Service:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal;
-        SIGHUP checks the rules at once, contents included; SIGUSR1 reopens the output files."""
+        SIGQUIT stops without waiting for the records in flight; SIGHUP checks the rules at
+        once, contents included; SIGUSR1 reopens the output files; SIGUSR2 is logged, ignored."""
         self.lifecycle.install_signal_handlers()
 
     @property
@@ -258,7 +259,11 @@ class Service:
 
     def _asked(self, now: float, next_rules: float) -> float:
         """What SIGUSR1 (reopen the output files) and SIGHUP (check the rules, contents
-        included) asked for, and the rules' own timer; returns when the rules are next due."""
+        included) asked for, a SIGUSR2 logged as ignored, and the rules' own timer; returns
+        when the rules are next due."""
+        while self.lifecycle.ignored:
+            signum = self.lifecycle.ignored.pop(0)
+            log.warning("signal_ignored", signal=signum)
         if self.lifecycle.reopen_outputs.is_set():
             self.lifecycle.reopen_outputs.clear()
             log.info("outputs_reopen_requested", signal="SIGUSR1")
@@ -322,6 +327,9 @@ class Service:
         while True:
             if self.window.count == 0:
                 return True
+            if self.lifecycle.quick:  # SIGQUIT: what is written is committed, nothing awaited
+                log.warning("drain_skipped", signal="SIGQUIT", abandoned=self.window.count)
+                return False
             now = time.monotonic()
             stop_at = self.lifecycle.stop_at
             if stop_at is not None:
