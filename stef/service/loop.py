@@ -221,7 +221,8 @@ class Service:
             self.source.start()
             for sink in (self.results, self.dead_letters):
                 if isinstance(sink, JsonlSink):
-                    sink.open()  # a file output exists once its source is open, even if empty
+                    # A file output exists once its source is open, even if empty.
+                    sink.open(self._stop_waiting)
             self.health.ready = True
             self._log_start()
             self._loop()
@@ -238,6 +239,12 @@ class Service:
         if not drained and self.lifecycle.stop_at is None:
             return Exit.FAILURE  # the end of a file, with records that never finished
         return Exit.OK
+
+    def _stop_waiting(self) -> bool:
+        """Whether a FIFO output's wait for its reader ends: a stop came (the loop then stops
+        before fetching). The replica is alive meanwhile, only not ready."""
+        self.health.beat()
+        return self.lifecycle.stopped.is_set() or bool(self.lifecycle.signals)
 
     def _log_start(self) -> None:
         s = self.settings
