@@ -676,6 +676,7 @@ class JsonlSink:
         self.path = path
         self._lock = threading.Lock()
         self._stream: IO[bytes] | None = None
+        self._closing = threading.Event()
         # A last line without its newline found at open (a write cut by a crash or a full disk)
         # and cut off, so the lines appended after it stay JSONL; its record was not
         # acknowledged, so it is redelivered and written whole.
@@ -697,26 +698,28 @@ class JsonlSink:
             return
         on_ack(None)
 
-    def open(self) -> None:
+    def open(self, stop: Callable[[], bool]) -> None:
         """Create the file now (empty) if no line has: called once the source is open, so a run
-        leaves its output files, empty or not, and a run that never started leaves none."""
+        leaves its output files, empty or not, and a run that never started leaves none. A
+        FIFO is waited for until it has a reader or ``stop()`` is true (then left unopened)."""
         with self._lock:
-            self._opened()
+            self._opened(stop)
 
-    def _opened(self) -> IO[bytes]:
+    def _opened(self, stop: Callable[[], bool]) -> IO[bytes] | None:
         if self._stream is None:
             directory = os.path.dirname(self.path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
-            with contextlib.suppress(OSError):
-                if stat.S_ISFIFO(os.stat(self.path).st_mode):
-                    # Opening blocks until a reader opens it: say why nothing happens meanwhile.
-                    log.warning("sink_waiting_for_reader", path=self.path)
-            # Unbuffered: a line is with the OS once write returns, and a failed write leaves no
-            # tail in a buffer to reach the disk later.
-            self._stream = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held for the run)
-            self._cut_torn_line(self._stream)
+            self._stream = _open_appending(self.path, stop)
+            if self._stream is not None:
+                self._cut_torn_line(self._stream)
         return self._stream
+
+    def _writable(self) -> IO[bytes]:
+        stream = self._opened(self._closing.is_set)
+        if stream is None:
+            raise OSError(errno.ENXIO, "closed while waiting for a reader of the FIFO")
+        return stream
 
     def _cut_torn_line(self, stream: IO[bytes]) -> None:
         # The sink's own descriptor is append-only: look with a reading one.
@@ -738,7 +741,7 @@ class JsonlSink:
         log.warning("sink_torn_line_cut", path=self.path, bytes=size - end, kept_bytes=end)
 
     def _write(self, line: bytes) -> None:
-        stream = self._opened()
+        stream = self._writable()
         if stream is sys.stdout.buffer:
             stream.write(line)
             stream.flush()
@@ -753,7 +756,7 @@ class JsonlSink:
             log.warning("sink_file_removed", path=self.path)
             stream.close()
             self._stream = None
-            stream = self._opened()
+            stream = self._writable()
             status = os.fstat(stream.fileno())
         start = status.st_size
         try:
@@ -783,11 +786,37 @@ class JsonlSink:
                 self._stream.flush()
 
     def close(self) -> None:
+        self._closing.set()  # before the lock: a line waiting for a FIFO's reader holds it
         with self._lock:
             if self._stream is sys.stdout.buffer:
                 self._stream.flush()
             elif self._stream is not None:
                 self._stream.close()
+
+
+def _open_appending(path: str, stop: Callable[[], bool]) -> IO[bytes] | None:
+    """``path`` opened for appending, unbuffered: a line is with the OS once write returns, and
+    a failed write leaves no tail in a buffer to reach the disk later. A FIFO without a reader
+    is waited for by a non-blocking open tried again every 0.1 s, not by a blocking open: that
+    held start-up until a reader came, a SIGTERM recorded but never acted on. None once
+    ``stop()`` is true."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+    waiting = False
+    while True:
+        try:
+            fd = os.open(path, flags, 0o666)
+            break
+        except OSError as exc:  # ENXIO: a FIFO with no reader (a socket's is final)
+            if exc.errno != errno.ENXIO or not stat.S_ISFIFO(os.stat(path).st_mode):
+                raise
+        if not waiting:
+            log.warning("sink_waiting_for_reader", path=path)
+            waiting = True
+        if stop():
+            return None
+        time.sleep(0.1)
+    os.set_blocking(fd, True)  # a full pipe holds a write back, as before
+    return open(fd, "ab", buffering=0)
 
 
 def _check_writable(path: str) -> None:

@@ -1,6 +1,7 @@
 """The lifecycle of one replica: a stop requested (the first SIGTERM/SIGINT, or a failure), a
-second signal that exits at once, the failure that makes the run exit 1, the closing phase in
-which a late failure of abandoned work is expected, and a rules check asked for by SIGHUP."""
+quick stop (SIGQUIT), a second signal that exits at once, the failure that makes the run exit 1,
+the closing phase in which a late failure of abandoned work is expected, and a rules check asked
+for by SIGHUP."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ class Lifecycle:
         stopped: set once a stop is requested; the loop stops fetching and drains.
         stop_at: when it was requested (the drain deadline counts from it); None before.
         signals: the stop signals received, in order (the handler only records them).
+        quick: whether the first was SIGQUIT: the stop waits for no record in flight.
         check_rules: set by SIGHUP: the loop checks the rules now, contents included.
         reopen_outputs: set by SIGUSR1: the loop reopens the results and dead-letter files.
+        ignored: the signals received that mean nothing to STEF (SIGUSR2), for the loop to log.
         fatal: the error that failed the run (exit 1), or None.
         closing: True once the service shuts down.
     """
@@ -43,8 +46,14 @@ class Lifecycle:
         self.signals: list[int] = []
         self.check_rules = threading.Event()
         self.reopen_outputs = threading.Event()
+        self.ignored: list[int] = []
         self.fatal: BaseException | None = None
         self.closing = False
+
+    @property
+    def quick(self) -> bool:
+        """Whether the stop was asked for by SIGQUIT: it abandons the records in flight."""
+        return bool(self.signals) and self.signals[0] == getattr(signal, "SIGQUIT", None)
 
     def request_stop(self) -> None:
         """Stop fetching and drain (the first SIGTERM/SIGINT)."""
@@ -55,10 +64,13 @@ class Lifecycle:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal
-        (uncommitted work is redelivered). SIGHUP asks for a rules check, as a config reload
-        does in other daemons; SIGUSR1 for the output files to be opened again, as logrotate's
-        ``postrotate`` asks of other daemons (each used to end the process: the default
-        action). The handlers only record the signal."""
+        (uncommitted work is redelivered). SIGQUIT, "quit now": the same stop without waiting
+        for the records in flight (they are redelivered); what is written is still committed,
+        where its default action (a core) committed nothing and logged nothing. SIGHUP asks for
+        a rules check, as a config reload does in other daemons; SIGUSR1 for the output files
+        to be opened again, as logrotate's ``postrotate`` asks of other daemons; SIGUSR2 means
+        nothing to STEF and is logged, not obeyed (each of the three used to end the process
+        undrained: the default action). The handlers only record the signal."""
 
         on_signal = signals.recorder(self.signals)
 
@@ -68,8 +80,15 @@ class Lifecycle:
         def on_user1(signum: int, frame: FrameType | None) -> None:
             self.reopen_outputs.set()
 
+        def on_user2(signum: int, frame: FrameType | None) -> None:
+            self.ignored.append(signum)
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        for name, handler in (("SIGQUIT", on_signal), ("SIGUSR2", on_user2)):
+            number = getattr(signal, name, None)  # none on Windows
+            if number is not None:
+                signal.signal(number, handler)
         hangup = getattr(signal, "SIGHUP", None)  # none on Windows
         if hangup is not None:
             signal.signal(hangup, on_hangup)

@@ -171,7 +171,8 @@ class Service:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: the first drains, a second exits at once with 128 + the signal;
-        SIGHUP checks the rules at once, contents included; SIGUSR1 reopens the output files."""
+        SIGQUIT stops without waiting for the records in flight; SIGHUP checks the rules at
+        once, contents included; SIGUSR1 reopens the output files; SIGUSR2 is logged, ignored."""
         self.lifecycle.install_signal_handlers()
 
     @property
@@ -220,7 +221,8 @@ class Service:
             self.source.start()
             for sink in (self.results, self.dead_letters):
                 if isinstance(sink, JsonlSink):
-                    sink.open()  # a file output exists once its source is open, even if empty
+                    # A file output exists once its source is open, even if empty.
+                    sink.open(self._stop_waiting)
             self.health.ready = True
             self._log_start()
             self._loop()
@@ -237,6 +239,12 @@ class Service:
         if not drained and self.lifecycle.stop_at is None:
             return Exit.FAILURE  # the end of a file, with records that never finished
         return Exit.OK
+
+    def _stop_waiting(self) -> bool:
+        """Whether a FIFO output's wait for its reader ends: a stop came (the loop then stops
+        before fetching). The replica is alive meanwhile, only not ready."""
+        self.health.beat()
+        return self.lifecycle.stopped.is_set() or bool(self.lifecycle.signals)
 
     def _log_start(self) -> None:
         s = self.settings
@@ -258,7 +266,11 @@ class Service:
 
     def _asked(self, now: float, next_rules: float) -> float:
         """What SIGUSR1 (reopen the output files) and SIGHUP (check the rules, contents
-        included) asked for, and the rules' own timer; returns when the rules are next due."""
+        included) asked for, a SIGUSR2 logged as ignored, and the rules' own timer; returns
+        when the rules are next due."""
+        while self.lifecycle.ignored:
+            signum = self.lifecycle.ignored.pop(0)
+            log.warning("signal_ignored", signal=signum)
         if self.lifecycle.reopen_outputs.is_set():
             self.lifecycle.reopen_outputs.clear()
             log.info("outputs_reopen_requested", signal="SIGUSR1")
@@ -322,6 +334,9 @@ class Service:
         while True:
             if self.window.count == 0:
                 return True
+            if self.lifecycle.quick:  # SIGQUIT: what is written is committed, nothing awaited
+                log.warning("drain_skipped", signal="SIGQUIT", abandoned=self.window.count)
+                return False
             now = time.monotonic()
             stop_at = self.lifecycle.stop_at
             if stop_at is not None:

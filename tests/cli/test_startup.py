@@ -171,13 +171,15 @@ def test_an_argument_out_of_its_range_is_a_usage_error(
 
 
 @pytest.mark.parametrize(
-    "signums", [[15], [2], [1, 10, 15]], ids=["SIGTERM", "SIGINT", "SIGHUP-SIGUSR1-SIGTERM"]
+    "signums",
+    [[15], [2], [3], [1, 10, 12, 15]],
+    ids=["SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP-SIGUSR1-SIGUSR2-SIGTERM"],
 )
 def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signums: list[int]) -> None:
     """SIGTERM while ``stef run`` was still starting (imports, settings, preflight: seconds)
     ended it with status 143, and SIGINT with 130 and a traceback from whatever import was
-    running; SIGHUP and SIGUSR1 ended it too (their default action). Now the replica stops
-    as soon as it runs: status 0, nothing judged."""
+    running, and SIGQUIT with 131 and a core; SIGHUP, SIGUSR1 and SIGUSR2 ended it too (their
+    default action). Now the replica stops as soon as it runs: status 0, nothing judged."""
     import os
     import signal as signals
     import time
@@ -196,7 +198,7 @@ def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signums: li
     deadline = time.monotonic() + 30
     while not _catches_sigterm(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.005)
-    for signum in signums:  # SIGHUP and SIGUSR1 ended it too: nothing to do for them yet
+    for signum in signums:  # SIGHUP, SIGUSR1, SIGUSR2 ended it too: nothing to do yet
         proc.send_signal(signals.Signals(signum))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-2000:]
@@ -219,7 +221,8 @@ def test_a_signal_of_start_up_is_taken_over_by_the_replica() -> None:
     from stef.service.health import HealthState
     from stef.service.lifecycle import Lifecycle
 
-    caught = (signals.SIGTERM, signals.SIGINT, signals.SIGHUP, signals.SIGUSR1)
+    caught = (signals.SIGTERM, signals.SIGINT, signals.SIGQUIT)
+    caught = (*caught, signals.SIGHUP, signals.SIGUSR1, signals.SIGUSR2)
     saved = {s: signals.getsignal(s) for s in caught}
     try:
         early.catch_early()

@@ -95,7 +95,7 @@ def _lines(path: Path) -> list[Any]:
 def test_a_write_cut_by_a_full_disk_leaves_no_half_line(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     sink = JsonlSink(str(out))
-    disk = _PartialThenFull(sink._opened())  # the file is opened at the first line
+    disk = _PartialThenFull(sink._writable())  # the file is opened at the first line
     sink._stream = disk  # type: ignore[assignment]  # the file object, as the sink holds it
     acks: Acks = []
     sink.send(None, b'{"id": "a"}', acks.append)
@@ -130,7 +130,7 @@ def test_a_short_write_then_a_full_disk_leaves_no_half_line(tmp_path: Path) -> N
     # The sink writes unbuffered, so nothing of a refused line waits in a buffer for later.
     out = tmp_path / "results.jsonl"
     sink = JsonlSink(str(out))
-    sink._opened().close()  # the file is opened at the first line
+    sink._writable().close()  # the file is opened at the first line
     raw = _FillingFile(str(out), "ab")
     sink._stream = raw
     acks: Acks = []
@@ -163,7 +163,7 @@ def test_a_second_cut_write_in_a_row_leaves_no_half_line(tmp_path: Path) -> None
     back to the file's size, not to that position."""
     out = tmp_path / "results.jsonl"
     sink = JsonlSink(str(out))
-    sink._opened().close()
+    sink._writable().close()
     raw = _FillingFile(str(out), "ab")
     sink._stream = raw
     acks: Acks = []
@@ -185,7 +185,7 @@ def test_a_torn_last_line_is_cut_before_appending(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     out.write_bytes(b'{"id": "a"}\n{"id": "b", "sc')
     sink = JsonlSink(str(out))
-    sink.open()  # the service opens its sinks once the source is open
+    sink.open(lambda: False)  # the service opens its sinks once the source is open
     assert sink.torn_lines_cut == 1
     acks: Acks = []
     sink.send(None, b'{"id": "b"}', acks.append)
@@ -193,7 +193,7 @@ def test_a_torn_last_line_is_cut_before_appending(tmp_path: Path) -> None:
     assert acks == [None]
     assert _lines(out) == [{"id": "a"}, {"id": "b"}]
     again = JsonlSink(str(out))
-    again.open()
+    again.open(lambda: False)
     again.close()
     assert again.torn_lines_cut == 0  # a whole file is left alone
 
@@ -202,7 +202,7 @@ def test_a_file_of_one_torn_line_is_emptied(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     out.write_bytes(b'{"id": "a", "sco' + b"x" * 100_000)  # longer than one read of the tail
     sink = JsonlSink(str(out))
-    sink.open()
+    sink.open(lambda: False)
     sink.close()
     assert sink.torn_lines_cut == 1 and out.read_bytes() == b""
 
@@ -230,6 +230,7 @@ def test_a_fifo_sink_says_it_waits_for_a_reader(tmp_path: Path) -> None:
     ``service_started``, nothing in the log to say why)."""
     import os
     import threading
+    import time
 
     from structlog.testing import capture_logs
 
@@ -238,6 +239,7 @@ def test_a_fifo_sink_says_it_waits_for_a_reader(tmp_path: Path) -> None:
     got: list[bytes] = []
 
     def read() -> None:
+        time.sleep(0.3)  # the sink is waiting by then
         with open(fifo, "rb") as f:
             got.append(f.read())
 
@@ -250,6 +252,29 @@ def test_a_fifo_sink_says_it_waits_for_a_reader(tmp_path: Path) -> None:
     reader.join(10)
     assert got == [b'{"n": 1}\n']
     assert [e["event"] for e in logs] == ["sink_waiting_for_reader"]
+
+
+def test_a_fifo_sink_without_a_reader_stops_waiting_when_asked(tmp_path: Path) -> None:
+    """Opening a FIFO without a reader blocked start-up, a SIGTERM recorded but not acted on
+    until a reader came: the wait now ends when ``stop()`` says so, and a line waiting for a
+    reader fails (unacknowledged) once the sink is closed."""
+    import os
+    import threading
+    import time
+
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    sink = JsonlSink(str(fifo))
+    asked = time.monotonic() + 0.3
+    sink.open(lambda: time.monotonic() > asked)
+    acks: list[Exception | None] = []
+    writer = threading.Thread(target=sink.send, args=(None, b'{"n": 1}', acks.append))
+    writer.start()
+    time.sleep(0.3)
+    sink.close()
+    writer.join(10)
+    assert not writer.is_alive()
+    assert len(acks) == 1 and isinstance(acks[0], SinkError)
 
 
 def test_a_file_sink_reopened_after_a_rename_writes_to_the_path_again(tmp_path: Path) -> None:

@@ -52,3 +52,29 @@ def test_a_generated_database_refuses_a_long_value_and_a_wide_row() -> None:
     wide = ", ".join(["1"] * (MAX_COLUMNS + 1))
     with pytest.raises(sqlite3.Error):
         fetch(conn.execute(f"SELECT {wide}"), 1)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "list(repeat('a', 1000)) FROM range(20000)",  # 20 MB of text in one list
+        "{'a': repeat('a', 17000000)}",  # 17 MB of text in a struct
+        "MAP {repeat('k', 17000000): 1}",  # in a map's key
+        "range(2100000)",  # 2,100,000 numbers: 8 bytes each
+    ],
+    ids=["list", "struct", "map", "numbers"],
+)
+def test_duckdb_nested_values_count_what_they_hold(select: str) -> None:
+    """Only a row's own strings and blobs were counted: a list, struct or map of any size came
+    through whole (a list of 100,000 strings of 1,000 characters passed as 100 MB)."""
+    duckdb = pytest.importorskip("duckdb")
+    conn = duckdb.connect()
+    said = fetch(conn.execute(f"SELECT {select}"), 10, chunk=64)
+    assert isinstance(said, str) and "MiB" in said
+
+
+def test_duckdb_nested_values_within_the_limit_come_whole() -> None:
+    duckdb = pytest.importorskip("duckdb")
+    conn = duckdb.connect()
+    rows = fetch(conn.execute("SELECT [1, 2], {'a': 'x'}, [[repeat('b', 3)]]"), 10, chunk=64)
+    assert rows == [([1, 2], {"a": "x"}, [["bbb"]])]

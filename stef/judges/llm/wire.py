@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from pydantic_core import from_json
 
 from stef.errors import StefError
@@ -113,6 +113,28 @@ class _Lenient(BaseModel):
 class _Message(_Lenient):
     content: str | None = None
     refusal: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refusal_parts(cls, value: object) -> object:
+        """A refusal sent as a part of a content list (``[{"type": "refusal", "refusal":
+        ...}]``, the shape OpenAI gives an assistant message's parts) is the message's refusal
+        when it has no ``refusal`` string of its own. It was left out with the other parts
+        that are not text: no content, so the judge re-asked a model that had refused."""
+        if not isinstance(value, dict) or value.get("refusal"):
+            return value
+        content = value.get("content")
+        if not isinstance(content, list):
+            return value
+        said = [
+            part["refusal"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") == "refusal"
+            and isinstance(part.get("refusal"), str)
+            and part["refusal"]
+        ]
+        return {**value, "refusal": " ".join(said)} if said else value
 
     @field_validator("content", mode="before")
     @classmethod

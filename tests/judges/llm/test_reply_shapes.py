@@ -138,6 +138,17 @@ SHAPES = [
         "I can't help with that request.",
         id="refusal",
     ),
+    # The refusal as a content part: read as no content, and the model asked again.
+    pytest.param(
+        Raw(
+            200, completion_body([choice({"content": [{"type": "refusal", "refusal": "I can't"}]})])
+        ),
+        LlmReplyError,
+        "refused",
+        1,
+        "the model refused to judge: I can't",
+        id="refusal-content-part",
+    ),
     pytest.param(
         Raw(200, completion_body([choice({"content": None}, "content_filter")])),
         LlmReplyError,

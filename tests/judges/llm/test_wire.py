@@ -225,3 +225,17 @@ def test_content_parts_without_text_are_no_content() -> None:
     body = completion_body([{"index": 0, "message": message, "finish_reason": "stop"}])
     completion = completion_of(parse_body(body, "application/json", ()), "json_schema", 1, ())
     assert completion.text is None
+
+
+def test_a_refusal_content_part_is_the_refusal() -> None:
+    """Read as no content before (its part left out as not text): the judge re-asked."""
+    parts = [{"type": "refusal", "refusal": "I can't"}, {"type": "refusal", "refusal": "sorry"}]
+    message = {"role": "assistant", "content": parts}
+    body = completion_body([{"index": 0, "message": message, "finish_reason": "stop"}])
+    completion = completion_of(parse_body(body, "application/json", ()), "json_schema", 1, ())
+    assert (completion.text, completion.refusal) == (None, "I can't sorry")
+    # The message's own refusal string stands.
+    message = {**message, "refusal": "no"}
+    body = completion_body([{"index": 0, "message": message, "finish_reason": "stop"}])
+    completion = completion_of(parse_body(body, "application/json", ()), "json_schema", 1, ())
+    assert completion.refusal == "no"

@@ -1,0 +1,92 @@
+"""``stef run`` with a named pipe for its results: one without a reader held start-up in its
+open (a SIGTERM recorded but not acted on until a reader came); the wait now honours the stop,
+and a reader that comes gets the results, as ``file:/dev/stdout`` on a pipe still does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.service.conftest import ROOT, ServiceProcess, valid_record
+
+pytestmark = pytest.mark.integration
+
+
+def _to_fifo(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> tuple[ServiceProcess, Path]:
+    log, fifo = tmp_path / "agent.jsonl", tmp_path / "results.fifo"
+    log.write_text(json.dumps(valid_record(0)) + "\n")
+    os.mkfifo(fifo)
+    proc = service_factory(
+        "--source",
+        f"file:{log}",
+        "--follow",
+        "--results",
+        f"file:{fifo}",
+        "--dead-letters",
+        f"file:{tmp_path / 'dead.jsonl'}",
+    )
+    proc.wait_for(
+        lambda: bool(proc.events("sink_waiting_for_reader")), timeout_s=60, what="the wait"
+    )
+    return proc, fifo
+
+
+def test_sigterm_stops_a_run_waiting_for_its_fifos_reader(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    proc, _ = _to_fifo(tmp_path, service_factory)
+    asked = time.monotonic()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert time.monotonic() - asked < 10
+    assert proc.events("service_stopped")[0]["received"] == 0
+
+
+def test_a_reader_that_comes_gets_the_results(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    proc, fifo = _to_fifo(tmp_path, service_factory)
+    lines: list[bytes] = []
+
+    def read() -> None:
+        with fifo.open("rb") as f:
+            lines.append(f.readline())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)
+    assert [json.loads(line)["id"] for line in lines] == ["r-000000"]
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+
+def test_results_to_dev_stdout_on_a_pipe(tmp_path: Path) -> None:
+    """Not a FIFO of its own: the pipe has its reader, and the open does not wait."""
+    log = tmp_path / "agent.jsonl"
+    log.write_text("".join(json.dumps(valid_record(i)) + "\n" for i in range(3)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    args = ["--source", f"file:{log}", "--results", "file:/dev/stdout", "--metrics-port", "off"]
+    args += ["--dead-letters", f"file:{tmp_path / 'dead.jsonl'}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "stef.cli", "run", *args],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    ids = sorted(json.loads(line)["id"] for line in done.stdout.splitlines())
+    assert ids == ["r-000000", "r-000001", "r-000002"]
