@@ -7,7 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stef.errors import JudgeError
+import structlog
+
+from stef.errors import JudgeError, LlmReplyError
 from stef.judges.base import JudgeRequest
 from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import JudgeCache
@@ -21,6 +23,9 @@ from stef.judges.llm.wire import Completion
 from stef.metrics import Metrics
 from stef.models import JudgeInfo, JudgeOutput
 from stef.prompts import Prompts
+from stef.redact import redact
+
+log = structlog.get_logger("stef.judges.llm.judge")
 
 # Record text, keyed in the cache separately (the SQL up to layout).
 _RAW_FIELDS = {"question", "enriched_question", "sql"}
@@ -74,6 +79,23 @@ class JudgeParts:
         ledger.add(completion)
         self.hooks.completion(completion)
         return completion
+
+    def refused(self, completion: Completion, ledger: Ledger) -> LlmReplyError | None:
+        """The error of a completion the model refused (its ``refusal``, or the endpoint's
+        content filter), logged; None when it did not. Either mode ends there: asking again
+        would only cost another refusal, and a refusal's first token is no Yes or No (probability
+        mode called it ``no_logprobs``, the endpoint's fault, when the refusal came without
+        log-probabilities)."""
+        if not completion.refusal and completion.finish_reason != "content_filter":
+            return None
+        said = completion.refusal or "the endpoint's content filter stopped the reply"
+        log.warning("llm_reply_refused", model=self.config.model, refusal=said)
+        return LlmReplyError(
+            "refused",
+            f"the model refused to judge: {said}",
+            attempts=ledger.attempts,
+            raw=redact(completion.text or "", self.client.secrets, limit=None),
+        )
 
 
 def analysis(context: dict[str, Any], shots: Sequence[Example]) -> dict[str, Any]:

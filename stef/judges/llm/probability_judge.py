@@ -103,8 +103,9 @@ class ProbabilityJudge:
         """One record: STEF's reading, one Yes/No token, P(Yes).
 
         Raises:
-            LlmReplyError: the reply carried no log-probabilities (``no_logprobs``), or
-                neither Yes nor No was among the first tokens' alternatives (``no_yes_no``).
+            LlmReplyError: the model refused (``refused``), the reply carried no
+                log-probabilities (``no_logprobs``), or neither Yes nor No was among the first
+                tokens' alternatives (``no_yes_no``).
         """
         parts = self._parts
         started = time.perf_counter()
@@ -122,6 +123,9 @@ class ProbabilityJudge:
                 output=cached, usage=Usage(cache_hit=True, latency_ms=ms_since(started))
             )
         completion = self._call(messages, ledger)
+        refused = parts.refused(completion, ledger)
+        if refused is not None:
+            raise refused
         p = yes_probability(completion.logprobs)
         if p is None:
             raise self._no_probability(completion, ledger)

@@ -306,15 +306,9 @@ class StructuredJudge:
             LlmReplyError: the model refused; asking again would only cost another refusal.
             ReplyInvalid: worth a re-ask.
         """
-        if completion.refusal or completion.finish_reason == "content_filter":
-            said = completion.refusal or "the endpoint's content filter stopped the reply"
-            log.warning("llm_reply_refused", model=self._parts.config.model, refusal=said)
-            raise LlmReplyError(
-                "refused",
-                f"the model refused to judge: {said}",
-                attempts=ledger.attempts,
-                raw=redact(completion.text or "", self._parts.client.secrets, limit=None),
-            )
+        refused = self._parts.refused(completion, ledger)
+        if refused is not None:
+            raise refused
         try:
             reply, repairs = parse_reply(completion.text, final=final)
             output = to_output(reply, asked.request, asked.stef, repairs)

@@ -117,6 +117,32 @@ def test_probability_reply_without_logprobs_is_a_judge_error() -> None:
     assert result.error is not None and result.error.startswith("no_logprobs:")
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Reply(refusal="I cannot help with that"),
+        Reply(refusal="I cannot help with that", logprobs=False),
+        Reply("No", token_probs={"No": 0.9, "Yes": 0.1}, finish_reason="content_filter"),
+    ],
+    ids=["refusal", "refusal-without-logprobs", "content-filter"],
+)
+def test_probability_mode_reads_a_refusal_as_one(answer: Reply) -> None:
+    # It was "no_logprobs: the endpoint sent no log-probabilities", the endpoint blamed for
+    # what the model said; or a P(Yes) read off a reply the endpoint's filter stopped.
+    with FakeLlmServer() as server:
+        server.script(answer)
+        judge = LlmJudge(_config(server, verdict="probability"))
+        try:
+            result = Pipeline(load_rules(None), judge).judge_record(validate(RECORD))
+        finally:
+            judge.close()
+        asked = len(server.chat_requests())
+    assert result.outcome == "judge_error"
+    assert result.score is None
+    assert result.error is not None and result.error.startswith("refused:")
+    assert asked == 1  # a refusal is not asked again
+
+
 def test_probability_without_yes_or_no_is_a_judge_error(judge_factory: Make) -> None:
     with FakeLlmServer() as server:
         server.script(Reply("Maybe", token_probs={"Maybe": 0.8, "Perhaps": 0.2}))
