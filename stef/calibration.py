@@ -31,12 +31,13 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stef.accuracy import LabelFree, Transfer, label_free
-from stef.errors import ConfigError
+from stef.errors import ConfigError, FileError
+from stef.files import read_bounded, utf8_text
 from stef.models import JudgeInfo, JudgeOutput, Verdict
 
 FORMAT_VERSION = 2
@@ -53,6 +54,11 @@ _SIDE = {
 }
 # A calibrated probability never reaches 0 or 1: a finite labelled set cannot say "certain".
 P_FLOOR = 0.01
+# A fitted file is a few KB (the shipped one 4 KB); a larger one is not read into memory.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+# A raw signal and a probability are both in 0-1: a point outside is no fitted map.
+Unit = Annotated[float, Field(ge=0, le=1)]
+
 # Results carry p_correct to 4 decimals; the pass threshold is chosen among the values they carry
 # (a threshold of 0.54775 would fail the 0.5477 that a p of 0.54775 is written as).
 P_DIGITS = 4
@@ -76,15 +82,17 @@ class Judged(BaseModel):
 
 class MonotoneMap(BaseModel):
     """raw signal (0-1) -> p_correct: ``platt`` (``1 / (1 + exp(-(a x + b)))``) or ``isotonic``
-    (non-decreasing steps at ``x`` with values ``y``, interpolated linearly between them)."""
+    (non-decreasing steps at ``x`` with values ``y``, interpolated linearly between them).
+    Every number is finite, and ``x`` and ``y`` are in 0-1: a NaN passes any order check and
+    every p_correct it touches came out as the floor or the ceiling."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     kind: Literal["platt", "isotonic"]
     a: float = 0.0
     b: float = 0.0
-    x: list[float] = Field(default_factory=list)
-    y: list[float] = Field(default_factory=list)
+    x: list[Unit] = Field(default_factory=list)
+    y: list[Unit] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _shape(self) -> MonotoneMap:
@@ -131,19 +139,19 @@ class SourceMeans(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     n: int = Field(ge=0)
-    mean_p_correct: float | None = None
-    mean_p_wrong: float | None = None
+    mean_p_correct: Unit | None = None
+    mean_p_wrong: Unit | None = None
 
 
 class TransferSpread(BaseModel):
     """How the class averages move between the calibration's sources: their mean and standard
     deviation over the sources that have the class (each source counted once)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     sources: dict[str, SourceMeans]
-    mean_p_correct: float
-    mean_p_wrong: float
+    mean_p_correct: Unit
+    mean_p_wrong: Unit
     sd_p_correct: float = Field(ge=0)
     sd_p_wrong: float = Field(ge=0)
     n_sources: int = Field(ge=0, description="sources that have both classes' averages")
@@ -266,14 +274,20 @@ def load_calibration(path: str | Path) -> Calibration:
     """Read a calibration file.
 
     Raises:
-        ConfigError: unreadable, not JSON, or not a calibration (one line).
+        ConfigError: unreadable, not a regular file (a FIFO blocked the start, deaf to SIGTERM;
+            /dev/zero filled the memory), larger than :data:`MAX_FILE_BYTES`, not UTF-8, not
+            JSON, or not a calibration (one line).
     """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"calibration {path}: {exc.strerror or exc}") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = utf8_text(read_bounded(path, MAX_FILE_BYTES, kind="calibration file"), path)
+    except FileError as exc:
+        raise ConfigError(f"calibration {exc}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # an integer past the interpreter's digit limit is one too
         raise ConfigError(f"calibration {path}: not JSON: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"calibration {path}: not JSON: nested too deeply") from None
     if isinstance(data, dict) and data.get("format") not in (None, *READABLE_FORMATS):
         raise ConfigError(
             f"calibration {path}: format {data.get('format')!r}, this STEF reads "

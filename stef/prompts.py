@@ -25,13 +25,16 @@ from typing import Any
 
 import jinja2
 
-from stef.errors import TemplateError
+from stef.errors import FileError, TemplateError
+from stef.files import read_bounded, utf8_text
 
 REQUIRED_TEMPLATES = ("system.j2", "user.j2", "reask.j2")
 # Templates read only when a setting turns them on (``few_shot.j2``: ``llm.few_shot`` above 0):
 # left out of :attr:`Prompts.version`, so a judge that does not use one keeps its version (and
 # its calibration and cache); the judge that does adds it (:meth:`Prompts.digest`).
 OPTIONAL_TEMPLATES = ("few_shot.j2",)
+# A template is a page of instructions (the shipped ones are under 8 KB); a larger file is not one.
+MAX_TEMPLATE_BYTES = 1 << 20
 
 # A data block: a ``<name>`` line, one line of JSON (tojson never emits a raw newline), ``</name>``.
 _BLOCK = re.compile(r"^<(?P<name>[a-z_]+)>\n(?P<body>[^\n]*)\n</(?P=name)>$", re.M)
@@ -66,6 +69,21 @@ def _tojson(value: Any) -> str:
     return _TAG_OPEN.sub(r"\\u003c", text)
 
 
+def _source(path: Path) -> str:
+    """A template's text, with its line ends as Jinja reads them (CRLF and CR are LF).
+
+    Raises:
+        TemplateError: not a regular file (a FIFO held the start for ever, deaf to SIGTERM;
+            /dev/zero filled the memory), too large, or not UTF-8 (a traceback before).
+    """
+    try:
+        raw = read_bounded(path, MAX_TEMPLATE_BYTES, kind="prompt template")
+        text = utf8_text(raw, path)
+    except FileError as exc:
+        raise TemplateError(f"prompt template {exc}") from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 @dataclass(frozen=True)
 class Prompts:
     """The compiled templates and their version.
@@ -90,7 +108,8 @@ class Prompts:
                 into :attr:`version`.
 
         Raises:
-            TemplateError: a required template is missing or any template does not compile.
+            TemplateError: a required template is missing, or any template is not a regular
+                UTF-8 file of at most :data:`MAX_TEMPLATE_BYTES` or does not compile.
         """
         folder = Path(directory) if directory is not None else default_prompts_dir()
         if not folder.is_dir():
@@ -113,7 +132,7 @@ class Prompts:
         digest = hashlib.sha256()
         templates: dict[str, jinja2.Template] = {}
         for name in names:
-            source = (folder / name).read_text(encoding="utf-8")
+            source = _source(folder / name)
             if name not in OPTIONAL_TEMPLATES:
                 digest.update(name.encode() + b"\0" + source.encode() + b"\0")
             try:

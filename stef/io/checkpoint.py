@@ -262,5 +262,29 @@ def find_rotated(path: str, identity: FileIdentity) -> str | None:
     return None
 
 
+def line_start(path: str, offset: int) -> int:
+    """Where the line that holds byte ``offset - 1`` of ``path`` starts: ``offset`` itself when
+    the byte before it ends a line, as at every offset a save writes. A file changed in place
+    (same inode, same first bytes) moves lines under a saved offset: read from there, a line's
+    tail was a dead letter and its head never judged; from its start it is judged again."""
+    at = offset
+    try:
+        with open(path, "rb") as f:
+            while at > 0:
+                step = min(_BACK_STEP, at)
+                f.seek(at - step)
+                end = f.read(step).rfind(b"\n")
+                if end >= 0:
+                    return at - step + end + 1
+                at -= step
+    except OSError:  # gone since it was matched: opening it to read says so
+        return offset
+    return 0
+
+
+# How far back :func:`line_start` reads at a time.
+_BACK_STEP = 1 << 16
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

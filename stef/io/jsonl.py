@@ -29,7 +29,14 @@ import structlog
 
 from stef.errors import CommitError, ConfigError, SinkError
 from stef.io import AckCallback, Envelope, Oversized
-from stef.io.checkpoint import HEAD_BYTES, Checkpoint, FileIdentity, FilePosition, find_rotated
+from stef.io.checkpoint import (
+    HEAD_BYTES,
+    Checkpoint,
+    FileIdentity,
+    FilePosition,
+    find_rotated,
+    line_start,
+)
 from stef.io.offsets import OffsetTracker
 from stef.io.rotation import (
     Generation,
@@ -455,8 +462,17 @@ class FileSource:
             if os.stat(self.path).st_size < saved.offset:
                 log.warning("checkpoint_file_truncated", source=self.path, offset=saved.offset)
                 return False  # copytruncate while down: the file starts over
-            self._open(self.path, saved.offset, saved.line)
-            log.info("checkpoint_resumed", source=self.path, offset=saved.offset, line=saved.line)
+            offset = line_start(self.path, saved.offset)
+            if offset != saved.offset:
+                log.warning(
+                    "checkpoint_not_at_line_end",
+                    source=self.path,
+                    offset=saved.offset,
+                    line_start=offset,
+                    hint="the file was changed in place: its line is read again from its start",
+                )
+            self._open(self.path, offset, saved.line)
+            log.info("checkpoint_resumed", source=self.path, offset=offset, line=saved.line)
             return True
         # Rotated while down, maybe several times, maybe compressed since: finish that
         # generation, then every newer one in order, then the live file.

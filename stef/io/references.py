@@ -3,26 +3,39 @@
     {"question": "How many bonds does TR006 have?", "gold_sql": "SELECT COUNT(*) FROM bond ..."}
 
 Read once at start; a record is matched on its normalised question
-(:func:`stef.question.question_key`). A bad line fails the start loudly, with its number.
+(:func:`stef.question.question_key`). A bad line fails the start loudly, with its number: one
+that is not an object with both strings, a gold_sql longer than a record's own may be, or a
+question already given another gold_sql.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import structlog
+
 from stef.errors import ConfigError, FileError
 from stef.files import iter_jsonl, regular_file
 from stef.question import question_key
 
+log = structlog.get_logger(__name__)
 
-def load_references(path: Path) -> dict[str, str]:
+
+def load_references(path: Path, max_sql_chars: int) -> dict[str, str]:
     """Normalised question -> reference SQL, from the JSONL file at ``path``.
 
+    Args:
+        max_sql_chars: the longest gold_sql (``limits.max_sql_chars``, the bound on a record's
+            own): a 1 MB gold_sql took 45 s of the comparison for each record asking its question.
+
     Raises:
-        ConfigError: the file cannot be read, or a line is not an object with the strings
-            ``question`` and ``gold_sql`` (the message names the line).
+        ConfigError: the file cannot be read, a line is not an object with the strings
+            ``question`` and ``gold_sql``, its gold_sql is longer than ``max_sql_chars``, or it
+            gives a question of an earlier line another gold_sql (which one a record was judged
+            against would depend on the order of the lines); the message names the line.
     """
     out: dict[str, str] = {}
+    first: dict[str, int] = {}
     try:
         regular_file(path, None)  # read at start: a FIFO would block the start for ever
         for n, obj in iter_jsonl(path):
@@ -31,7 +44,21 @@ def load_references(path: Path) -> dict[str, str]:
                 raise ConfigError(
                     f"references {path}:{n}: needs the strings 'question' and 'gold_sql'"
                 )
-            out[question_key(question)] = gold
+            if len(gold) > max_sql_chars:
+                raise ConfigError(
+                    f"references {path}:{n}: gold_sql is {len(gold)} characters; the limit is "
+                    f"{max_sql_chars} (limits.max_sql_chars)"
+                )
+            key = question_key(question)
+            if key in out and out[key] != gold:
+                raise ConfigError(
+                    f"references {path}:{n}: the question of line {first[key]} again, with "
+                    "another gold_sql: keep one"
+                )
+            first.setdefault(key, n)
+            out[key] = gold
     except FileError as exc:
         raise ConfigError(f"references {exc}") from exc
+    if not out:
+        log.warning("references_empty", path=str(path), hint="no record is judged against one")
     return out

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import structlog
 
+from stef.errors import FileError
+from stef.files import read_bounded
 from stef.rules import AppRules, RuleSet, RulesScan, load_rules, rules_files, scan_rules
+from stef.rules.safe_yaml import MAX_RULES_BYTES
 
 log = structlog.get_logger(__name__)
 
@@ -109,7 +112,10 @@ class RulesWatcher:
         return tuple(out)
 
     def _content_digest(self) -> str:
-        """sha256 of every rules file's name and bytes; never raises."""
+        """sha256 of every rules file's name and bytes; never raises. Only a regular file of
+        at most the rules limit is read (the loader refuses any other): a FIFO among the rules
+        held ``stef run`` at start for ever, deaf to SIGTERM, and a link to /dev/zero filled the
+        memory, both before the loader could say what was wrong."""
         if self.path is None:
             return ""
         digest = hashlib.sha256()
@@ -120,8 +126,8 @@ class RulesWatcher:
         for f in files:
             digest.update(str(f).encode("utf-8", "surrogateescape") + b"\0")
             try:
-                digest.update(f.read_bytes())
-            except OSError:
+                digest.update(read_bounded(f, MAX_RULES_BYTES))
+            except FileError:
                 digest.update(b"\0<unreadable>")
             digest.update(b"\0")
         return digest.hexdigest()

@@ -114,7 +114,11 @@ def build_pipeline(
         review_below=settings.review_below,
         cascade=stages,
         include_input=settings.results_include_input,
-        references=load_references(settings.references) if settings.references else {},
+        references=(
+            load_references(settings.references, settings.limits.max_sql_chars)
+            if settings.references
+            else {}
+        ),
         reference_db=_reference_db(settings),
         reference_generated=_reference_generated(settings),
     )

@@ -1,20 +1,23 @@
 """Files read at start say what is wrong in one line, never a traceback, never a hang (issue 21
-§5): the settings file, a followed source's checkpoint, the LLM cache file and the metrics port.
-Each case is exit 2 with one line on stderr naming the file (and the line where there is one),
-within a second of the command's start."""
+§5): the settings file, a followed source's checkpoint, the LLM cache file, the calibration
+file and the metrics port. Each case is exit 2 with one line on stderr naming the file (and the
+line where there is one), within a second of the command's start."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from stef.calibration import default_path
 from stef.cli import main
 from stef.exits import Exit
 from stef.testing.fake_server import FakeLlmServer
@@ -183,3 +186,52 @@ def test_a_bad_rules_file_is_one_line(
     make(path)
     assert _timed(["check", "--rules", str(path)]) == Exit.USAGE
     _one_line(capsys.readouterr().err, str(path))
+
+
+def _calibration(change: Callable[[dict[str, Any]], object]) -> Callable[[Path], None]:
+    """The shipped heuristic calibration with ``change`` made to it."""
+
+    def make(path: Path) -> None:
+        data = json.loads(default_path("heuristic").read_text())  # type: ignore[union-attr]
+        change(data)
+        path.write_text(json.dumps(data))  # NaN and Infinity as Python's json writes them
+
+    return make
+
+
+CALIBRATIONS: dict[str, tuple[Callable[[Path], None], str]] = {
+    "fifo": (_fifo, "not a regular file"),
+    "dev_zero": (lambda p: p.symlink_to("/dev/zero"), "not a regular file"),
+    "directory": (lambda p: p.mkdir(), "directory"),
+    "huge": (_write(b" " * (17 << 20)), "larger than"),
+    "5000_deep": (_write(b"[" * 5000 + b"]" * 5000), "not JSON"),
+    "utf16": (_write('{"format": 2}'.encode("utf-16")), "not UTF-8"),
+    "nan_in_map": (_calibration(lambda d: d["map"]["y"].__setitem__(2, math.nan)), "map.y.2"),
+    "y_above_1": (_calibration(lambda d: d["map"].update(y=[0.1, 0.2, 3, 5, 7, 9])), "map.y.2"),
+    "x_below_0": (_calibration(lambda d: d["map"]["x"].__setitem__(0, -10)), "map.x.0"),
+    "platt_nan": (
+        _calibration(lambda d: d.update(map={"kind": "platt", "a": math.nan, "b": 0})),
+        "map.a",
+    ),
+    "transfer_inf": (
+        _calibration(lambda d: d["transfer"].update(mean_p_wrong=math.inf)),
+        "transfer.mean_p_wrong",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CALIBRATIONS))
+def test_a_bad_calibration_file_is_one_line(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO held the start for ever (deaf to SIGTERM), /dev/zero filled the memory, deep
+    nesting was a traceback, and a map with a NaN, an infinity or a point outside 0-1 was
+    applied: every p_correct it touched came out as the floor or the ceiling."""
+    make, says = CALIBRATIONS[case]
+    path = tmp_path / "calibration.json"
+    make(path)
+    log = tmp_path / "app.log"
+    log.write_text(RECORD + "\n")
+    monkeypatch.setenv("STEF_CALIBRATION", str(path))
+    assert _timed(["replay", str(log), "--no-progress"], 5.0) == Exit.USAGE
+    assert says in _one_line(capsys.readouterr().err, str(path))

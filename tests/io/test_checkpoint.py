@@ -259,3 +259,23 @@ def test_a_fifo_in_the_spare_s_place_fails_the_save_instead_of_blocking(tmp_path
     s.commit()  # the next commit makes its own spare
     assert json.loads(state.read_text())["line"] == 1
     s.close()
+
+
+def test_a_file_changed_in_place_past_its_first_bytes_is_read_from_a_line_start(
+    tmp_path: Path,
+) -> None:
+    """Same inode, same first 4096 bytes, a line made longer after them: the saved offset fell
+    inside a line, whose tail was a not_json dead letter and whose head was never judged."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    first = b'{"q": "' + "é".encode() * 2500 + b'"}'  # past the bytes that identify the file
+    _write(log, first, b'{"n": 1}')
+    s = _source(log, state)
+    assert len(_ack(_poll(s))) == 2
+    s.close()
+    assert json.loads(state.read_text())["offset"] == len(first) + 10
+    with log.open("r+b") as f:  # the second line edited in place, one more line after it
+        f.seek(len(first) + 1)
+        f.write(b'{"n": 100}\n{"n": 2}\n')
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b'{"n": 100}', b'{"n": 2}']
+    s.close()

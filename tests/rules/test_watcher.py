@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 import threading
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -309,3 +310,28 @@ def test_a_check_asked_for_compares_the_contents_at_once(rules_dir: Path) -> Non
     assert w.check(contents=True) == "success"
     assert w.rules.for_app("sales").limit_min == 7000
     assert w.check(contents=True) is None
+
+
+def _hung(signum: int, frame: object) -> None:
+    raise AssertionError("the rules watcher hangs on a FIFO")
+
+
+def test_a_fifo_among_the_rules_is_refused_not_read(rules_dir: Path) -> None:
+    """The watcher hashed every file with read_bytes() before the loader checked its type: a
+    FIFO held ``stef run`` at start for ever, deaf to SIGTERM (a link to /dev/zero filled the
+    memory the same way, 3.9 GB before a MemoryError)."""
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(10)
+    try:
+        w, outcomes = watch(rules_dir)
+        before = w.rules
+        os.mkfifo(rules_dir / "zz.yaml")  # appears while running: the reload is refused
+        with capture_logs() as logs:
+            assert w.check(contents=True) == "error"
+        assert w.rules is before and outcomes == ["error"]
+        assert rejected(logs)["problems"] == [f"{rules_dir}/zz.yaml: is not a regular file"]
+        with pytest.raises(RulesError, match=r"zz\.yaml: is not a regular file"):
+            watch(rules_dir)  # there at start: the start is refused
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

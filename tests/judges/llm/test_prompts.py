@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,3 +89,48 @@ def test_data_blocks_round_trip(value: str) -> None:
     prompts = Prompts.load()
     text = prompts.render("reask.j2", errors=[value])
     assert data_blocks(text)["validation_errors"] == [value]
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _hung(signum: int, frame: object) -> None:
+    raise AssertionError("Prompts.load hangs")
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_fifo, "not a regular file"),
+        (lambda p: p.symlink_to("/dev/zero"), "not a regular file"),
+        (lambda p: p.write_bytes(b"# " + b"x" * (1 << 20)), "larger than 1 MiB"),
+        (lambda p: p.write_bytes(b"{{ question | tojson }}\ncaf\xe9\n"), r"user\.j2:2: not UTF-8"),
+    ],
+    ids=["fifo", "dev_zero", "huge", "latin1"],
+)
+def test_a_template_that_is_no_text_file_fails_at_start_in_one_line(
+    prompt_dir: Path, make: Callable[[Path], None], says: str
+) -> None:
+    """A FIFO in a template's place held the start for ever (deaf to SIGTERM), /dev/zero filled
+    the memory and a Latin-1 template was a UnicodeDecodeError traceback."""
+    template = prompt_dir / "user.j2"
+    template.unlink()
+    make(template)
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(TemplateError, match=says) as err:
+            Prompts.load(prompt_dir)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert str(template) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_crlf_template_keeps_its_version(prompt_dir: Path) -> None:
+    """Templates were read with universal newlines: one saved with CRLF is the same prompt."""
+    before = Prompts.load(prompt_dir).version
+    for path in prompt_dir.glob("*.j2"):
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert Prompts.load(prompt_dir).version == before
