@@ -335,6 +335,10 @@ class Service:
             if self.window.count == 0:
                 return True
             if self.lifecycle.quick:  # SIGQUIT: what is written is committed, nothing awaited
+                if self.lifecycle.stop_at is None:
+                    # It came as the loop found the end of a file: a stop all the same (exit 0),
+                    # not the end of a file with records that never finished (exit 1).
+                    self.request_stop()
                 log.warning("drain_skipped", signal="SIGQUIT", abandoned=self.window.count)
                 return False
             now = time.monotonic()
