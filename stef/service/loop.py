@@ -101,6 +101,9 @@ class Service:
         self.observer = observer
         self._supervise(observer)
         self._received = 0
+        # Whether the run ended with no record in flight (set by run): a stop signal or a drain
+        # timeout abandons some, which a command that must read its input whole reports.
+        self.drained = False
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}
@@ -226,7 +229,7 @@ class Service:
             self.health.ready = True
             self._log_start()
             self._loop()
-            drained = self._drain()
+            drained = self.drained = self._drain()
         finally:
             self.health.ready = False
             self._shutdown()
