@@ -42,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "replay",
         help="judge a JSONL agent log and print a summary",
         description="Judge every line of a JSONL agent log through the service's record path. "
-        "Exit status: 0 done, 1 an output failed or a record never finished, 2 usage, "
+        "Exit status: 0 done, 1 an output failed, a record never finished, or a signal "
+        "stopped the run before the file's end, 2 usage, "
         "3 the LLM endpoint failed its check before any record was read, or every judged "
         "record is a judge error (or more than --max-judge-error-rate of them), "
         "4 an outcome named by --fail-on occurred.",
@@ -163,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
             status = service.run()
     except StefError as exc:
         return report_error("stef replay", exc)
+    if status == Exit.OK and not (service.source.exhausted and service.drained):
+        # A stop signal (SIGTERM, SIGQUIT) before the file's end, or records abandoned: the
+        # output holds part of the file, which exit 0 said was judged whole.
+        status = Exit.FAILURE
     tally.order.close()
     tally.progress.close()
     return _conclude(args, settings, tally, service.judge_errors.totals, status)

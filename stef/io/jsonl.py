@@ -797,9 +797,17 @@ class JsonlSink:
                 self._stream = None
 
     def flush(self, timeout_s: float) -> None:
-        with self._lock:
+        """Flush what is written, waiting at most ``timeout_s`` for a line being written: one
+        waiting for a FIFO's reader (after SIGUSR1, its reader gone) holds the lock until
+        :meth:`close`, and a shutdown flushes before it closes; waiting on the lock for good
+        kept ``stef run`` alive after SIGTERM and its drain timeout."""
+        if not self._lock.acquire(timeout=timeout_s):
+            return
+        try:
             if self._stream is not None:
                 self._stream.flush()
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         self._closing.set()  # before the lock: a line waiting for a FIFO's reader holds it

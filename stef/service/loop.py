@@ -101,6 +101,9 @@ class Service:
         self.observer = observer
         self._supervise(observer)
         self._received = 0
+        # Whether the run ended with no record in flight (set by run): a stop signal or a drain
+        # timeout abandons some, which a command that must read its input whole reports.
+        self.drained = False
         self._work: queue.SimpleQueue[Envelope | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}
@@ -226,7 +229,7 @@ class Service:
             self.health.ready = True
             self._log_start()
             self._loop()
-            drained = self._drain()
+            drained = self.drained = self._drain()
         finally:
             self.health.ready = False
             self._shutdown()
@@ -335,6 +338,10 @@ class Service:
             if self.window.count == 0:
                 return True
             if self.lifecycle.quick:  # SIGQUIT: what is written is committed, nothing awaited
+                if self.lifecycle.stop_at is None:
+                    # It came as the loop found the end of a file: a stop all the same (exit 0),
+                    # not the end of a file with records that never finished (exit 1).
+                    self.request_stop()
                 log.warning("drain_skipped", signal="SIGQUIT", abandoned=self.window.count)
                 return False
             now = time.monotonic()

@@ -50,7 +50,11 @@ def fetch(cursor: Any, max_rows: int, chunk: int = 1) -> list[tuple[Any, ...]] |
         if not got:
             break
         for row in got:
-            size += sum(_size(v) for v in row if isinstance(v, _COUNTED))
+            # A text or blob counted in place: through _size, 180,000 strings took 0.23 s of
+            # CPU to fetch, not 0.13 s, in the record's budget.
+            size += sum(
+                len(v) if isinstance(v, _TEXT) else _size(v) for v in row if isinstance(v, _COUNTED)
+            )
             if size > MAX_RESULT_BYTES:
                 return f"more than {MAX_RESULT_BYTES >> 20} MiB of values in its rows"
             rows.append(tuple(row))

@@ -290,3 +290,47 @@ def test_a_file_sink_reopened_after_a_rename_writes_to_the_path_again(tmp_path: 
     assert acks == [None, None]
     assert (tmp_path / "results.jsonl.1").read_bytes() == b'{"n": 1}\n'
     assert path.read_bytes() == b'{"n": 2}\n'
+
+
+def test_a_flush_does_not_wait_for_good_on_a_line_waiting_for_a_fifo_reader(
+    tmp_path: Path,
+) -> None:
+    """SIGUSR1 closed a FIFO output, its reader saw the end and went, and the next line waits
+    for a new one holding the sink: the shutdown's flush, which comes before the close that
+    ends that wait, waited on it for good (``stef run`` alive after SIGTERM and its drain
+    timeout). The flush now gives up after its timeout and the close fails the line."""
+    import os
+    import threading
+    import time
+
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read_one() -> None:
+        with open(fifo, "rb") as f:
+            got.append(f.readline())
+
+    reader = threading.Thread(target=read_one)
+    reader.start()
+    sink = JsonlSink(str(fifo))
+    sink.open(lambda: False)
+    acks: Acks = []
+    sink.send(None, b'{"n": 1}', acks.append)
+    sink.reopen()  # SIGUSR1: the reader sees the end of the FIFO and goes
+    reader.join(10)
+    assert got == [b'{"n": 1}\n']
+    writer = threading.Thread(target=sink.send, args=(None, b'{"n": 2}', acks.append))
+    writer.start()
+    time.sleep(0.3)  # the line waits for a reader by then
+    flusher = threading.Thread(target=sink.flush, args=(0.5,))
+    asked = time.monotonic()
+    flusher.start()
+    flusher.join(10)
+    flushed = not flusher.is_alive()
+    sink.close()  # ends the wait (and the flush, had it waited)
+    writer.join(10)
+    flusher.join(10)
+    assert flushed and time.monotonic() - asked < 10
+    assert not writer.is_alive()
+    assert acks[0] is None and len(acks) == 2 and isinstance(acks[1], SinkError)

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 
 
 def _to_fifo(
-    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+    tmp_path: Path,
+    service_factory: Callable[..., ServiceProcess],
+    env: dict[str, str] | None = None,
 ) -> tuple[ServiceProcess, Path]:
     log, fifo = tmp_path / "agent.jsonl", tmp_path / "results.fifo"
     log.write_text(json.dumps(valid_record(0)) + "\n")
@@ -35,6 +37,7 @@ def _to_fifo(
         f"file:{fifo}",
         "--dead-letters",
         f"file:{tmp_path / 'dead.jsonl'}",
+        env=env,
     )
     proc.wait_for(
         lambda: bool(proc.events("sink_waiting_for_reader")), timeout_s=60, what="the wait"
@@ -69,6 +72,30 @@ def test_a_reader_that_comes_gets_the_results(
     assert [json.loads(line)["id"] for line in lines] == ["r-000000"]
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0
+
+
+def test_sigterm_stops_a_run_whose_fifo_reader_went_after_sigusr1(
+    tmp_path: Path, service_factory: Callable[..., ServiceProcess]
+) -> None:
+    """SIGUSR1 closes the FIFO, its reader sees the end and goes, and the next result waits for
+    a new reader: SIGTERM then ended the drain (its timeout) but not the run, the shutdown's
+    flush waiting for good on that line (still running 25 s after SIGTERM)."""
+    proc, fifo = _to_fifo(tmp_path, service_factory, env={"STEF_DRAIN_TIMEOUT_S": "1"})
+    with fifo.open("rb") as f:
+        assert json.loads(f.readline())["id"] == "r-000000"
+        proc.signal(signal.SIGUSR1)
+        proc.wait_for(
+            lambda: bool(proc.events("outputs_reopen_requested")), timeout_s=30, what="SIGUSR1"
+        )
+    with (tmp_path / "agent.jsonl").open("a") as log:
+        log.write(json.dumps(valid_record(1)) + "\n")
+    proc.wait_for(
+        lambda: len(proc.events("sink_waiting_for_reader")) == 2, timeout_s=30, what="the wait"
+    )
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(40) == 0  # the 1 s drain, then at most the flush's 10 s
+    [stopped] = proc.events("service_stopped")
+    assert stopped["drained"] is False
 
 
 def test_results_to_dev_stdout_on_a_pipe(tmp_path: Path) -> None:

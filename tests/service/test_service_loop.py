@@ -4,6 +4,7 @@ themselves: tests/test_settings.py)."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -156,3 +157,50 @@ def test_in_flight_bytes_stay_within_their_bound(tmp_path: Path) -> None:
     assert service.run() == 0
     assert 2 <= source.peak <= 4
     assert sorted(source.done) == list(range(1, 41))
+
+
+class HeldJudge:
+    """The heuristic judge, held until released: records stay in flight."""
+
+    def __init__(self) -> None:
+        self.inner = HeuristicJudge()
+        self.release = threading.Event()
+
+    @property
+    def info(self) -> JudgeInfo:
+        return self.inner.info
+
+    def judge(self, request: JudgeRequest) -> JudgeReply:
+        self.release.wait(60)
+        return self.inner.judge(request)
+
+
+class QuitAtTheEnd(FileSource):
+    """A file source during whose last poll (the one that finds the end) SIGQUIT comes."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.signals: list[int] = []  # the replica's, once it is built
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        out = super().poll(max_records, timeout_s)
+        if not out and self.exhausted and not self.signals:
+            self.signals.append(signal.SIGQUIT)  # what the handler records
+        return out
+
+
+def test_sigquit_at_the_end_of_a_file_is_a_stop(tmp_path: Path) -> None:
+    """SIGQUIT during the poll that found the end of the file, its records still in flight:
+    the drain ended at once, but as the end of a file with records that never finished (exit
+    1, no stop logged), where SIGQUIT a poll earlier, or SIGTERM then, is a stop and exits 0."""
+    log = valid_log(tmp_path, 2)
+    judge = HeldJudge()
+    settings = file_settings(tmp_path, log)
+    source = QuitAtTheEnd(str(log))
+    service = Service(settings, backend=judge, source=source)
+    source.signals = service.lifecycle.signals
+    try:
+        assert service.run() == 0
+        assert service.lifecycle.stop_at is not None
+    finally:
+        judge.release.set()

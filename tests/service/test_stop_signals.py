@@ -5,13 +5,17 @@ default action: status -3 (a core) and -12, no log line, no checkpoint of the re
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ServiceProcess, read_jsonl, valid_record
+from tests.service.conftest import ROOT, ServiceProcess, read_jsonl, valid_record
 
 pytestmark = pytest.mark.integration
 
@@ -66,3 +70,36 @@ def test_sigusr2_is_logged_and_ignored(
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     assert proc.events("service_stopped")[0]["drained"] is True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGQUIT], ids=["SIGTERM", "SIGQUIT"])
+def test_a_replay_stopped_before_its_files_end_is_not_done(tmp_path: Path, signum: int) -> None:
+    """``stef replay`` stopped by a signal with most of its file unread exited 0 (done, its
+    --fail-on gates passed) and put the part it wrote in place of its output, no word of the
+    rest (SIGTERM; SIGQUIT too since it stops as SIGTERM does)."""
+    log, output = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
+    n = 50_000
+    log.write_bytes(b"".join(json.dumps(valid_record(i)).encode() + b"\n" for i in range(n)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stef.cli", "replay", str(log), "--output", str(output)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.stat().st_size for p in tmp_path.glob(".results.jsonl.*.partial")):
+            assert time.monotonic() < deadline and proc.poll() is None, "no result written"
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert len(read_jsonl(output)) < n  # stopped part-way, as the test means
+    assert proc.returncode == 1, err.decode()[-2000:]
+    assert b"stopped before every record was written" in err

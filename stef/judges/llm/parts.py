@@ -93,8 +93,8 @@ class JudgeParts:
         return LlmReplyError(
             "refused",
             f"the model refused to judge: {said}",
-            attempts=ledger.attempts,
             raw=redact(completion.text or "", self.client.secrets, limit=None),
+            **ledger.spent(),  # a refusal costs its tokens as any failed reply does
         )
 
 

@@ -143,6 +143,22 @@ def test_probability_mode_reads_a_refusal_as_one(answer: Reply) -> None:
     assert asked == 1  # a refusal is not asked again
 
 
+@pytest.mark.parametrize("verdict", ["structured", "probability"])
+def test_a_refusal_still_costs_its_tokens(verdict: str) -> None:
+    # The refused judge_error counted its attempts but none of its tokens (usage 0 and 0),
+    # where every other failed reply, no_logprobs for this one before, counts what it cost.
+    with FakeLlmServer() as server:
+        server.script(Reply(refusal="I cannot help", prompt_tokens=700, completion_tokens=12))
+        judge = LlmJudge(_config(server, verdict=verdict))
+        try:
+            result = Pipeline(load_rules(None), judge).judge_record(validate(RECORD))
+        finally:
+            judge.close()
+    assert result.error is not None and result.error.startswith("refused:")
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (700, 12)
+    assert result.usage.attempts == 1
+
+
 def test_probability_without_yes_or_no_is_a_judge_error(judge_factory: Make) -> None:
     with FakeLlmServer() as server:
         server.script(Reply("Maybe", token_probs={"Maybe": 0.8, "Perhaps": 0.2}))
