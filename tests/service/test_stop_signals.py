@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ROOT, ServiceProcess, read_jsonl, valid_record
+from tests.service.conftest import ROOT, ServiceProcess, follow_log, read_jsonl, valid_record
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +26,8 @@ def _followed(
     log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
     log.write_bytes(b"".join(json.dumps(valid_record(i)).encode() + b"\n" for i in range(n)))
     checkpoint = tmp_path / "checkpoint"
-    proc = service_factory(
-        "--source",
-        f"file:{log}",
-        "--follow",
-        "--results",
-        f"file:{results}",
-        "--dead-letters",
-        f"file:{tmp_path / 'dead.jsonl'}",
-        config={"file_checkpoint": str(checkpoint)},
-    )
+    dead = tmp_path / "dead.jsonl"
+    proc = follow_log(service_factory, log, results, dead, file_checkpoint=str(checkpoint))
     return proc, results, checkpoint
 
 
