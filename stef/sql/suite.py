@@ -115,24 +115,19 @@ def run_suite(
     informative = 0
     minor: SuiteOutcome | None = None
     plan = _plan(n)
-    total = len(plan)
     for index, (clean, focused) in enumerate(plan):
         deadline.check()
         tables = generate(schema, column_pools, seed, index, clean=clean, focused=focused)
-        deadline.check()
-        runs = _run_both_orders(tables, (gen_sql, ref_sql), ends, deadline, max_rows)
-        if isinstance(runs, str):
-            return SuiteOutcome("not_run", detail=runs, databases=index, elapsed_ms=_ms(started))
-        # Each result keyed once: 9,000 rows of 20 columns take 0.4 s a key.
-        keys = [[rows_key(rows, ordered, deadline) for rows in pair] for pair in runs]
-        if any(a != b for a, b in keys):
+        seen = _compared(tables, (gen_sql, ref_sql), ends, deadline, max_rows, ordered)
+        if isinstance(seen, str):
+            return SuiteOutcome("not_run", detail=seen, databases=index, elapsed_ms=_ms(started))
+        if seen is None:
             continue  # the result depends on the order of the rows: this database cannot tell
-        (gen_a, _), (ref_a, _) = runs
+        gen_a, ref_a, same = seen
         if _telling(ref_a):
             informative += 1
-        if keys[0][0] == keys[1][0]:
+        if same:
             continue
-        deadline.check()
         found = SuiteOutcome(
             "different",
             databases=index + 1,
@@ -144,13 +139,43 @@ def run_suite(
         # Only repeated rows differ, or only a database with NULLs and repeated rows tells
         # them apart: what real data with keys and few NULLs seldom shows.
         minor = minor or replace(found, status="duplicates")
+    return _ended(minor, len(plan), informative, _ms(started))
+
+
+def _ended(
+    minor: SuiteOutcome | None, total: int, informative: int, elapsed_ms: float
+) -> SuiteOutcome:
+    """The outcome once every database agreed or only ``minor`` differences were found."""
     if minor is not None:
-        return replace(minor, databases=total, informative=informative, elapsed_ms=_ms(started))
+        return replace(minor, databases=total, informative=informative, elapsed_ms=elapsed_ms)
     status: Status = "same" if informative else "undecided"
     detail = "" if informative else "no generated database gave the reference rows"
     return SuiteOutcome(
-        status, detail=detail, databases=total, informative=informative, elapsed_ms=_ms(started)
+        status, detail=detail, databases=total, informative=informative, elapsed_ms=elapsed_ms
     )
+
+
+def _compared(
+    tables: list[Table],
+    queries: tuple[str, str],
+    ends: float,
+    deadline: CpuDeadline,
+    max_rows: int,
+    ordered: bool,
+) -> tuple[Rows, Rows, bool] | str | None:
+    """Both queries' rows on one database and whether they are the same: ``(generated,
+    reference, same)``; None when either result changed with the order of the tables' rows
+    (this database cannot tell); why they could not run, as text."""
+    deadline.check()  # after the database's generation
+    runs = _run_both_orders(tables, queries, ends, deadline, max_rows)
+    if isinstance(runs, str):
+        return runs
+    # Each result keyed once: 9,000 rows of 20 columns take 0.4 s a key.
+    keys = [[rows_key(rows, ordered, deadline) for rows in pair] for pair in runs]
+    if any(a != b for a, b in keys):
+        return None
+    (gen_a, _), (ref_a, _) = runs
+    return gen_a, ref_a, keys[0][0] == keys[1][0]
 
 
 @dataclass(frozen=True)

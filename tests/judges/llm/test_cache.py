@@ -15,7 +15,7 @@ from stef.judges.llm.judge import LlmJudge
 from stef.pipeline import Pipeline
 from stef.rules import AppRules, RuleSet
 from stef.testing.fake_server import Error, FakeLlmServer, Reply
-from tests.judges.llm.conftest import make_record
+from tests.judges.llm.conftest import make_record, request_of
 from tests.judges.llm.replies import reply
 
 Make = Callable[..., LlmJudge]
@@ -216,9 +216,7 @@ def test_a_different_analysis_of_the_same_sql_is_not_a_hit(
     server: FakeLlmServer, judge: LlmJudge
 ) -> None:
     # E.g. after an upgrade of the SQL parser: cached predicate ids must not be reused.
-    from tests.judges.llm.test_outcomes import _request
-
-    request = _request()
+    request = request_of(make_record())
     judge.judge(request)
     renumbered = request.sql_spec.model_copy(
         update={
