@@ -15,7 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from stef.errors import FileError
 
@@ -111,7 +111,13 @@ def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
     return obj
 
 
-def iter_lines(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int, str]]:
+def iter_lines(
+    path: str | Path,
+    *,
+    lenient: bool = False,
+    max_line_bytes: int | None = None,
+    too_long: str = "",
+) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every non-blank line, streamed (a results file may be larger
     than memory). Lines end at LF only, as JSON Lines has them (a CR is whitespace inside a
     line); a UTF-8 BOM before the first line is passed over. The file type is not checked: a
@@ -119,10 +125,13 @@ def iter_lines(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int
 
     Args:
         lenient: read bytes that are not UTF-8 as U+FFFD.
+        max_line_bytes: the longest line (without its LF); None: any. A longer one is refused
+            once that many bytes of it are read, not held whole (a 200 MB line took 700 MB).
+        too_long: said after the bound when a line is longer (why none may be).
 
     Raises:
-        FileError: the file cannot be read; unless lenient, a line that is not UTF-8 (with the
-            byte).
+        FileError: the file cannot be read; a line longer than ``max_line_bytes``; unless
+            lenient, a line that is not UTF-8 (with the byte).
     """
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below; the open's own errors said apart)
@@ -132,7 +141,9 @@ def iter_lines(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int
         raise FileError(repr(str(path)), f"not a usable path ({exc})") from None
     with f:
         try:
-            for n, raw in enumerate(f, start=1):
+            for n, raw in enumerate(_lines(f, max_line_bytes), start=1):
+                if max_line_bytes is not None and len(raw.removesuffix(b"\n")) > max_line_bytes:
+                    raise FileError(path, f"longer than {_size(max_line_bytes)}{too_long}", n)
                 text = _line_text(raw.removeprefix(_BOM) if n == 1 else raw, path, n, lenient)
                 if text.strip():
                     yield n, text
@@ -143,6 +154,16 @@ def iter_lines(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int
 _BOM = b"\xef\xbb\xbf"
 
 
+def _lines(f: BinaryIO, limit: int | None) -> Iterator[bytes]:
+    """The file's lines, each cut after ``limit`` + 1 bytes (its LF and one byte past the limit,
+    enough to tell a line that is too long)."""
+    if limit is None:
+        yield from f
+        return
+    while raw := f.readline(limit + 2):
+        yield raw
+
+
 def _line_text(raw: bytes, path: str | Path, n: int, lenient: bool) -> str:
     try:
         return raw.decode("utf-8", "replace" if lenient else "strict")
@@ -150,18 +171,26 @@ def _line_text(raw: bytes, path: str | Path, n: int, lenient: bool) -> str:
         raise FileError(path, _not_utf8(raw, exc), n) from None
 
 
-def iter_jsonl(path: str | Path, *, lenient: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(
+    path: str | Path,
+    *,
+    lenient: bool = False,
+    max_line_bytes: int | None = None,
+    too_long: str = "",
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of every non-blank line, read as :func:`iter_lines` reads.
 
     Args:
         lenient: pass over lines that are not JSON objects, and read bytes that are not UTF-8
             as U+FFFD (an agent log holds the bad lines its dead letters were made of).
+        max_line_bytes, too_long: as :func:`iter_lines` takes them.
 
     Raises:
-        FileError: the file cannot be read; unless lenient, a line that is not UTF-8 or not a
-            JSON object.
+        FileError: the file cannot be read; a line longer than ``max_line_bytes``; unless
+            lenient, a line that is not UTF-8 or not a JSON object.
     """
-    for n, text in iter_lines(path, lenient=lenient):
+    lines = iter_lines(path, lenient=lenient, max_line_bytes=max_line_bytes, too_long=too_long)
+    for n, text in lines:
         try:
             obj = json_object(text, path, n)
         except FileError:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stef.errors import FileError, StefError
-from stef.files import iter_jsonl, read_bounded, utf8_text
+from stef.files import iter_jsonl, iter_lines, read_bounded, utf8_text
 
 
 def test_a_bounded_read_returns_the_bytes_of_a_regular_file(tmp_path: Path) -> None:
@@ -110,3 +110,16 @@ def test_a_path_with_a_nul_byte_is_one_error(tmp_path: Path) -> None:
     for read in (lambda p: list(iter_jsonl(p)), lambda p: read_bounded(p, 10)):
         with pytest.raises(FileError, match="not a usable path"):
             read(f"{tmp_path}/a\0b")
+
+
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["lf", "at-eof"])
+def test_a_line_longer_than_the_bound_is_refused_at_its_number(tmp_path: Path, end: bytes) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"x" * 5 + b"\n" + b"y" * 5 + end)
+    assert [text for _, text in iter_lines(path, max_line_bytes=5)] == [
+        "x" * 5 + "\n",
+        "y" * 5 + end.decode(),
+    ]
+    path.write_bytes(b"x" * 5 + b"\n" + b"y" * 6 + end)
+    with pytest.raises(FileError, match=r"f\.jsonl:2: longer than 5 bytes, why$"):
+        list(iter_lines(path, max_line_bytes=5, too_long=", why"))

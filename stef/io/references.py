@@ -21,24 +21,44 @@ from stef.question import question_key
 log = structlog.get_logger(__name__)
 
 
-def load_references(path: Path, max_sql_chars: int) -> dict[str, str]:
+def max_line_bytes(max_sql_chars: int, max_question_chars: int) -> int:
+    """The longest line a references file may have: its question and gold_sql at their limits,
+    every character written as JSON's longest escape (12 bytes: a surrogate pair of ``\\uXXXX``),
+    and 64 KiB for the keys, the spaces and other fields. A longer line cannot hold a gold_sql
+    STEF would take, so it is refused once that much of it is read (reading a 200 MB line whole
+    to find its gold_sql too long took 700 MB); with the default limits it is 713,536 bytes."""
+    return 12 * (max_sql_chars + max_question_chars) + _SLACK_BYTES
+
+
+_SLACK_BYTES = 64 * 1024
+
+
+def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) -> dict[str, str]:
     """Normalised question -> reference SQL, from the JSONL file at ``path``.
 
     Args:
         max_sql_chars: the longest gold_sql (``limits.max_sql_chars``, the bound on a record's
             own): a 1 MB gold_sql took 45 s of the comparison for each record asking its question.
+        max_question_chars: a record's longest question (``limits.max_question_chars``); with
+            ``max_sql_chars`` it bounds a line (:func:`max_line_bytes`).
 
     Raises:
-        ConfigError: the file cannot be read, a line is not an object with the strings
-            ``question`` and ``gold_sql``, its gold_sql is longer than ``max_sql_chars``, or it
-            gives a question of an earlier line another gold_sql (which one a record was judged
-            against would depend on the order of the lines); the message names the line.
+        ConfigError: the file cannot be read, a line is longer than :func:`max_line_bytes`, is
+            not an object with the strings ``question`` and ``gold_sql``, its gold_sql is longer
+            than ``max_sql_chars``, or it gives a question of an earlier line another gold_sql
+            (which one a record was judged against would depend on the order of the lines); the
+            message names the line.
     """
     out: dict[str, str] = {}
     first: dict[str, int] = {}
+    bound = max_line_bytes(max_sql_chars, max_question_chars)
+    too_long = (
+        f", more than a line needs for a gold_sql of {max_sql_chars} characters "
+        f"(limits.max_sql_chars) and a question of {max_question_chars} (limits.max_question_chars)"
+    )
     try:
         regular_file(path, None)  # read at start: a FIFO would block the start for ever
-        for n, obj in iter_jsonl(path):
+        for n, obj in iter_jsonl(path, max_line_bytes=bound, too_long=too_long):
             question, gold = obj.get("question"), obj.get("gold_sql")
             if not isinstance(question, str) or not isinstance(gold, str) or not gold.strip():
                 raise ConfigError(

@@ -115,7 +115,11 @@ def build_pipeline(
         cascade=stages,
         include_input=settings.results_include_input,
         references=(
-            load_references(settings.references, settings.limits.max_sql_chars)
+            load_references(
+                settings.references,
+                settings.limits.max_sql_chars,
+                max_question_chars=settings.limits.max_question_chars,
+            )
             if settings.references
             else {}
         ),

@@ -320,8 +320,11 @@ def parse_condition(text: str, dialect: str | None = None) -> exp.Expr | None:
 def condition_keys(text: str, dialect: str | None = None) -> list[tuple[str, str, str]]:
     """The (lhs, op, rhs) keys of every atomic predicate in a rules predicate text."""
     node = parse_condition(text, dialect)
-    if node is None:
-        return []
+    return [] if node is None else parsed_condition_keys(node, dialect)
+
+
+def parsed_condition_keys(node: exp.Expr, dialect: str | None = None) -> list[tuple[str, str, str]]:
+    """:func:`condition_keys` of a condition :func:`parse_condition` has parsed."""
     out = []
     for c in conjuncts(node):
         p = predicate_of(c, dialect)

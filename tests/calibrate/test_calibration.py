@@ -456,3 +456,26 @@ def test_a_missing_calibration_file_is_a_usage_error_in_one_line(
     assert main(["judge", "--question", "q", "--sql", "SELECT 1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "missing.json" in err
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "p"),
+    [
+        (1e308, 0.0, 0.99),  # a x alone near the largest float
+        (0.0, 1e308, 0.99),
+        (0.0, -1e308, 0.01),  # exp(1e308) would overflow: only exp of z <= 0 is taken
+        (1.7e308, 1.7e308, 0.99),  # a x + b overflows to +inf
+        (1e308, -1.7e308, 0.01),  # a x + b < 0 for every raw signal in 0-1
+    ],
+)
+def test_a_platt_map_of_huge_finite_numbers_gives_the_floor_or_the_ceiling(
+    tmp_path: Path, a: float, b: float, p: float
+) -> None:
+    """Any finite map a calibration file may hold is computed: the logistic never overflows (an
+    OverflowError would have made every record an internal_error dead letter)."""
+    cal = load_calibration(default_path("heuristic") or "")
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({**cal.model_dump(), "map": {"kind": "platt", "a": a, "b": b}}))
+    result = _judge(load_calibration(path))
+    assert result.outcome == "evaluated"
+    assert result.judge.p_correct == p

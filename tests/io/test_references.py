@@ -4,12 +4,14 @@ file and line, or (an empty file) said in a warning, never left to judge records
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
 from stef.errors import ConfigError
+from stef.io.references import load_references, max_line_bytes
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
@@ -60,3 +62,27 @@ def test_an_empty_references_file_is_said(tmp_path: Path) -> None:
     with capture_logs() as logs:
         _pipeline(refs)
     assert [e["path"] for e in logs if e["event"] == "references_empty"] == [str(refs)]
+
+
+def test_a_line_too_long_for_any_gold_sql_is_refused_before_it_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    """A 200 MB line (one gold_sql) took 700 MB before its gold_sql was found too long: a line
+    longer than a gold_sql and a question at their limits can need is refused at its number
+    once that much of it is read."""
+    bound = max_line_bytes(40, 20)
+    line = json.dumps({"question": QUESTION[:20], "gold_sql": "SELECT COUNT(*) FROM singer"})
+    fits = line[:-1] + " " * (bound - len(line)) + "}"  # exactly the bound: taken
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(f"{line}\n{fits}\n", encoding="utf-8")
+    assert len(load_references(refs, 40, max_question_chars=20)) == 1
+    huge = json.dumps({"question": "q", "gold_sql": "SELECT " + "1+" * (4 << 20) + "1"})
+    refs.write_text(f"{fits}\n{huge}\n", encoding="utf-8")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match=rf"refs\.jsonl:2: longer than {bound} bytes"):
+            load_references(refs, 40, max_question_chars=20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # the line is 8 MB

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlglot
+from sqlglot import exp
 
 import stef.rules
 from stef.rules import AppRules, load_rules
-from stef.sql.predicates import condition_keys
+from stef.sql.predicates import parse_condition
 from stef.stages.align import is_benign
 from stef.stages.sqlspec import sqlspec
 
@@ -19,13 +22,36 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every benign-filter text parsed from now on."""
     parsed: list[str] = []
 
-    def spy(text: str, dialect: str | None = None) -> list[tuple[str, str, str]]:
+    def spy(text: str, dialect: str | None = None) -> exp.Expr | None:
         parsed.append(text)
-        return condition_keys(text, dialect)
+        return parse_condition(text, dialect)
 
-    monkeypatch.setattr(stef.rules, "condition_keys", spy)
-    stef.rules._benign_keys.cache_clear()
+    monkeypatch.setattr(stef.rules, "parse_condition", spy)
+    stef.rules._read_benign.cache_clear()
     return parsed
+
+
+def test_each_filter_is_parsed_once_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load's check that a filter is a predicate and the keys it is matched by came from two
+    parses of it: 40,000 filters took 16 s to load, 11.3 s of CPU against 7.2 s parsed once."""
+    filters = ["status = 'active'", "is_deleted = false", "tenant_id IN (1, 2)"]
+    (tmp_path / "sales.yaml").write_text(
+        "dialect: snowflake\nbenign_filters:\n" + "".join(f'  - "{f}"\n' for f in filters)
+    )
+    sql: list[str] = []
+    parse_one = sqlglot.parse_one
+
+    def spy(text: str, *args: Any, **kwargs: Any) -> exp.Expr:
+        sql.append(text)
+        return parse_one(text, *args, **kwargs)
+
+    stef.rules._read_benign.cache_clear()
+    monkeypatch.setattr(sqlglot, "parse_one", spy)
+    rules = load_rules(tmp_path).for_app("sales")
+    assert len(rules.benign_keys("snowflake")) == 3
+    assert [sum(f in text for text in sql) for f in filters] == [1, 1, 1]
 
 
 def test_parsed_at_load_not_per_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

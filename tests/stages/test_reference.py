@@ -183,10 +183,10 @@ def test_a_bad_references_file_fails_loudly_with_its_line(tmp_path: Path, conten
     refs = tmp_path / "refs.jsonl"
     refs.write_text('{"question": "ok", "gold_sql": "SELECT 1"}\n' + content, encoding="utf-8")
     with pytest.raises(ConfigError, match=r"refs\.jsonl:2"):
-        load_references(refs, 50_000)
+        load_references(refs, 50_000, max_question_chars=4_000)
     with pytest.raises(ConfigError, match="cannot be read"):
-        load_references(tmp_path / "missing.jsonl", 50_000)
+        load_references(tmp_path / "missing.jsonl", 50_000, max_question_chars=4_000)
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)  # read at start: refused before an open that would block it
     with pytest.raises(ConfigError, match="is not a regular file"):
-        load_references(fifo, 50_000)
+        load_references(fifo, 50_000, max_question_chars=4_000)
