@@ -29,7 +29,7 @@ from stef.models import (
     SqlSpec,
     Verdict,
 )
-from stef.sql.budget import NO_DEADLINE, CpuDeadline
+from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import keyed_grouping, parts_of
 from stef.sql.suite import SuiteOutcome, perturbed, run_suite, touched
 from stef.stages.sqlspec import sqlspec
@@ -63,9 +63,6 @@ UNEXERCISED = frozenset({"limit", "order_by"})
 
 # Databases that could tell, from which agreement is as sure as the dev rate says.
 _SURE = 6
-
-# Why the generated databases did not decide when the record's CPU budget ran out in them.
-BUDGET_SPENT = "the record's CPU budget ran out (limits.max_record_cpu_s)"
 
 
 @dataclass(frozen=True)

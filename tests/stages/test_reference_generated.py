@@ -17,9 +17,10 @@ from stef.metrics import Metrics
 from stef.models import ReferenceCounterexample, Result, Verdict
 from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
+from stef.sql.budget import BUDGET_SPENT
 from stef.sql.suite import SuiteOutcome
 from stef.stages import reference_generated
-from stef.stages.reference_generated import BUDGET_SPENT, Generated
+from stef.stages.reference_generated import Generated
 from stef.stages.validate import Limits
 
 
@@ -245,7 +246,8 @@ def test_the_generated_databases_stop_where_the_records_cpu_budget_runs_out() ->
         limits=Limits(max_record_cpu_s=0.5),
         reference_generated=Generated(databases=2, timeout_s=60.0),
     )
-    pipeline = Pipeline(load_rules(None), HeuristicJudge(), options)
+    registry = CollectorRegistry()
+    pipeline = Pipeline(load_rules(None), HeuristicJudge(), options, metrics=Metrics(registry))
     record = {"id": "r", "question": "List the customers", "sql": sql, "gold_sql": sql}
     started = time.thread_time()
     processed = pipeline.process(json.dumps(record).encode(), {"line": 1})
@@ -258,3 +260,7 @@ def test_the_generated_databases_stop_where_the_records_cpu_budget_runs_out() ->
     assert ref.execution.detail == BUDGET_SPENT
     assert ref.error == f"execution_not_run: {BUDGET_SPENT}"
     assert spent < 1.0
+    # Counted apart from the other not_run causes: what to raise is limits.max_record_cpu_s.
+    fallbacks = "stef_reference_execution_fallbacks_total"
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "budget"}) == 1
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "not_run"}) is None
