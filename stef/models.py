@@ -499,7 +499,7 @@ class Reference(_Frozen):
 # A database reference mode runs SELECTs on (``reference.execute``): the protocol here, so the
 # reference stage needs no I/O module; :mod:`stef.io.database` opens the real ones.
 
-ExecutionStatus = Literal["ok", "error", "timeout", "too_many_rows", "too_large"]
+ExecutionStatus = Literal["ok", "error", "timeout", "too_many_rows", "too_large", "out_of_memory"]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ read-only with ``mode=ro``) or ``duckdb:///file.duckdb`` (the ``duckdb`` package
 extra: ``pip install 'stef[duckdb]'``, opened ``read_only``); three slashes and a relative path,
 four for an absolute one (``sqlite:////srv/golden.db``), as SQLAlchemy reads them. A statement
 runs at most ``timeout_s`` and fetches at most ``max_rows`` rows holding at most 16 MiB of text and
-blobs (:mod:`stef.sql.fetch`); a failure, a timeout, too many rows or too many bytes is an
+blobs (:mod:`stef.sql.fetch`); a failure, a timeout, too many rows or too many bytes, or running
+out of memory (``out_of_memory``: STEF's process, not the query, hit a bound) is an
 :class:`Execution` outcome, never an exception. Nothing here decides what may
 run: the reference stage only sends statements STEF's own safety check calls a plain SELECT.
 """
@@ -26,6 +27,10 @@ from stef.sql.fetch import fetch
 # Database and Execution live in the ground floor (the reference stage reads them); re-exported.
 __all__ = ["Database", "DuckDbDatabase", "Execution", "SqliteDatabase", "open_database"]
 
+
+# A statement that ran this process out of memory: the host's bound, not a finding on the
+# query (the same statement may run on a larger host); the reference stage runs nothing more.
+_OUT_OF_MEMORY = Execution("out_of_memory", detail="the statement ran STEF out of memory")
 
 # Progress-handler period, in SQLite virtual-machine instructions: often enough to stop a
 # runaway query within milliseconds, rarely enough to cost nothing measurable.
@@ -61,6 +66,9 @@ class SqliteDatabase:
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_CHECK_EVERY)
         try:
             rows = fetch(conn.execute(sql), self.max_rows)
+        except MemoryError:
+            # sqlite3 raises it for SQLITE_NOMEM, as Python does for the rows it converts.
+            return _OUT_OF_MEMORY
         except sqlite3.Error as exc:
             if time.monotonic() > deadline:
                 return Execution("timeout", detail=f"over {self.timeout_s:g} s")
@@ -84,6 +92,7 @@ class DuckDbDatabase:
                 "reference.execute: duckdb:// needs the duckdb package (pip install duckdb)"
             ) from exc
         self._error: type[Exception] = duckdb.Error
+        self._out_of_memory: type[Exception] = duckdb.OutOfMemoryException
         try:
             self._conn = duckdb.connect(path, read_only=True)
         except duckdb.Error as exc:
@@ -104,6 +113,9 @@ class DuckDbDatabase:
             timer.start()
             try:
                 rows = fetch(self._conn.execute(sql), self.max_rows, chunk=64)
+            except (MemoryError, self._out_of_memory):
+                # DuckDB's own (its buffers, or the rows it converts) or Python's, in fetch.
+                return _OUT_OF_MEMORY
             except self._error as exc:
                 if fired.is_set():
                     return Execution("timeout", detail=f"over {self.timeout_s:g} s")

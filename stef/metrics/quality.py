@@ -22,6 +22,7 @@ from stef.metrics.labels import (
     record_time,
 )
 from stef.models import ISSUE_LABELS, Result
+from stef.sql.budget import BUDGET_SPENT
 
 # Records per app over which the accuracy is estimated.
 ESTIMATE_WINDOW = 1000
@@ -115,8 +116,8 @@ class QualityMetrics:
         )
         self.reference_fallbacks = Counter(
             "stef_reference_execution_fallbacks_total",
-            "Records whose generated databases could not decide (not_run, undecided, unexercised): "
-            "the structure decided",
+            "Records whose generated databases could not decide (not_run, budget, undecided, "
+            "unexercised): the structure decided",
             ["app", "reason"],
             registry=r,
         )
@@ -231,6 +232,9 @@ class QualityMetrics:
             reason: str = run.status if run.status in ("not_run", "undecided") else "other"
             if (ref.error or "").startswith("execution_unexercised"):
                 reason = "unexercised"
+            elif run.detail == BUDGET_SPENT:
+                # Told apart from other not_run causes: raise limits.max_record_cpu_s.
+                reason = "budget"
             self.reference_fallbacks.labels(app=app, reason=reason).inc()
 
     def observe_cascade(self, app: str | None, escalated: bool) -> None:

@@ -50,5 +50,9 @@ class CpuDeadline:
             raise CpuBudgetSpent("the record's CPU budget ran out")
 
 
+# Why a step did not finish when the record's CPU budget ran out in it: the execution's detail
+# (reference mode's generated databases), and what the fallback metric tells apart as ``budget``.
+BUDGET_SPENT = "the record's CPU budget ran out (limits.max_record_cpu_s)"
+
 # No deadline: the callers outside the record path (calibration, scripts) run to the end.
 NO_DEADLINE = CpuDeadline()

@@ -205,15 +205,30 @@ def _executed(
     """Run both queries on ``database`` and compare their rows: column order ignored, floats
     rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
     safety check on the generated SQL's ``spec`` and on the reference); a failure, a timeout
-    or too many rows is a finding."""
+    or too many rows is a finding. Running STEF out of memory, in the database or comparing
+    the rows, is no finding on the query: ``not_run``, the structure decides."""
     gold_spec = sqlspec(gold_sql, dialect)
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not _plain_select(checked):
             return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
+    try:
+        return _compared(database, sql, gold_sql, ordered)
+    except MemoryError:
+        # Past the database's own catch: the rows are within max_rows and 16 MiB of text, not
+        # of numbers (10,000 rows of 1,000 columns are 10 million cells, each keyed as a tuple).
+        return _out_of_memory("running and comparing the queries")
+
+
+def _compared(database: Database, sql: str, gold_sql: str, ordered: bool) -> ReferenceExecution:
+    """Both queries' rows on ``database``, compared (both plain SELECTs)."""
     mine = database.run(sql)
+    if mine.status == "out_of_memory":
+        return _out_of_memory("the generated SQL")
     if mine.status != "ok":
         return ReferenceExecution(status="generated_failed", detail=f"{mine.status}: {mine.detail}")
     theirs = database.run(gold_sql)
+    if theirs.status == "out_of_memory":
+        return _out_of_memory("the reference SQL")
     if theirs.status != "ok":
         return ReferenceExecution(
             status="reference_failed",
@@ -226,6 +241,12 @@ def _executed(
         generated_rows=len(mine.rows),
         reference_rows=len(theirs.rows),
     )
+
+
+def _out_of_memory(what: str) -> ReferenceExecution:
+    """Nothing decided: ``what`` ran STEF's process out of memory (its host's bound, e.g. a
+    container's memory limit, not the query's fault: the structure's verdict stands)."""
+    return ReferenceExecution(status="not_run", detail=f"{what} ran STEF out of memory")
 
 
 def _plain_select(spec: SqlSpec) -> bool:

@@ -4,7 +4,11 @@ DuckDB file built here, and their rows decide; failures and timeouts are finding
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +163,63 @@ def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:
     )
     assert execution.status == "generated_failed"
     assert execution.detail.startswith("too_large")
+
+
+# A child process judges a record whose generated SQL needs 400 MB in one value, with 256 MB
+# of address space left once its pipeline has run a first record (DuckDB reserves 0.8 GB of it
+# at connect, so a fixed prlimit --as would measure the host's cores, not STEF).
+_OUT_OF_MEMORY_CHILD = textwrap.dedent(
+    """
+    import json, re, resource, sys
+    from stef.rules import load_rules
+    from stef.service.wiring import build_backend, build_pipeline
+    from stef.settings import Settings
+
+    settings = Settings(reference={"execute": sys.argv[1]})
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+
+    def judge(sql):
+        record = {"id": "r", "question": "How many singers?", "sql": sql,
+                  "gold_sql": "SELECT COUNT(*) FROM singer"}
+        return pipeline.process(json.dumps(record).encode(), {"line": 1})
+
+    judge("SELECT COUNT(*) FROM singer")
+    size = int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+    resource.setrlimit(resource.RLIMIT_AS, ((size << 10) + (256 << 20), resource.RLIM_INFINITY))
+    processed = judge(sys.argv[2])
+    print(json.dumps({
+        "error": processed.reason,
+        "result": None if processed.result is None else json.loads(processed.result.to_json()),
+    }))
+    """
+)
+_HUGE_VALUE = {
+    "sqlite": "SELECT length(randomblob(400000000))",
+    "duckdb": "SELECT length(repeat('x', 400000000))",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_running_out_of_memory_leaves_the_structure_to_decide(kind: str, tmp_path: Path) -> None:
+    build, ext = BUILDERS[kind]
+    url = build(tmp_path / f"golden.{ext}")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    child = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_MEMORY_CHILD, url, _HUGE_VALUE[kind]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    out = json.loads(child.stdout.splitlines()[-1])
+    # Not a dead letter (internal_error), not a finding on the query (generated_failed): the
+    # host's memory ran out, and the structure's verdict stands.
+    assert out["error"] is None
+    ref = out["result"]["reference"]
+    assert ref["verdict"] == "Incorrect" and ref["decided_by"] == "structure"
+    assert ref["execution"]["status"] == "not_run"
+    assert "out of memory" in ref["execution"]["detail"]
 
 
 def test_a_large_value_of_the_team_database_is_read(tmp_path: Path) -> None:

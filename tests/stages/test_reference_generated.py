@@ -5,8 +5,13 @@ the structure with its reason and a metric."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +22,10 @@ from stef.metrics import Metrics
 from stef.models import ReferenceCounterexample, Result, Verdict
 from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
+from stef.sql.budget import BUDGET_SPENT
 from stef.sql.suite import SuiteOutcome
 from stef.stages import reference_generated
-from stef.stages.reference_generated import BUDGET_SPENT, Generated
+from stef.stages.reference_generated import Generated
 from stef.stages.validate import Limits
 
 
@@ -245,7 +251,8 @@ def test_the_generated_databases_stop_where_the_records_cpu_budget_runs_out() ->
         limits=Limits(max_record_cpu_s=0.5),
         reference_generated=Generated(databases=2, timeout_s=60.0),
     )
-    pipeline = Pipeline(load_rules(None), HeuristicJudge(), options)
+    registry = CollectorRegistry()
+    pipeline = Pipeline(load_rules(None), HeuristicJudge(), options, metrics=Metrics(registry))
     record = {"id": "r", "question": "List the customers", "sql": sql, "gold_sql": sql}
     started = time.thread_time()
     processed = pipeline.process(json.dumps(record).encode(), {"line": 1})
@@ -258,3 +265,65 @@ def test_the_generated_databases_stop_where_the_records_cpu_budget_runs_out() ->
     assert ref.execution.detail == BUDGET_SPENT
     assert ref.error == f"execution_not_run: {BUDGET_SPENT}"
     assert spent < 1.0
+    # Counted apart from the other not_run causes: what to raise is limits.max_record_cpu_s.
+    fallbacks = "stef_reference_execution_fallbacks_total"
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "budget"}) == 1
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "not_run"}) is None
+
+
+# A child process judges a record whose two queries return 10,000 rows of 100 numbers on a
+# generated database, with 128 MB of address space left once its pipeline has judged a first
+# record, and a CPU budget that does not stop it first.
+_OUT_OF_MEMORY_CHILD = textwrap.dedent(
+    """
+    import json, re, resource
+    from stef.judges.heuristic.judge import HeuristicJudge
+    from stef.pipeline import Pipeline, PipelineOptions
+    from stef.rules import load_rules
+    from stef.stages.reference_generated import Generated
+    from stef.stages.validate import Limits
+
+    options = PipelineOptions(
+        limits=Limits(max_record_cpu_s=60),
+        reference_generated=Generated(databases=1, timeout_s=60),
+    )
+    pipeline = Pipeline(load_rules(None), HeuristicJudge(), options)
+
+    def judge(sql):
+        record = {"id": "r", "question": "List the customers", "sql": sql,
+                  "gold_sql": "SELECT name FROM customers"}
+        return pipeline.process(json.dumps(record).encode(), {"line": 1})
+
+    judge("SELECT name FROM customers")
+    size = int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+    resource.setrlimit(resource.RLIMIT_AS, ((size << 10) + (128 << 20), resource.RLIM_INFINITY))
+    columns = ", ".join(f"x * 1.5 + {i}" for i in range(100))
+    processed = judge(
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 10000) "
+        f"SELECT {columns} FROM r, (SELECT 1 FROM customers LIMIT 1)"
+    )
+    print(json.dumps({
+        "error": processed.reason,
+        "result": None if processed.result is None else json.loads(processed.result.to_json()),
+    }))
+    """
+)
+
+
+def test_running_out_of_memory_on_the_generated_databases_leaves_the_structure() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    child = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_MEMORY_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    out = json.loads(child.stdout.splitlines()[-1])
+    # Not a dead letter (internal_error): the host's memory says nothing about the queries.
+    assert out["error"] is None
+    ref = out["result"]["reference"]
+    assert ref["verdict"] == "Incorrect" and ref["decided_by"] == "structure"
+    assert ref["execution"]["status"] == "not_run"
+    assert ref["execution"]["detail"] == reference_generated.OUT_OF_MEMORY
