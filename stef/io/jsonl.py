@@ -435,7 +435,10 @@ class FileSource:
         if offset:
             # The first bytes identify the file in later checkpoints.
             file.head += stream.read(min(HEAD_BYTES, offset))
-            stream.seek(offset)
+            # A saved offset inside a line (the file changed while STEF was stopped): from
+            # that line's start (the caller says so), the head cut to what is read.
+            offset = line_start(stream, offset)
+            del file.head[offset:]
             file.consumed, file.line = offset, line
         if self._file is not None and self._file.stream is not stream:
             self._file.stream.close()
@@ -462,18 +465,8 @@ class FileSource:
             if os.stat(self.path).st_size < saved.offset:
                 log.warning("checkpoint_file_truncated", source=self.path, offset=saved.offset)
                 return False  # copytruncate while down: the file starts over
-            offset = line_start(self.path, saved.offset)
-            if offset != saved.offset:
-                log.warning(
-                    "checkpoint_not_at_line_end",
-                    source=self.path,
-                    offset=saved.offset,
-                    line_start=offset,
-                    hint="the file was changed in place: its line is read again from its start",
-                )
-            self._open(self.path, offset, saved.line)
-            log.info("checkpoint_resumed", source=self.path, offset=offset, line=saved.line)
-            return True
+            self._open(self.path, saved.offset, saved.line)
+            return self._resumed(self.path, saved)
         # Rotated while down, maybe several times, maybe compressed since: finish that
         # generation, then every newer one in order, then the live file.
         chain = [g for g in generations(self.path) if not g.live]
@@ -484,21 +477,29 @@ class FileSource:
             except (OSError, EOFError, zlib.error) as exc:
                 log.warning("checkpoint_generation_unreadable", path=chain[at].path, error=str(exc))
             else:
-                log.info(
-                    "checkpoint_resumed",
-                    source=chain[at].path,
-                    offset=saved.offset,
-                    line=saved.line,
-                )
-                return True
+                return self._resumed(chain[at].path, saved)
         rotated = find_rotated(self.path, saved.file)
         if rotated is not None and os.stat(rotated).st_size >= saved.offset:
             # Rotated under a name outside the chain: finish it, then the live file from 0.
             self._open(rotated, saved.offset, saved.line)
-            log.info("checkpoint_resumed", source=rotated, offset=saved.offset, line=saved.line)
-            return True
+            return self._resumed(rotated, saved)
         log.warning("checkpoint_file_replaced", source=self.path, offset=saved.offset)
         return False
+
+    def _resumed(self, path: str, saved: FilePosition) -> bool:
+        """Say where reading resumes: ``path`` opened at ``saved``, or at the start of the line
+        its offset falls inside (the file was changed while STEF was stopped)."""
+        offset = self._file.consumed if self._file is not None else saved.offset
+        if offset != saved.offset:
+            log.warning(
+                "checkpoint_not_at_line_end",
+                source=path,
+                offset=saved.offset,
+                line_start=offset,
+                hint="the file was changed while stopped: its line is read again from its start",
+            )
+        log.info("checkpoint_resumed", source=path, offset=offset, line=saved.line)
+        return True
 
     def _next_line(self) -> tuple[bytes | CutLine, _File] | None:
         """The next complete line and its file, or None when there is none yet (or ever)."""

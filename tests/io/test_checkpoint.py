@@ -3,6 +3,7 @@ rename and by copytruncate (while running and while stopped), refuse another sou
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -279,3 +280,35 @@ def test_a_file_changed_in_place_past_its_first_bytes_is_read_from_a_line_start(
     s = _source(log, state)
     assert _ack(_poll(s)) == [b'{"n": 100}', b'{"n": 2}']
     s.close()
+
+
+@pytest.mark.parametrize("rotated_to", ["app.log.1", "app.log.1.gz", "app.log.old"])
+def test_a_rotated_generation_changed_past_its_first_bytes_is_read_from_a_line_start(
+    tmp_path: Path, rotated_to: str
+) -> None:
+    """The same edit as above, made to the generation the log was rotated to while STEF was
+    stopped (in the numbered chain, compressed in it, or renamed outside it): only the live
+    file was read from a line start, so the line's tail was a not_json dead letter and its
+    head never judged."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    first = b'{"q": "' + "é".encode() * 2500 + b'"}'  # past the bytes that identify the file
+    _write(log, first, b'{"n": 1}')
+    s = _source(log, state)
+    assert len(_ack(_poll(s))) == 2
+    s.close()
+    plain = tmp_path / rotated_to.removesuffix(".gz")
+    os.rename(log, plain)
+    _write(log, b'{"n": 3}')
+    with plain.open("r+b") as f:
+        f.seek(len(first) + 1)
+        f.write(b'{"n": 100}\n{"n": 2}\n')
+    if rotated_to.endswith(".gz"):
+        with plain.open("rb") as src, gzip.open(tmp_path / rotated_to, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        plain.unlink()
+    s = _source(log, state)
+    got = _poll(s) + _poll(s)
+    assert [e.payload for e in got] == [b'{"n": 100}', b'{"n": 2}', b'{"n": 3}']
+    _ack(got)
+    s.close()
+    assert json.loads(state.read_text())["file"]["ino"] == os.stat(log).st_ino
