@@ -48,12 +48,16 @@ def _to_fifo(
 def test_sigterm_stops_a_run_waiting_for_its_fifos_reader(
     tmp_path: Path, service_factory: Callable[..., ServiceProcess]
 ) -> None:
+    """Stopped before its outputs were open, the run never says it started (it logged
+    service_started, and was ready, for the moment between the wait's end and the stop)."""
     proc, _ = _to_fifo(tmp_path, service_factory)
     asked = time.monotonic()
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     assert time.monotonic() - asked < 10
     assert proc.events("service_stopped")[0]["received"] == 0
+    assert proc.events("signal_received")
+    assert not proc.events("service_started")
 
 
 def test_a_reader_that_comes_gets_the_results(
