@@ -264,19 +264,25 @@ def find_rotated(path: str, identity: FileIdentity) -> str | None:
     return None
 
 
-def line_start(stream: BinaryIO, offset: int) -> int:
+def line_start(stream: BinaryIO, offset: int, *, ended: bool = False) -> int:
     """Where the line that holds byte ``offset - 1`` of ``stream`` starts, and the stream moved
     there: ``offset`` itself when the byte before it ends a line, as at every offset a save
     writes. A file changed while STEF was stopped (in place, or the generation it was rotated
     to, same first bytes) moves lines under a saved offset: read from there, a line's tail was
     a dead letter and its head never judged; from its start it is judged again.
 
+    ``ended``: the stream is a rotated-away generation, written no more, whose end ends its
+    last line even without a newline (that line was judged whole): ``offset`` at its end stays.
     A ``.gz`` generation is read forward to ``offset`` (a gzip stream seeks back only by
     starting over), a plain file backward from it."""
     if isinstance(stream, gzip.GzipFile):
         at = _line_start_forward(stream, offset)
     else:
         at = _line_start_backward(stream, offset)
+    if at != offset and ended:
+        stream.seek(offset)
+        if not stream.read(1):
+            at = offset
     stream.seek(at)
     return at
 

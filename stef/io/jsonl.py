@@ -423,11 +423,12 @@ class FileSource:
             envelope.on_done = _done(self._tracker, seq)
         return envelope
 
-    def _open(self, path: str, offset: int = 0, line: int = 0) -> None:
-        self._use(_File(open_source_file(path)), offset, line)
+    def _open(self, path: str, offset: int = 0, line: int = 0, *, ended: bool = False) -> None:
+        self._use(_File(open_source_file(path)), offset, line, ended=ended)
 
-    def _use(self, file: _File, offset: int = 0, line: int = 0) -> None:
-        """Read ``file`` from now on, from ``offset`` (its ``line``-th line ends there)."""
+    def _use(self, file: _File, offset: int = 0, line: int = 0, *, ended: bool = False) -> None:
+        """Read ``file`` from now on, from ``offset`` (its ``line``-th line ends there).
+        ``ended``: a rotated-away file, written no more: its end ends its last line."""
         stream = file.stream
         if not file.dev:
             st = os.fstat(stream.fileno())
@@ -437,7 +438,7 @@ class FileSource:
             file.head += stream.read(min(HEAD_BYTES, offset))
             # A saved offset inside a line (the file changed while STEF was stopped): from
             # that line's start (the caller says so), the head cut to what is read.
-            offset = line_start(stream, offset)
+            offset = line_start(stream, offset, ended=ended)
             del file.head[offset:]
             file.consumed, file.line = offset, line
         if self._file is not None and self._file.stream is not stream:
@@ -454,6 +455,7 @@ class FileSource:
             _File(open_generation(gen), st.st_dev, st.st_ino, compressed=gen.compressed),
             offset,
             line,
+            ended=True,
         )
 
     def _resume(self, checkpoint: Checkpoint) -> bool:
@@ -481,7 +483,7 @@ class FileSource:
         rotated = find_rotated(self.path, saved.file)
         if rotated is not None and os.stat(rotated).st_size >= saved.offset:
             # Rotated under a name outside the chain: finish it, then the live file from 0.
-            self._open(rotated, saved.offset, saved.line)
+            self._open(rotated, saved.offset, saved.line, ended=True)
             return self._resumed(rotated, saved)
         log.warning("checkpoint_file_replaced", source=self.path, offset=saved.offset)
         return False
@@ -607,8 +609,11 @@ class FileSource:
                 self._buffer.feed(rest)
                 return True
         if len(self._buffer):
-            # A last line without its newline: hand it out, the writer is gone.
+            # A last line without its newline: hand it out, the writer is gone. The newline is
+            # not the file's: a checkpoint past it pointed beyond the generation's end, which
+            # no generation is long enough for at a restart (taken for a replaced file).
             self._buffer.feed(b"\n")
+            file.consumed -= 1
             return True
         return False
 

@@ -312,3 +312,36 @@ def test_a_rotated_generation_changed_past_its_first_bytes_is_read_from_a_line_s
     _ack(got)
     s.close()
     assert json.loads(state.read_text())["file"]["ino"] == os.stat(log).st_ino
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_generation_finished_on_a_line_without_its_newline_resumes_at_its_end(
+    tmp_path: Path, compressed: bool
+) -> None:
+    """The rotated-away file's last line had no newline and was judged whole; stopped before a
+    line of the next file was, the checkpoint pointed one byte past that generation's end (the
+    newline STEF supplied). At the restart no generation was that long: the checkpoint was
+    taken as a file replaced, and after two rotations meanwhile the one between was skipped
+    (its lines never judged)."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    log.write_bytes(b"a1\na2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1"]
+    os.rename(log, tmp_path / "app.log.1")
+    log.write_bytes(b"")
+    assert _ack(_poll(s)) == [b"a2"]
+    s.close()
+    assert json.loads(state.read_text())["offset"] == 5
+    _write(log, b"b1")  # then two rotations while stopped
+    os.rename(tmp_path / "app.log.1", tmp_path / "app.log.2")
+    os.rename(log, tmp_path / "app.log.1")
+    _write(log, b"c1")
+    if compressed:
+        with (tmp_path / "app.log.2").open("rb") as src, gzip.open(f"{src.name}.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        (tmp_path / "app.log.2").unlink()
+    for gen in tmp_path.glob("app.log*"):  # rotated before this start, not while it ran
+        os.utime(gen, (os.stat(gen).st_atime, os.stat(gen).st_mtime - 3600))
+    s = _source(log, state)
+    assert _ack(_poll(s) + _poll(s) + _poll(s)) == [b"b1", b"c1"]
+    s.close()
