@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gzip
 import hashlib
 import json
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -262,28 +264,57 @@ def find_rotated(path: str, identity: FileIdentity) -> str | None:
     return None
 
 
-def line_start(path: str, offset: int) -> int:
-    """Where the line that holds byte ``offset - 1`` of ``path`` starts: ``offset`` itself when
-    the byte before it ends a line, as at every offset a save writes. A file changed in place
-    (same inode, same first bytes) moves lines under a saved offset: read from there, a line's
-    tail was a dead letter and its head never judged; from its start it is judged again."""
+def line_start(stream: BinaryIO, offset: int, *, ended: bool = False) -> int:
+    """Where the line that holds byte ``offset - 1`` of ``stream`` starts, and the stream moved
+    there: ``offset`` itself when the byte before it ends a line, as at every offset a save
+    writes. A file changed while STEF was stopped (in place, or the generation it was rotated
+    to, same first bytes) moves lines under a saved offset: read from there, a line's tail was
+    a dead letter and its head never judged; from its start it is judged again.
+
+    ``ended``: the stream is a rotated-away generation, written no more, whose end ends its
+    last line even without a newline (that line was judged whole): ``offset`` at its end stays.
+    A ``.gz`` generation is read forward to ``offset`` (a gzip stream seeks back only by
+    starting over), a plain file backward from it."""
+    if isinstance(stream, gzip.GzipFile):
+        at = _line_start_forward(stream, offset)
+    else:
+        at = _line_start_backward(stream, offset)
+    if at != offset and ended:
+        stream.seek(offset)
+        if not stream.read(1):
+            at = offset
+    stream.seek(at)
+    return at
+
+
+def _line_start_backward(stream: BinaryIO, offset: int) -> int:
     at = offset
-    try:
-        with open(path, "rb") as f:
-            while at > 0:
-                step = min(_BACK_STEP, at)
-                f.seek(at - step)
-                end = f.read(step).rfind(b"\n")
-                if end >= 0:
-                    return at - step + end + 1
-                at -= step
-    except OSError:  # gone since it was matched: opening it to read says so
-        return offset
+    while at > 0:
+        step = min(_STEP, at)
+        stream.seek(at - step)
+        end = stream.read(step).rfind(b"\n")
+        if end >= 0:
+            return at - step + end + 1
+        at -= step
     return 0
 
 
-# How far back :func:`line_start` reads at a time.
-_BACK_STEP = 1 << 16
+def _line_start_forward(stream: BinaryIO, offset: int) -> int:
+    stream.seek(0)
+    at = start = 0
+    while at < offset:
+        chunk = stream.read(min(_STEP, offset - at))
+        if not chunk:
+            break
+        end = chunk.rfind(b"\n")
+        if end >= 0:
+            start = at + end + 1
+        at += len(chunk)
+    return start
+
+
+# How much :func:`line_start` reads at a time.
+_STEP = 1 << 16
 
 
 def _sha(data: bytes) -> str:

@@ -423,11 +423,12 @@ class FileSource:
             envelope.on_done = _done(self._tracker, seq)
         return envelope
 
-    def _open(self, path: str, offset: int = 0, line: int = 0) -> None:
-        self._use(_File(open_source_file(path)), offset, line)
+    def _open(self, path: str, offset: int = 0, line: int = 0, *, ended: bool = False) -> None:
+        self._use(_File(open_source_file(path)), offset, line, ended=ended)
 
-    def _use(self, file: _File, offset: int = 0, line: int = 0) -> None:
-        """Read ``file`` from now on, from ``offset`` (its ``line``-th line ends there)."""
+    def _use(self, file: _File, offset: int = 0, line: int = 0, *, ended: bool = False) -> None:
+        """Read ``file`` from now on, from ``offset`` (its ``line``-th line ends there).
+        ``ended``: a rotated-away file, written no more: its end ends its last line."""
         stream = file.stream
         if not file.dev:
             st = os.fstat(stream.fileno())
@@ -435,7 +436,10 @@ class FileSource:
         if offset:
             # The first bytes identify the file in later checkpoints.
             file.head += stream.read(min(HEAD_BYTES, offset))
-            stream.seek(offset)
+            # A saved offset inside a line (the file changed while STEF was stopped): from
+            # that line's start (the caller says so), the head cut to what is read.
+            offset = line_start(stream, offset, ended=ended)
+            del file.head[offset:]
             file.consumed, file.line = offset, line
         if self._file is not None and self._file.stream is not stream:
             self._file.stream.close()
@@ -451,6 +455,7 @@ class FileSource:
             _File(open_generation(gen), st.st_dev, st.st_ino, compressed=gen.compressed),
             offset,
             line,
+            ended=True,
         )
 
     def _resume(self, checkpoint: Checkpoint) -> bool:
@@ -462,18 +467,8 @@ class FileSource:
             if os.stat(self.path).st_size < saved.offset:
                 log.warning("checkpoint_file_truncated", source=self.path, offset=saved.offset)
                 return False  # copytruncate while down: the file starts over
-            offset = line_start(self.path, saved.offset)
-            if offset != saved.offset:
-                log.warning(
-                    "checkpoint_not_at_line_end",
-                    source=self.path,
-                    offset=saved.offset,
-                    line_start=offset,
-                    hint="the file was changed in place: its line is read again from its start",
-                )
-            self._open(self.path, offset, saved.line)
-            log.info("checkpoint_resumed", source=self.path, offset=offset, line=saved.line)
-            return True
+            self._open(self.path, saved.offset, saved.line)
+            return self._resumed(self.path, saved)
         # Rotated while down, maybe several times, maybe compressed since: finish that
         # generation, then every newer one in order, then the live file.
         chain = [g for g in generations(self.path) if not g.live]
@@ -484,21 +479,29 @@ class FileSource:
             except (OSError, EOFError, zlib.error) as exc:
                 log.warning("checkpoint_generation_unreadable", path=chain[at].path, error=str(exc))
             else:
-                log.info(
-                    "checkpoint_resumed",
-                    source=chain[at].path,
-                    offset=saved.offset,
-                    line=saved.line,
-                )
-                return True
+                return self._resumed(chain[at].path, saved)
         rotated = find_rotated(self.path, saved.file)
         if rotated is not None and os.stat(rotated).st_size >= saved.offset:
             # Rotated under a name outside the chain: finish it, then the live file from 0.
-            self._open(rotated, saved.offset, saved.line)
-            log.info("checkpoint_resumed", source=rotated, offset=saved.offset, line=saved.line)
-            return True
+            self._open(rotated, saved.offset, saved.line, ended=True)
+            return self._resumed(rotated, saved)
         log.warning("checkpoint_file_replaced", source=self.path, offset=saved.offset)
         return False
+
+    def _resumed(self, path: str, saved: FilePosition) -> bool:
+        """Say where reading resumes: ``path`` opened at ``saved``, or at the start of the line
+        its offset falls inside (the file was changed while STEF was stopped)."""
+        offset = self._file.consumed if self._file is not None else saved.offset
+        if offset != saved.offset:
+            log.warning(
+                "checkpoint_not_at_line_end",
+                source=path,
+                offset=saved.offset,
+                line_start=offset,
+                hint="the file was changed while stopped: its line is read again from its start",
+            )
+        log.info("checkpoint_resumed", source=path, offset=offset, line=saved.line)
+        return True
 
     def _next_line(self) -> tuple[bytes | CutLine, _File] | None:
         """The next complete line and its file, or None when there is none yet (or ever)."""
@@ -606,8 +609,11 @@ class FileSource:
                 self._buffer.feed(rest)
                 return True
         if len(self._buffer):
-            # A last line without its newline: hand it out, the writer is gone.
+            # A last line without its newline: hand it out, the writer is gone. The newline is
+            # not the file's: a checkpoint past it pointed beyond the generation's end, which
+            # no generation is long enough for at a restart (taken for a replaced file).
             self._buffer.feed(b"\n")
+            file.consumed -= 1
             return True
         return False
 

@@ -222,12 +222,9 @@ class Service:
         collector = settle_collector(s.gc_gen0)
         try:
             self.source.start()
-            for sink in (self.results, self.dead_letters):
-                if isinstance(sink, JsonlSink):
-                    # A file output exists once its source is open, even if empty.
-                    sink.open(self._stop_waiting)
-            self.health.ready = True
-            self._log_start()
+            if self._open_outputs():
+                self.health.ready = True
+                self._log_start()
             self._loop()
             drained = self.drained = self._drain()
         finally:
@@ -242,6 +239,16 @@ class Service:
         if not drained and self.lifecycle.stop_at is None:
             return Exit.FAILURE  # the end of a file, with records that never finished
         return Exit.OK
+
+    def _open_outputs(self) -> bool:
+        """Open the file outputs: one exists once its source is open, even if empty. False when
+        a stop came while a FIFO waited for its reader: the run is then never ready and never
+        says it started (it did both for the moment before the loop saw the stop); the loop
+        logs the signal and stops before fetching."""
+        for sink in (self.results, self.dead_letters):
+            if isinstance(sink, JsonlSink):
+                sink.open(self._stop_waiting)
+        return not self._stop_waiting()
 
     def _stop_waiting(self) -> bool:
         """Whether a FIFO output's wait for its reader ends: a stop came (the loop then stops

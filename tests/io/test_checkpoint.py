@@ -3,6 +3,7 @@ rename and by copytruncate (while running and while stopped), refuse another sou
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -278,4 +279,69 @@ def test_a_file_changed_in_place_past_its_first_bytes_is_read_from_a_line_start(
         f.write(b'{"n": 100}\n{"n": 2}\n')
     s = _source(log, state)
     assert _ack(_poll(s)) == [b'{"n": 100}', b'{"n": 2}']
+    s.close()
+
+
+@pytest.mark.parametrize("rotated_to", ["app.log.1", "app.log.1.gz", "app.log.old"])
+def test_a_rotated_generation_changed_past_its_first_bytes_is_read_from_a_line_start(
+    tmp_path: Path, rotated_to: str
+) -> None:
+    """The same edit as above, made to the generation the log was rotated to while STEF was
+    stopped (in the numbered chain, compressed in it, or renamed outside it): only the live
+    file was read from a line start, so the line's tail was a not_json dead letter and its
+    head never judged."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    first = b'{"q": "' + "é".encode() * 2500 + b'"}'  # past the bytes that identify the file
+    _write(log, first, b'{"n": 1}')
+    s = _source(log, state)
+    assert len(_ack(_poll(s))) == 2
+    s.close()
+    plain = tmp_path / rotated_to.removesuffix(".gz")
+    os.rename(log, plain)
+    _write(log, b'{"n": 3}')
+    with plain.open("r+b") as f:
+        f.seek(len(first) + 1)
+        f.write(b'{"n": 100}\n{"n": 2}\n')
+    if rotated_to.endswith(".gz"):
+        with plain.open("rb") as src, gzip.open(tmp_path / rotated_to, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        plain.unlink()
+    s = _source(log, state)
+    got = _poll(s) + _poll(s)
+    assert [e.payload for e in got] == [b'{"n": 100}', b'{"n": 2}', b'{"n": 3}']
+    _ack(got)
+    s.close()
+    assert json.loads(state.read_text())["file"]["ino"] == os.stat(log).st_ino
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_generation_finished_on_a_line_without_its_newline_resumes_at_its_end(
+    tmp_path: Path, compressed: bool
+) -> None:
+    """The rotated-away file's last line had no newline and was judged whole; stopped before a
+    line of the next file was, the checkpoint pointed one byte past that generation's end (the
+    newline STEF supplied). At the restart no generation was that long: the checkpoint was
+    taken as a file replaced, and after two rotations meanwhile the one between was skipped
+    (its lines never judged)."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    log.write_bytes(b"a1\na2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1"]
+    os.rename(log, tmp_path / "app.log.1")
+    log.write_bytes(b"")
+    assert _ack(_poll(s)) == [b"a2"]
+    s.close()
+    assert json.loads(state.read_text())["offset"] == 5
+    _write(log, b"b1")  # then two rotations while stopped
+    os.rename(tmp_path / "app.log.1", tmp_path / "app.log.2")
+    os.rename(log, tmp_path / "app.log.1")
+    _write(log, b"c1")
+    if compressed:
+        with (tmp_path / "app.log.2").open("rb") as src, gzip.open(f"{src.name}.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        (tmp_path / "app.log.2").unlink()
+    for gen in tmp_path.glob("app.log*"):  # rotated before this start, not while it ran
+        os.utime(gen, (os.stat(gen).st_atime, os.stat(gen).st_mtime - 3600))
+    s = _source(log, state)
+    assert _ack(_poll(s) + _poll(s) + _poll(s)) == [b"b1", b"c1"]
     s.close()
