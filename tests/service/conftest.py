@@ -288,10 +288,13 @@ def follow_log(
     results: Path,
     dead: Path,
     *args: str,
+    ready: bool = True,
     **config: Any,
 ) -> ServiceProcess:
     """A ready ``stef run`` following ``log``, its results and dead letters in those files, with
-    ``args`` after those flags and ``config`` (if any) as its config file."""
+    ``args`` after those flags and ``config`` (if any) as its config file. With ``ready=False``
+    it is returned as soon as it starts, not waited for: a run that may stop before it is ready
+    (a full disk) would fail the wait."""
     proc = service_factory(
         "--source",
         f"file:{log}",
@@ -303,7 +306,8 @@ def follow_log(
         *args,
         config=config or None,
     )
-    proc.wait_ready()
+    if ready:
+        proc.wait_ready()
     return proc
 
 
