@@ -311,6 +311,29 @@ def follow_log(
     return proc
 
 
+def follow_rules(
+    service_factory: Callable[..., ServiceProcess],
+    tmp_path: Path,
+    rules: Path,
+    check_interval_s: float,
+) -> tuple[ServiceProcess, Path, Path]:
+    """A ready ``stef run`` (:func:`follow_log`) with the rules directory ``rules``, checked
+    every ``check_interval_s``, following an empty ``agent.jsonl`` in ``tmp_path``, its results
+    in ``results.jsonl`` there: the process, the log and the results file."""
+    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
+    log.touch()
+    proc = follow_log(
+        service_factory,
+        log,
+        results,
+        tmp_path / "dead.jsonl",
+        "--rules",
+        str(rules),
+        rules_check_interval_s=check_interval_s,
+    )
+    return proc, log, results
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The complete lines of ``path``: a line without its newline is still being written.
 

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ServiceProcess, follow_log, read_jsonl, valid_record
+from tests.service.conftest import (
+    ServiceProcess,
+    follow_log,
+    follow_rules,
+    read_jsonl,
+    valid_record,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -33,17 +39,7 @@ def test_unreadable_edits_keep_the_service_and_the_app_rules(
     (rules / "default.yaml").write_text("limit_min: 100\n")
     (rules / "sales.yaml").write_text("dialect: snowflake\nsampling_rate: 1.0\n")
     (rules / "support.yaml").write_text("dialect: postgres\nsampling_rate: 1.0\n")
-    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
-    log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        "--rules",
-        str(rules),
-        rules_check_interval_s=0.2,
-    )
+    proc, log, results = follow_rules(service_factory, tmp_path, rules, 0.2)
 
     def outcomes(first: int, last: int) -> dict[str, str]:
         by_id = {r["id"]: r for r in read_jsonl(results)}
@@ -94,17 +90,7 @@ def test_sighup_checks_the_rules_at_once_and_the_service_goes_on(
     rules.mkdir()
     sales = rules / "sales.yaml"
     sales.write_text("dialect: snowflake\nsampling_rate: 1.0\n")
-    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
-    log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        "--rules",
-        str(rules),
-        rules_check_interval_s=3600,
-    )
+    proc, log, results = follow_rules(service_factory, tmp_path, rules, 3600)
 
     def outcome(i: int) -> str | None:
         by_id = {r["id"]: r["outcome"] for r in read_jsonl(results)}
