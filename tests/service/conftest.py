@@ -311,26 +311,18 @@ def follow_log(
     return proc
 
 
-def follow_rules(
+def follow_empty_log(
     service_factory: Callable[..., ServiceProcess],
     tmp_path: Path,
-    rules: Path,
-    check_interval_s: float,
+    *args: str,
+    **config: Any,
 ) -> tuple[ServiceProcess, Path, Path]:
-    """A ready ``stef run`` (:func:`follow_log`) with the rules directory ``rules``, checked
-    every ``check_interval_s``, following an empty ``agent.jsonl`` in ``tmp_path``, its results
-    in ``results.jsonl`` there: the process, the log and the results file."""
+    """A ready ``stef run`` (:func:`follow_log`, with ``args`` and ``config``) following an empty
+    ``agent.jsonl`` in ``tmp_path``, its results in ``results.jsonl`` and its dead letters in
+    ``dead.jsonl`` there: the process, the log and the results file."""
     log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
     log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        "--rules",
-        str(rules),
-        rules_check_interval_s=check_interval_s,
-    )
+    proc = follow_log(service_factory, log, results, tmp_path / "dead.jsonl", *args, **config)
     return proc, log, results
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.service.conftest import (
     ServiceProcess,
+    follow_empty_log,
     follow_log,
-    follow_rules,
     read_jsonl,
     valid_record,
 )
@@ -67,7 +67,9 @@ def test_rules_edit_takes_effect_and_a_broken_edit_is_rejected(
     rules.mkdir()
     default = rules / "default.yaml"
     default.write_text("sampling_rate: 1.0\n", encoding="utf-8")
-    proc, log, results = follow_rules(service_factory, tmp_path, rules, 0.2)
+    proc, log, results = follow_empty_log(
+        service_factory, tmp_path, "--rules", str(rules), rules_check_interval_s=0.2
+    )
 
     def by_id() -> dict[str, dict[str, object]]:
         return {str(r["id"]): r for r in read_jsonl(results)}
