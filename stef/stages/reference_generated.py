@@ -19,7 +19,7 @@ them (:func:`stef.sql.suite.run_suite`) and decides:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stef.errors import CpuBudgetSpent
 from stef.models import (
@@ -98,7 +98,7 @@ def run_generated(
     verdict stands: ``not_run``, :data:`BUDGET_SPENT`; likewise when they run STEF out of
     memory (:data:`OUT_OF_MEMORY`), which says nothing about the queries."""
     try:
-        return _decided(ref, spec, sql, gold_sql, dialect, ordered, generated, deadline)
+        return _decided(ref, spec, _Run(sql, gold_sql, dialect, ordered, generated, deadline))
     except CpuBudgetSpent:
         return _structure(ref, "not_run", BUDGET_SPENT)
     except MemoryError:
@@ -108,19 +108,38 @@ def run_generated(
         return _structure(ref, "not_run", OUT_OF_MEMORY)
 
 
-def _decided(
-    ref: Reference,
-    spec: SqlSpec,
-    sql: str,
-    gold_sql: str,
-    dialect: str | None,
-    ordered: bool,
-    generated: Generated,
-    deadline: CpuDeadline,
-) -> Reference:
-    deadline.check()
-    gold_spec = sqlspec(gold_sql, dialect)
-    deadline.check()
+@dataclass(frozen=True)
+class _Run:
+    """What one record's run on generated databases is given, from :func:`run_generated` to
+    the helpers that decide: the two queries, the dialect they are read in, whether the order
+    of rows counts, the databases' settings and what is left of the record's CPU budget."""
+
+    sql: str
+    gold_sql: str
+    dialect: str | None
+    ordered: bool
+    generated: Generated
+    deadline: CpuDeadline
+
+    def suite(self, sql: str, timeout_s: float) -> SuiteOutcome:
+        """``sql`` against the reference on the record's generated databases, within
+        ``timeout_s`` for all of them (:func:`stef.sql.suite.run_suite`)."""
+        return run_suite(
+            sql,
+            self.gold_sql,
+            self.dialect,
+            ordered=self.ordered,
+            n=self.generated.databases,
+            timeout_s=timeout_s,
+            max_rows=self.generated.max_rows,
+            deadline=self.deadline,
+        )
+
+
+def _decided(ref: Reference, spec: SqlSpec, run: _Run) -> Reference:
+    run.deadline.check()
+    gold_spec = sqlspec(run.gold_sql, run.dialect)
+    run.deadline.check()
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not (
             checked.parsed
@@ -131,29 +150,20 @@ def _decided(
             return _structure(ref, "not_run", f"the {who} SQL is not one SELECT")
     # With no dialect named, the one a query was read in (guessed: backticks are MySQL's and
     # SQLite's) reads both: the generic dialect rejects what the guess read.
-    dialect = dialect or spec.dialect or gold_spec.dialect
-    found = run_suite(
-        sql,
-        gold_sql,
-        dialect,
-        ordered=ordered,
-        n=generated.databases,
-        timeout_s=generated.timeout_s,
-        max_rows=generated.max_rows,
-        deadline=deadline,
-    )
+    run = replace(run, dialect=run.dialect or spec.dialect or gold_spec.dialect)
+    found = run.suite(run.sql, run.generated.timeout_s)
     execution = _execution(found)
     if found.status in ("not_run", "undecided"):
         reason = f"execution_{found.status}: {found.detail}"
         return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
-    unexercised = _unexercised(ref, found, sql, gold_sql, dialect, ordered, generated, deadline)
+    unexercised = _unexercised(ref, found, run)
     if unexercised:
         reason = "execution_unexercised: the generated databases cannot tell the reference from "
         reason += f"itself with its {' and '.join(sorted(unexercised))} changed"
         return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
     verdict = _VERDICT[found.status]
     p_correct = _p_correct(found, ref.verdict)
-    if found.status == "different" and _grouped_by_key(ref, sql, gold_sql, dialect, deadline):
+    if found.status == "different" and _grouped_by_key(ref, run):
         # Rows that differ only where two entities share a name: grouping by an entity's key
         # or by its name, usually the same answer.
         verdict, p_correct = Verdict.LIKELY_CORRECT, P_EXECUTION["keyed_groups"]
@@ -168,27 +178,17 @@ def _decided(
     )
 
 
-def _grouped_by_key(
-    ref: Reference, sql: str, gold_sql: str, dialect: str | None, deadline: CpuDeadline
-) -> bool:
+def _grouped_by_key(ref: Reference, run: _Run) -> bool:
     """Whether the structure differs only in the GROUP BY, by an entity's key
     (:func:`stef.sql.compare.keyed_grouping`)."""
     if not ref.differences or any(d.component != "group_by" for d in ref.differences):
         return False
-    gen, gold = parts_of(sql, dialect, deadline), parts_of(gold_sql, dialect, deadline)
+    gen = parts_of(run.sql, run.dialect, run.deadline)
+    gold = parts_of(run.gold_sql, run.dialect, run.deadline)
     return gen is not None and gold is not None and keyed_grouping(gen, gold)
 
 
-def _unexercised(
-    ref: Reference,
-    found: SuiteOutcome,
-    sql: str,
-    gold_sql: str,
-    dialect: str | None,
-    ordered: bool,
-    generated: Generated,
-    deadline: CpuDeadline,
-) -> frozenset[str]:
+def _unexercised(ref: Reference, found: SuiteOutcome, run: _Run) -> frozenset[str]:
     """Where agreeing rows cannot overrule a structural ``Incorrect``: the LIMIT or ORDER BY
     differences (anywhere, a subquery's too) that databases generated the same way cannot
     tell apart (a LIMIT inside a scalar subquery, an order among rows a key makes unique):
@@ -196,28 +196,19 @@ def _unexercised(
     When ``deadline`` passes first, as when no time is left, the rows prove nothing."""
     if found.status != "same" or ref.verdict is not Verdict.INCORRECT:
         return frozenset()
-    differing = touched(sql, gold_sql, dialect) & UNEXERCISED
+    differing = touched(run.sql, run.gold_sql, run.dialect) & UNEXERCISED
     if not differing:
         return frozenset()
-    if deadline.passed():
+    if run.deadline.passed():
         return differing
-    changed = perturbed(gold_sql, dialect, differing)
+    changed = perturbed(run.gold_sql, run.dialect, differing)
     # The check has what the record's databases left of their time (all of them within
     # timeout_s): with its own, one record's two suites took twice that.
-    left = generated.timeout_s - found.elapsed_ms / 1000
-    if changed is None or left <= 0 or deadline.passed():
+    left = run.generated.timeout_s - found.elapsed_ms / 1000
+    if changed is None or left <= 0 or run.deadline.passed():
         return differing
     try:
-        check = run_suite(
-            changed,
-            gold_sql,
-            dialect,
-            ordered=ordered,
-            n=generated.databases,
-            timeout_s=left,
-            max_rows=generated.max_rows,
-            deadline=deadline,
-        )
+        check = run.suite(changed, left)
     except CpuBudgetSpent:
         return differing
     return frozenset() if check.status == "different" else differing

@@ -13,6 +13,13 @@ def _lines(source: FileSource, n: int = 100, timeout_s: float = 0.5) -> list[tup
     return [(e.position["line"], e.payload) for e in source.poll(n, timeout_s)]
 
 
+def _followed(path: Path) -> FileSource:
+    """A started source following ``path``, polling every 10 ms."""
+    source = FileSource(str(path), follow=True, poll_interval_s=0.01)
+    source.start()
+    return source
+
+
 def test_reads_to_the_end_and_is_exhausted(tmp_path: Path) -> None:
     p = tmp_path / "log.jsonl"
     p.write_bytes(b'{"a": 1}\n\n{"a": 2}\r\n{"a": 3}')  # blank line skipped, last line unterminated
@@ -27,8 +34,7 @@ def test_reads_to_the_end_and_is_exhausted(tmp_path: Path) -> None:
 def test_follow_waits_for_the_newline(tmp_path: Path) -> None:
     p = tmp_path / "log.jsonl"
     p.write_bytes(b'{"a": 1}\n{"a": ')
-    s = FileSource(str(p), follow=True, poll_interval_s=0.01)
-    s.start()
+    s = _followed(p)
     assert _lines(s, timeout_s=0.05) == [(1, b'{"a": 1}')]
     assert _lines(s, timeout_s=0.05) == []  # half a line is not a record yet
     assert not s.exhausted
@@ -41,8 +47,7 @@ def test_follow_waits_for_the_newline(tmp_path: Path) -> None:
 def test_follow_survives_rename_rotation(tmp_path: Path) -> None:
     p = tmp_path / "log.jsonl"
     p.write_bytes(b'{"n": 1}\n')
-    s = FileSource(str(p), follow=True, poll_interval_s=0.01)
-    s.start()
+    s = _followed(p)
     assert _lines(s) == [(1, b'{"n": 1}')]
     with p.open("ab") as f:
         f.write(b'{"n": 2}\n')  # written just before the rotation, not yet read
@@ -56,8 +61,7 @@ def test_follow_survives_rename_rotation(tmp_path: Path) -> None:
 def test_follow_restarts_after_truncation(tmp_path: Path) -> None:
     p = tmp_path / "log.jsonl"
     p.write_bytes(b'{"n": 1}\n{"n": 2}\n')
-    s = FileSource(str(p), follow=True, poll_interval_s=0.01)
-    s.start()
+    s = _followed(p)
     assert len(_lines(s)) == 2
     p.write_bytes(b'{"n": 9}\n')  # copytruncate: same inode, smaller
     assert _lines(s) == [(1, b'{"n": 9}')]
@@ -66,8 +70,7 @@ def test_follow_restarts_after_truncation(tmp_path: Path) -> None:
 
 def test_follow_picks_up_a_file_created_later(tmp_path: Path) -> None:
     p = tmp_path / "later.jsonl"
-    s = FileSource(str(p), follow=True, poll_interval_s=0.01)
-    s.start()
+    s = _followed(p)
     assert _lines(s, timeout_s=0.05) == []
     p.write_bytes(b'{"n": 1}\n')
     assert _lines(s) == [(1, b'{"n": 1}')]

@@ -13,18 +13,9 @@ from pathlib import Path
 from stef.io import Envelope
 from stef.io.jsonl import FileSource
 from stef.io.rotation import process_started
+from tests.io.conftest import append_lines, generation
 
 _IMPORTED = time.time()
-
-
-def _lines(tag: str, n: int) -> list[bytes]:
-    return [f'{{"gen": "{tag}", "n": {i}}}'.encode() for i in range(1, n + 1)]
-
-
-def _write(path: Path, lines: list[bytes]) -> None:
-    with path.open("ab") as f:
-        for line in lines:
-            f.write(line + b"\n")
 
 
 def _rename_rotation(log: Path) -> None:
@@ -60,9 +51,9 @@ def _drain(s: FileSource, expect: int) -> list[bytes]:
 
 def _burst(log: Path, *, first: str = "rename") -> list[list[bytes]]:
     """The burst of issue 32: 150 lines, a rotation, three times, then 150 lines."""
-    gens = [_lines(tag, 150) for tag in "abcd"]
+    gens = [generation(tag, 150) for tag in "abcd"]
     for i, lines in enumerate(gens):
-        _write(log, lines)
+        append_lines(log, lines)
         if i == 0 and first == "copytruncate":
             _copytruncate(log)
         elif i < 3:
@@ -101,13 +92,13 @@ def test_a_log_that_appears_and_rotates_between_two_polls_loses_nothing(tmp_path
 
 def test_generations_rotated_before_following_began_stay_history(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
-    old = _lines("old", 5)
-    _write(log, old)
+    old = generation("old", 5)
+    append_lines(log, old)
     _rename_rotation(log)
     past = time.time() - 3600  # well before the start, beyond MTIME_SLACK_S
     os.utime(log.with_name("app.log.1"), (past, past))
-    new = _lines("new", 5)
-    _write(log, new)
+    new = generation("new", 5)
+    append_lines(log, new)
     with closing(FileSource(str(log), follow=True, poll_interval_s=0.01)) as s:
         s.start()
         assert _drain(s, len(new)) == new
@@ -124,12 +115,12 @@ def test_a_generation_stamped_a_tick_before_the_start_is_read(tmp_path: Path) ->
     # just before the write: such a generation is still written since the start.
     log = tmp_path / "app.log"
     since = time.time()
-    a = _lines("a", 3)
-    _write(log, a)
+    a = generation("a", 3)
+    append_lines(log, a)
     _rename_rotation(log)
     os.utime(log.with_name("app.log.1"), (since - 0.004, since - 0.004))
-    b = _lines("b", 3)
-    _write(log, b)
+    b = generation("b", 3)
+    append_lines(log, b)
     with closing(FileSource(str(log), follow=True, poll_interval_s=0.01, since=since)) as s:
         s.start()
         assert _drain(s, 6) == a + b

@@ -12,16 +12,7 @@ from pathlib import Path
 from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
-
-
-def _lines(tag: str, n: int) -> list[bytes]:
-    return [f'{{"gen": "{tag}", "n": {i}}}'.encode() for i in range(1, n + 1)]
-
-
-def _write(path: Path, lines: list[bytes]) -> None:
-    with path.open("ab") as f:
-        for line in lines:
-            f.write(line + b"\n")
+from tests.io.conftest import append_lines, generation
 
 
 def _rotate(log: Path, keep: int = 5, *, delaycompress: bool = True) -> None:
@@ -74,34 +65,35 @@ def _drain(s: FileSource, *, ack: bool = True) -> list[bytes]:
 
 def test_rename_rotation_several_generations_while_lagging(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
-    a, b, c, d = _lines("a", 150), _lines("b", 150), _lines("c", 150), _lines("d", 20)
-    _write(log, a)
+    a, b, c = generation("a", 150), generation("b", 150), generation("c", 150)
+    d = generation("d", 20)
+    append_lines(log, a)
     s = _source(log)
     assert [e.payload for e in s.poll(10, 0.5)] == a[:10]  # the source lags behind
     _rotate(log)
-    _write(log, b)
+    append_lines(log, b)
     _rotate(log)  # a is now app.log.2.gz (delaycompress), b app.log.1
-    _write(log, c)
+    append_lines(log, c)
     _rotate(log)
-    _write(log, d)
+    append_lines(log, d)
     assert _drain(s) == a[10:] + b + c + d
     s.close()
 
 
 def test_rename_rotation_several_generations_while_stopped(tmp_path: Path) -> None:
     log, state = tmp_path / "app.log", tmp_path / "state"
-    a, b, c, d = _lines("a", 30), _lines("b", 30), _lines("c", 30), _lines("d", 5)
-    _write(log, a[:20])
+    a, b, c, d = generation("a", 30), generation("b", 30), generation("c", 30), generation("d", 5)
+    append_lines(log, a[:20])
     s = _source(log, state)
     assert _drain(s) == a[:20]
     s.close()
-    _write(log, a[20:])  # written while the sidecar was down, before the first rotation
+    append_lines(log, a[20:])  # written while the sidecar was down, before the first rotation
     _rotate(log)
-    _write(log, b)
+    append_lines(log, b)
     _rotate(log)
-    _write(log, c)
+    append_lines(log, c)
     _rotate(log)  # a is app.log.3.gz, b app.log.2.gz, c app.log.1
-    _write(log, d)
+    append_lines(log, d)
     s = _source(log, state)
     got = s.poll(1000, 0.5)
     assert got[0].position["line"] == 21  # a's numbering goes on where it stopped
@@ -109,7 +101,7 @@ def test_rename_rotation_several_generations_while_stopped(tmp_path: Path) -> No
         e.on_done()
     assert [e.payload for e in got] + _drain(s) == a[20:] + b + c + d
     s.close()
-    _write(log, [b'{"after": 1}'])
+    append_lines(log, [b'{"after": 1}'])
     s = _source(log, state)
     assert _drain(s) == [b'{"after": 1}']  # the checkpoint moved to the live file
     s.close()
@@ -117,30 +109,30 @@ def test_rename_rotation_several_generations_while_stopped(tmp_path: Path) -> No
 
 def test_copytruncate_several_generations_while_lagging(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
-    a, b, c = _lines("a", 150), _lines("b", 150), _lines("c", 400)
-    _write(log, a)
+    a, b, c = generation("a", 150), generation("b", 150), generation("c", 400)
+    append_lines(log, a)
     s = _source(log)
     assert [e.payload for e in s.poll(10, 0.5)] == a[:10]
     _copytruncate(log)
-    _write(log, b)
+    append_lines(log, b)
     _copytruncate(log)  # a is app.log.2, b app.log.1
-    _write(log, c)  # longer than a: the live file is past the offset read in a
+    append_lines(log, c)  # longer than a: the live file is past the offset read in a
     assert _drain(s) == a[10:] + b + c
     s.close()
 
 
 def test_copytruncate_several_generations_while_stopped(tmp_path: Path) -> None:
     log, state = tmp_path / "app.log", tmp_path / "state"
-    a, b, c = _lines("a", 30), _lines("b", 30), _lines("c", 60)
-    _write(log, a[:20])
+    a, b, c = generation("a", 30), generation("b", 30), generation("c", 60)
+    append_lines(log, a[:20])
     s = _source(log, state)
     assert _drain(s) == a[:20]
     s.close()
-    _write(log, a[20:])
+    append_lines(log, a[20:])
     _copytruncate(log)
-    _write(log, b)
+    append_lines(log, b)
     _copytruncate(log)
-    _write(log, c)
+    append_lines(log, c)
     s = _source(log, state)
     assert _drain(s) == a[20:] + b + c
     s.close()
@@ -152,13 +144,13 @@ def test_a_truncated_file_that_regrew_past_the_offset_is_read_from_its_start(
     """Truncation is told by the file's first bytes, not its size: it may be longer again
     before the next poll."""
     log = tmp_path / "app.log"
-    a, c = _lines("a", 5), _lines("c", 50)
-    _write(log, a)
+    a, c = generation("a", 5), generation("c", 50)
+    append_lines(log, a)
     s = _source(log)
     assert _drain(s) == a
     with log.open("r+b") as f:
         f.truncate(0)
-    _write(log, c)  # 50 lines: far past the 5 lines' offset
+    append_lines(log, c)  # 50 lines: far past the 5 lines' offset
     got = s.poll(1000, 0.5)
     assert [(e.position["line"], e.payload) for e in got] == list(enumerate(c, start=1))
     s.close()
@@ -168,29 +160,29 @@ def test_copytruncate_regrown_past_the_offset_reads_the_unread_rest_from_the_cop
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "app.log"
-    a, c = _lines("a", 10), _lines("c", 50)
-    _write(log, a[:5])
+    a, c = generation("a", 10), generation("c", 50)
+    append_lines(log, a[:5])
     s = _source(log)
     assert _drain(s) == a[:5]
-    _write(log, a[5:])  # not read yet when the rotator copies and truncates
+    append_lines(log, a[5:])  # not read yet when the rotator copies and truncates
     _copytruncate(log)
-    _write(log, c)
+    append_lines(log, c)
     assert _drain(s) == a[5:] + c
     s.close()
 
 
 def test_restarts_inside_a_compressed_generation_resume_there(tmp_path: Path) -> None:
     log, state = tmp_path / "app.log", tmp_path / "state"
-    a, b, c = _lines("a", 30), _lines("b", 10), _lines("c", 10)
-    _write(log, a)
+    a, b, c = generation("a", 30), generation("b", 10), generation("c", 10)
+    append_lines(log, a)
     s = _source(log, state)
     first = s.poll(5, 0.5)
     assert _drain_acked(first) == a[:5]
     s.close()
     _rotate(log)
-    _write(log, b)
+    append_lines(log, b)
     _rotate(log)  # a is app.log.2.gz
-    _write(log, c)
+    append_lines(log, c)
     s = _source(log, state)
     assert _drain_acked(s.poll(5, 0.5)) == a[5:10]  # read out of the .gz
     s.close()

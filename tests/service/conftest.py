@@ -288,10 +288,13 @@ def follow_log(
     results: Path,
     dead: Path,
     *args: str,
+    ready: bool = True,
     **config: Any,
 ) -> ServiceProcess:
     """A ready ``stef run`` following ``log``, its results and dead letters in those files, with
-    ``args`` after those flags and ``config`` (if any) as its config file."""
+    ``args`` after those flags and ``config`` (if any) as its config file. With ``ready=False``
+    it is returned as soon as it starts, not waited for: a run that may stop before it is ready
+    (a full disk) would fail the wait."""
     proc = service_factory(
         "--source",
         f"file:{log}",
@@ -303,8 +306,24 @@ def follow_log(
         *args,
         config=config or None,
     )
-    proc.wait_ready()
+    if ready:
+        proc.wait_ready()
     return proc
+
+
+def follow_empty_log(
+    service_factory: Callable[..., ServiceProcess],
+    tmp_path: Path,
+    *args: str,
+    **config: Any,
+) -> tuple[ServiceProcess, Path, Path]:
+    """A ready ``stef run`` (:func:`follow_log`, with ``args`` and ``config``) following an empty
+    ``agent.jsonl`` in ``tmp_path``, its results in ``results.jsonl`` and its dead letters in
+    ``dead.jsonl`` there: the process, the log and the results file."""
+    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
+    log.touch()
+    proc = follow_log(service_factory, log, results, tmp_path / "dead.jsonl", *args, **config)
+    return proc, log, results
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

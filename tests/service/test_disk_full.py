@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.disks import small_tmpfs
-from tests.service.conftest import ServiceProcess, valid_record
+from tests.service.conftest import ServiceProcess, follow_log, valid_record
 
 pytestmark = pytest.mark.integration
 
@@ -50,16 +50,14 @@ def test_each_restart_after_a_full_disk_progresses_and_every_line_is_whole(
 
     saved_line, size_kib = 0, 48
     for _ in range(12):
-        proc = service_factory(
-            "--source",
-            f"file:{log}",
-            "--follow",
-            "--results",
-            f"file:{results}",
-            "--dead-letters",
-            f"file:{tmp_path / 'dead.jsonl'}",
+        proc = follow_log(
+            service_factory,
+            log,
+            results,
+            tmp_path / "dead.jsonl",
+            ready=False,
             # No periodic save within a run: only the one at the stop can record progress.
-            config={"commit_interval_s": 600},
+            commit_interval_s=600,
         )
         _wait_end_or_all(proc, lambda: results.exists() and ids() >= want)
         if proc.alive():

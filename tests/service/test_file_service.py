@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ServiceProcess, follow_log, read_jsonl, valid_record
+from tests.service.conftest import (
+    ServiceProcess,
+    follow_empty_log,
+    follow_log,
+    read_jsonl,
+    valid_record,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -61,16 +67,8 @@ def test_rules_edit_takes_effect_and_a_broken_edit_is_rejected(
     rules.mkdir()
     default = rules / "default.yaml"
     default.write_text("sampling_rate: 1.0\n", encoding="utf-8")
-    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
-    log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        "--rules",
-        str(rules),
-        rules_check_interval_s=0.2,
+    proc, log, results = follow_empty_log(
+        service_factory, tmp_path, "--rules", str(rules), rules_check_interval_s=0.2
     )
 
     def by_id() -> dict[str, dict[str, object]]:

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import ServiceProcess, follow_log, read_jsonl, valid_record
+from tests.service.conftest import (
+    ServiceProcess,
+    follow_empty_log,
+    read_jsonl,
+    valid_record,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -33,16 +38,8 @@ def test_unreadable_edits_keep_the_service_and_the_app_rules(
     (rules / "default.yaml").write_text("limit_min: 100\n")
     (rules / "sales.yaml").write_text("dialect: snowflake\nsampling_rate: 1.0\n")
     (rules / "support.yaml").write_text("dialect: postgres\nsampling_rate: 1.0\n")
-    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
-    log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        "--rules",
-        str(rules),
-        rules_check_interval_s=0.2,
+    proc, log, results = follow_empty_log(
+        service_factory, tmp_path, "--rules", str(rules), rules_check_interval_s=0.2
     )
 
     def outcomes(first: int, last: int) -> dict[str, str]:
@@ -94,16 +91,8 @@ def test_sighup_checks_the_rules_at_once_and_the_service_goes_on(
     rules.mkdir()
     sales = rules / "sales.yaml"
     sales.write_text("dialect: snowflake\nsampling_rate: 1.0\n")
-    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
-    log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        "--rules",
-        str(rules),
-        rules_check_interval_s=3600,
+    proc, log, results = follow_empty_log(
+        service_factory, tmp_path, "--rules", str(rules), rules_check_interval_s=3600
     )
 
     def outcome(i: int) -> str | None:
@@ -138,14 +127,8 @@ def test_sigusr1_reopens_the_output_files_after_logrotate_renamed_them(
     """SIGUSR1 ended ``stef run`` (status 138, the default action): a logrotate ``postrotate``
     sending it, as for other daemons, restarted the replica. Now the results go on in a new
     file at the path, as after a ``create`` rotation they should."""
-    log, results = tmp_path / "agent.jsonl", tmp_path / "results.jsonl"
-    log.touch()
-    proc = follow_log(
-        service_factory,
-        log,
-        results,
-        tmp_path / "dead.jsonl",
-        file_checkpoint=str(tmp_path / "checkpoint"),
+    proc, log, results = follow_empty_log(
+        service_factory, tmp_path, file_checkpoint=str(tmp_path / "checkpoint")
     )
     _append(log, valid_record(0))
     proc.wait_for(lambda: len(read_jsonl(results)) == 1, timeout_s=30, what="the first result")

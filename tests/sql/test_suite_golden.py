@@ -70,13 +70,16 @@ def test_a_counterexample_holds_both_outputs_and_the_tables() -> None:
     assert all(len(row) == 1 for row in example.tables["singer"])
 
 
+# Counts rows without end: only a limit stops it.
+_RUNAWAY = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+    "SELECT COUNT(*) FROM n, t WHERE t.a = 1"
+)
+
+
 def test_a_runaway_query_is_stopped_by_the_time_limit() -> None:
-    slow = (
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
-        "SELECT COUNT(*) FROM n, t WHERE t.a = 1"
-    )
     found = run_suite(
-        slow,
+        _RUNAWAY,
         "SELECT COUNT(*) FROM t WHERE a = 1",
         None,
         ordered=False,
@@ -88,45 +91,39 @@ def test_a_runaway_query_is_stopped_by_the_time_limit() -> None:
     assert "timed out" in found.detail
 
 
-def test_a_runaway_query_is_stopped_by_the_records_cpu_deadline() -> None:
-    # The wall clock gives it a minute; the record's CPU deadline stops SQLite's steps first.
-    slow = (
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
-        "SELECT COUNT(*) FROM n, t WHERE t.a = 1"
-    )
+_COLUMNS = ", ".join(f"x * 1.5 + {i}" for i in range(20))
+_MANY_ROWS = (
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 4000) "
+    f"SELECT {_COLUMNS} FROM r, (SELECT 1 FROM t LIMIT 1)"
+)
+
+
+@pytest.mark.parametrize(
+    ("generated", "reference", "n", "max_rows", "budget_s"),
+    [
+        # The wall clock gives it a minute; the record's CPU deadline stops SQLite's steps first.
+        pytest.param(
+            _RUNAWAY, "SELECT COUNT(*) FROM t WHERE a = 1", 2, 10, 0.2, id="a-runaway-query"
+        ),
+        # 4,000 rows of 20 columns keyed in Python on every database: 0.2 s a key, seconds a
+        # suite.
+        pytest.param(_MANY_ROWS, _MANY_ROWS, 8, 10_000, 0.3, id="many-rows-compared"),
+    ],
+)
+def test_the_records_cpu_deadline_stops_the_suite(
+    generated: str, reference: str, n: int, max_rows: int, budget_s: float
+) -> None:
     started = time.thread_time()
     with pytest.raises(CpuBudgetSpent):
         run_suite(
-            slow,
-            "SELECT COUNT(*) FROM t WHERE a = 1",
+            generated,
+            reference,
             None,
             ordered=False,
-            n=2,
+            n=n,
             timeout_s=60.0,
-            max_rows=10,
-            deadline=CpuDeadline.after(0.2),
-        )
-    assert time.thread_time() - started < 1.0
-
-
-def test_many_rows_are_compared_within_the_records_cpu_deadline() -> None:
-    # 4,000 rows of 20 columns keyed in Python on every database: 0.2 s a key, seconds a suite.
-    columns = ", ".join(f"x * 1.5 + {i}" for i in range(20))
-    rows = (
-        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 4000) "
-        f"SELECT {columns} FROM r, (SELECT 1 FROM t LIMIT 1)"
-    )
-    started = time.thread_time()
-    with pytest.raises(CpuBudgetSpent):
-        run_suite(
-            rows,
-            rows,
-            None,
-            ordered=False,
-            n=8,
-            timeout_s=60.0,
-            max_rows=10_000,
-            deadline=CpuDeadline.after(0.3),
+            max_rows=max_rows,
+            deadline=CpuDeadline.after(budget_s),
         )
     assert time.thread_time() - started < 1.0
 

@@ -126,14 +126,7 @@ class _Message(_Lenient):
         content = value.get("content")
         if not isinstance(content, list):
             return value
-        said = [
-            part["refusal"]
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type") == "refusal"
-            and isinstance(part.get("refusal"), str)
-            and part["refusal"]
-        ]
+        said = [text for text in _parts(content, "refusal") if text]
         return {**value, "refusal": " ".join(said)} if said else value
 
     @field_validator("content", mode="before")
@@ -145,14 +138,18 @@ class _Message(_Lenient):
         until the budget ran out."""
         if not isinstance(value, list):
             return value
-        texts = [
-            part["text"]
-            for part in value
-            if isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        ]
+        texts = _parts(value, "text")
         return "".join(texts) if texts else None
+
+
+def _parts(content: list[object], kind: str) -> list[str]:
+    """The strings of ``content``'s parts of type ``kind`` (``{"type": kind, kind: ...}``), in
+    order; a part of another type, or whose ``kind`` is not a string, is left out."""
+    return [
+        part[kind]
+        for part in content
+        if isinstance(part, dict) and part.get("type") == kind and isinstance(part.get(kind), str)
+    ]
 
 
 class _Choice(_Lenient):
