@@ -136,9 +136,17 @@ class AppRules(BaseModel):
         # __getattr__ (2 µs against 0.1 µs, on every predicate of every record).
         return _benign_keys(tuple(self.benign_filters), self.dialect)
 
+    @cached_property
+    def justification(self) -> str:
+        """The benign filters and the notes as one case-folded text: what may justify a value
+        the enriched question adds. Built once: joined for each record with an enriched
+        question, 40,000 filters and 2,000 notes cost 3 ms a record."""
+        return " ".join([*self.benign_filters, *self.notes]).casefold()
+
     def model_post_init(self, context: Any, /) -> None:
         # Parsed here, at load, so matching a record's predicate is a set lookup.
         _ = self._own_benign_keys
+        _ = self.justification
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy, its benign keys re-parsed when ``update`` changes what they derive from."""
@@ -146,6 +154,9 @@ class AppRules(BaseModel):
         if update is not None and {"benign_filters", "dialect"} & update.keys():
             copy.__dict__.pop("_own_benign_keys", None)  # copied from self: from the old values
             _ = copy._own_benign_keys
+        if update is not None and {"benign_filters", "notes"} & update.keys():
+            copy.__dict__.pop("justification", None)
+            _ = copy.justification
         return copy
 
     def benign_keys(self, dialect: str | None) -> frozenset[PredicateKey]:

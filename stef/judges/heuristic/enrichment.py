@@ -24,7 +24,7 @@ def enrichment(question: str, enriched: str | None, rules: AppRules) -> Enrichme
     e_text = enriched.casefold()
     # Whole words: 12 is not kept by 120, nor 'EU' by 'Europe'.
     dropped = [text for v, text in q_vals.items() if v not in e_vals and not in_words(v, e_text)]
-    justified = " ".join([*rules.benign_filters, *rules.notes]).casefold()
+    justified = rules.justification
     q_text = question.casefold()
     added = [
         text

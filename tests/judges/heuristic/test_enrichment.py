@@ -84,6 +84,28 @@ def test_a_value_the_rules_justify_is_no_drift(rules: AppRules) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("benign_filters", ["status = 'active'"], id="benign-filter"),
+        pytest.param("notes", ["Only active accounts count."], id="note"),
+    ],
+)
+def test_rules_copied_with_new_filters_or_notes_justify_by_the_new_ones(
+    field: str, value: list[str]
+) -> None:
+    """The text that justifies an added value is built once per rules: a copy with other
+    filters or notes (as a merged rules fragment makes) reads its own, not its original's."""
+    enriched = "Sales in 2023 with status 'active'"
+    before = AppRules(benign_filters=["region = 'EMEA'"], notes=["Fiscal years start in April."])
+    after = before.model_copy(update={field: value})
+    assert enrichment("Sales in 2023", enriched, before).added == ["active"]
+    assert enrichment("Sales in 2023", enriched, after).status is EnrichmentStatus.FAITHFUL
+    assert enrichment("Sales in 2023", enriched, after.model_copy(update={field: []})).added == [
+        "active"
+    ]
+
+
 def test_names_are_not_compared() -> None:
     """Only literal values count: capitalized names are left to the judge's reading."""
     assert enrichment("Sales to Acme", "Sales to Globex", NO_RULES).status is (
