@@ -33,6 +33,8 @@ _VERDICT_BOUNDS = (
 )
 # The leading name of a rule's filter text ("is_spam = false" -> is_spam).
 _LEADING_NAME = re.compile(r"\s*([A-Za-z_][\w.]*)")
+# The names a query writes: every run of word characters (``t1.status`` -> t1, status).
+_NAME = re.compile(r"\w+")
 _WORD = re.compile(r"[^\W\d_][\w]*")
 
 
@@ -60,11 +62,14 @@ def relevant_rules(request: JudgeRequest) -> dict[str, Any]:
     the question. Empty ones are left out (every token of the prompt is paid on every record)."""
     rules, record = request.rules, request.record
     words = f"{record.question} {record.enriched_question or ''}".casefold()
-    sql = record.sql.casefold()
+    # The query's names as a set: a column is named whatever qualifies it. Searched for as a
+    # value, ``status`` was not in ``t1.status`` (after "1." it read as a number's decimals),
+    # and a filter on a column every BIRD-style query qualifies so never reached the prompt.
+    names = set(_NAME.findall(record.sql.casefold()))
 
     def in_sql(text: str) -> bool:
         m = _LEADING_NAME.match(text)
-        return m is not None and in_words(m.group(1).casefold().rsplit(".", 1)[-1], sql)
+        return m is not None and m.group(1).casefold().rsplit(".", 1)[-1] in names
 
     out: dict[str, Any] = {
         "column_mappings": {

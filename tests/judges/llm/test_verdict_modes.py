@@ -18,10 +18,11 @@ from stef.judges.llm.client import TokenLogprob
 from stef.judges.llm.config import LlmConfig
 from stef.judges.llm.judge import LlmJudge
 from stef.judges.llm.logprobs import verdict_probability, yes_probability
+from stef.judges.llm.probability import relevant_rules
 from stef.judges.llm.wire import read_logprobs
 from stef.models import Verdict
 from stef.pipeline import Pipeline, judge_request
-from stef.rules import load_rules
+from stef.rules import AppRules, load_rules
 from stef.stages.validate import validate
 from stef.testing.fake_server import Error, FakeLlmServer, Reply, estimate_tokens
 from tests.judges.llm.conftest import RECORD, request_for
@@ -102,6 +103,31 @@ def test_probability_prompt_shows_what_the_sql_has_for_a_mismatch(judge_factory:
         judge_factory(server, verdict="probability").judge(request_for(wrong_year))
         prompt = server.chat_requests()[-1].text("user")
     assert "'2023' mismatched: year = 2022" in prompt
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param("SELECT COUNT(*) FROM accounts WHERE status = 'open'", id="bare"),
+        pytest.param(
+            "SELECT COUNT(*) FROM accounts AS T1 WHERE T1.status = 'open'", id="alias-with-digit"
+        ),
+        pytest.param('SELECT COUNT(*) FROM accounts a WHERE a."Status" = 1', id="quoted"),
+    ],
+)
+def test_probability_prompt_keeps_the_rules_on_a_column_however_qualified(sql: str) -> None:
+    """A benign or ignored filter on a column the SQL names reaches the prompt, whether the
+    column is bare, quoted or qualified by an alias ending in a digit (``T1.status``, as BIRD
+    writes every column); a filter on a column the SQL does not name stays out."""
+    rules = AppRules(
+        benign_filters=["status <> 'deleted'", "region = 'EMEA'"],
+        ignore_filters=["STATUS", "tenant_id"],
+    )
+    request, _ = judge_request(validate({**RECORD, "sql": sql}), rules)
+    assert relevant_rules(request) == {
+        "benign_filters": ["status <> 'deleted'"],
+        "ignore_filters": ["STATUS"],
+    }
 
 
 def test_probability_reply_without_logprobs_is_a_judge_error() -> None:
