@@ -12,7 +12,7 @@ import re
 
 from stef.judges.heuristic.readings import negated_at
 from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
-from stef.question import Found, in_words, question_literals
+from stef.question import Found, as_word, question_literals
 from stef.rules import AppRules
 from stef.sql.canonical import SQL_STRING, norm_ident
 from stef.stages.normalize import question_cues
@@ -82,7 +82,8 @@ def is_quoted_name(f: Found, text: str, sql_names: str) -> bool:
     has. Double quotes are left alone: questions quote values with them, and SQLite reads
     ``"text"`` as a string when no column has that name.
     """
-    return f.kind == "value" and text[f.span[0]] == "`" and in_words(f.value, sql_names)
+    # Word bounds only: a name after ``T1.`` is no number's decimals (``in_words`` reads it so).
+    return f.kind == "value" and text[f.span[0]] == "`" and as_word(f.value, sql_names)
 
 
 def _filter_of(f: Found, question: str, rules: AppRules) -> QuestionFilter:

@@ -14,11 +14,13 @@ ENRICHED = f"{QUESTION} normal proteinuria level refers to `U-PRO` < 30"
 SQL = "SELECT COUNT(*) FROM laboratory WHERE `U-PRO` < 30"
 
 
-def _filters(options: HeuristicOptions | None) -> list[tuple[str, str]]:
-    record = InputRecord(id="r", question=QUESTION, sql=SQL, enriched_question=ENRICHED)
+def _filters(
+    options: HeuristicOptions | None, enriched: str = ENRICHED, sql: str = SQL
+) -> list[tuple[str, str]]:
+    record = InputRecord(id="r", question=QUESTION, sql=sql, enriched_question=enriched)
     request = JudgeRequest(
         record=record,
-        sql_spec=sqlspec(SQL, "sqlite"),
+        sql_spec=sqlspec(sql, "sqlite"),
         rules=AppRules(),
         normalizations=[],
         notes=[],
@@ -35,6 +37,14 @@ def test_by_default_a_backticked_column_of_the_enrichment_is_read_as_a_value() -
 
 def test_backtick_names_reads_it_as_the_column_the_sql_uses() -> None:
     assert _filters(HeuristicOptions(backtick_names=True)) == [("30", "matched")]
+
+
+def test_backtick_names_reads_a_column_the_sql_qualifies_with_an_alias() -> None:
+    """``T1.alb``: the name after an alias ending in a digit is still the column (it is no
+    number's decimals, as ``12`` is in "1.12")."""
+    enriched = f"{QUESTION} normal level refers to `ALB` < 30"
+    sql = "SELECT COUNT(*) FROM laboratory AS T1 WHERE T1.ALB < 30"
+    assert _filters(HeuristicOptions(backtick_names=True), enriched, sql) == [("30", "matched")]
 
 
 def test_a_backticked_phrase_the_sql_does_not_name_stays_a_value() -> None:
