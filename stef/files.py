@@ -142,9 +142,11 @@ def iter_lines(
     with f:
         try:
             for n, raw in enumerate(_lines(f, max_line_bytes), start=1):
+                if n == 1:
+                    raw = raw.removeprefix(_BOM)
                 if max_line_bytes is not None and len(raw.removesuffix(b"\n")) > max_line_bytes:
                     raise FileError(path, f"longer than {_size(max_line_bytes)}{too_long}", n)
-                text = _line_text(raw.removeprefix(_BOM) if n == 1 else raw, path, n, lenient)
+                text = _line_text(raw, path, n, lenient)
                 if text.strip():
                     yield n, text
         except OSError as exc:
@@ -156,12 +158,15 @@ _BOM = b"\xef\xbb\xbf"
 
 def _lines(f: BinaryIO, limit: int | None) -> Iterator[bytes]:
     """The file's lines, each cut after ``limit`` + 1 bytes (its LF and one byte past the limit,
-    enough to tell a line that is too long)."""
+    enough to tell a line that is too long), the first 3 bytes more for a BOM, which is passed
+    over, not counted (a first line at the limit after one was refused)."""
     if limit is None:
         yield from f
         return
-    while raw := f.readline(limit + 2):
+    size = limit + 2 + len(_BOM)
+    while raw := f.readline(size):
         yield raw
+        size = limit + 2
 
 
 def _line_text(raw: bytes, path: str | Path, n: int, lenient: bool) -> str:

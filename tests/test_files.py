@@ -123,3 +123,14 @@ def test_a_line_longer_than_the_bound_is_refused_at_its_number(tmp_path: Path, e
     path.write_bytes(b"x" * 5 + b"\n" + b"y" * 6 + end)
     with pytest.raises(FileError, match=r"f\.jsonl:2: longer than 5 bytes, why$"):
         list(iter_lines(path, max_line_bytes=5, too_long=", why"))
+
+
+def test_the_bom_before_the_first_line_is_not_counted_in_its_bound(tmp_path: Path) -> None:
+    """The BOM is passed over, as without a bound: a first line at the bound after one was
+    refused as 3 bytes too long."""
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"x" * 5 + b"\n" + b"y" * 5 + b"\n")
+    assert list(iter_lines(path, max_line_bytes=5)) == [(1, "x" * 5 + "\n"), (2, "y" * 5 + "\n")]
+    path.write_bytes(b"\xef\xbb\xbf" + b"x" * 6 + b"\n")
+    with pytest.raises(FileError, match=r"f\.jsonl:1: longer than 5 bytes$"):
+        list(iter_lines(path, max_line_bytes=5))

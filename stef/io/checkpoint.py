@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import stat
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -279,12 +280,22 @@ def line_start(stream: BinaryIO, offset: int, *, ended: bool = False) -> int:
         at = _line_start_forward(stream, offset)
     else:
         at = _line_start_backward(stream, offset)
-    if at != offset and ended:
-        stream.seek(offset)
-        if not stream.read(1):
-            at = offset
+    if at != offset and ended and not _more(stream, offset):
+        at = offset
     stream.seek(at)
     return at
+
+
+def _more(stream: BinaryIO, offset: int) -> bool:
+    """Whether ``stream`` holds a byte at ``offset``. A ``.gz`` cut short (its trailer lost,
+    its compression interrupted) raises there instead: no more of it can be read, so its end
+    is there too. Taken for unreadable, its checkpoint was taken for a file replaced, and the
+    generations after it were never judged."""
+    stream.seek(offset)
+    try:
+        return bool(stream.read(1))
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        return False
 
 
 def _line_start_backward(stream: BinaryIO, offset: int) -> int:

@@ -345,3 +345,31 @@ def test_a_generation_finished_on_a_line_without_its_newline_resumes_at_its_end(
     s = _source(log, state)
     assert _ack(_poll(s) + _poll(s) + _poll(s)) == [b"b1", b"c1"]
     s.close()
+
+
+def test_a_gz_generation_cut_after_a_line_without_its_newline_resumes_at_its_end(
+    tmp_path: Path,
+) -> None:
+    """The checkpoint points at the end of a compressed generation whose last line had no
+    newline, and the .gz lost its trailer (its compression cut short): every line of it can be
+    read, but a byte past them cannot. The line-start check's look past the offset raised, the
+    generation was taken as unreadable and the checkpoint as a file replaced: the run started
+    at the live file, and the generation between was never judged."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    log.write_bytes(b"a1\na2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1"]
+    os.rename(log, tmp_path / "app.log.1")
+    log.write_bytes(b"")
+    assert _ack(_poll(s)) == [b"a2"]
+    s.close()
+    _write(log, b"b1")  # then two rotations while stopped, the older one compressed
+    (tmp_path / "app.log.2.gz").write_bytes(gzip.compress(b"a1\na2")[:-8])  # no trailer
+    (tmp_path / "app.log.1").unlink()
+    os.rename(log, tmp_path / "app.log.1")
+    _write(log, b"c1")
+    for gen in tmp_path.glob("app.log*"):  # rotated before this start, not while it ran
+        os.utime(gen, (os.stat(gen).st_atime, os.stat(gen).st_mtime - 3600))
+    s = _source(log, state)
+    assert _ack(_poll(s) + _poll(s) + _poll(s)) == [b"b1", b"c1"]
+    s.close()
