@@ -61,6 +61,21 @@ def run_stef(
     )
 
 
+def last_json_of_child(code: str, *args: str) -> Any:
+    """The JSON of the last line ``python -c CODE ARGS`` prints, run in a fresh interpreter
+    importing this checkout's ``stef`` (a child that bounds its own memory, say)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    return json.loads(child.stdout.splitlines()[-1])
+
+
 @pytest.fixture
 def stef_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """:func:`run_stef`, for a test that takes it as a fixture."""

@@ -262,17 +262,24 @@ def test_a_fifo_in_the_spare_s_place_fails_the_save_instead_of_blocking(tmp_path
     s.close()
 
 
+def _judged_past_the_first_bytes(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    """A run that judged ``app.log``'s two lines, the first longer than the bytes that identify
+    the file, and stopped: the log, the checkpoint and the first line."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    first = b'{"q": "' + "é".encode() * 2500 + b'"}'
+    _write(log, first, b'{"n": 1}')
+    s = _source(log, state)
+    assert len(_ack(_poll(s))) == 2
+    s.close()
+    return log, state, first
+
+
 def test_a_file_changed_in_place_past_its_first_bytes_is_read_from_a_line_start(
     tmp_path: Path,
 ) -> None:
     """Same inode, same first 4096 bytes, a line made longer after them: the saved offset fell
     inside a line, whose tail was a not_json dead letter and whose head was never judged."""
-    log, state = tmp_path / "app.log", tmp_path / "state"
-    first = b'{"q": "' + "é".encode() * 2500 + b'"}'  # past the bytes that identify the file
-    _write(log, first, b'{"n": 1}')
-    s = _source(log, state)
-    assert len(_ack(_poll(s))) == 2
-    s.close()
+    log, state, first = _judged_past_the_first_bytes(tmp_path)
     assert json.loads(state.read_text())["offset"] == len(first) + 10
     with log.open("r+b") as f:  # the second line edited in place, one more line after it
         f.seek(len(first) + 1)
@@ -290,12 +297,7 @@ def test_a_rotated_generation_changed_past_its_first_bytes_is_read_from_a_line_s
     stopped (in the numbered chain, compressed in it, or renamed outside it): only the live
     file was read from a line start, so the line's tail was a not_json dead letter and its
     head never judged."""
-    log, state = tmp_path / "app.log", tmp_path / "state"
-    first = b'{"q": "' + "é".encode() * 2500 + b'"}'  # past the bytes that identify the file
-    _write(log, first, b'{"n": 1}')
-    s = _source(log, state)
-    assert len(_ack(_poll(s))) == 2
-    s.close()
+    log, state, first = _judged_past_the_first_bytes(tmp_path)
     plain = tmp_path / rotated_to.removesuffix(".gz")
     os.rename(log, plain)
     _write(log, b'{"n": 3}')
@@ -314,6 +316,21 @@ def test_a_rotated_generation_changed_past_its_first_bytes_is_read_from_a_line_s
     assert json.loads(state.read_text())["file"]["ino"] == os.stat(log).st_ino
 
 
+def _ended_without_newline(tmp_path: Path) -> tuple[Path, Path]:
+    """A run that judged ``app.log`` (``a1``, then ``a2`` without its newline), saw it rotated
+    to ``app.log.1`` beside a new empty ``app.log``, judged ``a2`` and stopped: the log and the
+    checkpoint."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    log.write_bytes(b"a1\na2")
+    s = _source(log, state)
+    assert _ack(_poll(s)) == [b"a1"]
+    os.rename(log, tmp_path / "app.log.1")
+    log.write_bytes(b"")
+    assert _ack(_poll(s)) == [b"a2"]
+    s.close()
+    return log, state
+
+
 @pytest.mark.parametrize("compressed", [False, True])
 def test_a_generation_finished_on_a_line_without_its_newline_resumes_at_its_end(
     tmp_path: Path, compressed: bool
@@ -323,14 +340,7 @@ def test_a_generation_finished_on_a_line_without_its_newline_resumes_at_its_end(
     newline STEF supplied). At the restart no generation was that long: the checkpoint was
     taken as a file replaced, and after two rotations meanwhile the one between was skipped
     (its lines never judged)."""
-    log, state = tmp_path / "app.log", tmp_path / "state"
-    log.write_bytes(b"a1\na2")
-    s = _source(log, state)
-    assert _ack(_poll(s)) == [b"a1"]
-    os.rename(log, tmp_path / "app.log.1")
-    log.write_bytes(b"")
-    assert _ack(_poll(s)) == [b"a2"]
-    s.close()
+    log, state = _ended_without_newline(tmp_path)
     assert json.loads(state.read_text())["offset"] == 5
     _write(log, b"b1")  # then two rotations while stopped
     os.rename(tmp_path / "app.log.1", tmp_path / "app.log.2")
@@ -355,14 +365,7 @@ def test_a_gz_generation_cut_after_a_line_without_its_newline_resumes_at_its_end
     read, but a byte past them cannot. The line-start check's look past the offset raised, the
     generation was taken as unreadable and the checkpoint as a file replaced: the run started
     at the live file, and the generation between was never judged."""
-    log, state = tmp_path / "app.log", tmp_path / "state"
-    log.write_bytes(b"a1\na2")
-    s = _source(log, state)
-    assert _ack(_poll(s)) == [b"a1"]
-    os.rename(log, tmp_path / "app.log.1")
-    log.write_bytes(b"")
-    assert _ack(_poll(s)) == [b"a2"]
-    s.close()
+    log, state = _ended_without_newline(tmp_path)
     _write(log, b"b1")  # then two rotations while stopped, the older one compressed
     (tmp_path / "app.log.2.gz").write_bytes(gzip.compress(b"a1\na2")[:-8])  # no trailer
     (tmp_path / "app.log.1").unlink()

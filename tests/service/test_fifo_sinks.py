@@ -17,6 +17,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,6 +131,27 @@ def test_results_to_dev_stdout_on_a_pipe(tmp_path: Path) -> None:
     assert ids == ["r-000000", "r-000001", "r-000002"]
 
 
+def _kafka_into_fifo(
+    tmp_path: Path,
+    kafka_broker: Broker,
+    service_factory: Callable[..., ServiceProcess],
+    consumer: dict[str, Any],
+    *flags: str,
+) -> tuple[ServiceProcess, str]:
+    """``stef run`` on a new 2-partition topic holding N valid records, in a new group, its
+    results into the FIFO ``tmp_path/results.fifo`` (made here, no reader yet); the topic."""
+    topic, group = kafka_broker.create_topic(partitions=2), f"stef-{uuid.uuid4().hex[:8]}"
+    kafka_broker.produce(topic, [json.dumps(valid_record(i)).encode() for i in range(N)])
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    proc = service_factory(
+        *("--source", kafka_broker.url(topic, group), "--results", f"file:{fifo}"),
+        *("--dead-letters", f"file:{tmp_path / 'dead.jsonl'}", *flags),
+        config=kafka_config(kafka_consumer=consumer),
+    )
+    return proc, topic
+
+
 def test_a_kafka_source_joins_its_group_once_the_fifo_has_a_reader(
     tmp_path: Path, kafka_broker: Broker, service_factory: Callable[..., ServiceProcess]
 ) -> None:
@@ -137,16 +159,8 @@ def test_a_kafka_source_joins_its_group_once_the_fifo_has_a_reader(
     max_poll_interval_ms: it has not joined its group yet (kafka-python joins in poll), so
     there is no membership to lose and no partition assigned to it. Once the reader comes it
     joins, and every record is judged once."""
-    topic, group = kafka_broker.create_topic(partitions=2), f"stef-{uuid.uuid4().hex[:8]}"
-    kafka_broker.produce(topic, [json.dumps(valid_record(i)).encode() for i in range(N)])
-    fifo = tmp_path / "results.fifo"
-    os.mkfifo(fifo)
-    consumer = {**FAST_GROUP, "max_poll_interval_ms": 3000}
-    proc = service_factory(
-        *("--source", kafka_broker.url(topic, group), "--results", f"file:{fifo}"),
-        *("--dead-letters", f"file:{tmp_path / 'dead.jsonl'}"),
-        config=kafka_config(kafka_consumer=consumer),
-    )
+    fifo, consumer = tmp_path / "results.fifo", {**FAST_GROUP, "max_poll_interval_ms": 3000}
+    proc, _ = _kafka_into_fifo(tmp_path, kafka_broker, service_factory, consumer)
     proc.wait_for(
         lambda: bool(proc.events("sink_waiting_for_reader")), timeout_s=60, what="the wait"
     )
@@ -171,15 +185,9 @@ def test_a_kafka_source_keeps_its_group_while_a_reopened_fifo_waits(
     the next result waits for a new one, here for twice max_poll_interval_ms. The loop keeps
     polling the paused consumer, so it stays in its group: no partition is revoked, and every
     record is judged once."""
-    topic, group = kafka_broker.create_topic(partitions=2), f"stef-{uuid.uuid4().hex[:8]}"
-    kafka_broker.produce(topic, [json.dumps(valid_record(i)).encode() for i in range(N)])
-    fifo = tmp_path / "results.fifo"
-    os.mkfifo(fifo)
-    consumer = {**FAST_GROUP, "max_poll_interval_ms": 3000}
-    proc = service_factory(
-        *("--source", kafka_broker.url(topic, group), "--results", f"file:{fifo}"),
-        *("--dead-letters", f"file:{tmp_path / 'dead.jsonl'}", "--max-inflight", "4"),
-        config=kafka_config(kafka_consumer=consumer),
+    fifo, consumer = tmp_path / "results.fifo", {**FAST_GROUP, "max_poll_interval_ms": 3000}
+    proc, topic = _kafka_into_fifo(
+        tmp_path, kafka_broker, service_factory, consumer, "--max-inflight", "4"
     )
     with fifo.open("rb") as f:
         ids = Counter(json.loads(f.readline())["id"] for _ in range(N))

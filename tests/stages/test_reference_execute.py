@@ -4,10 +4,7 @@ DuckDB file built here, and their rows decide; failures and timeouts are finding
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
+from tests.conftest import last_json_of_child
 
 ROWS = [(1, "Ann", "France", 31, 1.5), (2, "Bob", "France", 45, 2.25), (3, "Eve", "Spain", 28, 3.0)]
 CREATE = "CREATE TABLE singer (id INTEGER, name TEXT, country TEXT, age INTEGER, fee DOUBLE)"
@@ -203,16 +201,7 @@ _HUGE_VALUE = {
 def test_running_out_of_memory_leaves_the_structure_to_decide(kind: str, tmp_path: Path) -> None:
     build, ext = BUILDERS[kind]
     url = build(tmp_path / f"golden.{ext}")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    child = subprocess.run(
-        [sys.executable, "-c", _OUT_OF_MEMORY_CHILD, url, _HUGE_VALUE[kind]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=True,
-    )
-    out = json.loads(child.stdout.splitlines()[-1])
+    out = last_json_of_child(_OUT_OF_MEMORY_CHILD, url, _HUGE_VALUE[kind])
     # Not a dead letter (internal_error), not a finding on the query (generated_failed): the
     # host's memory ran out, and the structure's verdict stands.
     assert out["error"] is None

@@ -5,13 +5,9 @@ the structure with its reason and a metric."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +23,7 @@ from stef.sql.suite import SuiteOutcome
 from stef.stages import reference_generated
 from stef.stages.reference_generated import Generated
 from stef.stages.validate import Limits
+from tests.conftest import last_json_of_child
 
 
 def _judge(record: dict[str, Any], metrics: Metrics | None = None) -> Result:
@@ -311,16 +308,7 @@ _OUT_OF_MEMORY_CHILD = textwrap.dedent(
 
 
 def test_running_out_of_memory_on_the_generated_databases_leaves_the_structure() -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    child = subprocess.run(
-        [sys.executable, "-c", _OUT_OF_MEMORY_CHILD],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=True,
-    )
-    out = json.loads(child.stdout.splitlines()[-1])
+    out = last_json_of_child(_OUT_OF_MEMORY_CHILD)
     # Not a dead letter (internal_error): the host's memory says nothing about the queries.
     assert out["error"] is None
     ref = out["result"]["reference"]
