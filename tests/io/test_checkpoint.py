@@ -16,10 +16,17 @@ from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
 from tests.disks import small_tmpfs
+from tests.io.conftest import SHORT_WAIT_S
 
 
 def _source(log: Path, state: Path) -> FileSource:
-    s = FileSource(str(log), follow=True, poll_interval_s=0.01, checkpoint=Checkpoint(state))
+    s = FileSource(
+        str(log),
+        follow=True,
+        poll_interval_s=0.01,
+        checkpoint=Checkpoint(state),
+        rotate_wait_s=SHORT_WAIT_S,
+    )
     s.start()
     return s
 

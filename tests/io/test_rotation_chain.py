@@ -12,7 +12,7 @@ from pathlib import Path
 from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
-from tests.io.conftest import append_lines, generation
+from tests.io.conftest import SHORT_WAIT_S, append_lines, generation
 
 
 def _rotate(log: Path, keep: int = 5, *, delaycompress: bool = True) -> None:
@@ -44,7 +44,13 @@ def _copytruncate(log: Path, keep: int = 5) -> None:
 
 def _source(log: Path, state: Path | None = None) -> FileSource:
     checkpoint = Checkpoint(state) if state is not None else None
-    s = FileSource(str(log), follow=True, poll_interval_s=0.01, checkpoint=checkpoint)
+    s = FileSource(
+        str(log),
+        follow=True,
+        poll_interval_s=0.01,
+        checkpoint=checkpoint,
+        rotate_wait_s=SHORT_WAIT_S,
+    )
     s.start()
     return s
 
