@@ -286,6 +286,23 @@ def line_start(stream: BinaryIO, offset: int, *, ended: bool = False) -> int:
     return at
 
 
+def lines_before(stream: BinaryIO, offset: int) -> int:
+    """How many lines end before byte ``offset`` of ``stream`` (its newlines there), the stream
+    left at ``offset``: the number of the line that starts there, less one. Read from the
+    start (a ``.gz`` decompressed again): only for a saved offset moved back to a line start,
+    a file changed while STEF was stopped, whose line count before it is no longer known."""
+    stream.seek(0)
+    at = count = 0
+    while at < offset:
+        chunk = stream.read(min(_STEP, offset - at))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        at += len(chunk)
+    stream.seek(offset)
+    return count
+
+
 def _more(stream: BinaryIO, offset: int) -> bool:
     """Whether ``stream`` holds a byte at ``offset``. A ``.gz`` cut short (its trailer lost,
     its compression interrupted) raises there instead: no more of it can be read, so its end

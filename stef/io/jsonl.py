@@ -37,6 +37,7 @@ from stef.io.checkpoint import (
     FilePosition,
     find_rotated,
     line_start,
+    lines_before,
 )
 from stef.io.offsets import OffsetTracker
 from stef.io.rotation import (
@@ -463,10 +464,14 @@ class FileSource:
             # The first bytes identify the file in later checkpoints.
             file.head += stream.read(min(HEAD_BYTES, offset))
             # A saved offset inside a line (the file changed while STEF was stopped): from
-            # that line's start (the caller says so), the head cut to what is read.
-            offset = line_start(stream, offset, ended=ended)
-            del file.head[offset:]
-            file.consumed, file.line = offset, line
+            # that line's start (the caller says so), the head cut to what is read. The lines
+            # before it were changed too, maybe: counted again, or the lines read from there
+            # were numbered from the saved count, one past their own number or more.
+            start = line_start(stream, offset, ended=ended)
+            if start != offset:
+                line = lines_before(stream, start)
+            del file.head[start:]
+            file.consumed, file.line = start, line
         if self._file is not None and self._file.stream is not stream:
             self._file.stream.close()
         self._file = file
@@ -521,7 +526,10 @@ class FileSource:
     def _resumed(self, path: str, saved: FilePosition) -> bool:
         """Say where reading resumes: ``path`` opened at ``saved``, or at the start of the line
         its offset falls inside (the file was changed while STEF was stopped)."""
-        offset = self._file.consumed if self._file is not None else saved.offset
+        file = self._file
+        offset, line = (
+            (file.consumed, file.line) if file is not None else (saved.offset, saved.line)
+        )
         if offset != saved.offset:
             log.warning(
                 "checkpoint_not_at_line_end",
@@ -530,7 +538,7 @@ class FileSource:
                 line_start=offset,
                 hint="the file was changed while stopped: its line is read again from its start",
             )
-        log.info("checkpoint_resumed", source=path, offset=offset, line=saved.line)
+        log.info("checkpoint_resumed", source=path, offset=offset, line=line)
         return True
 
     def _next_line(self) -> tuple[bytes | CutLine, _File] | None:
