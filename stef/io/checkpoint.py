@@ -181,6 +181,14 @@ class Checkpoint:
             )
         return position
 
+    def saved_at(self) -> float | None:
+        """When the position was last saved (the state file's mtime, epoch seconds); None when
+        it cannot be told."""
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return None
+
     def reserve(self) -> None:
         """Make the spare file the next save writes into, while there is room (at start): a
         checkpoint must still be saved when the disk it shares with the results fills."""

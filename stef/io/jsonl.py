@@ -520,8 +520,15 @@ class FileSource:
             # Rotated under a name outside the chain: finish it, then the live file from 0.
             self._open(rotated, saved.offset, saved.line, ended=True)
             return self._resumed(rotated, saved)
-        log.warning("checkpoint_file_replaced", source=self.path, offset=saved.offset)
-        return False
+        # Its file edited shorter than the offset, or rewritten, or removed: the generations
+        # written since the last save hold lines not judged yet, older ones none. From the
+        # oldest of them (the edited one included: judged again, its position lost with the
+        # edit); else the live file from its start.
+        saved_at = checkpoint.saved_at()
+        log.warning(
+            "checkpoint_file_replaced", source=self.path, offset=saved.offset, saved_at=saved_at
+        )
+        return saved_at is not None and self._open_rotated_since(saved_at)
 
     def _resumed(self, path: str, saved: FilePosition) -> bool:
         """Say where reading resumes: ``path`` opened at ``saved``, or at the start of the line
@@ -728,10 +735,11 @@ class FileSource:
         self._use(_File(file.stream, file.dev, file.ino))
         return True
 
-    def _open_rotated_since(self) -> bool:
-        """Open the oldest generation rotated away since following began, if there is one (the
-        first file opened without a saved position): the newer ones and the live file follow."""
-        gen = first_written_since(generations(self.path), self.since)
+    def _open_rotated_since(self, since: float | None = None) -> bool:
+        """Open the oldest generation rotated away since ``since`` (None: since following
+        began), if there is one (the first file opened without a saved position): the newer
+        ones and the live file follow."""
+        gen = first_written_since(generations(self.path), self.since if since is None else since)
         if gen is None:
             return False
         try:
