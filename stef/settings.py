@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stef.errors import ConfigError, FileError, RulesError
 from stef.files import read_bounded, utf8_text
+from stef.io.jsonl import ROTATE_WAIT_S
 from stef.io.otlp.mapping import SpanMapping
 from stef.io.urls import Endpoint, parse_endpoint
 from stef.judges.llm.config import (
@@ -137,6 +138,12 @@ class Settings(BaseModel):
             source log instead (the log's volume is the one that outlives a container restart
             in a sidecar pod). ``off``: no checkpoint (every start reads the file from its
             beginning). Unused without ``follow``.
+        file_rotate_wait_s: after a rename rotation, how long the renamed file must have gone
+            unwritten before a followed ``file:`` source leaves it for the next generation: a
+            writer still holding it finishes its line there (and may write more) before it
+            reopens the path. The new generation's lines wait for it (order is kept); a
+            renamed file last written longer ago than this is not waited for, nor is a
+            copytruncate copy or a ``.gz``. 0: no wait (a half line is cut at once).
         results: where results go: ``kafka://HOST:PORT/TOPIC``, ``file:PATH``, ``-`` (stdout),
             or as OpenTelemetry evaluation log records: ``otlp+http://HOST:PORT`` or
             ``otlp+kafka://HOST:PORT/TOPIC``.
@@ -253,6 +260,7 @@ class Settings(BaseModel):
     kafka_consumer: dict[str, Any] = Field(default_factory=dict)
     kafka_producer: dict[str, Any] = Field(default_factory=dict)
     file_checkpoint: str | None = None
+    file_rotate_wait_s: float = Field(ROTATE_WAIT_S, ge=0, le=3600)
     auto_offset_reset: Literal["latest", "earliest"] = "latest"
     start_from: datetime | None = None
     kafka_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"

@@ -181,6 +181,14 @@ class Checkpoint:
             )
         return position
 
+    def saved_at(self) -> float | None:
+        """When the position was last saved (the state file's mtime, epoch seconds); None when
+        it cannot be told."""
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return None
+
     def reserve(self) -> None:
         """Make the spare file the next save writes into, while there is room (at start): a
         checkpoint must still be saved when the disk it shares with the results fills."""
@@ -284,6 +292,23 @@ def line_start(stream: BinaryIO, offset: int, *, ended: bool = False) -> int:
         at = offset
     stream.seek(at)
     return at
+
+
+def lines_before(stream: BinaryIO, offset: int) -> int:
+    """How many lines end before byte ``offset`` of ``stream`` (its newlines there), the stream
+    left at ``offset``: the number of the line that starts there, less one. Read from the
+    start (a ``.gz`` decompressed again): only for a saved offset moved back to a line start,
+    a file changed while STEF was stopped, whose line count before it is no longer known."""
+    stream.seek(0)
+    at = count = 0
+    while at < offset:
+        chunk = stream.read(min(_STEP, offset - at))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        at += len(chunk)
+    stream.seek(offset)
+    return count
 
 
 def _more(stream: BinaryIO, offset: int) -> bool:

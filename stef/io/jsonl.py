@@ -1,8 +1,9 @@
 """JSONL sources and sinks: a log file (optionally followed as it grows and rotates), stdin, stdout.
 
 A followed file behaves like ``tail -F``: appended lines are picked up; when the path is renamed
-away and a new file appears (rotation), the rest of the old file is read first, then the new file
-from its start; when the file shrinks in place (copytruncate), reading restarts at its beginning.
+away and a new file appears (rotation), the rest of the old file is read first, until it has gone
+``rotate_wait_s`` unwritten (its writer may finish its line there), then the new file from its
+start; when the file shrinks in place (copytruncate), reading restarts at its beginning.
 A line is only handed out once its newline has arrived, so a half-written line is never judged.
 With a :class:`~stef.io.checkpoint.Checkpoint`, a followed file resumes after a restart just past
 the last acknowledged line (at-least-once, like a Kafka commit).
@@ -36,6 +37,7 @@ from stef.io.checkpoint import (
     FilePosition,
     find_rotated,
     line_start,
+    lines_before,
 )
 from stef.io.offsets import OffsetTracker
 from stef.io.rotation import (
@@ -49,6 +51,15 @@ from stef.io.rotation import (
 log = structlog.get_logger(__name__)
 
 _CHUNK = 1 << 16
+
+# A file renamed away is read until it has gone this long unwritten. Fluent Bit's and Fluentd's
+# tail wait 5 s (``rotate_wait``). A writer holding the renamed file finishes its line at once
+# (a buffered logger flushes a whole record) and reopens the path at its next record (Python's
+# WatchedFileHandler) or on logrotate's postrotate signal, which follows the rename within
+# milliseconds; 5 s also covers a writer busy for seconds. The cost: once per rotation the new
+# generation's lines wait up to this long (order is kept), and a generation reached more than
+# this long after its last write (a reader lagging behind) is not waited for at all.
+ROTATE_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -200,18 +211,28 @@ class _File:
     checkpoint), how many bytes were handed out as lines, and how many lines.
 
     ``compressed``: a ``.gz`` generation (never written again, no inode of its original).
+    ``copy``: copytruncate's copy (never written: the writer kept the truncated file).
     """
 
     def __init__(
-        self, stream: BinaryIO, dev: int = 0, ino: int = 0, *, compressed: bool = False
+        self,
+        stream: BinaryIO,
+        dev: int = 0,
+        ino: int = 0,
+        *,
+        compressed: bool = False,
+        copy: bool = False,
     ) -> None:
         self.stream = stream
         self.dev = dev
         self.ino = ino
         self.compressed = compressed
+        self.copy = copy
         self.head = bytearray()
         self.consumed = 0
         self.line = 0
+        # Renamed away and read to its end: when it counts as quiet (monotonic seconds).
+        self.quiet_at: float | None = None
 
     def identity(self, upto: int) -> FileIdentity:
         return FileIdentity.of(self.dev, self.ino, bytes(self.head[: min(HEAD_BYTES, upto)]))
@@ -280,6 +301,10 @@ class FileSource:
         since: when following began (epoch seconds; None: now). A followed file opened
             without a saved position starts at the oldest rotated generation written since
             then, if any, so lines logged and rotated away before the first read are not lost.
+        rotate_wait_s: how long a file renamed away (rename rotation) must have gone unwritten
+            before it is left for the next generation: a writer that still holds it finishes
+            its line there, and may write more, before it reopens the path. A copytruncate
+            copy or a ``.gz`` generation is never written again and is not waited for.
     """
 
     def __init__(
@@ -291,11 +316,13 @@ class FileSource:
         checkpoint: Checkpoint | None = None,
         max_line_bytes: int | None = None,
         since: float | None = None,
+        rotate_wait_s: float = ROTATE_WAIT_S,
     ) -> None:
         self.path = path
         self.since = time.time() if since is None else since
         self.follow = follow and path != "-"
         self.poll_interval_s = poll_interval_s
+        self.rotate_wait_s = rotate_wait_s
         self.checkpoint = checkpoint if path != "-" else None
         self._file: _File | None = None
         self._buffer = LineBuffer(max_line_bytes)
@@ -437,22 +464,30 @@ class FileSource:
             # The first bytes identify the file in later checkpoints.
             file.head += stream.read(min(HEAD_BYTES, offset))
             # A saved offset inside a line (the file changed while STEF was stopped): from
-            # that line's start (the caller says so), the head cut to what is read.
-            offset = line_start(stream, offset, ended=ended)
-            del file.head[offset:]
-            file.consumed, file.line = offset, line
+            # that line's start (the caller says so), the head cut to what is read. The lines
+            # before it were changed too, maybe: counted again, or the lines read from there
+            # were numbered from the saved count, one past their own number or more.
+            start = line_start(stream, offset, ended=ended)
+            if start != offset:
+                line = lines_before(stream, start)
+            del file.head[start:]
+            file.consumed, file.line = start, line
         if self._file is not None and self._file.stream is not stream:
             self._file.stream.close()
         self._file = file
         self._buffer.clear()
 
-    def _open_generation(self, gen: Generation, offset: int = 0, line: int = 0) -> None:
+    def _open_generation(
+        self, gen: Generation, offset: int = 0, line: int = 0, *, copy: bool = False
+    ) -> None:
+        """Read ``gen`` from ``offset`` (its ``line``-th line ends there); ``copy``: it is
+        copytruncate's copy of the file read so far."""
         if gen.live:
             self._open(gen.path, offset, line)
             return
         st = os.stat(gen.path)
         self._use(
-            _File(open_generation(gen), st.st_dev, st.st_ino, compressed=gen.compressed),
+            _File(open_generation(gen), st.st_dev, st.st_ino, compressed=gen.compressed, copy=copy),
             offset,
             line,
             ended=True,
@@ -485,13 +520,23 @@ class FileSource:
             # Rotated under a name outside the chain: finish it, then the live file from 0.
             self._open(rotated, saved.offset, saved.line, ended=True)
             return self._resumed(rotated, saved)
-        log.warning("checkpoint_file_replaced", source=self.path, offset=saved.offset)
-        return False
+        # Its file edited shorter than the offset, or rewritten, or removed: the generations
+        # written since the last save hold lines not judged yet, older ones none. From the
+        # oldest of them (the edited one included: judged again, its position lost with the
+        # edit); else the live file from its start.
+        saved_at = checkpoint.saved_at()
+        log.warning(
+            "checkpoint_file_replaced", source=self.path, offset=saved.offset, saved_at=saved_at
+        )
+        return saved_at is not None and self._open_rotated_since(saved_at)
 
     def _resumed(self, path: str, saved: FilePosition) -> bool:
         """Say where reading resumes: ``path`` opened at ``saved``, or at the start of the line
         its offset falls inside (the file was changed while STEF was stopped)."""
-        offset = self._file.consumed if self._file is not None else saved.offset
+        file = self._file
+        offset, line = (
+            (file.consumed, file.line) if file is not None else (saved.offset, saved.line)
+        )
         if offset != saved.offset:
             log.warning(
                 "checkpoint_not_at_line_end",
@@ -500,7 +545,7 @@ class FileSource:
                 line_start=offset,
                 hint="the file was changed while stopped: its line is read again from its start",
             )
-        log.info("checkpoint_resumed", source=path, offset=offset, line=saved.line)
+        log.info("checkpoint_resumed", source=path, offset=offset, line=line)
         return True
 
     def _next_line(self) -> tuple[bytes | CutLine, _File] | None:
@@ -553,6 +598,8 @@ class FileSource:
             # A damaged or unfinished .gz generation: what it held up to here was read.
             log.warning("rotated_generation_unreadable", source=self.path, error=str(exc))
             chunk = b""
+        if chunk:
+            file.quiet_at = None  # written since: a rotated-away file's grace starts again
         if len(file.head) < HEAD_BYTES:
             file.head += chunk[: HEAD_BYTES - len(file.head)]
         return chunk
@@ -585,7 +632,11 @@ class FileSource:
         )
         if same:
             return self._after_truncation(file) if self._truncated(file) else False
-        if self._finish(file):
+        if self._read_rest(file):
+            return True
+        if not self._quiet(file):
+            return False  # its writer may still finish its line there, or write more
+        if self._end_last_line(file):
             return True
         return self._next_generation(file, st is not None)
 
@@ -597,17 +648,41 @@ class FileSource:
             return False
         return self._open_live()
 
-    def _finish(self, file: _File) -> bool:
-        """The rotated-away ``file``'s last bytes into the buffer; True when that gave something
-        to hand out (new bytes, or a last line without its newline)."""
-        if not file.compressed:
-            # Finish the old file first: lines may have landed between our read and the rename.
-            rest = file.stream.read(_CHUNK)
-            if len(file.head) < HEAD_BYTES:
-                file.head += rest[: HEAD_BYTES - len(file.head)]
-            if rest:
-                self._buffer.feed(rest)
+    def _read_rest(self, file: _File) -> bool:
+        """The rotated-away ``file``'s last bytes into the buffer; True when there were some."""
+        if file.compressed:
+            return False
+        # Finish the old file first: lines may have landed between our read and the rename.
+        rest = file.stream.read(_CHUNK)
+        if len(file.head) < HEAD_BYTES:
+            file.head += rest[: HEAD_BYTES - len(file.head)]
+        if rest:
+            file.quiet_at = None
+            self._buffer.feed(rest)
+            return True
+        return False
+
+    def _quiet(self, file: _File) -> bool:
+        """Whether the rotated-away ``file``, read to its end, has gone ``rotate_wait_s``
+        unwritten (by its mtime, then by this clock): a writer that held it when it was
+        renamed may finish its line there, and write more, before it reopens the path. Handed
+        out at once, that half line was a ``not_json`` dead letter and its other half lost
+        (or a second broken line). A copy or a ``.gz`` is never written again: not waited for."""
+        if file.compressed or file.copy or self.rotate_wait_s <= 0:
+            return True
+        now = time.monotonic()
+        if file.quiet_at is None:
+            try:
+                age = time.time() - os.fstat(file.stream.fileno()).st_mtime
+            except OSError:
                 return True
+            # An mtime in the future (a clock set back, a touch) waits the whole grace, no more.
+            file.quiet_at = now + min(self.rotate_wait_s, max(0.0, self.rotate_wait_s - age))
+        return now >= file.quiet_at
+
+    def _end_last_line(self, file: _File) -> bool:
+        """The quiet rotated-away ``file``'s last line without its newline, ended so it is
+        handed out; False when there is none."""
         if len(self._buffer):
             # A last line without its newline: hand it out, the writer is gone. The newline is
             # not the file's: a checkpoint past it pointed beyond the generation's end, which
@@ -649,7 +724,7 @@ class FileSource:
         at = locate(copies, file.identity(HEAD_BYTES), file.consumed)
         if at is not None:
             try:
-                self._open_generation(copies[at], file.consumed, file.line)
+                self._open_generation(copies[at], file.consumed, file.line, copy=True)
             except (OSError, EOFError, zlib.error) as exc:
                 log.warning("rotated_generation_unreadable", path=copies[at].path, error=str(exc))
             else:
@@ -660,10 +735,11 @@ class FileSource:
         self._use(_File(file.stream, file.dev, file.ino))
         return True
 
-    def _open_rotated_since(self) -> bool:
-        """Open the oldest generation rotated away since following began, if there is one (the
-        first file opened without a saved position): the newer ones and the live file follow."""
-        gen = first_written_since(generations(self.path), self.since)
+    def _open_rotated_since(self, since: float | None = None) -> bool:
+        """Open the oldest generation rotated away since ``since`` (None: since following
+        began), if there is one (the first file opened without a saved position): the newer
+        ones and the live file follow."""
+        gen = first_written_since(generations(self.path), self.since if since is None else since)
         if gen is None:
             return False
         try:

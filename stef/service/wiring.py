@@ -175,6 +175,7 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
         max_line_bytes=settings.limits.max_record_bytes,
         # Lines logged and rotated away while the process was starting are not lost.
         since=process_started(),
+        rotate_wait_s=settings.file_rotate_wait_s,
     )
 
 

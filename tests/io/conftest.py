@@ -16,3 +16,8 @@ def append_lines(path: Path, lines: list[bytes]) -> None:
     with path.open("ab") as f:
         for line in lines:
             f.write(line + b"\n")
+
+
+# The grace a renamed file gets before the next generation is read (``rotate_wait_s``), for
+# tests whose writers do not hold the renamed file: short, so they stay fast.
+SHORT_WAIT_S = 0.02

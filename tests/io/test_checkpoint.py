@@ -16,10 +16,17 @@ from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
 from tests.disks import small_tmpfs
+from tests.io.conftest import SHORT_WAIT_S
 
 
 def _source(log: Path, state: Path) -> FileSource:
-    s = FileSource(str(log), follow=True, poll_interval_s=0.01, checkpoint=Checkpoint(state))
+    s = FileSource(
+        str(log),
+        follow=True,
+        poll_interval_s=0.01,
+        checkpoint=Checkpoint(state),
+        rotate_wait_s=SHORT_WAIT_S,
+    )
     s.start()
     return s
 
@@ -375,4 +382,32 @@ def test_a_gz_generation_cut_after_a_line_without_its_newline_resumes_at_its_end
         os.utime(gen, (os.stat(gen).st_atime, os.stat(gen).st_mtime - 3600))
     s = _source(log, state)
     assert _ack(_poll(s) + _poll(s) + _poll(s)) == [b"b1", b"c1"]
+    s.close()
+
+
+@pytest.mark.parametrize("where", ["app.log", "app.log.1", "app.log.1.gz"])
+def test_lines_read_from_a_line_start_keep_their_own_numbers(tmp_path: Path, where: str) -> None:
+    """The file (or the generation it was rotated to) was rewritten while STEF was stopped,
+    its first bytes kept: two more lines before the saved offset, which now falls inside a
+    line. That line and the next were numbered on from the saved count (2), not by where
+    they are (4 and 5): results and dead letters named the wrong lines."""
+    log, state, first = _judged_past_the_first_bytes(tmp_path)
+    edited = tmp_path / where.removesuffix(".gz")
+    if edited != log:
+        os.rename(log, edited)
+        _write(log, b'{"n": 3}')
+    long_line = b'{"n": 100, "pad": "' + b"x" * 600 + b'"}'
+    assert len(first) + 10 < 4500 + 3 + 2 * 9 + len(long_line)  # the offset falls inside it
+    with edited.open("r+b") as f:  # the same inode, the same first 4096 bytes
+        f.write(first[:4500] + b'"}\n{"m": 1}\n{"m": 2}\n' + long_line + b'\n{"n": 2}\n')
+    if where.endswith(".gz"):
+        with edited.open("rb") as src, gzip.open(tmp_path / where, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        edited.unlink()
+    s = _source(log, state)
+    got = _poll(s) + _poll(s)
+    lines = [(e.position["line"], e.payload) for e in got]
+    assert lines[:2] == [(4, long_line), (5, b'{"n": 2}')]
+    assert lines[2:] == ([] if edited == log else [(1, b'{"n": 3}')])
+    _ack(got)
     s.close()

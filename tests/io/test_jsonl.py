@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from stef.io.jsonl import FileSource, JsonlSink
+from tests.io.conftest import SHORT_WAIT_S
 
 
 def _lines(source: FileSource, n: int = 100, timeout_s: float = 0.5) -> list[tuple[int, bytes]]:
@@ -15,7 +16,7 @@ def _lines(source: FileSource, n: int = 100, timeout_s: float = 0.5) -> list[tup
 
 def _followed(path: Path) -> FileSource:
     """A started source following ``path``, polling every 10 ms."""
-    source = FileSource(str(path), follow=True, poll_interval_s=0.01)
+    source = FileSource(str(path), follow=True, poll_interval_s=0.01, rotate_wait_s=SHORT_WAIT_S)
     source.start()
     return source
 

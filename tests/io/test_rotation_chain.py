@@ -9,10 +9,12 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
 from stef.io.jsonl import FileSource
-from tests.io.conftest import append_lines, generation
+from tests.io.conftest import SHORT_WAIT_S, append_lines, generation
 
 
 def _rotate(log: Path, keep: int = 5, *, delaycompress: bool = True) -> None:
@@ -44,7 +46,13 @@ def _copytruncate(log: Path, keep: int = 5) -> None:
 
 def _source(log: Path, state: Path | None = None) -> FileSource:
     checkpoint = Checkpoint(state) if state is not None else None
-    s = FileSource(str(log), follow=True, poll_interval_s=0.01, checkpoint=checkpoint)
+    s = FileSource(
+        str(log),
+        follow=True,
+        poll_interval_s=0.01,
+        checkpoint=checkpoint,
+        rotate_wait_s=SHORT_WAIT_S,
+    )
     s.start()
     return s
 
@@ -195,3 +203,48 @@ def _drain_acked(envelopes: list[Envelope]) -> list[bytes]:
     for e in envelopes:
         e.on_done()
     return [e.payload for e in envelopes]
+
+
+def _rotated_while_stopped(tmp_path: Path, log: Path, state: Path, edit: str) -> list[bytes]:
+    """``a`` judged and checkpointed; then, the source stopped, three rotations (``b``, ``c``,
+    ``d`` live), ``a`` edited as ``edit`` says right after its own rotation, hours ago, the
+    checkpoint saved hours before that: the lines of ``a`` left after the edit."""
+    a = generation("a", 300)  # past the 4096 bytes that identify it
+    append_lines(log, a)
+    s = _source(log, state)
+    assert _drain(s) == a
+    s.close()
+    _rotate(log)
+    rotated = log.with_name(f"{log.name}.1")
+    kept = {"cut_after_its_first_bytes": a[:250], "lines_removed": a[:5] + a[100:], "deleted": []}
+    if edit == "deleted":
+        rotated.unlink()  # rotate N removed it
+    else:
+        rotated.write_bytes(b"".join(line + b"\n" for line in kept[edit]))
+    for tag in ("b", "c"):
+        append_lines(log, generation(tag, 20))
+        _rotate(log)
+    append_lines(log, generation("d", 5))
+    hour_ago = os.stat(state).st_mtime - 3600
+    for gen in tmp_path.glob("app.log*"):  # rotated before this start, not while it ran
+        os.utime(gen, (hour_ago, hour_ago))
+    os.utime(state, (hour_ago - 3600, hour_ago - 3600))
+    return kept[edit]
+
+
+@pytest.mark.parametrize("edit", ["cut_after_its_first_bytes", "lines_removed", "deleted"])
+def test_a_generation_edited_shorter_while_stopped_loses_no_generation_after_it(
+    tmp_path: Path, edit: str
+) -> None:
+    """The checkpoint names a generation cut shorter than its saved offset (or rewritten
+    shorter, or removed) while the source was stopped, with rotations after it. It was taken
+    for a replaced file, and reading began at the generations written since the process
+    started: none, so b and c, rotated while stopped, were skipped. It begins at the oldest
+    written since the checkpoint was saved: the edited generation's lines are judged again
+    (where the offset was in it is lost with the edit), none after it is skipped."""
+    log, state = tmp_path / "app.log", tmp_path / "state"
+    kept = _rotated_while_stopped(tmp_path, log, state, edit)
+    s = _source(log, state)
+    b, c, d = generation("b", 20), generation("c", 20), generation("d", 5)
+    assert _drain(s) == kept + b + c + d
+    s.close()

@@ -37,7 +37,10 @@ def test_follow_picks_up_appended_lines_and_survives_rotation(
     log = tmp_path / "agent.jsonl"
     results, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
     _append(log, _rec(0), _rec(1))
-    proc = follow_log(service_factory, log, results, dead, commit_interval_s=0.1)
+    # A short grace for the renamed file's writer (5 s by default): the test stays fast.
+    proc = follow_log(
+        service_factory, log, results, dead, commit_interval_s=0.1, file_rotate_wait_s=1.0
+    )
 
     def ids() -> set[str]:
         return {r["id"] for r in read_jsonl(results)}
