@@ -10,7 +10,6 @@ import math
 import os
 import signal
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,12 +65,13 @@ def _alarm(signum: int, frame: object) -> None:
     raise _Hung
 
 
-def _timed(args: list[str], limit_s: float = 1.0) -> int:
+def _timed(args: list[str]) -> int:
     """``main(args)`` (in the main thread: the service installs signal handlers), with an alarm
-    that turns a hang (an open() of a FIFO blocks) into a failure instead of a stuck suite."""
+    that turns a hang (an open() of a FIFO blocks) into a failure instead of a stuck suite. No
+    tighter bound on the wall clock: under a loaded machine (load 8 on 2 cores) a refusal that
+    takes 0.1 s took over 1 s, and a hang is what this guards against."""
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(10)
-    started = time.perf_counter()
     try:
         status = main(args)
     except _Hung:
@@ -79,7 +79,6 @@ def _timed(args: list[str], limit_s: float = 1.0) -> int:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    assert time.perf_counter() - started < limit_s
     return status
 
 
@@ -151,7 +150,7 @@ def test_a_cache_file_that_is_not_sqlite_is_one_line(
     with FakeLlmServer() as server:
         monkeypatch.setenv("STEF_LLM_BASE_URL", server.base_url)
         monkeypatch.setenv("STEF_LLM_MODEL", "fake-model")
-        code = _timed(["replay", str(log), "--no-progress", "--cache", str(cache)], 5.0)
+        code = _timed(["replay", str(log), "--no-progress", "--cache", str(cache)])
     assert code == Exit.USAGE
     _one_line(capsys.readouterr().err, str(cache))
     assert cache.read_text().startswith("these are notes")  # left as it was
@@ -168,7 +167,7 @@ def test_a_metrics_port_already_taken_is_one_line(
         port = taken.getsockname()[1]
         args = ["run", "--source", f"file:{log}", "--results", f"file:{tmp_path / 'o.jsonl'}"]
         args += ["--dead-letters", f"file:{tmp_path / 'd.jsonl'}", "--metrics-port", str(port)]
-        assert _timed(args, 5.0) == Exit.USAGE
+        assert _timed(args) == Exit.USAGE
     _one_line(capsys.readouterr().err, f"127.0.0.1:{port}")
 
 
@@ -233,5 +232,5 @@ def test_a_bad_calibration_file_is_one_line(
     log = tmp_path / "app.log"
     log.write_text(RECORD + "\n")
     monkeypatch.setenv("STEF_CALIBRATION", str(path))
-    assert _timed(["replay", str(log), "--no-progress"], 5.0) == Exit.USAGE
+    assert _timed(["replay", str(log), "--no-progress"]) == Exit.USAGE
     assert says in _one_line(capsys.readouterr().err, str(path))
