@@ -24,6 +24,7 @@ from typing import Any
 
 from stef.models import (
     Database,
+    Execution,
     InputRecord,
     Reference,
     ReferenceDifference,
@@ -34,7 +35,7 @@ from stef.models import (
 )
 from stef.question import question_key
 from stef.rules import AppRules
-from stef.sql.budget import NO_DEADLINE, CpuDeadline
+from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
 from stef.stages.reference_generated import Generated, run_generated
@@ -143,7 +144,8 @@ def with_reference(
     ``deadline`` is what is left of the record's CPU budget: when it passes during the
     execution on generated databases, the structure's verdict stands and ``execution`` says
     the budget ran out (``not_run``); before the structural comparison is done, no verdict can
-    stand. A ``database``'s statements have their own bounds (its timeout and row limit).
+    stand. A ``database``'s statements have their own bounds (its timeout and row limit); the
+    budget bounds only the reference run again after a generated query that did not finish.
 
     Raises:
         CpuBudgetSpent: ``deadline`` passed before the structural comparison was done.
@@ -165,7 +167,7 @@ def with_reference(
         ref = ref.model_copy(update={"decided_by": "structure"})
     if database is not None and spec is not None:
         # A team's database has its own bound: reference.timeout_s a statement.
-        run = _executed(database, spec, sql, gold, dialect, ordered)
+        run = _executed(database, spec, sql, gold, dialect, ordered, deadline)
         ref = _decided_by_rows(ref, run)
     elif generated is not None and spec is not None and ref.verdict is not None:
         ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
@@ -201,29 +203,35 @@ def _executed(
     gold_sql: str,
     dialect: str | None,
     ordered: bool,
+    deadline: CpuDeadline = NO_DEADLINE,
 ) -> ReferenceExecution:
     """Run both queries on ``database`` and compare their rows: column order ignored, floats
     rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
-    safety check on the generated SQL's ``spec`` and on the reference); a failure, a timeout
-    or too many rows is a finding. Running STEF out of memory, in the database or comparing
+    safety check on the generated SQL's ``spec`` and on the reference); a failure is a
+    finding, and so is a timeout or too many rows when the reference finishes within the same
+    bounds (:func:`_unfinished`). Running STEF out of memory, in the database or comparing
     the rows, is no finding on the query: ``not_run``, the structure decides."""
     gold_spec = sqlspec(gold_sql, dialect)
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not _plain_select(checked):
             return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
     try:
-        return _compared(database, sql, gold_sql, ordered)
+        return _compared(database, sql, gold_sql, ordered, deadline)
     except MemoryError:
         # Past the database's own catch: the rows are within max_rows and 16 MiB of text, not
         # of numbers (10,000 rows of 1,000 columns are 10 million cells, each keyed as a tuple).
         return _out_of_memory("running and comparing the queries")
 
 
-def _compared(database: Database, sql: str, gold_sql: str, ordered: bool) -> ReferenceExecution:
+def _compared(
+    database: Database, sql: str, gold_sql: str, ordered: bool, deadline: CpuDeadline
+) -> ReferenceExecution:
     """Both queries' rows on ``database``, compared (both plain SELECTs)."""
     mine = database.run(sql)
     if mine.status == "out_of_memory":
         return _out_of_memory("the generated SQL")
+    if mine.status in _UNFINISHED:
+        return _unfinished(database, mine, gold_sql, deadline)
     if mine.status != "ok":
         return ReferenceExecution(status="generated_failed", detail=f"{mine.status}: {mine.detail}")
     theirs = database.run(gold_sql)
@@ -241,6 +249,41 @@ def _compared(database: Database, sql: str, gold_sql: str, ordered: bool) -> Ref
         generated_rows=len(mine.rows),
         reference_rows=len(theirs.rows),
     )
+
+
+# A statement stopped at one of the database's bounds (its time, its rows, their bytes): on a
+# slow or loaded database, or for a question whose answer is that large, the reference stops
+# there too, and that says nothing against the generated query.
+_UNFINISHED = frozenset({"timeout", "too_many_rows", "too_large"})
+
+
+def _unfinished(
+    database: Database, mine: Execution, gold_sql: str, deadline: CpuDeadline
+) -> ReferenceExecution:
+    """The generated query stopped at a bound of ``database`` (``mine``): a finding when the
+    reference, run within the same bounds, finishes (``generated_failed``); nothing decided
+    when it stops at one too (``not_run``: the structure decides). That second run is only for
+    this decision, so it has at most what is left of the record's CPU budget (``deadline``):
+    without enough left for the database's whole timeout, it is not run, or stopped, and
+    ``not_run`` says the budget ran out (a SQLite statement's steps are this thread's CPU)."""
+    failed = f"{mine.status}: {mine.detail}"
+    bound = min(database.timeout_s, deadline.left())
+    if bound <= 0:
+        return ReferenceExecution(status="not_run", detail=BUDGET_SPENT)
+    theirs = database.run(gold_sql, timeout_s=bound)
+    if theirs.status == "ok":
+        return ReferenceExecution(
+            status="generated_failed", detail=failed, reference_rows=len(theirs.rows)
+        )
+    if theirs.status == "out_of_memory":
+        return _out_of_memory("the reference SQL")
+    if theirs.status == "timeout" and bound < database.timeout_s:
+        return ReferenceExecution(status="not_run", detail=BUDGET_SPENT)
+    if theirs.status in _UNFINISHED:
+        stopped = f"{theirs.status}: {theirs.detail}"
+        detail = f"neither query finished: the generated SQL {failed}; the reference {stopped}"
+        return ReferenceExecution(status="not_run", detail=detail)
+    return ReferenceExecution(status="reference_failed", detail=f"{theirs.status}: {theirs.detail}")
 
 
 def _out_of_memory(what: str) -> ReferenceExecution:
