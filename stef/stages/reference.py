@@ -302,11 +302,17 @@ def _plain_select(spec: SqlSpec) -> bool:
 
 
 def _value_key(value: Any) -> tuple[int, Any]:
-    """One cell as compared: numbers as floats rounded to 6 decimals (1 and 1.0 alike),
-    everything else as its text; NULL apart. The tag keeps the kinds apart when sorting."""
+    """One cell as compared: integers exactly, other numbers as floats rounded to 6 decimals
+    (1 and 1.0 alike: Python's 1 == 1.0, with the same hash), everything else as its text;
+    NULL apart. The tag keeps the kinds apart when sorting."""
     if value is None:
         return (0, "")
-    if isinstance(value, bool | int | float | Decimal):
+    if isinstance(value, bool | int):
+        # Not as a float: past 2**53 (64-bit ids) an integer and its neighbour are one float.
+        return (1, int(value))
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return (1, int(value))  # DuckDB's HUGEINT and DECIMAL(38, 0) likewise
+    if isinstance(value, float | Decimal):
         number = float(value)
         if math.isfinite(number):
             return (1, round(number, 6) + 0.0)  # + 0.0: -0.0 reads 0.0

@@ -103,6 +103,17 @@ def test_other_rows_are_incorrect(database_url: str) -> None:
     assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
 
 
+def test_integers_past_a_float_s_precision_stay_apart(database_url: str) -> None:
+    # 64-bit ids (snowflake, Twitter) past 2**53: as floats, an id and its neighbour are equal.
+    pipeline = _pipeline(database_url)
+    for mine, theirs in ((2**53 + 1, 2**53), (2**63 - 1, 2**63 - 2)):
+        execution = _execution(pipeline, "The id", f"SELECT {mine}", f"SELECT {theirs}")
+        assert execution.status == "different", (mine, theirs)
+    # A number is still the same number however typed: an integer and its float.
+    same = _execution(pipeline, "The number", "SELECT 3", "SELECT 3.0")
+    assert same.status == "same"
+
+
 def test_row_order_counts_only_when_the_question_asks_for_it(database_url: str) -> None:
     pipeline = _pipeline(database_url)
     asc, desc = "SELECT name FROM singer ORDER BY age", "SELECT name FROM singer ORDER BY age DESC"
