@@ -205,8 +205,8 @@ def _executed(
     ordered: bool,
     deadline: CpuDeadline = NO_DEADLINE,
 ) -> ReferenceExecution:
-    """Run both queries on ``database`` and compare their rows: column order ignored, floats
-    rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
+    """Run both queries on ``database`` and compare their rows: column order ignored, integers
+    exact, other numbers rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
     safety check on the generated SQL's ``spec`` and on the reference); a failure is a
     finding, and so is a timeout or too many rows when the reference finishes within the same
     bounds (:func:`_unfinished`). Running STEF out of memory, in the database or comparing
