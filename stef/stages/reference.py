@@ -206,11 +206,11 @@ def _executed(
     deadline: CpuDeadline = NO_DEADLINE,
 ) -> ReferenceExecution:
     """Run both queries on ``database`` and compare their rows: column order ignored, integers
-    exact, other numbers rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
-    safety check on the generated SQL's ``spec`` and on the reference); a failure is a
-    finding, and so is a timeout or too many rows when the reference finishes within the same
-    bounds (:func:`_unfinished`). Running STEF out of memory, in the database or comparing
-    the rows, is no finding on the query: ``not_run``, the structure decides."""
+    exact, other numbers rounded to 6 decimals, row order only when ``ordered``. Only a plain
+    SELECT runs (STEF's safety check on the generated SQL's ``spec`` and on the reference); a
+    failure is a finding, and so is a timeout or too many rows when the reference finishes
+    within the same bounds (:func:`_unfinished`). Running STEF out of memory, in the database
+    or comparing the rows, is no finding on the query: ``not_run``, the structure decides."""
     gold_spec = sqlspec(gold_sql, dialect)
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not _plain_select(checked):
@@ -361,6 +361,7 @@ def _combined_score(judge_score: float, ref: Reference) -> float:
 # Each differing component as the result's issue label (the taxonomy of stef.models.Issue).
 ISSUE_OF_COMPONENT = {
     "shape": "logic_error",
+    "subqueries": "logic_error",
     "tables": "joins_suspect",
     "joins": "joins_suspect",
     "projections": "columns_wrong",
