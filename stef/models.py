@@ -437,7 +437,8 @@ class ReferenceExecution(_Frozen):
             returned too many rows or bytes and the reference, run within the same bounds,
             finished: ``detail`` says which), ``reference_failed`` (likewise the reference), or
             ``not_run`` (not a plain SELECT by STEF's safety check, no schema could be inferred
-            for the queries, neither query finished within the database's bounds, running them
+            for the queries, neither query finished within the database's bounds, rows that
+            differ where a query calls a random function, running them
             ran STEF out of memory, or the record's CPU budget ran out on the generated
             databases or before the reference could be run after a generated query that did
             not finish: ``detail`` says which).

@@ -22,6 +22,10 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
 from stef.models import (
     Database,
     Execution,
@@ -216,11 +220,34 @@ def _executed(
         if not _plain_select(checked):
             return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
     try:
-        return _compared(database, sql, gold_sql, ordered, deadline)
+        run = _compared(database, sql, gold_sql, ordered, deadline)
     except MemoryError:
         # Past the database's own catch: the rows are within max_rows and 16 MiB of text, not
         # of numbers (10,000 rows of 1,000 columns are 10 million cells, each keyed as a tuple).
         return _out_of_memory("running and comparing the queries")
+    if run.status == "different" and (_random(sql, dialect) or _random(gold_sql, dialect)):
+        # The same query as its reference: SELECT RANDOM() differs from one run to the next.
+        return run.model_copy(update={"status": "not_run", "detail": _RANDOM_ROWS})
+    return run
+
+
+# What makes a query's rows differ from one run to the next: sqlglot's random functions and
+# SQLite's RANDOMBLOB (read as an anonymous function), and sampling.
+_RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Uuid, exp.TableSample)
+_RANDOM_NAMES = frozenset(("randomblob", "setseed"))
+_RANDOM_ROWS = "a query calls a random function or samples: rows that differ decide nothing"
+
+
+def _random(sql: str, dialect: str | None) -> bool:
+    """Whether ``sql`` (one SELECT, parsed before) calls a random function or samples."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except (SqlglotError, RecursionError, ValueError):
+        return False
+    return any(
+        not isinstance(node, exp.Anonymous) or node.name.casefold() in _RANDOM_NAMES
+        for node in tree.find_all(*_RANDOM, exp.Anonymous)
+    )
 
 
 def _compared(

@@ -114,6 +114,33 @@ def test_integers_past_a_float_s_precision_stay_apart(database_url: str) -> None
     assert same.status == "same"
 
 
+def test_rows_of_a_random_function_decide_nothing(database_url: str) -> None:
+    # The same query as its reference: two runs of RANDOM() differ, the query is not wrong.
+    sql = "SELECT name, RANDOM() AS r FROM singer ORDER BY r LIMIT 1"
+    result = _judge(_pipeline(database_url), "A random singer", sql, sql)
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "not_run"
+    assert "random" in ref.execution.detail
+    assert (ref.verdict, ref.decided_by) == (Verdict.CORRECT, "structure")
+    # Then the structure decides: another filter is still Incorrect.
+    other = _judge(
+        _pipeline(database_url),
+        "A random singer from France",
+        "SELECT name FROM singer WHERE country = 'Spain' ORDER BY RANDOM() LIMIT 1",
+        "SELECT name FROM singer WHERE country = 'France' ORDER BY RANDOM() LIMIT 1",
+    )
+    assert other.reference is not None and other.reference.verdict is Verdict.INCORRECT
+    # Rows that agree still decide.
+    same = _execution(
+        _pipeline(database_url),
+        "Singers from France, shuffled",
+        "SELECT name FROM singer WHERE country = 'France' ORDER BY RANDOM()",
+        "SELECT name FROM singer WHERE country = 'France'",
+    )
+    assert same.status == "same"
+
+
 def test_row_order_counts_only_when_the_question_asks_for_it(database_url: str) -> None:
     pipeline = _pipeline(database_url)
     asc, desc = "SELECT name FROM singer ORDER BY age", "SELECT name FROM singer ORDER BY age DESC"
