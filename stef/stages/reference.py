@@ -22,10 +22,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
-
 from stef.models import (
     Database,
     Execution,
@@ -42,7 +38,7 @@ from stef.rules import AppRules
 from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
-from stef.stages.reference_generated import Generated, run_generated
+from stef.stages.reference_generated import RANDOM_ROWS, Generated, random_rows, run_generated
 from stef.stages.reference_rules import without_app_defaults
 from stef.stages.score import tier_of
 from stef.stages.sqlspec import guess_candidates, sqlspec
@@ -225,29 +221,10 @@ def _executed(
         # Past the database's own catch: the rows are within max_rows and 16 MiB of text, not
         # of numbers (10,000 rows of 1,000 columns are 10 million cells, each keyed as a tuple).
         return _out_of_memory("running and comparing the queries")
-    if run.status == "different" and (_random(sql, dialect) or _random(gold_sql, dialect)):
+    if run.status == "different" and random_rows(sql, gold_sql, dialect):
         # The same query as its reference: SELECT RANDOM() differs from one run to the next.
-        return run.model_copy(update={"status": "not_run", "detail": _RANDOM_ROWS})
+        return run.model_copy(update={"status": "not_run", "detail": RANDOM_ROWS})
     return run
-
-
-# What makes a query's rows differ from one run to the next: sqlglot's random functions and
-# SQLite's RANDOMBLOB (read as an anonymous function), and sampling.
-_RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Uuid, exp.TableSample)
-_RANDOM_NAMES = frozenset(("randomblob", "setseed"))
-_RANDOM_ROWS = "a query calls a random function or samples: rows that differ decide nothing"
-
-
-def _random(sql: str, dialect: str | None) -> bool:
-    """Whether ``sql`` (one SELECT, parsed before) calls a random function or samples."""
-    try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-    except (SqlglotError, RecursionError, ValueError):
-        return False
-    return any(
-        not isinstance(node, exp.Anonymous) or node.name.casefold() in _RANDOM_NAMES
-        for node in tree.find_all(*_RANDOM, exp.Anonymous)
-    )
 
 
 def _compared(
