@@ -16,9 +16,10 @@ below). The final score weighs ``100 * p_correct`` three times the judge's score
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -247,7 +248,7 @@ def _compared(
             detail=f"{theirs.status}: {theirs.detail}",
             generated_rows=len(mine.rows),
         )
-    same = _rows_key(mine.rows, ordered) == _rows_key(theirs.rows, ordered)
+    same = _same_rows(mine.rows, theirs.rows, ordered)
     return ReferenceExecution(
         status="same" if same else "different",
         generated_rows=len(mine.rows),
@@ -321,6 +322,62 @@ def _value_key(value: Any) -> tuple[int, Any]:
         if math.isfinite(number):
             return (1, round(number, 6) + 0.0)  # + 0.0: -0.0 reads 0.0
     return (2, str(value))
+
+
+# The most ways to pair columns of equal values tried before the rows are compared each as
+# the multiset of its cells: 6! (six columns of the same values, e.g. six NULL columns).
+_MAX_PAIRINGS = 720
+
+
+def _same_rows(
+    mine: Sequence[Sequence[Any]], theirs: Sequence[Sequence[Any]], ordered: bool
+) -> bool:
+    """Whether two results hold the same rows, column order ignored: some one pairing of the
+    columns makes them equal (as lists when ``ordered``, else as bags). Only columns holding
+    the same values are paired; past :data:`_MAX_PAIRINGS` pairings each row is compared as
+    the multiset of its cells (which takes id and age swapped in one row for the same)."""
+    a = [tuple(_value_key(v) for v in row) for row in mine]
+    b = [tuple(_value_key(v) for v in row) for row in theirs]
+    if len(a) != len(b) or {len(r) for r in a} != {len(r) for r in b}:
+        return False
+    if not a:
+        return True
+    want: Counter[tuple[tuple[Any, ...], ...]] | list[tuple[Any, ...]] = (
+        b if ordered else Counter(b)
+    )
+    pairings = _pairings(a, b)
+    for n, pairing in enumerate(pairings):
+        if n == _MAX_PAIRINGS:
+            return _rows_key(mine, ordered) == _rows_key(theirs, ordered)
+        permuted = [tuple(row[i] for i in pairing) for row in a]
+        if (permuted if ordered else Counter(permuted)) == want:
+            return True
+    return False
+
+
+def _pairings(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> Iterator[tuple[int, ...]]:
+    """Each way to give every column of ``b`` a column of ``a`` holding the same values, as
+    the ``a`` index for each ``b`` column; none when the columns' values differ. Columns of
+    one set of values pair in every order: the product of each such group's permutations."""
+    width = len(b[0])
+    in_a: dict[tuple[Any, ...], list[int]] = {}
+    in_b: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(width):
+        in_a.setdefault(tuple(sorted(row[i] for row in a)), []).append(i)
+        in_b.setdefault(tuple(sorted(row[i] for row in b)), []).append(i)
+    if {k: len(v) for k, v in in_a.items()} != {k: len(v) for k, v in in_b.items()}:
+        return  # the columns' values differ: no pairing
+    groups = [(in_b[k], in_a[k]) for k in in_b]
+    # product() holds each group's orders: at most what is tried (20 NULL columns have 20!).
+    orders = [
+        itertools.islice(itertools.permutations(mine), _MAX_PAIRINGS + 1) for _, mine in groups
+    ]
+    for choice in itertools.product(*orders):
+        pairing = [0] * width
+        for (theirs, _), order in zip(groups, choice, strict=True):
+            for j, i in zip(theirs, order, strict=True):
+                pairing[j] = i
+        yield tuple(pairing)
 
 
 def _rows_key(rows: Sequence[Sequence[Any]], ordered: bool) -> object:

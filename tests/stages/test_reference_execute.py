@@ -103,6 +103,24 @@ def test_other_rows_are_incorrect(database_url: str) -> None:
     assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
 
 
+def test_columns_are_matched_once_for_all_rows(database_url: str) -> None:
+    pipeline = _pipeline(database_url)
+    # Another column order is the same answer.
+    swapped = _execution(
+        pipeline, "Ids and ages", "SELECT age, id FROM singer", "SELECT id, age FROM singer"
+    )
+    assert swapped.status == "same"
+    # Id and age swapped in one row only: each row holds the same values, the answer does not.
+    partly = _execution(
+        pipeline,
+        "Ids and ages",
+        "SELECT CASE WHEN id = 1 THEN age ELSE id END, CASE WHEN id = 1 THEN id ELSE age END "
+        "FROM singer",
+        "SELECT id, age FROM singer",
+    )
+    assert partly.status == "different"
+
+
 def test_integers_past_a_float_s_precision_stay_apart(database_url: str) -> None:
     # 64-bit ids (snowflake, Twitter) past 2**53: as floats, an id and its neighbour are equal.
     pipeline = _pipeline(database_url)
