@@ -242,7 +242,7 @@ def test_a_timeout_past_the_cpu_budget_runs_no_reference(tmp_path: Path) -> None
     assert ref is not None and ref.execution is not None
     assert (ref.execution.status, ref.execution.detail) == ("not_run", BUDGET_SPENT)
     assert ref.verdict is Verdict.CORRECT and ref.decided_by == "structure"
-    assert took < 1.8  # one timeout, not two
+    assert took < 2.0  # one timeout of 1 s, not two
     fallbacks = "stef_reference_execution_fallbacks_total"
     assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "budget"}) == 1
 
