@@ -268,9 +268,10 @@ def _unfinished(
     """The generated query stopped at a bound of ``database`` (``mine``): a finding when the
     reference, run within the same bounds, finishes (``generated_failed``); nothing decided
     when it stops at one too (``not_run``: the structure decides). That second run is only for
-    this decision, so it has at most what is left of the record's CPU budget (``deadline``):
-    without enough left for the database's whole timeout, it is not run, or stopped, and
-    ``not_run`` says the budget ran out (a SQLite statement's steps are this thread's CPU)."""
+    this decision, so it runs within what is left of the record's CPU budget (``deadline``)
+    when that is less than the database's timeout, and not at all when nothing is: stopped
+    there, or not run, it is ``not_run`` with :data:`BUDGET_SPENT` (a SQLite statement's steps
+    are this thread's CPU)."""
     failed = f"{mine.status}: {mine.detail}"
     bound = min(database.timeout_s, deadline.left())
     if bound <= 0:
