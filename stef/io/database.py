@@ -5,11 +5,12 @@ and rows, and return its rows or why it failed.
 read-only with ``mode=ro``) or ``duckdb:///file.duckdb`` (the ``duckdb`` package, an optional
 extra: ``pip install 'stef[duckdb]'``, opened ``read_only``); three slashes and a relative path,
 four for an absolute one (``sqlite:////srv/golden.db``), as SQLAlchemy reads them. A statement
-runs at most ``timeout_s`` and fetches at most ``max_rows`` rows holding at most 16 MiB of text and
-blobs (:mod:`stef.sql.fetch`); a failure, a timeout, too many rows or too many bytes, or running
-out of memory (``out_of_memory``: STEF's process, not the query, hit a bound) is an
-:class:`Execution` outcome, never an exception. Nothing here decides what may
-run: the reference stage only sends statements STEF's own safety check calls a plain SELECT.
+runs at most ``timeout_s`` (or a shorter bound its caller gives) and fetches at most
+``max_rows`` rows holding at most 16 MiB of text and blobs (:mod:`stef.sql.fetch`); a
+failure, a timeout, too many rows or too many bytes, or running out of memory
+(``out_of_memory``: STEF's process, not the query, hit a bound) is an :class:`Execution`
+outcome, never an exception. Nothing here decides what may run: the reference stage only sends
+statements STEF's own safety check calls a plain SELECT.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             raise ConfigError(f"reference.execute: cannot open {self.path}: {exc}") from exc
 
-    def run(self, sql: str) -> Execution:
+    def run(self, sql: str, timeout_s: float | None = None) -> Execution:
         conn = self._connect()
-        deadline = time.monotonic() + self.timeout_s
+        bound = _bound(self.timeout_s, timeout_s)
+        deadline = time.monotonic() + bound
         # A non-zero return makes SQLite abort the statement ("interrupted").
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_CHECK_EVERY)
         try:
@@ -71,7 +73,7 @@ class SqliteDatabase:
             return _OUT_OF_MEMORY
         except sqlite3.Error as exc:
             if time.monotonic() > deadline:
-                return Execution("timeout", detail=f"over {self.timeout_s:g} s")
+                return Execution("timeout", detail=f"over {bound:g} s")
             return Execution("error", detail=f"{type(exc).__name__}: {exc}"[:300])
         finally:
             conn.close()
@@ -101,7 +103,8 @@ class DuckDbDatabase:
         self.max_rows = max_rows
         self._lock = threading.Lock()
 
-    def run(self, sql: str) -> Execution:
+    def run(self, sql: str, timeout_s: float | None = None) -> Execution:
+        bound = _bound(self.timeout_s, timeout_s)
         with self._lock:
             fired = threading.Event()
 
@@ -109,7 +112,7 @@ class DuckDbDatabase:
                 fired.set()
                 self._conn.interrupt()
 
-            timer = threading.Timer(self.timeout_s, interrupt)
+            timer = threading.Timer(bound, interrupt)
             timer.start()
             try:
                 rows = fetch(self._conn.execute(sql), self.max_rows, chunk=64)
@@ -118,7 +121,7 @@ class DuckDbDatabase:
                 return _OUT_OF_MEMORY
             except self._error as exc:
                 if fired.is_set():
-                    return Execution("timeout", detail=f"over {self.timeout_s:g} s")
+                    return Execution("timeout", detail=f"over {bound:g} s")
                 return Execution("error", detail=f"{type(exc).__name__}: {exc}"[:300])
             finally:
                 timer.cancel()
@@ -127,6 +130,11 @@ class DuckDbDatabase:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _bound(own: float, asked: float | None) -> float:
+    """A statement's time bound: the database's own, or a shorter one the caller asks for."""
+    return own if asked is None else max(0.0, min(own, asked))
 
 
 def _capped(rows: Sequence[Sequence[Any]] | str, max_rows: int) -> Execution:

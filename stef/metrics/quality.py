@@ -116,8 +116,8 @@ class QualityMetrics:
         )
         self.reference_fallbacks = Counter(
             "stef_reference_execution_fallbacks_total",
-            "Records whose generated databases could not decide (not_run, budget, undecided, "
-            "unexercised): the structure decided",
+            "Records whose execution (generated databases or reference.execute) could not "
+            "decide (not_run, budget, undecided, unexercised, other): the structure decided",
             ["app", "reason"],
             registry=r,
         )
@@ -228,7 +228,7 @@ class QualityMetrics:
             app=app, verdict=ref.verdict.value, decided_by=decided_by
         ).inc()
         run = ref.execution
-        if run is not None and run.source == "generated" and decided_by == "structure":
+        if run is not None and decided_by == "structure":
             reason: str = run.status if run.status in ("not_run", "undecided") else "other"
             if (ref.error or "").startswith("execution_unexercised"):
                 reason = "unexercised"

@@ -40,6 +40,11 @@ class CpuDeadline:
         """Whether this thread has spent its CPU up to the deadline."""
         return self.at != math.inf and time.thread_time() > self.at
 
+    def left(self) -> float:
+        """This thread's CPU seconds left before the deadline (``math.inf``: none; 0 or less
+        once it has passed)."""
+        return self.at - time.thread_time()
+
     def check(self) -> None:
         """Go on, or stop the work.
 

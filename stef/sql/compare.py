@@ -6,8 +6,10 @@ rewrites that do not change a result compare equal: table aliases (``molecule AS
 merge into their reader, projection order and aliases, commuted comparisons, ``IN`` versus an OR of
 equalities, ``BETWEEN`` versus two comparisons, ``'1'`` versus ``1``. What is left is compared as
 components: tables, joins, projections, aggregates, DISTINCT, filters, GROUP BY, HAVING, ORDER BY,
-LIMIT and the query's shape (subqueries, set operations). Every differing component is one
-:class:`Difference`; no difference at all means the two queries have the same structure.
+LIMIT, the query's shape (subqueries, set operations) and the queries beside the main SELECT
+(a CTE body or derived table not merged, a recursive CTE, the other branches of a set
+operation), each as its canonical text. Every differing component is one :class:`Difference`;
+no difference at all means the two queries have the same structure.
 
 Pure and bounded: no database, no I/O; a parse or optimizer failure is an outcome
 (:class:`Comparison` with ``error``), never an exception.
@@ -34,6 +36,7 @@ from stef.sql.equivalences import conjuncts, number_of, rewritten, table_key
 # The components, in the order differences are listed.
 COMPONENTS = (
     "shape",
+    "subqueries",
     "tables",
     "joins",
     "projections",
@@ -78,6 +81,9 @@ class Parts:
     """The components of one query, each in a canonical, order-free form."""
 
     shape: tuple[str, ...]
+    # The queries beside the main SELECT (CTE bodies, derived tables, the other branches of a
+    # set operation), each as its canonical text; a subquery in a compared clause is in that.
+    subqueries: tuple[str, ...]
     tables: tuple[str, ...]
     joins: tuple[str, ...]
     projections: tuple[str, ...]
@@ -250,6 +256,7 @@ def _parts(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> Parts:
     limit = select.args.get("limit")
     return Parts(
         shape=shape,
+        subqueries=_subqueries(main, select),
         tables=tables,
         joins=joins,
         projections=projections,
@@ -263,6 +270,32 @@ def _parts(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> Parts:
         limit=_limit(limit, select.args.get("offset")),
         grouped=_grouped(select),
     )
+
+
+def _subqueries(main: exp.Expr, select: exp.Select) -> tuple[str, ...]:
+    """Each SELECT of ``main`` that no other component reads, as its canonical text: not the
+    main ``select``, not one holding it, not one inside a clause of it already compared."""
+    holding: set[int] = set()
+    parent = select.parent
+    while parent is not None:
+        holding.add(id(parent))
+        parent = parent.parent
+    for key in ("expressions", "where", "having", "group", "order"):
+        value = select.args.get(key)
+        for node in value if isinstance(value, list) else [value]:
+            if isinstance(node, exp.Expr):
+                holding.update(id(s) for s in node.find_all(exp.Select))
+    found = [s for s in main.find_all(exp.Select) if s is not select and id(s) not in holding]
+    return tuple(sorted(_without_table_aliases(s) for s in found))
+
+
+def _without_table_aliases(select: exp.Select) -> str:
+    """``select``'s canonical text without its tables' aliases (its columns already name the
+    tables: :func:`rewritten`)."""
+    bare = select.copy()
+    for table in bare.find_all(exp.Table):
+        table.set("alias", None)
+    return canon(bare)
 
 
 def _grouped(select: exp.Select) -> tuple[str, ...]:

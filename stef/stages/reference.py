@@ -16,14 +16,16 @@ below). The final score weighs ``100 * p_correct`` three times the judge's score
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from stef.models import (
     Database,
+    Execution,
     InputRecord,
     Reference,
     ReferenceDifference,
@@ -34,10 +36,10 @@ from stef.models import (
 )
 from stef.question import question_key
 from stef.rules import AppRules
-from stef.sql.budget import NO_DEADLINE, CpuDeadline
+from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import Parts, compare_parts, parts_of
 from stef.stages.normalize import question_cues
-from stef.stages.reference_generated import Generated, run_generated
+from stef.stages.reference_generated import RANDOM_ROWS, Generated, random_rows, run_generated
 from stef.stages.reference_rules import without_app_defaults
 from stef.stages.score import tier_of
 from stef.stages.sqlspec import guess_candidates, sqlspec
@@ -143,7 +145,8 @@ def with_reference(
     ``deadline`` is what is left of the record's CPU budget: when it passes during the
     execution on generated databases, the structure's verdict stands and ``execution`` says
     the budget ran out (``not_run``); before the structural comparison is done, no verdict can
-    stand. A ``database``'s statements have their own bounds (its timeout and row limit).
+    stand. A ``database``'s statements have their own bounds (its timeout and row limit); the
+    budget bounds only the reference run again after a generated query that did not finish.
 
     Raises:
         CpuBudgetSpent: ``deadline`` passed before the structural comparison was done.
@@ -165,7 +168,7 @@ def with_reference(
         ref = ref.model_copy(update={"decided_by": "structure"})
     if database is not None and spec is not None:
         # A team's database has its own bound: reference.timeout_s a statement.
-        run = _executed(database, spec, sql, gold, dialect, ordered)
+        run = _executed(database, spec, sql, gold, dialect, ordered, deadline)
         ref = _decided_by_rows(ref, run)
     elif generated is not None and spec is not None and ref.verdict is not None:
         ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
@@ -201,29 +204,39 @@ def _executed(
     gold_sql: str,
     dialect: str | None,
     ordered: bool,
+    deadline: CpuDeadline = NO_DEADLINE,
 ) -> ReferenceExecution:
-    """Run both queries on ``database`` and compare their rows: column order ignored, floats
-    rounded to 6 decimals, row order only when ``ordered``. Only a plain SELECT runs (STEF's
-    safety check on the generated SQL's ``spec`` and on the reference); a failure, a timeout
-    or too many rows is a finding. Running STEF out of memory, in the database or comparing
-    the rows, is no finding on the query: ``not_run``, the structure decides."""
+    """Run both queries on ``database`` and compare their rows: column order ignored, integers
+    exact, other numbers rounded to 6 decimals, row order only when ``ordered``. Only a plain
+    SELECT runs (STEF's safety check on the generated SQL's ``spec`` and on the reference); a
+    failure is a finding, and so is a timeout or too many rows when the reference finishes
+    within the same bounds (:func:`_unfinished`). Running STEF out of memory, in the database
+    or comparing the rows, is no finding on the query: ``not_run``, the structure decides."""
     gold_spec = sqlspec(gold_sql, dialect)
     for who, checked in (("generated", spec), ("reference", gold_spec)):
         if not _plain_select(checked):
             return ReferenceExecution(status="not_run", detail=f"the {who} SQL is not one SELECT")
     try:
-        return _compared(database, sql, gold_sql, ordered)
+        run = _compared(database, sql, gold_sql, ordered, deadline)
     except MemoryError:
         # Past the database's own catch: the rows are within max_rows and 16 MiB of text, not
         # of numbers (10,000 rows of 1,000 columns are 10 million cells, each keyed as a tuple).
         return _out_of_memory("running and comparing the queries")
+    if run.status == "different" and random_rows(sql, gold_sql, dialect):
+        # The same query as its reference: SELECT RANDOM() differs from one run to the next.
+        return run.model_copy(update={"status": "not_run", "detail": RANDOM_ROWS})
+    return run
 
 
-def _compared(database: Database, sql: str, gold_sql: str, ordered: bool) -> ReferenceExecution:
+def _compared(
+    database: Database, sql: str, gold_sql: str, ordered: bool, deadline: CpuDeadline
+) -> ReferenceExecution:
     """Both queries' rows on ``database``, compared (both plain SELECTs)."""
     mine = database.run(sql)
     if mine.status == "out_of_memory":
         return _out_of_memory("the generated SQL")
+    if mine.status in _UNFINISHED:
+        return _unfinished(database, mine, gold_sql, deadline)
     if mine.status != "ok":
         return ReferenceExecution(status="generated_failed", detail=f"{mine.status}: {mine.detail}")
     theirs = database.run(gold_sql)
@@ -235,12 +248,48 @@ def _compared(database: Database, sql: str, gold_sql: str, ordered: bool) -> Ref
             detail=f"{theirs.status}: {theirs.detail}",
             generated_rows=len(mine.rows),
         )
-    same = _rows_key(mine.rows, ordered) == _rows_key(theirs.rows, ordered)
+    same = _same_rows(mine.rows, theirs.rows, ordered)
     return ReferenceExecution(
         status="same" if same else "different",
         generated_rows=len(mine.rows),
         reference_rows=len(theirs.rows),
     )
+
+
+# A statement stopped at one of the database's bounds (its time, its rows, their bytes): on a
+# slow or loaded database, or for a question whose answer is that large, the reference stops
+# there too, and that says nothing against the generated query.
+_UNFINISHED = frozenset({"timeout", "too_many_rows", "too_large"})
+
+
+def _unfinished(
+    database: Database, mine: Execution, gold_sql: str, deadline: CpuDeadline
+) -> ReferenceExecution:
+    """The generated query stopped at a bound of ``database`` (``mine``): a finding when the
+    reference, run within the same bounds, finishes (``generated_failed``); nothing decided
+    when it stops at one too (``not_run``: the structure decides). That second run is only for
+    this decision, so it runs within what is left of the record's CPU budget (``deadline``)
+    when that is less than the database's timeout, and not at all when nothing is: stopped
+    there, or not run, it is ``not_run`` with :data:`BUDGET_SPENT` (a SQLite statement's steps
+    are this thread's CPU)."""
+    failed = f"{mine.status}: {mine.detail}"
+    bound = min(database.timeout_s, deadline.left())
+    if bound <= 0:
+        return ReferenceExecution(status="not_run", detail=BUDGET_SPENT)
+    theirs = database.run(gold_sql, timeout_s=bound)
+    if theirs.status == "ok":
+        return ReferenceExecution(
+            status="generated_failed", detail=failed, reference_rows=len(theirs.rows)
+        )
+    if theirs.status == "out_of_memory":
+        return _out_of_memory("the reference SQL")
+    if theirs.status == "timeout" and bound < database.timeout_s:
+        return ReferenceExecution(status="not_run", detail=BUDGET_SPENT)
+    if theirs.status in _UNFINISHED:
+        stopped = f"{theirs.status}: {theirs.detail}"
+        detail = f"neither query finished: the generated SQL {failed}; the reference {stopped}"
+        return ReferenceExecution(status="not_run", detail=detail)
+    return ReferenceExecution(status="reference_failed", detail=f"{theirs.status}: {theirs.detail}")
 
 
 def _out_of_memory(what: str) -> ReferenceExecution:
@@ -259,15 +308,80 @@ def _plain_select(spec: SqlSpec) -> bool:
 
 
 def _value_key(value: Any) -> tuple[int, Any]:
-    """One cell as compared: numbers as floats rounded to 6 decimals (1 and 1.0 alike),
-    everything else as its text; NULL apart. The tag keeps the kinds apart when sorting."""
+    """One cell as compared: integers exactly, other numbers as floats rounded to 6 decimals
+    (1 and 1.0 alike: Python's 1 == 1.0, with the same hash), everything else as its text;
+    NULL apart. The tag keeps the kinds apart when sorting."""
     if value is None:
         return (0, "")
-    if isinstance(value, bool | int | float | Decimal):
+    if isinstance(value, bool | int):
+        # Not as a float: past 2**53 (64-bit ids) an integer and its neighbour are one float.
+        return (1, int(value))
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return (1, int(value))  # DuckDB's HUGEINT and DECIMAL(38, 0) likewise
+    if isinstance(value, float | Decimal):
         number = float(value)
         if math.isfinite(number):
             return (1, round(number, 6) + 0.0)  # + 0.0: -0.0 reads 0.0
     return (2, str(value))
+
+
+# The most ways to pair columns of equal values tried, and the most rows all the tries may
+# pair (720 tries of up to 277 rows, 20 of 10,000): past either the rows agree as each row's
+# multiset of cells did. 10,000 rows of 6 columns of the same values, no pairing matching,
+# took 21.8 s of CPU in all 720 tries.
+_MAX_PAIRINGS = 720
+_MAX_PAIRED_ROWS = 200_000
+
+
+def _same_rows(
+    mine: Sequence[Sequence[Any]], theirs: Sequence[Sequence[Any]], ordered: bool
+) -> bool:
+    """Whether two results hold the same rows, column order ignored: some one pairing of the
+    columns makes them equal (as lists when ``ordered``, else as bags). The rows must first
+    agree each as the multiset of its cells (which alone takes id and age swapped in one row
+    for the same); then columns holding the same values are paired, within
+    :data:`_MAX_PAIRINGS` tries and :data:`_MAX_PAIRED_ROWS` rows, past which that agreement
+    stands."""
+    if _rows_key(mine, ordered) != _rows_key(theirs, ordered):
+        return False  # no pairing of the columns can make rows of other cells equal
+    a = [tuple(_value_key(v) for v in row) for row in mine]
+    b = [tuple(_value_key(v) for v in row) for row in theirs]
+    if not a:
+        return True
+    tries = min(_MAX_PAIRINGS, max(1, _MAX_PAIRED_ROWS // len(a)))
+    want: object = b if ordered else Counter(b)
+    for n, pairing in enumerate(_pairings(a, b)):
+        if n == tries:
+            return True
+        permuted = [tuple(row[i] for i in pairing) for row in a]
+        if (permuted if ordered else Counter(permuted)) == want:
+            return True
+    return False
+
+
+def _pairings(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> Iterator[tuple[int, ...]]:
+    """Each way to give every column of ``b`` a column of ``a`` holding the same values, as
+    the ``a`` index for each ``b`` column; none when the columns' values differ. Columns of
+    one set of values pair in every order: the product of each such group's permutations."""
+    width = len(b[0])
+    in_a: dict[tuple[Any, ...], list[int]] = {}
+    in_b: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(width):
+        in_a.setdefault(tuple(sorted(row[i] for row in a)), []).append(i)
+        in_b.setdefault(tuple(sorted(row[i] for row in b)), []).append(i)
+    if {k: len(v) for k, v in in_a.items()} != {k: len(v) for k, v in in_b.items()}:
+        return  # the columns' values differ: no pairing
+    groups = [(in_b[k], in_a[k]) for k in in_b]
+    # product() holds each group's orders: at most what is tried (20 NULL columns have 20!).
+    orders = [
+        itertools.islice(itertools.permutations(mine), _MAX_PAIRINGS + 1) for _, mine in groups
+    ]
+    for choice in itertools.product(*orders):
+        pairing = [0] * width
+        for (theirs, _), order in zip(groups, choice, strict=True):
+            for j, i in zip(theirs, order, strict=True):
+                pairing[j] = i
+        yield tuple(pairing)
 
 
 def _rows_key(rows: Sequence[Sequence[Any]], ordered: bool) -> object:
@@ -312,6 +426,7 @@ def _combined_score(judge_score: float, ref: Reference) -> float:
 # Each differing component as the result's issue label (the taxonomy of stef.models.Issue).
 ISSUE_OF_COMPONENT = {
     "shape": "logic_error",
+    "subqueries": "logic_error",
     "tables": "joins_suspect",
     "joins": "joins_suspect",
     "projections": "columns_wrong",

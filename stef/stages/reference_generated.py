@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
 from stef.errors import CpuBudgetSpent
 from stef.models import (
     Reference,
@@ -63,6 +67,28 @@ UNEXERCISED = frozenset({"limit", "order_by"})
 
 # Databases that could tell, from which agreement is as sure as the dev rate says.
 _SURE = 6
+
+
+# What makes a query's rows differ from one run to the next: sqlglot's random functions,
+# SQLite's RANDOMBLOB and SETSEED (read as anonymous functions), and sampling.
+_RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Uuid, exp.TableSample)
+_RANDOM_NAMES = frozenset(("randomblob", "setseed"))
+# Why rows that differ did not decide (the generated databases' or the team's).
+RANDOM_ROWS = "a query calls a random function or samples: rows that differ decide nothing"
+
+
+def random_rows(sql: str, gold_sql: str, dialect: str | None) -> bool:
+    """Whether either query calls a random function or samples: then rows that differ say
+    nothing (the same query as its reference, ``SELECT RANDOM()``, differs from itself)."""
+    for text in (sql, gold_sql):
+        try:
+            tree = sqlglot.parse_one(text, read=dialect)
+        except (SqlglotError, RecursionError, ValueError):
+            continue
+        for node in tree.find_all(*_RANDOM, exp.Anonymous):
+            if not isinstance(node, exp.Anonymous) or node.name.casefold() in _RANDOM_NAMES:
+                return True
+    return False
 
 
 # Why the generated databases did not decide when running them ran STEF out of memory.
@@ -156,6 +182,10 @@ def _decided(ref: Reference, spec: SqlSpec, run: _Run) -> Reference:
     if found.status in ("not_run", "undecided"):
         reason = f"execution_{found.status}: {found.detail}"
         return ref.model_copy(update={"execution": execution, "error": ref.error or reason})
+    if found.status in ("different", "duplicates") and random_rows(
+        run.sql, run.gold_sql, run.dialect
+    ):
+        return _structure(ref, "not_run", RANDOM_ROWS)
     unexercised = _unexercised(ref, found, run)
     if unexercised:
         reason = "execution_unexercised: the generated databases cannot tell the reference from "

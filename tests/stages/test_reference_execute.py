@@ -6,19 +6,23 @@ from __future__ import annotations
 import json
 import sqlite3
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from stef.errors import ConfigError
 from stef.io.database import Database, open_database
 from stef.judges.heuristic.judge import HeuristicJudge
+from stef.metrics import Metrics
 from stef.models import ReferenceExecution, Result, Verdict
 from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
+from stef.sql.budget import BUDGET_SPENT
 from tests.conftest import last_json_of_child
 
 ROWS = [(1, "Ann", "France", 31, 1.5), (2, "Bob", "France", 45, 2.25), (3, "Eve", "Spain", 28, 3.0)]
@@ -99,6 +103,62 @@ def test_other_rows_are_incorrect(database_url: str) -> None:
     assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
 
 
+def test_columns_are_matched_once_for_all_rows(database_url: str) -> None:
+    pipeline = _pipeline(database_url)
+    # Another column order is the same answer.
+    swapped = _execution(
+        pipeline, "Ids and ages", "SELECT age, id FROM singer", "SELECT id, age FROM singer"
+    )
+    assert swapped.status == "same"
+    # Id and age swapped in one row only: each row holds the same values, the answer does not.
+    partly = _execution(
+        pipeline,
+        "Ids and ages",
+        "SELECT CASE WHEN id = 1 THEN age ELSE id END, CASE WHEN id = 1 THEN id ELSE age END "
+        "FROM singer",
+        "SELECT id, age FROM singer",
+    )
+    assert partly.status == "different"
+
+
+def test_integers_past_a_float_s_precision_stay_apart(database_url: str) -> None:
+    # 64-bit ids (snowflake, Twitter) past 2**53: as floats, an id and its neighbour are equal.
+    pipeline = _pipeline(database_url)
+    for mine, theirs in ((2**53 + 1, 2**53), (2**63 - 1, 2**63 - 2)):
+        execution = _execution(pipeline, "The id", f"SELECT {mine}", f"SELECT {theirs}")
+        assert execution.status == "different", (mine, theirs)
+    # A number is still the same number however typed: an integer and its float.
+    same = _execution(pipeline, "The number", "SELECT 3", "SELECT 3.0")
+    assert same.status == "same"
+
+
+def test_rows_of_a_random_function_decide_nothing(database_url: str) -> None:
+    # The same query as its reference: two runs of RANDOM() differ, the query is not wrong.
+    sql = "SELECT name, RANDOM() AS r FROM singer ORDER BY r LIMIT 1"
+    result = _judge(_pipeline(database_url), "A random singer", sql, sql)
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "not_run"
+    assert "random" in ref.execution.detail
+    assert (ref.verdict, ref.decided_by) == (Verdict.CORRECT, "structure")
+    # Then the structure decides: another filter is still Incorrect.
+    other = _judge(
+        _pipeline(database_url),
+        "A random singer from France",
+        "SELECT name FROM singer WHERE country = 'Spain' ORDER BY RANDOM() LIMIT 1",
+        "SELECT name FROM singer WHERE country = 'France' ORDER BY RANDOM() LIMIT 1",
+    )
+    assert other.reference is not None and other.reference.verdict is Verdict.INCORRECT
+    # Rows that agree still decide.
+    same = _execution(
+        _pipeline(database_url),
+        "Singers from France, shuffled",
+        "SELECT name FROM singer WHERE country = 'France' ORDER BY RANDOM()",
+        "SELECT name FROM singer WHERE country = 'France'",
+    )
+    assert same.status == "same"
+
+
 def test_row_order_counts_only_when_the_question_asks_for_it(database_url: str) -> None:
     pipeline = _pipeline(database_url)
     asc, desc = "SELECT name FROM singer ORDER BY age", "SELECT name FROM singer ORDER BY age DESC"
@@ -122,29 +182,96 @@ def test_a_failing_query_is_a_finding_not_a_crash(database_url: str) -> None:
     assert gold_bad.reference.execution.status == "reference_failed"
 
 
-def test_a_runaway_query_times_out(database_url: str) -> None:
-    runaway = (
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
-        "SELECT COUNT(*) FROM n, singer"
-    )
-    execution = _execution(
+RUNAWAY = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n, singer"
+)
+
+
+def test_a_runaway_query_times_out_when_the_reference_finishes(database_url: str) -> None:
+    result = _judge(
         _pipeline(database_url, timeout_s=0.3),
         "How many singers?",
-        runaway,
+        RUNAWAY,
         "SELECT COUNT(*) FROM singer",
     )
-    assert execution.status == "generated_failed"
-    assert execution.detail.startswith("timeout")
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "generated_failed"
+    assert ref.execution.detail.startswith("timeout")
+    assert (ref.verdict, ref.decided_by) == (Verdict.INCORRECT, "execution")
 
 
-def test_too_many_rows_is_a_finding(database_url: str) -> None:
+def test_a_timeout_the_reference_shares_decides_nothing(database_url: str) -> None:
+    # The database is too slow for the question itself (or loaded): the reference, run within
+    # the same timeout, does not finish either; the structure decides, the metric says why.
+    registry = CollectorRegistry()
+    settings = Settings(reference={"execute": database_url, "timeout_s": 0.3})
+    pipeline = build_pipeline(
+        settings, load_rules(None), build_backend(settings), Metrics(registry)
+    )
+    gold = (
+        "WITH RECURSIVE m(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM m) "
+        "SELECT COUNT(*) FROM m, singer"
+    )
+    result = _judge(pipeline, "How many singers?", RUNAWAY, gold)
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "not_run"
+    assert ref.execution.detail.count("timeout") == 2  # the generated SQL's and the reference's
+    assert ref.verdict is not None and ref.decided_by == "structure"
+    fallbacks = "stef_reference_execution_fallbacks_total"
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "not_run"}) == 1
+
+
+def test_a_timeout_past_the_cpu_budget_runs_no_reference(tmp_path: Path) -> None:
+    # A SQLite statement's steps are the record's thread CPU: a generated query that timed out
+    # after 1 s spent the record's 0.2 s budget, so the reference is not run again to see.
+    registry = CollectorRegistry()
+    settings = Settings(
+        reference={"execute": _sqlite(tmp_path / "golden.db"), "timeout_s": 1.0},
+        limits={"max_record_cpu_s": 0.2},
+    )
+    pipeline = build_pipeline(
+        settings, load_rules(None), build_backend(settings), Metrics(registry)
+    )
+    _judge(pipeline, "How many singers?", "SELECT COUNT(*) FROM singer", "SELECT 3")  # warm
+    started = time.monotonic()
+    result = _judge(pipeline, "How many singers?", RUNAWAY, RUNAWAY)
+    took = time.monotonic() - started
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert (ref.execution.status, ref.execution.detail) == ("not_run", BUDGET_SPENT)
+    assert ref.verdict is Verdict.CORRECT and ref.decided_by == "structure"
+    assert took < 2.0  # one timeout of 1 s, not two
+    fallbacks = "stef_reference_execution_fallbacks_total"
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "budget"}) == 1
+
+
+def test_too_many_rows_is_a_finding_when_the_reference_has_fewer(database_url: str) -> None:
     execution = _execution(
+        _pipeline(database_url, max_rows=2),
+        "All singers",
+        "SELECT name FROM singer",
+        "SELECT name FROM singer WHERE country = 'France'",
+    )
+    assert execution.status == "generated_failed"
+    assert execution.detail.startswith("too_many_rows")
+    assert execution.reference_rows == 2
+
+
+def test_too_many_rows_on_both_sides_decides_nothing(database_url: str) -> None:
+    # The same query as its reference is no error because the answer is past max_rows.
+    result = _judge(
         _pipeline(database_url, max_rows=2),
         "All singers",
         "SELECT name FROM singer",
         "SELECT name FROM singer",
     )
-    assert execution.detail.startswith("too_many_rows")
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "not_run"
+    assert ref.execution.detail.count("too_many_rows") == 2
+    assert (ref.verdict, ref.decided_by) == (Verdict.CORRECT, "structure")
 
 
 def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:

@@ -52,6 +52,26 @@ def test_a_counterexample_decides_incorrect_and_is_in_the_result() -> None:
     assert result.score is not None and result.score < 50
 
 
+def test_rows_of_a_random_function_never_make_a_query_differ_from_itself() -> None:
+    # The same query as its reference: its rows differ from one run to the next (each of these
+    # was different, Incorrect, in about half of the runs). The structure decides, or rows that
+    # happened to agree.
+    seen = set()
+    for sql in (
+        "SELECT name FROM singer ORDER BY RANDOM() LIMIT 1",
+        "SELECT name FROM singer WHERE RANDOM() > 0",
+    ):
+        for _ in range(8):
+            result = _judge({"question": "A random singer", "sql": sql, "gold_sql": sql})
+            ref = result.reference
+            assert ref is not None and ref.verdict is Verdict.CORRECT, ref
+            assert ref.execution is not None
+            seen.add(ref.execution.status)
+            if ref.execution.status == "not_run":
+                assert ref.error is not None and "random" in ref.error
+    assert "not_run" in seen
+
+
 def test_agreement_on_every_database_is_correct_and_can_be_excellent() -> None:
     result = _judge(
         {
