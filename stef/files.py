@@ -111,11 +111,19 @@ def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
     return obj
 
 
+# The longest line of a JSON Lines file read without a bound of its own (results, labels, agent
+# logs). A result is about the size of its record (a 203 KB record of 3,000 projections, 2 KB
+# short of the default limits, made a 268 KB result), so none comes near; a stream without line
+# ends (/dev/zero) is refused here instead of read until memory runs out (a MemoryError after
+# 3 GB). Reading a line this long takes about 230 MB (a 100 MB line took 390 MB).
+MAX_LINE_BYTES = 64 << 20
+
+
 def iter_lines(
     path: str | Path,
     *,
     lenient: bool = False,
-    max_line_bytes: int | None = None,
+    max_line_bytes: int | None = MAX_LINE_BYTES,
     too_long: str = "",
 ) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every non-blank line, streamed (a results file may be larger
@@ -127,6 +135,7 @@ def iter_lines(
         lenient: read bytes that are not UTF-8 as U+FFFD.
         max_line_bytes: the longest line (without its LF); None: any. A longer one is refused
             once that many bytes of it are read, not held whole (a 200 MB line took 700 MB).
+            Default :data:`MAX_LINE_BYTES`.
         too_long: said after the bound when a line is longer (why none may be).
 
     Raises:
@@ -180,7 +189,7 @@ def iter_jsonl(
     path: str | Path,
     *,
     lenient: bool = False,
-    max_line_bytes: int | None = None,
+    max_line_bytes: int | None = MAX_LINE_BYTES,
     too_long: str = "",
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of every non-blank line, read as :func:`iter_lines` reads.

@@ -1,0 +1,32 @@
+"""Results and labels files a hostile or clumsy user points a command at (``summary``, ``report``,
+``estimate``, ``calibrate --results``, ``canary add``): each is one line naming the file and the
+line and a non-zero exit, or figures that hold; never a traceback, a memory blow-up or a number
+that is not one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_stef
+
+# Far more than the interpreter and a bounded line need (about 250 MB), far less than an
+# unbounded read of /dev/zero takes before it fails.
+PRLIMIT = ("prlimit", "--as=1500000000")
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+@pytest.mark.parametrize("read", ["results", "labels"])
+def test_a_file_without_line_ends_is_refused_at_the_bound(read: str, tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({"id": "a", "outcome": "evaluated"}) + "\n")
+    if read == "results":
+        done = run_stef("summary", "/dev/zero", prefix=PRLIMIT)
+    else:
+        args = ("estimate", "--results", str(results), "--labels", "/dev/zero")
+        done = run_stef(*args, prefix=PRLIMIT)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "/dev/zero:1: longer than 64 MiB" in done.stderr
