@@ -6,11 +6,13 @@ that is not one."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
 import pytest
 
+from stef.cli import main
 from tests.conftest import run_stef
 
 # Far more than the interpreter and a bounded line need (about 250 MB), far less than an
@@ -30,3 +32,26 @@ def test_a_file_without_line_ends_is_refused_at_the_bound(read: str, tmp_path: P
         done = run_stef(*args, prefix=PRLIMIT)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "/dev/zero:1: longer than 64 MiB" in done.stderr
+
+
+def _results(path: Path, scores: list[object]) -> Path:
+    lines = [{"id": "good", "app": "a", "outcome": "evaluated", "score": 50.0, "tier": "marginal"}]
+    for i, score in enumerate(scores):
+        lines.append({"id": f"r{i}", "app": "a", "outcome": "evaluated", "score": score})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+BAD_SCORES = [math.nan, math.inf, -math.inf, -5, 500, "high", True]
+
+
+def test_a_score_that_is_not_one_is_read_as_none_by_report(tmp_path: Path) -> None:
+    """As a ``p_correct`` outside 0-1 is: a NaN stopped the report with a traceback, -5 and
+    500 moved its percentiles."""
+    pages = []
+    for name, scores in [("bad", BAD_SCORES), ("none", [None] * len(BAD_SCORES))]:
+        (tmp_path / name).mkdir()
+        results, page = tmp_path / name / "results.jsonl", tmp_path / name / "report.html"
+        assert main(["report", str(_results(results, scores)), "-o", str(page)]) == 0
+        pages.append(page.read_text().replace(str(tmp_path / name), "DIR"))
+    assert pages[0] == pages[1]
