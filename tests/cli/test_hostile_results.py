@@ -55,3 +55,24 @@ def test_a_score_that_is_not_one_is_read_as_none_by_report(tmp_path: Path) -> No
         assert main(["report", str(_results(results, scores)), "-o", str(page)]) == 0
         pages.append(page.read_text().replace(str(tmp_path / name), "DIR"))
     assert pages[0] == pages[1]
+
+
+@pytest.fixture(scope="module")
+def judged() -> dict[str, object]:
+    """One whole result, as ``stef judge`` prints it."""
+    done = run_stef("judge", "-q", "How many orders?", "-s", "SELECT COUNT(*) FROM orders")
+    result: dict[str, object] = json.loads(done.stdout)
+    assert result["outcome"] == "evaluated"
+    return result
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, -5, 500], ids=str)
+def test_summary_refuses_a_score_that_is_not_one_at_its_line(
+    score: float, judged: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NaN score made the mean NaN (and ``--format json`` print a NaN, which is not JSON);
+    -5 or 500 moved it without a word."""
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(judged) + "\n" + json.dumps({**judged, "score": score}) + "\n")
+    assert main(["summary", str(path), "--format", "json"]) == 1
+    assert f"{path}:2: not a result: score" in capsys.readouterr().err
