@@ -76,3 +76,20 @@ def test_summary_refuses_a_score_that_is_not_one_at_its_line(
     path.write_text(json.dumps(judged) + "\n" + json.dumps({**judged, "score": score}) + "\n")
     assert main(["summary", str(path), "--format", "json"]) == 1
     assert f"{path}:2: not a result: score" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["estimate", "calibrate"])
+def test_a_lone_surrogate_in_results_and_labels_is_read_as_u_fffd(
+    command: str, tmp_path: Path
+) -> None:
+    """JSON reads "\\ud800" as a lone surrogate, which has no UTF-8: printing the app's row
+    (estimate) or a disagreement's id (calibrate --results) stopped with a UnicodeEncodeError
+    traceback. Read as U+FFFD in both files, the label still joins its result."""
+    results, labels = tmp_path / "results.jsonl", tmp_path / "labels.jsonl"
+    line = {"id": "a\udc01", "app": "x\ud800", "outcome": "evaluated", "score": 90.0}
+    line |= {"components": {"verdict": "Correct"}, "judge": {"p_correct": 0.9}}
+    results.write_text(json.dumps(line) + "\n")
+    labels.write_text(json.dumps({"id": "a\udc01", "label": False}) + "\n")
+    done = run_stef(command, "--results", str(results), "--labels", str(labels))
+    assert done.returncode == 0, done.stderr
+    assert ("x\ufffd" if command == "estimate" else "a\ufffd") in done.stdout
