@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from stef.cli import main
-from tests.conftest import run_stef
+from tests.conftest import STEF, run_stef
 
 # Far more than the interpreter and a bounded line need (about 250 MB), far less than an
 # unbounded read of /dev/zero takes before it fails.
@@ -93,3 +94,14 @@ def test_a_lone_surrogate_in_results_and_labels_is_read_as_u_fffd(
     done = run_stef(command, "--results", str(results), "--labels", str(labels))
     assert done.returncode == 0, done.stderr
     assert ("x\ufffd" if command == "estimate" else "a\ufffd") in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+def test_judge_refuses_stdin_without_end_at_the_bound() -> None:
+    """``stef judge < /dev/zero`` read stdin until memory ran out (a MemoryError traceback)."""
+    with open("/dev/zero", "rb") as zero:
+        done = subprocess.run(
+            [*PRLIMIT, *STEF, "judge"], stdin=zero, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "stef judge: stdin: longer than 64 MiB" in done.stderr
