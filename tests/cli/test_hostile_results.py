@@ -105,3 +105,18 @@ def test_judge_refuses_stdin_without_end_at_the_bound() -> None:
         )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "stef judge: stdin: longer than 64 MiB" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+def test_summary_counts_dead_letters_line_by_line_and_names_that_file(tmp_path: Path) -> None:
+    """--dead-letters was read with open(): /dev/zero ended in a MemoryError traceback, and a
+    byte that is not UTF-8 was reported against the results file."""
+    results, dead = tmp_path / "results.jsonl", tmp_path / "dead.jsonl"
+    results.write_text("")
+    done = run_stef("summary", str(results), "--dead-letters", "/dev/zero", prefix=PRLIMIT)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "/dev/zero:1: longer than 64 MiB" in done.stderr
+    dead.write_bytes(b'{"reason": "not_utf8", "payload": "caf\xe9"}\n\n{"reason": "not_json"}\n')
+    done = run_stef("summary", str(results), "--dead-letters", str(dead), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["invalid"] == 2
