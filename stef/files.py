@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +92,34 @@ def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
     return f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason})"
 
 
+# A lone surrogate, escaped ("\\ud83d": half an emoji, as a model cut between two tokens writes it)
+# or raw: JSON reads it into a string UTF-8 cannot hold. A pair escaped matches too (harmless).
+SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
+
+
+def unicode_json(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD. A walk,
+    not a recursion: JSON nested as deep as the parser allows left no room for one."""
+    root = [value]
+    todo: list[tuple[Any, Any]] = [(root, 0)]
+    while todo:
+        container, key = todo.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = _whole(item)
+        elif isinstance(item, list):
+            todo.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {_whole(k): v for k, v in item.items()}
+            container[key] = fixed
+            todo.extend((fixed, k) for k in fixed)
+    return root[0]
+
+
+def _whole(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
     """One JSON Lines line as an object.
 
@@ -111,11 +140,19 @@ def json_object(text: str, path: str | Path, line: int) -> dict[str, Any]:
     return obj
 
 
+# The longest line of a JSON Lines file read without a bound of its own (results, labels, agent
+# logs). A result is about the size of its record (a 203 KB record of 3,000 projections, 2 KB
+# short of the default limits, made a 268 KB result), so none comes near; a stream without line
+# ends (/dev/zero) is refused here instead of read until memory runs out (a MemoryError after
+# 3 GB). Reading a line this long takes about 230 MB (a 100 MB line took 390 MB).
+MAX_LINE_BYTES = 64 << 20
+
+
 def iter_lines(
     path: str | Path,
     *,
     lenient: bool = False,
-    max_line_bytes: int | None = None,
+    max_line_bytes: int | None = MAX_LINE_BYTES,
     too_long: str = "",
 ) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every non-blank line, streamed (a results file may be larger
@@ -127,6 +164,7 @@ def iter_lines(
         lenient: read bytes that are not UTF-8 as U+FFFD.
         max_line_bytes: the longest line (without its LF); None: any. A longer one is refused
             once that many bytes of it are read, not held whole (a 200 MB line took 700 MB).
+            Default :data:`MAX_LINE_BYTES`.
         too_long: said after the bound when a line is longer (why none may be).
 
     Raises:
@@ -180,8 +218,9 @@ def iter_jsonl(
     path: str | Path,
     *,
     lenient: bool = False,
-    max_line_bytes: int | None = None,
+    max_line_bytes: int | None = MAX_LINE_BYTES,
     too_long: str = "",
+    replace_surrogates: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of every non-blank line, read as :func:`iter_lines` reads.
 
@@ -189,6 +228,10 @@ def iter_jsonl(
         lenient: pass over lines that are not JSON objects, and read bytes that are not UTF-8
             as U+FFFD (an agent log holds the bad lines its dead letters were made of).
         max_line_bytes, too_long: as :func:`iter_lines` takes them.
+        replace_surrogates: read a lone surrogate (JSON ``"\\ud800"``) in any string or key as
+            U+FFFD, for text that is shown or printed (results, review labels): it has no
+            UTF-8, and printing it stopped stef estimate and calibrate --results with a
+            traceback. Off for records a judge reads, which keep what was logged.
 
     Raises:
         FileError: the file cannot be read; a line longer than ``max_line_bytes``; unless
@@ -202,4 +245,4 @@ def iter_jsonl(
             if lenient:
                 continue
             raise
-        yield n, obj
+        yield n, unicode_json(obj) if replace_surrogates and SURROGATE.search(text) else obj

@@ -566,7 +566,8 @@ class Result(_Frozen):
     agent_version: str | None = None
     timestamp: str | None = None
     outcome: Outcome
-    score: float | None = None
+    # 0-100 as scored (a NaN read back made stef summary's mean NaN, -5 moved it unseen).
+    score: float | None = Field(None, ge=0, le=100)
     tier: Tier | None = None
     error: str | None = None
     components: Components | None = None

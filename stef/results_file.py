@@ -58,7 +58,7 @@ def read_results(path: Path, input_log: Path | None = None) -> list[Record]:
         FileError: either file cannot be read, or a line of ``path`` is not a result.
     """
     out: list[Record] = []
-    for n, obj in iter_jsonl(path):
+    for n, obj in iter_jsonl(path, replace_surrogates=True):
         if not isinstance(obj.get("id"), str) or not isinstance(obj.get("outcome"), str):
             raise FileError(path, "not a result (no string 'id' and 'outcome')", n)
         out.append(obj)
@@ -79,7 +79,7 @@ def read_inputs(path: Path) -> dict[str, dict[str, Any]]:
         FileError: the file cannot be read.
     """
     out: dict[str, dict[str, Any]] = {}
-    for _, obj in iter_jsonl(path, lenient=True):
+    for _, obj in iter_jsonl(path, lenient=True, replace_surrogates=True):
         rid = obj.get("id")
         if isinstance(rid, str):
             enriched = obj.get("enriched_question")

@@ -14,6 +14,7 @@ from stef.cli.common import add_common, report_error, settings_of
 from stef.cli.result_text import as_text
 from stef.errors import InvalidInput, StefError
 from stef.exits import Exit
+from stef.files import MAX_LINE_BYTES
 from stef.settings import Settings
 
 _FLAG_FIELDS = ("id", "question", "sql", "enriched_question", "app", "dialect")
@@ -49,7 +50,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"stef judge: {problem}", file=sys.stderr)
         return Exit.USAGE
     if args.question is None:
-        payload = sys.stdin.buffer.read().strip()
+        # Bounded (stdin may be /dev/zero: read whole, it ended in a MemoryError); a record
+        # past limits.max_record_bytes but within the bound is the record path's to refuse.
+        payload = sys.stdin.buffer.read(MAX_LINE_BYTES + 1)
+        if len(payload) > MAX_LINE_BYTES:
+            print(f"stef judge: stdin: longer than {MAX_LINE_BYTES >> 20} MiB", file=sys.stderr)
+            return Exit.FAILURE
+        payload = payload.strip()
         if not payload:
             print(
                 "stef judge: no record on stdin; pass --question and --sql, or pipe one JSON "

@@ -85,7 +85,7 @@ def read_label_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out: list[dict[str, Any]] = []
-    for n, obj in iter_jsonl(path):
+    for n, obj in iter_jsonl(path, replace_surrogates=True):
         if not isinstance(obj.get("id"), str) or not (
             obj.get("label") is None or isinstance(obj.get("label"), bool)
         ):

@@ -58,8 +58,10 @@ def issues(rec: Mapping[str, Any]) -> list[str]:
 
 
 def score(rec: Mapping[str, Any]) -> float | None:
+    """The record's score, when it is one (a number in 0-100: NaN, an infinity or -5 is none,
+    as a ``p_correct`` outside 0-1 is; a NaN stopped ``stef report`` with a traceback)."""
     value = rec.get("score")
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 100:
         return float(value)
     return None
 

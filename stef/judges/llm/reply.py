@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stef.errors import ReplyInvalid
+from stef.files import SURROGATE, unicode_json
 from stef.judges.base import JudgeRequest
 from stef.models import (
     ISSUE_LABELS,
@@ -334,8 +335,10 @@ def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, lis
         # ValueError covers JSONDecodeError and the out-of-range numbers json refuses.
         raise ReplyInvalid([f"the reply is not valid JSON: {exc}"], "invalid_json") from exc
     repairs: list[str] = []
-    if _SURROGATE.search(text):
-        data = _unicode(data)
+    if SURROGATE.search(text):
+        # A verdict whose rationale holds half an emoji is still a verdict (it was re-asked,
+        # then a judge_error).
+        data = unicode_json(data)
     if isinstance(data, dict):
         data = _filled(data, repairs)
         if final:
@@ -349,35 +352,6 @@ def parse_reply(text: str | None, *, final: bool = False) -> tuple[LlmReply, lis
                 for e in exc.errors(include_url=False)
             ]
         ) from exc
-
-
-# A lone surrogate, escaped ("\\ud83d": half an emoji, as a model cut between two tokens writes it)
-# or raw: JSON reads it into a string UTF-8 cannot hold. A pair escaped matches too (harmless).
-_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
-
-
-def _unicode(value: Any) -> Any:
-    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD: a verdict
-    whose rationale holds half an emoji is still a verdict (it was re-asked, then a judge_error).
-    A walk, not a recursion: JSON nested as deep as the parser allows left no room for one."""
-    root = [value]
-    todo: list[tuple[Any, Any]] = [(root, 0)]
-    while todo:
-        container, key = todo.pop()
-        item = container[key]
-        if isinstance(item, str):
-            container[key] = _whole(item)
-        elif isinstance(item, list):
-            todo.extend((item, i) for i in range(len(item)))
-        elif isinstance(item, dict):
-            fixed = {_whole(k): v for k, v in item.items()}
-            container[key] = fixed
-            todo.extend((fixed, k) for k in fixed)
-    return root[0]
-
-
-def _whole(text: str) -> str:
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 # The most items of one list a reply is read with: the schema asks for at most six, a model
