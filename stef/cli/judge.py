@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         if len(payload) > MAX_LINE_BYTES:
             print(f"stef judge: stdin: longer than {MAX_LINE_BYTES >> 20} MiB", file=sys.stderr)
             return Exit.FAILURE
-        payload = payload.strip()
+        # A BOM (an editor's, Notepad's) is passed over, as the file readers do.
+        payload = payload.strip().removeprefix(b"\xef\xbb\xbf").strip()
         if not payload:
             print(
                 "stef judge: no record on stdin; pass --question and --sql, or pipe one JSON "

@@ -107,6 +107,15 @@ def test_judge_refuses_stdin_without_end_at_the_bound() -> None:
     assert "stef judge: stdin: longer than 64 MiB" in done.stderr
 
 
+def test_judge_reads_a_record_saved_with_a_bom() -> None:
+    """A record saved by an editor that writes a UTF-8 BOM (Notepad) is judged, as the file
+    readers pass the BOM over; it was refused as invalid input."""
+    record = json.dumps({"question": "How many orders?", "sql": "SELECT COUNT(*) FROM orders"})
+    done = run_stef("judge", stdin="\ufeff" + record + "\n")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outcome"] == "evaluated"
+
+
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
 def test_summary_counts_dead_letters_line_by_line_and_names_that_file(tmp_path: Path) -> None:
     """--dead-letters was read with open(): /dev/zero ended in a MemoryError traceback, and a
