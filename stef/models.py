@@ -433,15 +433,15 @@ class ReferenceExecution(_Frozen):
             only when the question asks for one), ``different``, ``duplicates`` (generated
             databases: the same rows up to repeats and rows with NULLs), ``undecided``
             (generated databases: none could tell, every reference result empty or dependent
-            on row order), ``generated_failed`` (the generated query failed; or it timed out or
-            returned too many rows or bytes and the reference, run within the same bounds,
-            finished: ``detail`` says which), ``reference_failed`` (likewise the reference), or
-            ``not_run`` (not a plain SELECT by STEF's safety check, no schema could be inferred
-            for the queries, neither query finished within the database's bounds, rows that
-            differ where a query calls a random function, running them
-            ran STEF out of memory, or the record's CPU budget ran out on the generated
-            databases or before the reference could be run after a generated query that did
-            not finish: ``detail`` says which).
+            on row order), ``generated_failed`` (the generated query failed and the reference
+            ran; or it timed out or returned too many rows or bytes and the reference, run
+            within the same bounds, finished: ``detail`` says which), ``reference_failed``
+            (likewise the reference), or ``not_run`` (not a plain SELECT by STEF's safety
+            check, no schema could be inferred for the queries, neither query finished within
+            the database's bounds or neither ran on it (both failed), rows that differ where a
+            query calls a random function, running them ran STEF out of memory, or the
+            record's CPU budget ran out on the generated databases or before the reference
+            could be run after a generated query that did not finish: ``detail`` says which).
         detail: what failed, or why nothing ran; or why rows that differ are still Likely
             Correct (generated databases: one query groups by an entity's key, the other by its
             name).

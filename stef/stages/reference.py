@@ -238,7 +238,7 @@ def _compared(
     if mine.status in _UNFINISHED:
         return _unfinished(database, mine, gold_sql, deadline)
     if mine.status != "ok":
-        return ReferenceExecution(status="generated_failed", detail=f"{mine.status}: {mine.detail}")
+        return _failed(database, mine, gold_sql, deadline)
     theirs = database.run(gold_sql)
     if theirs.status == "out_of_memory":
         return _out_of_memory("the reference SQL")
@@ -290,6 +290,31 @@ def _unfinished(
         detail = f"neither query finished: the generated SQL {failed}; the reference {stopped}"
         return ReferenceExecution(status="not_run", detail=detail)
     return ReferenceExecution(status="reference_failed", detail=f"{theirs.status}: {theirs.detail}")
+
+
+def _failed(
+    database: Database, mine: Execution, gold_sql: str, deadline: CpuDeadline
+) -> ReferenceExecution:
+    """The generated query failed on ``database`` (``mine``, an error): a finding
+    (``generated_failed``) unless the reference fails there too. Then neither runs on this
+    database, which says nothing about the generated query: SQL of another dialect than the
+    database's engine (Postgres' ``DATE_TRUNC`` on SQLite), or a table the database no longer
+    has; ``not_run``, the structure decides. The reference runs within what is left of the
+    record's CPU budget; with none left the error stands, as it did before the reference was
+    asked (an error is usually met before a statement runs)."""
+    failed = f"{mine.status}: {mine.detail}"
+    bound = min(database.timeout_s, deadline.left())
+    if bound <= 0:
+        return ReferenceExecution(status="generated_failed", detail=failed)
+    theirs = database.run(gold_sql, timeout_s=bound)
+    if theirs.status == "error":
+        detail = (
+            f"neither query runs on this database: the generated SQL {failed}; "
+            f"the reference {theirs.status}: {theirs.detail}"
+        )
+        return ReferenceExecution(status="not_run", detail=detail)
+    rows = len(theirs.rows) if theirs.status == "ok" else None
+    return ReferenceExecution(status="generated_failed", detail=failed, reference_rows=rows)
 
 
 def _out_of_memory(what: str) -> ReferenceExecution:

@@ -182,6 +182,27 @@ def test_a_failing_query_is_a_finding_not_a_crash(database_url: str) -> None:
     assert gold_bad.reference.execution.status == "reference_failed"
 
 
+def test_queries_neither_of_which_runs_on_the_database_decide_nothing(database_url: str) -> None:
+    # SQL the database cannot run whoever wrote it (another engine's function, here one that
+    # neither SQLite nor DuckDB has): the gold fails as the generated query does, so the
+    # database cannot tell. The generated query was Incorrect for the database's failing it.
+    registry = CollectorRegistry()
+    settings = Settings(reference={"execute": database_url})
+    pipeline = build_pipeline(
+        settings, load_rules(None), build_backend(settings), Metrics(registry)
+    )
+    sql = "SELECT name FROM singer WHERE stef_no_such_fn(age) > 30"
+    gold = "SELECT name FROM singer WHERE stef_no_such_fn(age) >= 31"
+    run = _execution(pipeline, "Singers over 30", sql, gold)
+    assert run.status == "not_run"
+    assert run.detail.count("error") == 2  # the generated SQL's and the reference's
+    fallbacks = "stef_reference_execution_fallbacks_total"
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "not_run"}) == 1
+    # The reference runs: the generated query's error is a finding, as before.
+    ok_gold = _execution(pipeline, "Singers over 30", sql, "SELECT name FROM singer WHERE age > 30")
+    assert ok_gold.status == "generated_failed" and ok_gold.reference_rows == 2
+
+
 RUNAWAY = (
     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n, singer"
 )
