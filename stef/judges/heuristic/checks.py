@@ -394,6 +394,16 @@ def enrichment_aggregates(ev: Evidence) -> Iterator[Finding]:
         )
 
 
+def idle_joins(ev: Evidence) -> Iterator[Finding]:
+    """A joined table the answer takes nothing from, at a leaf of the join graph
+    (:func:`stef.sql.joins.idle_joins`): it drops the rows without a match and repeats the rows
+    with several. Strong: on the dev set it fires on 99 records, 75 labelled wrong (32 of the
+    44 it takes from Correct)."""
+    if ev.spec.idle_joins:
+        reason = f"joined but never read: {', '.join(ev.spec.idle_joins)}"
+        yield Finding("joins_suspect", reason, True)
+
+
 def enrichment_columns(ev: Evidence) -> Iterator[Finding]:
     """Columns a faithful enrichment names (``refers to MIN(milliseconds)``) that the SQL never
     uses (:mod:`stef.judges.heuristic.named_columns`)."""
@@ -522,6 +532,7 @@ CHECKS: tuple[Check, ...] = (
     unrequested_predicates,
     enrichment_aggregates,
     enrichment_columns,
+    idle_joins,
     unasked_aggregates,
     average_over_count,
     integer_division,

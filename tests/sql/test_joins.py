@@ -1,0 +1,51 @@
+"""Joined tables that give a query nothing (stef.sql.joins.idle_joins)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from stef.sql.joins import idle_joins
+from stef.stages.sqlspec import sqlspec
+
+
+def _idle(sql: str) -> list[str]:
+    return idle_joins(sqlglot.parse_one(sql, read="sqlite"))
+
+
+@pytest.mark.parametrize(
+    ("sql", "idle"),
+    [
+        # A leaf table whose columns appear only in its ON condition.
+        ("SELECT u.age FROM users AS u JOIN badges AS b ON u.id = b.user_id", ["b"]),
+        ("SELECT users.age FROM users JOIN badges ON users.id = badges.user_id", ["badges"]),
+        (
+            "SELECT a.x FROM a JOIN b ON a.id = b.a_id JOIN c ON b.id = c.b_id WHERE b.k = 1",
+            ["c"],
+        ),
+        # Read in WHERE, GROUP BY, ORDER BY or an aggregate: used.
+        ("SELECT u.age FROM users u JOIN badges b ON u.id = b.uid WHERE b.name = 'x'", []),
+        ("SELECT u.age FROM users u JOIN badges b ON u.id = b.uid ORDER BY b.date", []),
+        ("SELECT u.age, MAX(b.date) FROM users u JOIN badges b ON u.id = b.uid GROUP BY 1", []),
+        # A bridge between two tables it links: used.
+        (
+            "SELECT s.name FROM hero s JOIN hero_power hp ON s.id = hp.hero_id "
+            "JOIN power p ON hp.power_id = p.id WHERE p.name = 'Flight'",
+            [],
+        ),
+        # Where columns cannot all be placed, nothing is said.
+        ("SELECT age FROM users u JOIN badges b ON u.id = b.uid", []),
+        ("SELECT COUNT(*) FROM users u JOIN badges b ON u.id = b.uid", []),
+        ("SELECT u.* FROM users u JOIN badges b ON u.id = b.uid", []),
+        ("SELECT u.age FROM users u JOIN (SELECT uid FROM badges) b ON u.id = b.uid", []),
+        ("SELECT u.age FROM users u", []),
+    ],
+)
+def test_idle_joins(sql: str, idle: list[str]) -> None:
+    assert _idle(sql) == idle
+
+
+def test_the_sql_spec_carries_them_and_leaves_them_out_of_dumps() -> None:
+    spec = sqlspec("SELECT u.age FROM users AS u JOIN badges AS b ON u.id = b.user_id", "sqlite")
+    assert spec.idle_joins == ["b"]
+    assert "idle_joins" not in spec.model_dump()
