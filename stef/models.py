@@ -142,6 +142,8 @@ class SqlSpec(_Frozen):
     ranked: list[RankedTerm] = Field(default_factory=list, exclude=True)
     # Joined tables no column outside the joins reads (stef.sql.joins.idle_joins).
     idle_joins: list[str] = Field(default_factory=list, exclude=True)
+    # Join equalities whose two column names name different things (stef.sql.joins).
+    mismatched_keys: list[str] = Field(default_factory=list, exclude=True)
 
 
 # ------------------------------------------------------------------------------- question spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from stef.sql.joins import idle_joins
+from stef.sql.joins import idle_joins, mismatched_keys
 from stef.stages.sqlspec import sqlspec
 
 
@@ -49,3 +49,42 @@ def test_the_sql_spec_carries_them_and_leaves_them_out_of_dumps() -> None:
     spec = sqlspec("SELECT u.age FROM users AS u JOIN badges AS b ON u.id = b.user_id", "sqlite")
     assert spec.idle_joins == ["b"]
     assert "idle_joins" not in spec.model_dump()
+
+
+@pytest.mark.parametrize(
+    ("sql", "mismatched"),
+    [
+        # Keys that name two different things.
+        (
+            "SELECT a.element FROM atom AS a JOIN bond AS b ON a.atom_id = b.bond_id",
+            ["atom.atom_id = bond.bond_id"],
+        ),
+        ("SELECT c.name FROM cards c JOIN sets s ON c.uuid = s.code", ["cards.uuid = sets.code"]),
+        (
+            "SELECT 1 FROM match JOIN league ON match.league_id = league.country_id",
+            ["match.league_id = league.country_id"],
+        ),
+        # One thing's key under two spellings.
+        ("SELECT 1 FROM cards c JOIN sets s ON c.setCode = s.code", []),
+        ("SELECT 1 FROM users u JOIN comments c ON u.id = c.userid", []),
+        ("SELECT 1 FROM superhero s JOIN hero_power hp ON s.id = hp.hero_id", []),
+        ("SELECT 1 FROM airlines a JOIN flights f ON a.uid = f.Airline", []),
+        ("SELECT 1 FROM member m JOIN income i ON m.member_id = i.link_to_member", []),
+        ("SELECT 1 FROM team t JOIN match m ON t.team_api_id = m.home_team_api_id", []),
+        ("SELECT 1 FROM drivers d JOIN results r ON d.driverId = r.driverId", []),
+        # Unqualified columns and one table's own columns are not read.
+        ("SELECT 1 FROM atom JOIN bond ON atom_id = bond_id", []),
+        ("SELECT 1 FROM emp e JOIN emp m ON e.manager_id = m.emp_no", []),
+    ],
+)
+def test_mismatched_keys(sql: str, mismatched: list[str]) -> None:
+    assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == mismatched
+
+
+@pytest.mark.parametrize(
+    "on",
+    ["o.cid = c.id", "o.cust_id = c.id", "o.custid = c.id", "c.id = o.customer"],
+)
+def test_an_abbreviated_key_names_its_table(on: str) -> None:
+    sql = f"SELECT 1 FROM orders o JOIN customers c ON {on}"
+    assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == []

@@ -404,6 +404,14 @@ def idle_joins(ev: Evidence) -> Iterator[Finding]:
         yield Finding("joins_suspect", reason, True)
 
 
+def mismatched_keys(ev: Evidence) -> Iterator[Finding]:
+    """A join that equates columns naming different things (``atom.atom_id = bond.bond_id``,
+    :func:`stef.sql.joins.mismatched_keys`): the rows it pairs do not belong together."""
+    if ev.spec.mismatched_keys:
+        reason = f"the join equates different keys: {'; '.join(ev.spec.mismatched_keys)}"
+        yield Finding("joins_suspect", reason, True)
+
+
 def enrichment_columns(ev: Evidence) -> Iterator[Finding]:
     """Columns a faithful enrichment names (``refers to MIN(milliseconds)``) that the SQL never
     uses (:mod:`stef.judges.heuristic.named_columns`)."""
@@ -533,6 +541,7 @@ CHECKS: tuple[Check, ...] = (
     enrichment_aggregates,
     enrichment_columns,
     idle_joins,
+    mismatched_keys,
     unasked_aggregates,
     average_over_count,
     integer_division,
