@@ -13,7 +13,7 @@ the ON conditions qualified by its table or alias.
 
 from __future__ import annotations
 
-import re
+from difflib import SequenceMatcher
 
 from sqlglot import exp
 
@@ -62,55 +62,56 @@ def idle_joins(stmt: exp.Expr) -> list[str]:
 
 # Names that say "the key of this table" and nothing more: ``airlines.uid = flights.airline``.
 _KEY_NAMES = frozenset({"id", "uid", "pk", "key", "code"})
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
-_SPLIT = re.compile(r"[^a-z0-9]+")
-# Words shorter than this say too little to tie two names together.
+# Two names that share this many letters in a row name one thing (``DestAirport`` and
+# ``AirportCode``); read case-folded, so that the way the SQL is printed changes nothing.
+_MIN_SHARED = 4
+# A table named inside a column name: at least this many letters (``hero`` in ``superhero``).
 _MIN_WORD = 3
 
 
-def _words(name: str) -> set[str]:
-    """The words of a column or table name, singular, without ``id``: ``heroPowerIds`` and
-    ``hero_power_id`` are {hero, power}."""
-    words = _SPLIT.split(_CAMEL.sub(r"\1_\2", name).casefold())
-    return {w[:-1] if w.endswith("s") and len(w) > _MIN_WORD else w for w in words if w} - {"id"}
+def _flat(name: str) -> str:
+    """A name case-folded, without underscores nor a trailing ``id``: ``Hero_Id`` is ``hero``."""
+    flat = name.casefold().replace("_", "")
+    return flat[:-2] if flat.endswith("id") and len(flat) > 2 else flat
 
 
 def _names_one_thing(left: str, left_table: str, right: str, right_table: str) -> bool:
     """Whether ``left_table.left = right_table.right`` can join one thing's key: the same
-    name, a word in common (``code`` and ``setCode``), or a bare key (``id``) on the side whose
-    table the other names (``superhero.id`` and ``hero_id``)."""
+    name, one inside the other (``zip`` and ``zip_code``), four letters in a row in common
+    (``DestAirport`` and ``AirportCode``), or a bare key (``id``) on the side whose table the
+    other names (``superhero.id`` and ``hero_id``)."""
     a, b = left.casefold(), right.casefold()
     if a == b:
         return True
-    words_a, words_b = _words(left), _words(right)
-    flat_a, flat_b = a.replace("_", ""), b.replace("_", "")
-    if any(len(w) >= _MIN_WORD and w in flat_b for w in words_a):
+    flat_a, flat_b = _flat(a), _flat(b)
+    short, long = sorted((flat_a, flat_b), key=len)
+    if len(short) >= _MIN_WORD and short in long:
+        return True  # zip and zip_code
+    shared = SequenceMatcher(None, flat_a, flat_b, autojunk=False).find_longest_match()
+    if shared.size >= _MIN_SHARED:
         return True
-    if any(len(w) >= _MIN_WORD and w in flat_a for w in words_b):
-        return True
-    return _keyed(a, words_a, left_table, words_b) or _keyed(b, words_b, right_table, words_a)
+    return _keyed(a, left_table, flat_b) or _keyed(b, right_table, flat_a)
 
 
-def _keyed(name: str, words: set[str], table: str, other: set[str]) -> bool:
-    """``name`` is a bare key of ``table`` and the other column names that table, in full or
-    abbreviated."""
-    if words and name not in _KEY_NAMES:
+def _keyed(name: str, table: str, other: str) -> bool:
+    """``name`` is a bare key of ``table`` and ``other`` (flattened) names that table, in full
+    or abbreviated."""
+    if _flat(name) and name not in _KEY_NAMES:
         return False
     flat = table.casefold().replace("_", "")
     single = flat[:-1] if flat.endswith("s") else flat
-    return any(
-        (len(w) >= _MIN_WORD and (w in flat or single in w)) or _abbreviates(w, flat) for w in other
-    )
+    if len(other) >= _MIN_WORD and (other in flat or single in other):
+        return True
+    return _abbreviates(other, flat)
 
 
 def _abbreviates(word: str, table: str) -> bool:
-    """``cid``, ``cust`` or ``emp`` for ``customers`` and ``employees``: the word, less a
-    trailing ``id``, is the table name's first letter and then others of it in order."""
-    stem = word[:-2] if word.endswith("id") and len(word) > 2 else word
-    if not stem or not table or stem[0] != table[0]:
+    """``c``, ``cust`` or ``emp`` (of ``cid``, ``cust_id``, ``emp_id``) for ``customers`` and
+    ``employees``: the table name's first letter and then others of it in order."""
+    if not word or not table or word[0] != table[0]:
         return False
     rest = iter(table[1:])
-    return all(ch in rest for ch in stem[1:])
+    return all(ch in rest for ch in word[1:])
 
 
 def mismatched_keys(stmt: exp.Expr) -> list[str]:

@@ -88,3 +88,23 @@ def test_mismatched_keys(sql: str, mismatched: list[str]) -> None:
 def test_an_abbreviated_key_names_its_table(on: str) -> None:
     sql = f"SELECT 1 FROM orders o JOIN customers c ON {on}"
     assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == []
+
+
+@pytest.mark.parametrize(
+    "on",
+    [
+        "t1.DestAirport = t2.AirportCode",
+        "t1.DESTAIRPORT = t2.AIRPORTCODE",
+        "t1.destairport = t2.airportcode",
+        "t1.dest_airport = t2.AIRPORT_CODE",
+    ],
+)
+def test_keys_are_read_whatever_their_case(on: str) -> None:
+    """The way the SQL is printed changes nothing: camelCase, upper or lower case alike."""
+    sql = f"SELECT 1 FROM flights AS t1 JOIN airports AS t2 ON {on}"
+    assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == []
+
+
+def test_a_key_inside_the_other_names_one_thing() -> None:
+    sql = "SELECT 1 FROM member AS m JOIN zip_code AS z ON m.zip = z.zip_code"
+    assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == []
