@@ -134,6 +134,23 @@ def mismatched_keys(stmt: exp.Expr) -> list[str]:
             rt = tables.get(right.table.casefold(), right.table)
             if lt.casefold() == rt.casefold():
                 continue
-            if not _names_one_thing(left.name, lt, right.name, rt):
-                out.append(f"{lt}.{left.name} = {rt}.{right.name}")
+            if _names_one_thing(left.name, lt, right.name, rt):
+                continue
+            names = {t.casefold().replace("_", "") for t in tables.values()}
+            if _role(left.name, names, right.name, rt) or _role(right.name, names, left.name, lt):
+                continue
+            out.append(f"{lt}.{left.name} = {rt}.{right.name}")
     return list(dict.fromkeys(out))
+
+
+def _role(name: str, tables: set[str], other: str, other_table: str) -> bool:
+    """``matches.winner_id = players.player_id``: a key named for the role it plays (no table
+    of the query is called ``winner``) against the key of the other table, which it may well
+    hold; said only by the schema, so not read as a mismatch."""
+    folded = name.casefold()
+    if not folded.endswith("_id"):
+        return False
+    word = _flat(folded)
+    if any(word in t or t.rstrip("s") in word for t in tables):
+        return False
+    return other.casefold() in _KEY_NAMES or _keyed("id", other_table, _flat(other))

@@ -108,3 +108,18 @@ def test_keys_are_read_whatever_their_case(on: str) -> None:
 def test_a_key_inside_the_other_names_one_thing() -> None:
     sql = "SELECT 1 FROM member AS m JOIN zip_code AS z ON m.zip = z.zip_code"
     assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == []
+
+
+@pytest.mark.parametrize(
+    ("on", "mismatched"),
+    [
+        # A key named for its role (no table is called winner) against the other's key.
+        ("m.winner_id = p.player_id", []),
+        ("m.winner_id = p.id", []),
+        # Keys named for two tables of the query are still two things.
+        ("m.match_id = p.player_id", ["matches.match_id = players.player_id"]),
+    ],
+)
+def test_a_role_key_may_hold_the_other_tables_key(on: str, mismatched: list[str]) -> None:
+    sql = f"SELECT 1 FROM matches AS m JOIN players AS p ON {on}"
+    assert mismatched_keys(sqlglot.parse_one(sql, read="sqlite")) == mismatched
