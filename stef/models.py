@@ -140,6 +140,10 @@ class SqlSpec(_Frozen):
     negated: bool = False
     # Read by the judges, not part of the results contract (left out of every dump).
     ranked: list[RankedTerm] = Field(default_factory=list, exclude=True)
+    # Joined tables no column outside the joins reads (stef.sql.joins.idle_joins).
+    idle_joins: list[str] = Field(default_factory=list, exclude=True)
+    # Join equalities whose two column names name different things (stef.sql.joins).
+    mismatched_keys: list[str] = Field(default_factory=list, exclude=True)
 
 
 # ------------------------------------------------------------------------------- question spec

@@ -20,6 +20,7 @@ from stef.models import Aggregation, OrderTerm, Predicate, RankedTerm, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
 from stef.sql.census import Census
 from stef.sql.dialects import dialect_of
+from stef.sql.joins import idle_joins, mismatched_keys
 from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
 from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
 from stef.sql.scope import Conditions, feeding_selects, main_select
@@ -428,4 +429,6 @@ def _query_spec(
         functions=_functions(census),
         negated=any(p.op.startswith("not") or p.op == "!=" for p in filters.preds),
         ranked=_ranked(selects),
+        idle_joins=idle_joins(stmt),
+        mismatched_keys=mismatched_keys(stmt),
     )

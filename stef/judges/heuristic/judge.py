@@ -765,12 +765,15 @@ def _with_enrichment_values(
     kinds: list[str],
     question: str,
     enriched: str,
+    spec: SqlSpec,
     sql: str,
     options: HeuristicOptions,
 ) -> tuple[QuestionSpec, list[str]]:
     """Add the values a faithful enrichment spells out (``female refers to gender = 'F'``).
 
     They make the user's words explicit; a SQL that ignores them likely misses a constraint.
+    A value stated for a column the SQL returns as it is (``label = '+' means carcinogenic``
+    beside ``SELECT label``) tells how to read the answer ("is it carcinogenic?"), not a filter.
     """
     have = {f.rhs for f in qs.filters}
     q_text = question.casefold()
@@ -795,8 +798,10 @@ def _with_enrichment_values(
             continue
         if glossary_entry(enriched, f.span, question) or _defined_term(f, enriched):
             continue
-        have.add(f.value)
         lhs, op, kind = _stated(enriched, f)
+        if op == "=" and lhs is not None and _answered_column(lhs, spec):
+            continue
+        have.add(f.value)
         filters.append(
             QuestionFilter(
                 lhs=lhs, op=op, rhs=f.value, text=f"{f.text} (enrichment)", kind="enrichment"
@@ -830,6 +835,14 @@ def _stated(enriched: str, f: Found) -> tuple[str | None, str, str]:
     lhs = lhs or None  # `` ` ` = 'x' `` names no column
     kind = "number" if op in _MIRRORED and _NUMBER_ONLY.fullmatch(f.value) else f.kind
     return lhs, op, kind
+
+
+def _answered_column(column: str, spec: SqlSpec) -> bool:
+    """Whether the SQL returns ``column`` as it is and compares it nowhere: a value the
+    enrichment states for it reads the answer ("is it carcinogenic?" over ``SELECT label``)."""
+    if column not in spec.projections:
+        return False
+    return not any(p.lhs == column or column in p.columns for p in spec.filters)
 
 
 # "'has the fastest lap time?' refers to ...": a quoted phrase of the question being defined.
@@ -887,7 +900,7 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
     drift = enrichment(record.question, record.enriched_question, rules)
     if record.enriched_question and drift.status is not EnrichmentStatus.MAJOR_DRIFT:
         qs, kinds = _with_enrichment_values(
-            qs, kinds, record.question, record.enriched_question, record.sql, options
+            qs, kinds, record.question, record.enriched_question, spec, record.sql, options
         )
     texts = [record.question]
     if record.enriched_question and drift.status is not EnrichmentStatus.MAJOR_DRIFT:
