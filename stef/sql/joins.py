@@ -8,7 +8,9 @@ rows change. A table joined between two others (``hero_power`` between ``superhe
 
 Read only where every column is placed: one SELECT with no subquery, set operation, CTE nor
 ``*`` (``COUNT(*)`` counts the join's rows, so every table takes part), and every column outside
-the ON conditions qualified by its table or alias.
+the ON conditions qualified by its table or alias. Nothing is said where the answer keeps no
+repeats (``DISTINCT``, ``COUNT(DISTINCT ...)``, a grouping without other aggregates): there
+such a join is a semi-join, "the customers who placed an order".
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def idle_joins(stmt: exp.Expr) -> list[str]:
     cannot be read (see the module docstring)."""
     if not isinstance(stmt, exp.Select) or not stmt.args.get("joins"):
         return []
-    if stmt.find(exp.Subquery, exp.SetOperation, exp.CTE, exp.Star):
+    if stmt.find(exp.Subquery, exp.SetOperation, exp.CTE, exp.Star) or _keeps_no_repeats(stmt):
         return []
     tables = [t.alias_or_name.casefold() for t in stmt.find_all(exp.Table)]
     if len(set(tables)) < 2:
@@ -56,6 +58,23 @@ def idle_joins(stmt: exp.Expr) -> list[str]:
         return []
     used = {c.table.casefold() for c in read}
     return [t for t in dict.fromkeys(tables) if t not in used and len(links.get(t, ())) <= 1]
+
+
+def _keeps_no_repeats(select: exp.Select) -> bool:
+    """The answer is blind to repeated rows: ``SELECT DISTINCT``, or a grouping or aggregate
+    whose every aggregate is ``COUNT(DISTINCT ...)``, ``MIN`` or ``MAX``. A join there only
+    keeps the rows that have a match, the usual way to write "the customers who placed an
+    order" (a semi-join), so whether it belongs is the question's to say, not the join's."""
+    if select.args.get("distinct"):
+        return True
+    aggregates = list(select.find_all(exp.AggFunc))
+    if not aggregates and not select.args.get("group"):
+        return False
+    return all(
+        isinstance(a, exp.Min | exp.Max)
+        or (isinstance(a, exp.Count) and isinstance(a.this, exp.Distinct))
+        for a in aggregates
+    )
 
 
 # ------------------------------------------------------------------ join keys that name two things

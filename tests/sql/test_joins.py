@@ -39,6 +39,14 @@ def _idle(sql: str) -> list[str]:
         ("SELECT u.* FROM users u JOIN badges b ON u.id = b.uid", []),
         ("SELECT u.age FROM users u JOIN (SELECT uid FROM badges) b ON u.id = b.uid", []),
         ("SELECT u.age FROM users u", []),
+        # The answer keeps no repeats: a semi-join ("the users who have a badge"), not a finding.
+        ("SELECT DISTINCT u.age FROM users u JOIN badges b ON u.id = b.uid", []),
+        ("SELECT COUNT(DISTINCT u.id) FROM users u JOIN badges b ON u.id = b.uid", []),
+        ("SELECT u.age FROM users u JOIN badges b ON u.id = b.uid GROUP BY u.age", []),
+        ("SELECT u.age, MAX(u.id) FROM users u JOIN badges b ON u.id = b.uid GROUP BY u.age", []),
+        # An aggregate that counts repeats still reads the join's rows.
+        ("SELECT COUNT(u.id) FROM users u JOIN badges b ON u.id = b.uid", ["b"]),
+        ("SELECT u.age, SUM(u.id) FROM users u JOIN badges b ON u.id = b.uid GROUP BY 1", ["b"]),
     ],
 )
 def test_idle_joins(sql: str, idle: list[str]) -> None:
