@@ -49,24 +49,18 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"stef judge: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if args.question is None:
-        # Bounded (stdin may be /dev/zero: read whole, it ended in a MemoryError); a record
-        # past limits.max_record_bytes but within the bound is the record path's to refuse.
-        payload = sys.stdin.buffer.read(MAX_LINE_BYTES + 1)
-        if len(payload) > MAX_LINE_BYTES:
-            print(f"stef judge: stdin: longer than {MAX_LINE_BYTES >> 20} MiB", file=sys.stderr)
-            return Exit.FAILURE
-        # A BOM (an editor's, Notepad's) is passed over, as the file readers do.
-        payload = payload.strip().removeprefix(b"\xef\xbb\xbf").strip()
-        if not payload:
-            print(
-                "stef judge: no record on stdin; pass --question and --sql, or pipe one JSON "
-                "record (stef judge < record.json)",
-                file=sys.stderr,
-            )
-            return Exit.USAGE
     try:
-        judge = Judge(settings_of(args, cache=args.cache))
+        settings = settings_of(args, cache=args.cache)
+    except (StefError, OSError) as exc:
+        return report_error("stef judge", exc)
+    payload = b""
+    if args.question is None:
+        piped = _stdin_record(settings)
+        if isinstance(piped, int):
+            return piped
+        payload = piped
+    try:
+        judge = Judge(settings)
     except (StefError, OSError) as exc:
         return report_error("stef judge", exc)
     with judge:
@@ -85,6 +79,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"stef judge: judge_error: {result.error}", file=sys.stderr)
         return Exit.JUDGE_ERROR
     return Exit.OK
+
+
+def _stdin_record(settings: Settings) -> bytes | int:
+    """The record piped to stdin, or the exit status after saying why there is none."""
+    # Bounded (stdin may be /dev/zero: read whole, it ended in a MemoryError), the bound at
+    # least limits.max_record_bytes: a record the settings allow (and stef replay judges) is
+    # the record path's to judge or refuse, whatever its size.
+    bound = max(MAX_LINE_BYTES, settings.limits.max_record_bytes)
+    payload = sys.stdin.buffer.read(bound + 1)
+    if len(payload) > bound:
+        size = f"{bound >> 20} MiB" if bound % (1 << 20) == 0 else f"{bound} bytes"
+        print(f"stef judge: stdin: longer than {size}", file=sys.stderr)
+        return Exit.FAILURE
+    # A BOM (an editor's, Notepad's) is passed over, as the file readers do.
+    payload = payload.strip().removeprefix(b"\xef\xbb\xbf").strip()
+    if not payload:
+        print(
+            "stef judge: no record on stdin; pass --question and --sql, or pipe one JSON "
+            "record (stef judge < record.json)",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
+    return payload
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:

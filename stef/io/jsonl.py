@@ -41,11 +41,13 @@ from stef.io.checkpoint import (
 )
 from stef.io.offsets import OffsetTracker
 from stef.io.rotation import (
+    MTIME_SLACK_S,
     Generation,
     first_written_since,
     generations,
     locate,
     open_generation,
+    read_head,
 )
 
 log = structlog.get_logger(__name__)
@@ -233,6 +235,9 @@ class _File:
         self.line = 0
         # Renamed away and read to its end: when it counts as quiet (monotonic seconds).
         self.quiet_at: float | None = None
+        # When it was first found renamed away (epoch seconds): the generations written since
+        # follow it, should it be gone from the chain by the time it is finished.
+        self.left_at: float | None = None
 
     def identity(self, upto: int) -> FileIdentity:
         return FileIdentity.of(self.dev, self.ino, bytes(self.head[: min(HEAD_BYTES, upto)]))
@@ -632,6 +637,8 @@ class FileSource:
         )
         if same:
             return self._after_truncation(file) if self._truncated(file) else False
+        if file.left_at is None:
+            file.left_at = time.time()
         if self._read_rest(file):
             return True
         if not self._quiet(file):
@@ -697,9 +704,15 @@ class FileSource:
         chain = generations(self.path)
         at = locate(chain, file.identity(HEAD_BYTES))
         if at is None:
+            # Not found in the chain (deleted, or renamed outside it): the oldest generation
+            # written since it was found renamed away is next, else the live file. Rotated
+            # again during the wait with one generation kept (RotatingFileHandler's
+            # backupCount=1), it was deleted and the generation after it renamed into its
+            # place: the live file next skipped that whole generation.
+            if file.left_at is not None and self._open_written_since(file, chain):
+                return True
             if not live_exists:
                 return False
-            # Not found in the chain (deleted, or renamed outside it): the live file is next.
             log.info("rotation_followed", source=self.path, previous_generation="gone")
             return self._open_live()
         if at + 1 >= len(chain):
@@ -715,6 +728,31 @@ class FileSource:
             return False  # rotated again meanwhile: the next poll lists the chain again
         log.info("rotation_followed", source=self.path, generation=gen.path)
         return True
+
+    def _open_written_since(self, file: _File, chain: list[Generation]) -> bool:
+        """Open the oldest generation of ``chain`` written since the gone ``file`` was found
+        renamed away that is not ``file`` itself (a ``.gz`` made of it before its writer
+        finished its line there: its first bytes are ``file``'s); False when there is none."""
+        since = (file.left_at or 0.0) - MTIME_SLACK_S
+        for gen in chain:
+            if gen.live:
+                return False
+            try:
+                if os.stat(gen.path).st_mtime < since:
+                    continue
+            except OSError:
+                continue
+            head = read_head(gen, len(file.head))
+            if head is None or (head and bytes(file.head).startswith(head)):
+                continue
+            try:
+                self._open_generation(gen)
+            except (OSError, EOFError, zlib.error, ConfigError) as exc:
+                log.info("rotation_retry", path=gen.path, error=str(exc))
+                return False
+            log.info("rotation_followed", source=self.path, generation=gen.path, previous="gone")
+            return True
+        return False
 
     def _after_truncation(self, file: _File) -> bool:
         """The live file was truncated in place: what we had not read of it is in a copy

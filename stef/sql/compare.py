@@ -238,7 +238,11 @@ def _optimized(tree: exp.Expr, dialect: str | None, size: int) -> exp.Expr:
         return tree
 
 
-def _parts(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> Parts:
+def _parts(
+    tree: exp.Expr, dialect: str | None, deadline: CpuDeadline, *, nested: bool = False
+) -> Parts:
+    """The components of ``tree``; ``nested``: a query beside the main SELECT, whose own
+    subqueries are left out (the main query lists each of them already)."""
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
     deadline.check()
@@ -256,7 +260,7 @@ def _parts(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> Parts:
     limit = select.args.get("limit")
     return Parts(
         shape=shape,
-        subqueries=_subqueries(main, select),
+        subqueries=() if nested else _subqueries(main, select, dialect, deadline),
         tables=tables,
         joins=joins,
         projections=projections,
@@ -272,8 +276,10 @@ def _parts(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> Parts:
     )
 
 
-def _subqueries(main: exp.Expr, select: exp.Select) -> tuple[str, ...]:
-    """Each SELECT of ``main`` that no other component reads, as its canonical text: not the
+def _subqueries(
+    main: exp.Expr, select: exp.Select, dialect: str | None, deadline: CpuDeadline
+) -> tuple[str, ...]:
+    """Each SELECT of ``main`` that no other component reads, as its canonical form: not the
     main ``select``, not one holding it, not one inside a clause of it already compared."""
     holding: set[int] = set()
     parent = select.parent
@@ -286,16 +292,27 @@ def _subqueries(main: exp.Expr, select: exp.Select) -> tuple[str, ...]:
             if isinstance(node, exp.Expr):
                 holding.update(id(s) for s in node.find_all(exp.Select))
     found = [s for s in main.find_all(exp.Select) if s is not select and id(s) not in holding]
-    return tuple(sorted(_without_table_aliases(s) for s in found))
+    return tuple(sorted(_subquery_key(s, dialect, deadline) for s in found))
 
 
-def _without_table_aliases(select: exp.Select) -> str:
-    """``select``'s canonical text without its tables' aliases (its columns already name the
-    tables: :func:`rewritten`)."""
-    bare = select.copy()
-    for table in bare.find_all(exp.Table):
-        table.set("alias", None)
-    return canon(bare)
+def _subquery_key(select: exp.Select, dialect: str | None, deadline: CpuDeadline) -> str:
+    """``select`` as its own components, with the rewrites the main SELECT gets (commuted
+    comparisons, ``IN`` versus an OR, conjuncts in any order) and its projections in any order
+    (a CTE's or derived table's columns are read by name). As its canonical text, a grouped
+    CTE's ``WHERE b > 1 AND a = 2`` differed from the same CTE's ``WHERE a = 2 AND b > 1``.
+    The text, table aliases dropped, when it cannot be taken apart."""
+    try:
+        parts = _parts(select.copy(), dialect, deadline, nested=True)
+    except (SqlglotError, RecursionError, ValueError, AttributeError, KeyError, TypeError):
+        bare = select.copy()
+        for table in bare.find_all(exp.Table):
+            table.set("alias", None)
+        return canon(bare)
+    fields = {f: getattr(parts, f) for f in COMPONENTS}
+    fields["projections"] = tuple(sorted(parts.projections))
+    for name in ("tables", "filters", "null_checks", "group_by", "having", "aggregates"):
+        fields[name] = tuple(sorted(set(fields[name])))
+    return repr(sorted(fields.items()))
 
 
 def _grouped(select: exp.Select) -> tuple[str, ...]:

@@ -129,3 +129,15 @@ def test_summary_counts_dead_letters_line_by_line_and_names_that_file(tmp_path: 
     done = run_stef("summary", str(results), "--dead-letters", str(dead), "--format", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["invalid"] == 2
+
+
+def test_judge_reads_a_record_past_the_bound_that_the_settings_allow(tmp_path: Path) -> None:
+    """With limits.max_record_bytes above 64 MiB, a record within it (which stef replay
+    judges) is judged from stdin too: it was refused as longer than 64 MiB."""
+    config = tmp_path / "stef.yaml"
+    config.write_text(f"limits:\n  max_record_bytes: {70 << 20}\n")
+    head = json.dumps({"question": "How many orders?", "sql": "SELECT COUNT(*) FROM orders"})
+    record = head[:-1] + " " * (65 << 20) + "}"  # 65 MiB, most of it inside the object
+    done = run_stef("judge", "--config", str(config), "--format", "text", stdin=record)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "longer than" not in done.stderr

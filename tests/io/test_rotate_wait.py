@@ -158,3 +158,27 @@ def test_a_generation_written_long_ago_is_not_waited_for(tmp_path: Path) -> None
     log.write_bytes(b'{"gen": 2}\n')
     assert _until(s, 3, timeout_s=2.0) == [(2, b'{"n": 2}'), (3, b'{"n": '), (1, b'{"gen": 2}')]
     s.close()
+
+
+def test_a_second_rotation_during_the_wait_deleting_the_renamed_file_loses_no_generation(
+    tmp_path: Path,
+) -> None:
+    """RotatingFileHandler with backupCount=1 rotating twice within the wait: the file STEF
+    waits on is deleted and the generation after it renamed into its place. That generation
+    was skipped whole (the live file came next); it is read between the two."""
+    log, rotated = tmp_path / "app.log", tmp_path / "app.log.1"
+    log.write_bytes(b'{"g": "A"}\n')
+    s = _source(log, wait_s=0.5)
+    assert _lines(s, 0.1) == [(1, b'{"g": "A"}')]
+    os.rename(log, rotated)
+    log.write_bytes(b'{"g": "B", "n": 1}\n{"g": "B", "n": 2}\n')
+    assert _lines(s, 0.1) == []  # waiting on A
+    rotated.unlink()
+    os.rename(log, rotated)
+    log.write_bytes(b'{"g": "C"}\n')
+    assert [line for _, line in _until(s, 3)] == [
+        b'{"g": "B", "n": 1}',
+        b'{"g": "B", "n": 2}',
+        b'{"g": "C"}',
+    ]
+    s.close()
