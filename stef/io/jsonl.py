@@ -62,6 +62,9 @@ _CHUNK = 1 << 16
 # generation's lines wait up to this long (order is kept), and a generation reached more than
 # this long after its last write (a reader lagging behind) is not waited for at all.
 ROTATE_WAIT_S = 5.0
+# A renamed file still written this many waits after the rename (a minute by default) has a
+# writer that never reopens the path: said once (rotated_file_still_written); STEF follows it on.
+STILL_WRITTEN_WAITS = 12
 
 
 @dataclass(frozen=True)
@@ -238,6 +241,8 @@ class _File:
         # When it was first found renamed away (epoch seconds): the generations written since
         # follow it, should it be gone from the chain by the time it is finished.
         self.left_at: float | None = None
+        # rotated_file_still_written logged for it.
+        self.warned = False
 
     def identity(self, upto: int) -> FileIdentity:
         return FileIdentity.of(self.dev, self.ino, bytes(self.head[: min(HEAD_BYTES, upto)]))
@@ -642,6 +647,7 @@ class FileSource:
         if self._read_rest(file):
             return True
         if not self._quiet(file):
+            self._warn_still_written(file)
             return False  # its writer may still finish its line there, or write more
         if self._end_last_line(file):
             return True
@@ -686,6 +692,19 @@ class FileSource:
             # An mtime in the future (a clock set back, a touch) waits the whole grace, no more.
             file.quiet_at = now + min(self.rotate_wait_s, max(0.0, self.rotate_wait_s - age))
         return now >= file.quiet_at
+
+    def _warn_still_written(self, file: _File) -> None:
+        """Once per file: a renamed file still written :data:`STILL_WRITTEN_WAITS` times
+        ``rotate_wait_s`` after the rename has a writer that never reopens the path. STEF keeps
+        following it (its lines are there), so the new file's lines wait, for as long as that
+        writer lives; the operator's fix is the writer's (``copytruncate``, or a ``postrotate``
+        signal that makes it reopen)."""
+        if file.warned or file.left_at is None:
+            return
+        since = time.time() - file.left_at
+        if since >= STILL_WRITTEN_WAITS * self.rotate_wait_s:
+            file.warned = True
+            log.warning("rotated_file_still_written", source=self.path, seconds=round(since, 1))
 
     def _end_last_line(self, file: _File) -> bool:
         """The quiet rotated-away ``file``'s last line without its newline, ended so it is

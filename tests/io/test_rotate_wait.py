@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from stef.io import Envelope
 from stef.io.checkpoint import Checkpoint
@@ -182,3 +183,28 @@ def test_a_second_rotation_during_the_wait_deleting_the_renamed_file_loses_no_ge
         b'{"g": "C"}',
     ]
     s.close()
+
+
+def test_a_writer_that_never_reopens_is_followed_and_said_once(tmp_path: Path) -> None:
+    """A writer that keeps writing to the renamed file (it never reopens the path) is followed
+    there, its lines read, and said once (rotated_file_still_written): the new file's lines
+    wait for as long as it lives, which the operator needs to know."""
+    log = tmp_path / "app.log"
+    fd = _writer(log)
+    os.write(fd, b'{"n": 0}\n')
+    s = _source(log, wait_s=0.2)  # warned 12 waits after the rename: 2.4 s
+    assert _lines(s, 0.05) == [(1, b'{"n": 0}')]
+    os.rename(log, tmp_path / "app.log.1")
+    log.write_bytes(b'{"gen": 2}\n')
+    got: list[tuple[int, bytes]] = []
+    with capture_logs() as logs:
+        for n in range(1, 61):  # 3 s of writes, 0.05 s apart: each within the wait
+            os.write(fd, b'{"n": %d}\n' % n)
+            time.sleep(0.05)
+            got += _lines(s, 0.0)
+    os.close(fd)
+    got += _until(s, 61 - len(got))
+    s.close()
+    assert got == [(n + 1, b'{"n": %d}' % n) for n in range(1, 61)] + [(1, b'{"gen": 2}')]
+    warned = [e for e in logs if e["event"] == "rotated_file_still_written"]
+    assert len(warned) == 1 and warned[0]["seconds"] >= 2.4
