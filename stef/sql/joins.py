@@ -137,13 +137,13 @@ def mismatched_keys(stmt: exp.Expr) -> list[str]:
     """The ON equalities of ``stmt`` between qualified columns of two tables whose names name
     different things (``atom.atom_id = bond.bond_id``, ``cards.uuid = sets.code``), as
     ``table.column = table.column``."""
+    joins = [j for j in stmt.find_all(exp.Join) if j.args.get("on") is not None]
+    if not joins:
+        return []  # most queries: the tables are not gathered (a tenth of the check's time)
     tables = {t.alias_or_name.casefold(): t.name for t in stmt.find_all(exp.Table)}
     out = []
-    for join in stmt.find_all(exp.Join):
-        on = join.args.get("on")
-        if on is None:
-            continue
-        for eq in on.find_all(exp.EQ):
+    for join in joins:
+        for eq in join.args["on"].find_all(exp.EQ):
             left, right = eq.left, eq.right
             if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
                 continue
