@@ -54,6 +54,9 @@ class _SqlNames:
 
     def __init__(self, sql: str) -> None:
         bare = SQL_STRING.sub(" ", sql).casefold()
+        # An enrichment writes values bare too (in_progress, iPhone): found in the SQL's strings
+        # it is the value compared, not a column missed.
+        self.strings = "\x00".join(SQL_STRING.findall(sql)).casefold()
         names = set(_SQL_WORDS.findall(bare))
         names |= {next(g for g in m.groups() if g) for m in _SQL_QUOTED.finditer(bare)}
         self.names = names
@@ -71,6 +74,8 @@ class _SqlNames:
         ``date_received``), with or without underscores inside a longer name or holding one
         (``isPaid`` in ``is_paid_flag``), or a near spelling (``covertedManaCost``)."""
         if name in self.names or tuple(sorted(name.split("_"))) in self.parts:
+            return True
+        if name in self.strings:
             return True
         squeezed = name.replace("_", "")
         if squeezed in self.squeezed:

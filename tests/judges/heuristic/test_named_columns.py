@@ -31,6 +31,9 @@ QUESTION = "Who paid first?"
         ("first refers to payer = 'some_member'", "SELECT name FROM income", []),
         ("first refers to MIN(date)", "SELECT name FROM income", []),
         ("now refers to CURRENT_TIMESTAMP", "SELECT name FROM income", []),
+        # A bare value the enrichment writes, which the SQL compares as a string: used.
+        ("open refers to in_progress", "SELECT id FROM tickets WHERE status = 'in_progress'", []),
+        ("phones refers to iPhone", "SELECT id FROM sales WHERE product = 'iPhone 15'", []),
     ],
 )
 def test_unused_columns(enriched: str, sql: str, unused: list[str]) -> None:
