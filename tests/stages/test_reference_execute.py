@@ -301,12 +301,14 @@ def test_rows_past_the_size_limit_are_a_finding(database_url: str) -> None:
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) "
         f"SELECT name || '{'x' * 400}' || i FROM n, singer WHERE singer.id = 1"
     )
-    execution = _execution(
-        _pipeline(database_url, max_rows=1_000_000, timeout_s=60),
-        "Singer names",
-        many,
-        "SELECT name FROM singer",
+    # The CPU budget well past what building 40 MB takes on a loaded machine: the reference
+    # must get its run (with the default 1 s it can be spent, and nothing is decided).
+    settings = Settings(
+        reference={"execute": database_url, "max_rows": 1_000_000, "timeout_s": 60},
+        limits={"max_record_cpu_s": 60},
     )
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    execution = _execution(pipeline, "Singer names", many, "SELECT name FROM singer")
     assert execution.status == "generated_failed"
     assert execution.detail.startswith("too_large")
 
