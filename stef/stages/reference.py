@@ -273,10 +273,9 @@ def _unfinished(
     there, or not run, it is ``not_run`` with :data:`BUDGET_SPENT` (a SQLite statement's steps
     are this thread's CPU)."""
     failed = f"{mine.status}: {mine.detail}"
-    bound = min(database.timeout_s, deadline.left())
-    if bound <= 0:
+    theirs, bound = _reference_within(database, gold_sql, deadline)
+    if theirs is None:
         return ReferenceExecution(status="not_run", detail=BUDGET_SPENT)
-    theirs = database.run(gold_sql, timeout_s=bound)
     if theirs.status == "ok":
         return ReferenceExecution(
             status="generated_failed", detail=failed, reference_rows=len(theirs.rows)
@@ -303,10 +302,9 @@ def _failed(
     record's CPU budget; with none left the error stands, as it did before the reference was
     asked (an error is usually met before a statement runs)."""
     failed = f"{mine.status}: {mine.detail}"
-    bound = min(database.timeout_s, deadline.left())
-    if bound <= 0:
+    theirs, _ = _reference_within(database, gold_sql, deadline)
+    if theirs is None:
         return ReferenceExecution(status="generated_failed", detail=failed)
-    theirs = database.run(gold_sql, timeout_s=bound)
     if theirs.status == "error":
         detail = (
             f"neither query runs on this database: the generated SQL {failed}; "
@@ -315,6 +313,18 @@ def _failed(
         return ReferenceExecution(status="not_run", detail=detail)
     rows = len(theirs.rows) if theirs.status == "ok" else None
     return ReferenceExecution(status="generated_failed", detail=failed, reference_rows=rows)
+
+
+def _reference_within(
+    database: Database, gold_sql: str, deadline: CpuDeadline
+) -> tuple[Execution | None, float]:
+    """The reference run after the generated query did not give rows, only to decide what
+    that means: within the database's timeout or what is left of the record's CPU budget,
+    whichever is less (the bound, returned); not run (None) when the budget is spent."""
+    bound = min(database.timeout_s, deadline.left())
+    if bound <= 0:
+        return None, bound
+    return database.run(gold_sql, timeout_s=bound), bound
 
 
 def _out_of_memory(what: str) -> ReferenceExecution:
