@@ -15,6 +15,12 @@ approach; the ratio says how much of what the transport reaches the judge's own 
 at 64 and 256 in flight. Until the log-probabilities were asked for in the bodies here (2026-11),
 the baseline's replies were lighter than STEF's: ratios from before are not comparable.
 
+The baseline's transport is ``httpx``, the client most teams call an endpoint with. Since
+2026-11-29 STEF itself sends to a plain ``http://`` endpoint (the fake one here) over the
+standard library (:mod:`stef.judges.llm.plainhttp`), which costs less per call than ``httpx``:
+the ratio says what judging costs beside a plain call made the usual way, not beside the
+cheapest possible call.
+
 The wall ratio also says which process was the bottleneck, and that moves with the machine: the
 plain client is often held by the endpoint (a Python server on the same two cores) while STEF's
 side is held by its own interpreter. So each side's window also counts CPU time: this process's

@@ -50,6 +50,7 @@ from stef.judges.llm.params import (
     refused_param,
     rejects_logprobs,
 )
+from stef.judges.llm.plainhttp import Answer, PlainPool, TooLarge
 from stef.judges.llm.reply import response_format
 from stef.judges.llm.wire import (
     BadBody,
@@ -69,19 +70,6 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 _REJECT_HINTS = ("response_format", "json_schema", "schema", "grammar", "guided", "structured")
 
 Messages = list[dict[str, str]]
-
-
-@dataclass(frozen=True)
-class _Raw:
-    """An HTTP answer read whole: its status, headers and body."""
-
-    status_code: int
-    headers: Any
-    content: bytes
-
-    @property
-    def is_success(self) -> bool:
-        return 200 <= self.status_code < 300
 
 
 class _Status(Exception):
@@ -185,15 +173,16 @@ class ChatClient:
         key = config.api_key.get_secret_value() if config.api_key is not None else ""
         # Nothing is read from OPENAI_* variables: the endpoint and key are STEF's settings.
         base_url = (config.base_url or "https://api.openai.com/v1").rstrip("/")
+        headers = {
+            # Local servers need no key; the placeholder is what the openai client sent.
+            "Authorization": f"Bearer {key or 'none'}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "stef",
+        }
         self._client = _http.Client(
             base_url=base_url + "/",
-            headers={
-                # Local servers need no key; the placeholder is what the openai client sent.
-                "Authorization": f"Bearer {key or 'none'}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": "stef",
-            },
+            headers=headers,
             timeout=config.timeout_s,
             follow_redirects=True,
             limits=_http.Limits(
@@ -204,6 +193,7 @@ class ChatClient:
         # Joined once (as the client joins a relative path, on every request otherwise).
         base = self._client.base_url
         self._completions = base.copy_with(raw_path=base.raw_path + b"chat/completions")
+        self._plain = _plain_pool(self._client, self._completions, headers, config)
         self._secrets: tuple[str, ...] = (key,) if key else ()
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._lock = threading.Lock()
@@ -230,7 +220,9 @@ class ChatClient:
         return "json_schema" if mode == "auto" else mode
 
     def close(self) -> None:
-        """Close the connection pool. Idempotent."""
+        """Close the connection pools. Idempotent."""
+        if self._plain is not None:
+            self._plain.close()
         self._client.close()
 
     @property
@@ -395,8 +387,10 @@ class ChatClient:
         schema: dict[str, Any] | None,
         params: dict[str, Any],
         call: _Call | None = None,
-    ) -> _Raw:
-        """The answer, whatever its status (parse_body validates a 200's body), read whole.
+    ) -> Answer:
+        """The answer, whatever its status (parse_body validates a 200's body), read whole:
+        over the standard library for a plain ``http://`` endpoint (:mod:`.plainhttp`), else
+        (and for a redirect) over httpx.
 
         Raises:
             BadBody: a 200 larger than ``max_reply_bytes``.
@@ -405,17 +399,31 @@ class ChatClient:
                 byte a second held a record as long as it liked).
         """
         deadline = time.monotonic() + self.config.timeout_s
-        request = self._client.build_request(
-            "POST",
-            self._completions,
-            content=_serialized(self.model, messages, mode, schema, params, call),
-        )
+        body = _serialized(self.model, messages, mode, schema, params, call)
+        plain = self._plain
+        if plain is not None:
+            try:
+                answer = plain.post(body, deadline, self.config.max_reply_bytes)
+            except TooLarge:
+                raise self._too_large() from None
+            if answer is not None:
+                return answer
+            # A redirect: httpx follows it, for this request and every later one.
+            self._plain = None
+            plain.close()
+        request = self._client.build_request("POST", self._completions, content=body)
         response = self._client.send(request, stream=True)
         try:
             content = self._body_of(response, deadline)
         finally:
             response.close()
-        return _Raw(response.status_code, response.headers, content)
+        return Answer(response.status_code, response.headers, content)
+
+    def _too_large(self) -> BadBody:
+        return BadBody(
+            f"the LLM endpoint's answer is larger than llm.max_reply_bytes "
+            f"({self.config.max_reply_bytes} bytes); the rest was not read"
+        )
 
     def _body_of(self, response: Any, deadline: float) -> bytes:
         """The body, read as it arrives, at most ``max_reply_bytes`` of it: an answer without
@@ -426,10 +434,7 @@ class ChatClient:
         for chunk in response.iter_bytes():
             if size + len(chunk) > cap:
                 if response.is_success:
-                    raise BadBody(
-                        f"the LLM endpoint's answer is larger than llm.max_reply_bytes "
-                        f"({cap} bytes); the rest was not read"
-                    )
+                    raise self._too_large()
                 chunks.append(chunk[: cap - size])  # an error's message is at its start
                 break
             chunks.append(chunk)
@@ -586,6 +591,20 @@ def _with_call_options(body: dict[str, Any], call: _Call) -> None:
     if call.max_tokens is not None:
         key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
         body[key] = call.max_tokens
+
+
+def _plain_pool(
+    client: _http.Client, url: _http.URL, headers: dict[str, str], config: LlmConfig
+) -> PlainPool | None:
+    """The standard library's pool for a plain ``http://`` endpoint that no environment proxy
+    routes, by httpx's own choice of transport for the URL; None: httpx sends every request."""
+    choose = getattr(client, "_transport_for_url", None)
+    default = getattr(client, "_transport", None)
+    if url.scheme != "http" or not url.host or choose is None or choose(url) is not default:
+        return None
+    path = url.raw_path.decode("ascii")
+    port = url.port or 80
+    return PlainPool(url.host, port, path, headers, config.timeout_s, config.max_concurrency)
 
 
 class _ErrorAnswer(Protocol):

@@ -1,0 +1,270 @@
+"""Chat-completion POSTs to a plain ``http://`` endpoint over the standard library's
+:mod:`http.client`, with its own pool of kept-alive connections.
+
+A local or in-cluster model server (llama.cpp, vLLM, TGI, a gateway sidecar) answers in a few
+hundred milliseconds, and there the client's own interpreter time decides how many records one
+replica judges: every record's request and answer pass through one interpreter lock. ``httpx``
+(the transport under the ``openai`` package) spent about 0.7 ms of it on each POST (its request
+and response models, the connection pool's bookkeeping, the h11 state machine); this path spends
+about a third of that, and the LLM path judged about 15% more records a second at 64 calls in
+flight (``bench.llm``).
+
+The ``httpx`` client stays for everything this path does not do, so nothing an operator relies
+on changes: ``https://`` (its TLS settings and trust store), an endpoint that an environment proxy
+variable routes (``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, read as ``httpx`` reads them) and an
+endpoint that redirects (from its first 3xx on, every request goes through ``httpx``, which
+follows redirects).
+Failures are raised as ``httpx``'s own exceptions (``ConnectTimeout``, ``ConnectError``,
+``WriteTimeout``, ``ReadTimeout``, ``RemoteProtocolError``...), so the client's retries read them
+as before. A kept-alive connection that the server closed while it was idle is dropped before it
+is used; a request that a reused connection loses before any byte of an answer (the server closed
+it as the request left: the keep-alive race) is sent once more on a new connection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import select
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+try:  # the transport under openai >= 3
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - earlier openai releases run on httpx
+    import httpx as _http  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+# A 3xx with a Location: left to httpx, which follows it.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# Lost before any answer on a connection that had been idle: sent once more on a new one.
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+_CHUNK = 65536
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer read whole: its status, headers (``get`` case-insensitive: the standard
+    library's or httpx's) and body."""
+
+    status_code: int
+    headers: Any
+    content: bytes
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+
+class TooLarge(Exception):
+    """A 2xx body longer than the cap; the rest was not read."""
+
+
+class _Lost(Exception):
+    """A reused connection lost the request before any answer (the server had closed it)."""
+
+
+class PlainPool:
+    """POSTs to one ``http://`` URL over kept-alive connections. Thread-safe.
+
+    Args:
+        host, port, path: where the POSTs go.
+        headers: sent with every request (``Host``, ``Content-Length`` and
+            ``Accept-Encoding: identity`` are added).
+        timeout_s: the bound of the connect and of each write and read.
+        size: connections kept idle at most (the client's concurrency).
+    """
+
+    def __init__(
+        self, host: str, port: int, path: str, headers: dict[str, str], timeout_s: float, size: int
+    ) -> None:
+        self._host, self._port, self._path = host, port, path
+        self._headers = headers
+        self._timeout = timeout_s
+        self._size = size
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def post(self, body: bytes, deadline: float, cap: int) -> Answer | None:
+        """The answer to one POST of ``body``; None for a redirect (httpx follows those).
+
+        Args:
+            body: the request body (JSON).
+            deadline: the ``time.monotonic()`` past which the body is no longer waited for.
+            cap: the most bytes of body read; a 2xx past it raises :class:`TooLarge`, another
+                status keeps its first ``cap`` bytes (an error's message is at its start).
+
+        Raises:
+            httpx.TimeoutException: the connect, a write or a read took ``timeout_s``, or the
+                body was still arriving at ``deadline``.
+            httpx.TransportError: the server cannot be reached, or broke the exchange.
+            TooLarge: a 2xx body longer than ``cap``.
+        """
+        conn, reused = self._take()
+        try:
+            try:
+                answer, keep = self._exchange(conn, body, deadline, cap, reused)
+            except _Lost:
+                conn.close()
+                conn = self._new()
+                answer, keep = self._exchange(conn, body, deadline, cap, reused=False)
+        except BaseException:
+            conn.close()
+            raise
+        if keep:
+            self._give(conn)
+        else:
+            conn.close()
+        if answer.status_code in _REDIRECTS and answer.headers.get("location"):
+            return None
+        return answer
+
+    def close(self) -> None:
+        """Close the idle connections; those in use close when they come back. Idempotent."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _new(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+
+    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection the server has not closed (newest first), else a new one."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return self._new(), False
+            if conn.sock is not None and not _readable(conn.sock):
+                return conn, True
+            conn.close()  # closed by the server (or it sent what nobody asked for)
+
+    def _give(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _exchange(
+        self,
+        conn: http.client.HTTPConnection,
+        body: bytes,
+        deadline: float,
+        cap: int,
+        reused: bool,
+    ) -> tuple[Answer, bool]:
+        """One request and its whole answer; and whether the connection can be kept."""
+        if conn.sock is None:
+            _connect(conn)
+        _guarded(
+            lambda: conn.request("POST", self._path, body=body, headers=self._headers),
+            _http.WriteTimeout,
+            _http.WriteError,
+            reused,
+        )
+        response = _guarded(conn.getresponse, _http.ReadTimeout, _http.ReadError, reused)
+        content, whole = _body(response, deadline, cap, self._timeout)
+        content = _decoded(content, response.headers.get("content-encoding"), cap)
+        keep = whole and not response.will_close
+        return Answer(response.status, response.headers, content), keep
+
+
+def _readable(sock: socket.socket) -> bool:
+    """An idle kept-alive socket with something to read: the server closed it (EOF). Polled,
+    not selected: ``select`` refuses descriptors past 1023, which a busy replica reaches."""
+    try:
+        poll = select.poll()
+        poll.register(sock, select.POLLIN)
+        return bool(poll.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def _connect(conn: http.client.HTTPConnection) -> None:
+    try:
+        conn.connect()
+    except TimeoutError as exc:
+        raise _http.ConnectTimeout(f"connect: {exc or 'timed out'}") from exc
+    except OSError as exc:
+        raise _http.ConnectError(f"connect: {exc}") from exc
+
+
+def _guarded(
+    step: Callable[[], T],
+    timeout: type[_http.TimeoutException],
+    failed: type[_http.NetworkError],
+    reused: bool,
+) -> T:
+    """``step`` with its failures as httpx's: ``timeout``, :class:`_Lost` on a reused connection
+    closed under it, ``RemoteProtocolError`` for an answer that is not HTTP, else ``failed``."""
+    try:
+        return step()
+    except TimeoutError as exc:
+        raise timeout(str(exc) or "timed out") from exc
+    except _STALE as exc:
+        if reused:
+            raise _Lost from exc
+        raise _http.RemoteProtocolError(
+            str(exc) or "the server closed the connection without an answer"
+        ) from exc
+    except http.client.HTTPException as exc:
+        raise _http.RemoteProtocolError(f"{type(exc).__name__}: {exc}") from exc
+    except OSError as exc:
+        raise failed(str(exc)) from exc
+
+
+def _body(
+    response: http.client.HTTPResponse, deadline: float, cap: int, timeout: float
+) -> tuple[bytes, bool]:
+    """The body, read as it arrives, at most ``cap`` bytes of it (:meth:`PlainPool.post`); and
+    whether it was read to its end (else the connection is not kept)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = _guarded(lambda: response.read1(_CHUNK), _http.ReadTimeout, _http.ReadError, False)
+        if not chunk:
+            if response.length:  # the connection ended before the Content-Length did
+                raise _http.RemoteProtocolError(
+                    f"the answer ended {response.length} bytes short of its Content-Length"
+                )
+            response.close()  # read whole: the connection is free for the next request
+            return b"".join(chunks), True
+        if size + len(chunk) > cap:
+            if 200 <= response.status < 300:
+                raise TooLarge
+            chunks.append(chunk[: cap - size])
+            response.close()
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        size += len(chunk)
+        if time.monotonic() > deadline:
+            raise _http.ReadTimeout(f"the answer was still arriving {timeout} s after the request")
+
+
+def _decoded(content: bytes, encoding: str | None, cap: int) -> bytes:
+    """The body of a server that compressed it though asked not to (``gzip``, ``deflate``), at
+    most ``cap`` bytes of it, as httpx decoded it; any other body as it came."""
+    kind = (encoding or "").strip().lower()
+    if kind not in ("gzip", "deflate") or not content:
+        return content
+    # gzip's header; deflate as zlib's stream, else raw (servers send both, as httpx reads them).
+    tries = (16 + zlib.MAX_WBITS,) if kind == "gzip" else (zlib.MAX_WBITS, -zlib.MAX_WBITS)
+    for i, wbits in enumerate(tries):
+        try:
+            out = zlib.decompressobj(wbits).decompress(content, cap + 1)
+            break
+        except zlib.error as exc:
+            if i == len(tries) - 1:
+                raise _http.DecodingError(f"{kind} body: {exc}") from exc
+    if len(out) > cap:
+        raise TooLarge
+    return out

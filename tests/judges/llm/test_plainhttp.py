@@ -1,0 +1,250 @@
+"""The plain ``http://`` path of the LLM client (stef.judges.llm.plainhttp): kept-alive connections,
+a connection the server closed, a redirect, a compressed or cut-short body, and which endpoints
+keep httpx (https, an environment proxy). The server here is a raw socket on 127.0.0.1 that
+answers each request with scripted bytes, so what goes over the wire is exactly what is tested.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from stef.errors import LlmTransportError
+from stef.judges.llm.client import ChatClient
+from stef.judges.llm.config import LlmConfig
+from stef.judges.llm.plainhttp import PlainPool
+from stef.testing.fake_server import completion_body
+
+# One scripted answer: the request's path -> the bytes to send, and whether to close after.
+Answer = Callable[[str], tuple[bytes, bool]]
+
+
+def _http(status: int, body: bytes, *headers: str, close: bool = False) -> tuple[bytes, bool]:
+    head = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body, close
+
+
+def _ok(text: str, *headers: str, encode: Callable[[bytes], bytes] = bytes) -> Answer:
+    body = completion_body([{"index": 0, "message": {"role": "assistant", "content": text}}])
+    return lambda path: _http(200, encode(body), "Content-Type: application/json", *headers)
+
+
+@dataclass
+class WireServer:
+    """Answers requests in arrival order from ``script``; counts connections and requests."""
+
+    script: list[Answer]
+    connections: int = 0
+    requests: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as f:
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                path = line.split()[1].decode()
+                length = 0
+                while (header := f.readline()) not in (b"\r\n", b""):
+                    name, _, value = header.decode().partition(":")
+                    if name.lower() == "content-length":
+                        length = int(value)
+                f.read(length)
+                with self._lock:
+                    self.requests.append(path)
+                    answer = self.script.pop(0)
+                data, close = answer(path)
+                conn.sendall(data)
+                if close:
+                    return
+
+
+@pytest.fixture
+def wire() -> Iterator[Callable[..., WireServer]]:
+    made: list[WireServer] = []
+
+    def make(*script: Answer) -> WireServer:
+        made.append(WireServer(list(script)))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def _client(server: WireServer, **overrides: object) -> ChatClient:
+    config = LlmConfig(base_url=server.base_url, model="m", max_retries=0, timeout_s=5, **overrides)
+    client = ChatClient(config)
+    assert client._plain is not None  # the plain path under test
+    return client
+
+
+def _ask(client: ChatClient) -> str | None:
+    return client.complete(lambda mode: [{"role": "user", "content": "hi"}]).text
+
+
+def test_one_kept_alive_connection_carries_the_requests(wire: Callable[..., WireServer]) -> None:
+    server = wire(_ok("a"), _ok("b"), _ok("c"))
+    client = _client(server)
+    try:
+        assert [_ask(client) for _ in range(3)] == ["a", "b", "c"]
+    finally:
+        client.close()
+    assert server.connections == 1
+    assert server.requests == ["/v1/chat/completions"] * 3
+
+
+def test_a_connection_the_server_closed_is_replaced(wire: Callable[..., WireServer]) -> None:
+    # The first answer closes its connection without saying so (no "Connection: close"), as a
+    # server's idle timeout does; the second request must not be lost to it.
+    server = wire(lambda path: (_ok("a")(path)[0], True), _ok("b"))
+    client = _client(server)
+    try:
+        assert _ask(client) == "a"
+        assert _ask(client) == "b"
+    finally:
+        client.close()
+    assert server.connections == 2
+
+
+def test_a_request_lost_on_a_reused_connection_is_sent_again(
+    wire: Callable[..., WireServer],
+) -> None:
+    # The server reads the second request and closes without an answer (the keep-alive race).
+    server = wire(_ok("a"), lambda path: (b"", True), _ok("b"))
+    client = _client(server)
+    try:
+        assert _ask(client) == "a"
+        assert _ask(client) == "b"
+    finally:
+        client.close()
+    assert server.connections == 2
+    assert len(server.requests) == 3
+
+
+def test_a_redirect_is_followed(wire: Callable[..., WireServer]) -> None:
+    def moved(path: str) -> tuple[bytes, bool]:
+        return _http(307, b"", "Location: /v1/moved/chat/completions")
+
+    server = wire(moved, moved, _ok("there"), moved, _ok("again"))
+    client = _client(server)
+    try:
+        assert _ask(client) == "there"
+        # From the first redirect on, httpx sends (and follows) every request.
+        assert client._plain is None
+        assert _ask(client) == "again"
+    finally:
+        client.close()
+    assert server.requests == [
+        "/v1/chat/completions",
+        *["/v1/chat/completions", "/v1/moved/chat/completions"] * 2,
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_body_is_read(wire: Callable[..., WireServer], encoding: str) -> None:
+    import zlib
+
+    encode = gzip.compress if encoding == "gzip" else zlib.compress
+    server = wire(_ok("packed", f"Content-Encoding: {encoding}", encode=encode))
+    client = _client(server)
+    try:
+        assert _ask(client) == "packed"
+    finally:
+        client.close()
+
+
+def test_a_compressed_body_past_the_reply_cap_is_a_bad_response(
+    wire: Callable[..., WireServer],
+) -> None:
+    bomb = gzip.compress(json.dumps({"pad": "x" * 2_000_000}).encode())
+    server = wire(lambda path: _http(200, bomb, "Content-Encoding: gzip"))
+    client = _client(server, max_reply_bytes=100_000)
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client)
+    finally:
+        client.close()
+    assert err.value.reason == "bad_response"
+
+
+def test_a_body_cut_short_is_a_connection_error(wire: Callable[..., WireServer]) -> None:
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b'{"choices": ['
+    server = wire(lambda path: (cut, True))
+    client = _client(server)
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client)
+    finally:
+        client.close()
+    assert err.value.reason == "connection_error"
+
+
+def test_nothing_listening_is_a_connection_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]
+    client = ChatClient(LlmConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=0))
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client)
+    finally:
+        client.close()
+    assert err.value.reason == "connection_error"
+
+
+@pytest.mark.parametrize(
+    ("url", "env", "plain"),
+    [
+        ("http://127.0.0.1:8000/v1", {}, True),
+        ("https://api.example.com/v1", {}, False),
+        ("http://10.1.2.3:8000/v1", {"HTTP_PROXY": "http://127.0.0.1:3128"}, False),
+        ("http://10.1.2.3:8000/v1", {"ALL_PROXY": "http://127.0.0.1:3128"}, False),
+        (
+            "http://10.1.2.3:8000/v1",
+            {"HTTP_PROXY": "http://127.0.0.1:3128", "NO_PROXY": "10.1.2.3"},
+            True,
+        ),
+    ],
+)
+def test_https_and_proxied_endpoints_keep_httpx(
+    monkeypatch: pytest.MonkeyPatch, url: str, env: dict[str, str], plain: bool
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client = ChatClient(LlmConfig(base_url=url, model="m"))
+    try:
+        assert isinstance(client._plain, PlainPool) is plain
+    finally:
+        client.close()
