@@ -406,18 +406,30 @@ class ChatClient:
                 answer = plain.post(body, deadline, self.config.max_reply_bytes)
             except TooLarge:
                 raise self._too_large() from None
-            if answer is not None:
+            if not answer.is_redirect:
                 return answer
-            # A redirect: httpx follows it, for this request and every later one.
+            # httpx follows this redirect as it would have, and sends every later request.
             self._plain = None
             plain.close()
         request = self._client.build_request("POST", self._completions, content=body)
+        if plain is not None:
+            request = self._redirected(request, answer)
         response = self._client.send(request, stream=True)
         try:
             content = self._body_of(response, deadline)
         finally:
             response.close()
         return Answer(response.status_code, response.headers, content)
+
+    def _redirected(self, request: Any, answer: Answer) -> Any:
+        """The request that follows ``answer``'s redirect, built by httpx's own rules (the
+        method a 301/302/303 turns a POST into, the headers kept across origins); the request
+        itself, sent again, where this httpx builds none."""
+        build = getattr(self._client, "_build_redirect_request", None)
+        if build is None:
+            return request
+        headers = list(answer.headers.items())
+        return build(request, _http.Response(answer.status_code, headers=headers, request=request))
 
     def _too_large(self) -> BadBody:
         return BadBody(
@@ -600,7 +612,9 @@ def _plain_pool(
     routes, by httpx's own choice of transport for the URL; None: httpx sends every request."""
     choose = getattr(client, "_transport_for_url", None)
     default = getattr(client, "_transport", None)
-    if url.scheme != "http" or not url.host or choose is None or choose(url) is not default:
+    if url.scheme != "http" or not url.host or url.userinfo:
+        return None  # TLS, and credentials in the URL (basic auth), are httpx's
+    if choose is None or choose(url) is not default:
         return None
     path = url.raw_path.decode("ascii")
     port = url.port or 80

@@ -11,14 +11,17 @@ flight (``bench.llm``).
 
 The ``httpx`` client stays for everything this path does not do, so nothing an operator relies
 on changes: ``https://`` (its TLS settings and trust store), an endpoint that an environment proxy
-variable routes (``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, read as ``httpx`` reads them) and an
-endpoint that redirects (from its first 3xx on, every request goes through ``httpx``, which
-follows redirects).
+variable routes (``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, read as ``httpx`` reads them), a
+``base_url`` with credentials in it, and an endpoint that redirects (its first 3xx is followed by
+``httpx`` as ``httpx`` would have, and every later request goes through ``httpx``).
 Failures are raised as ``httpx``'s own exceptions (``ConnectTimeout``, ``ConnectError``,
 ``WriteTimeout``, ``ReadTimeout``, ``RemoteProtocolError``...), so the client's retries read them
-as before. A kept-alive connection that the server closed while it was idle is dropped before it
-is used; a request that a reused connection loses before any byte of an answer (the server closed
-it as the request left: the keep-alive race) is sent once more on a new connection.
+as before; a request is never sent twice here (a lost one is the client's counted retry, as with
+``httpx``). A kept-alive connection that the server closed while it was idle is dropped before it
+is used. Interim ``1xx`` answers are passed over (``http.client`` itself skips only ``100``), and
+the whole answer (status line, headers, body, a chunked body's trailers) is read within the
+call's deadline and a bound of bytes: ``http.client`` reads the headers and trailers in loops of
+its own, each read timed alone.
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ try:  # the transport under openai >= 3
 except ImportError:  # pragma: no cover - earlier openai releases run on httpx
     import httpx as _http  # type: ignore[no-redef,import-not-found,unused-ignore]
 
-# A 3xx with a Location: left to httpx, which follows it.
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-# Lost before any answer on a connection that had been idle: sent once more on a new one.
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+# A 3xx with a Location: followed by httpx (ChatClient).
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 65536
+# Bytes an answer may carry beyond its body's cap: the status line, headers and trailers.
+_HEAD_ROOM = 1024 * 1024
 
 T = TypeVar("T")
 
@@ -60,13 +63,13 @@ class Answer:
     def is_success(self) -> bool:
         return 200 <= self.status_code < 300
 
+    @property
+    def is_redirect(self) -> bool:
+        return self.status_code in REDIRECTS and bool(self.headers.get("location"))
+
 
 class TooLarge(Exception):
     """A 2xx body longer than the cap; the rest was not read."""
-
-
-class _Lost(Exception):
-    """A reused connection lost the request before any answer (the server had closed it)."""
 
 
 class PlainPool:
@@ -91,8 +94,8 @@ class PlainPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def post(self, body: bytes, deadline: float, cap: int) -> Answer | None:
-        """The answer to one POST of ``body``; None for a redirect (httpx follows those).
+    def post(self, body: bytes, deadline: float, cap: int) -> Answer:
+        """The answer to one POST of ``body`` (a redirect too: the caller follows it).
 
         Args:
             body: the request body (JSON).
@@ -106,14 +109,9 @@ class PlainPool:
             httpx.TransportError: the server cannot be reached, or broke the exchange.
             TooLarge: a 2xx body longer than ``cap``.
         """
-        conn, reused = self._take()
+        conn = self._take()
         try:
-            try:
-                answer, keep = self._exchange(conn, body, deadline, cap, reused)
-            except _Lost:
-                conn.close()
-                conn = self._new()
-                answer, keep = self._exchange(conn, body, deadline, cap, reused=False)
+            answer, keep = self._exchange(conn, body, deadline, cap)
         except BaseException:
             conn.close()
             raise
@@ -121,8 +119,6 @@ class PlainPool:
             self._give(conn)
         else:
             conn.close()
-        if answer.status_code in _REDIRECTS and answer.headers.get("location"):
-            return None
         return answer
 
     def close(self) -> None:
@@ -136,15 +132,15 @@ class PlainPool:
     def _new(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
 
-    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
+    def _take(self) -> http.client.HTTPConnection:
         """An idle connection the server has not closed (newest first), else a new one."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return self._new(), False
+                return self._new()
             if conn.sock is not None and not _readable(conn.sock):
-                return conn, True
+                return conn
             conn.close()  # closed by the server (or it sent what nobody asked for)
 
     def _give(self, conn: http.client.HTTPConnection) -> None:
@@ -160,7 +156,6 @@ class PlainPool:
         body: bytes,
         deadline: float,
         cap: int,
-        reused: bool,
     ) -> tuple[Answer, bool]:
         """One request and its whole answer; and whether the connection can be kept."""
         if conn.sock is None:
@@ -169,11 +164,16 @@ class PlainPool:
             lambda: conn.request("POST", self._path, body=body, headers=self._headers),
             _http.WriteTimeout,
             _http.WriteError,
-            reused,
         )
-        response = _guarded(conn.getresponse, _http.ReadTimeout, _http.ReadError, reused)
+        conn.response_class = _bounded_response(deadline, cap + _HEAD_ROOM, self._timeout)
+        response = _guarded(conn.getresponse, _http.ReadTimeout, _http.ReadError)
+        while 100 < response.status < 200 and response.status != 101:
+            # An interim answer (102 Processing, 103 Early Hints): the answer comes after it.
+            response.headers = None  # type: ignore[assignment]  # begin() reads the next one
+            _guarded(response.begin, _http.ReadTimeout, _http.ReadError)
         content, whole = _body(response, deadline, cap, self._timeout)
-        content = _decoded(content, response.headers.get("content-encoding"), cap)
+        ok = 200 <= response.status < 300
+        content = _decoded(content, response.headers.get("content-encoding"), cap, ok)
         keep = whole and not response.will_close
         return Answer(response.status, response.headers, content), keep
 
@@ -202,17 +202,14 @@ def _guarded(
     step: Callable[[], T],
     timeout: type[_http.TimeoutException],
     failed: type[_http.NetworkError],
-    reused: bool,
 ) -> T:
-    """``step`` with its failures as httpx's: ``timeout``, :class:`_Lost` on a reused connection
-    closed under it, ``RemoteProtocolError`` for an answer that is not HTTP, else ``failed``."""
+    """``step`` with its failures as httpx's: ``timeout``, ``RemoteProtocolError`` for an answer
+    that is not HTTP or a connection closed before it, else ``failed``."""
     try:
         return step()
     except TimeoutError as exc:
         raise timeout(str(exc) or "timed out") from exc
-    except _STALE as exc:
-        if reused:
-            raise _Lost from exc
+    except http.client.RemoteDisconnected as exc:
         raise _http.RemoteProtocolError(
             str(exc) or "the server closed the connection without an answer"
         ) from exc
@@ -220,6 +217,67 @@ def _guarded(
         raise _http.RemoteProtocolError(f"{type(exc).__name__}: {exc}") from exc
     except OSError as exc:
         raise failed(str(exc)) from exc
+
+
+class _Bounded:
+    """A response's reader bounded by the call's deadline and a number of bytes."""
+
+    def __init__(self, raw: Any, deadline: float, limit: int, timeout: float) -> None:
+        self._raw, self._deadline, self._left, self._timeout = raw, deadline, limit, timeout
+
+    def _counted(self, n: int) -> None:
+        self._left -= n
+        if self._left < 0:
+            raise _http.RemoteProtocolError(
+                "the answer's headers or trailers are longer than the reply cap allows"
+            )
+        if time.monotonic() > self._deadline:
+            raise TimeoutError(f"the answer was still arriving {self._timeout} s after the request")
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self._raw.readline(limit)
+        self._counted(len(line))
+        return line
+
+    def read(self, n: int | None = -1) -> bytes:
+        data: bytes = self._raw.read(n)
+        self._counted(len(data))
+        return data
+
+    def read1(self, n: int = -1) -> bytes:
+        data: bytes = self._raw.read1(n)
+        self._counted(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        n: int = self._raw.readinto(buffer)
+        self._counted(n)
+        return n
+
+    def peek(self, n: int = 0) -> bytes:
+        data: bytes = self._raw.peek(n)
+        return data
+
+    def fileno(self) -> int:
+        fd: int = self._raw.fileno()
+        return fd
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _bounded_response(deadline: float, limit: int, timeout: float) -> Any:
+    """The connection's response class for one request: its reader is :class:`_Bounded`."""
+
+    class _Response(http.client.HTTPResponse):
+        def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+            super().__init__(sock, *args, **kwargs)
+            self.fp = _Bounded(self.fp, deadline, limit, timeout)  # type: ignore[assignment]
+
+    return _Response
 
 
 def _body(
@@ -230,7 +288,7 @@ def _body(
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = _guarded(lambda: response.read1(_CHUNK), _http.ReadTimeout, _http.ReadError, False)
+        chunk = _guarded(lambda: response.read1(_CHUNK), _http.ReadTimeout, _http.ReadError)
         if not chunk:
             if response.length:  # the connection ended before the Content-Length did
                 raise _http.RemoteProtocolError(
@@ -250,9 +308,10 @@ def _body(
             raise _http.ReadTimeout(f"the answer was still arriving {timeout} s after the request")
 
 
-def _decoded(content: bytes, encoding: str | None, cap: int) -> bytes:
+def _decoded(content: bytes, encoding: str | None, cap: int, ok: bool) -> bytes:
     """The body of a server that compressed it though asked not to (``gzip``, ``deflate``), at
-    most ``cap`` bytes of it, as httpx decoded it; any other body as it came."""
+    most ``cap`` bytes of it, as httpx decoded it (past the cap: a 2xx raises
+    :class:`TooLarge`, another status keeps its start); any other body as it came."""
     kind = (encoding or "").strip().lower()
     if kind not in ("gzip", "deflate") or not content:
         return content
@@ -265,6 +324,6 @@ def _decoded(content: bytes, encoding: str | None, cap: int) -> bytes:
         except zlib.error as exc:
             if i == len(tries) - 1:
                 raise _http.DecodingError(f"{kind} body: {exc}") from exc
-    if len(out) > cap:
+    if len(out) > cap and ok:
         raise TooLarge
-    return out
+    return out[:cap]

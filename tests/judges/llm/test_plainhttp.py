@@ -1,6 +1,7 @@
 """The plain ``http://`` path of the LLM client (stef.judges.llm.plainhttp): kept-alive connections,
-a connection the server closed, a redirect, a compressed or cut-short body, and which endpoints
-keep httpx (https, an environment proxy). The server here is a raw socket on 127.0.0.1 that
+a connection the server closed, redirects, interim answers, a compressed or cut-short body,
+trailers without end, and which endpoints keep httpx (https, an environment proxy, credentials
+in the URL). The server here is a raw socket on 127.0.0.1 that
 answers each request with scripted bytes, so what goes over the wire is exactly what is tested.
 """
 
@@ -72,7 +73,7 @@ class WireServer:
                 line = f.readline()
                 if not line:
                     return
-                path = line.split()[1].decode()
+                method, path = (part.decode() for part in line.split()[:2])
                 length = 0
                 while (header := f.readline()) not in (b"\r\n", b""):
                     name, _, value = header.decode().partition(":")
@@ -80,10 +81,13 @@ class WireServer:
                         length = int(value)
                 f.read(length)
                 with self._lock:
-                    self.requests.append(path)
+                    self.requests.append(path if method == "POST" else f"{method} {path}")
                     answer = self.script.pop(0)
                 data, close = answer(path)
-                conn.sendall(data)
+                try:
+                    conn.sendall(data)
+                except OSError:  # the client gave up on an answer without end
+                    return
                 if close:
                     return
 
@@ -102,7 +106,8 @@ def wire() -> Iterator[Callable[..., WireServer]]:
 
 
 def _client(server: WireServer, **overrides: object) -> ChatClient:
-    config = LlmConfig(base_url=server.base_url, model="m", max_retries=0, timeout_s=5, **overrides)
+    settings: dict[str, object] = {"max_retries": 0, "timeout_s": 5, **overrides}
+    config = LlmConfig(base_url=server.base_url, model="m", **settings)
     client = ChatClient(config)
     assert client._plain is not None  # the plain path under test
     return client
@@ -136,38 +141,87 @@ def test_a_connection_the_server_closed_is_replaced(wire: Callable[..., WireServ
     assert server.connections == 2
 
 
-def test_a_request_lost_on_a_reused_connection_is_sent_again(
-    wire: Callable[..., WireServer],
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_request_lost_on_a_reused_connection_is_a_counted_retry(
+    wire: Callable[..., WireServer], retries: int
 ) -> None:
-    # The server reads the second request and closes without an answer (the keep-alive race).
+    # The server reads the second request and closes without an answer (the keep-alive race):
+    # never sent again behind the client's back, as with httpx; its own retries decide.
     server = wire(_ok("a"), lambda path: (b"", True), _ok("b"))
-    client = _client(server)
+    client = _client(server, max_retries=retries, backoff_base_s=0.01)
     try:
         assert _ask(client) == "a"
-        assert _ask(client) == "b"
+        if retries:
+            assert _ask(client) == "b"
+        else:
+            with pytest.raises(LlmTransportError) as err:
+                _ask(client)
+            assert err.value.reason == "connection_error"
     finally:
         client.close()
-    assert server.connections == 2
-    assert len(server.requests) == 3
+    assert len(server.requests) == 2 + retries
 
 
-def test_a_redirect_is_followed(wire: Callable[..., WireServer]) -> None:
+def test_a_redirect_is_followed_once_and_then_httpx_sends(
+    wire: Callable[..., WireServer],
+) -> None:
     def moved(path: str) -> tuple[bytes, bool]:
         return _http(307, b"", "Location: /v1/moved/chat/completions")
 
-    server = wire(moved, moved, _ok("there"), moved, _ok("again"))
+    server = wire(moved, _ok("there"), moved, _ok("again"))
     client = _client(server)
     try:
         assert _ask(client) == "there"
-        # From the first redirect on, httpx sends (and follows) every request.
         assert client._plain is None
         assert _ask(client) == "again"
     finally:
         client.close()
-    assert server.requests == [
-        "/v1/chat/completions",
-        *["/v1/chat/completions", "/v1/moved/chat/completions"] * 2,
-    ]
+    # The redirected POST is not sent twice: httpx follows the answer the plain path got.
+    assert server.requests == ["/v1/chat/completions", "/v1/moved/chat/completions"] * 2
+
+
+def test_a_303_is_followed_with_a_get(wire: Callable[..., WireServer]) -> None:
+    server = wire(lambda path: _http(303, b"", "Location: /v1/done"), _ok("done"))
+    client = _client(server)
+    try:
+        assert _ask(client) == "done"
+    finally:
+        client.close()
+    assert server.requests == ["/v1/chat/completions", "GET /v1/done"]
+
+
+def test_interim_answers_are_passed_over(wire: Callable[..., WireServer]) -> None:
+    # 103 Early Hints and 102 Processing come before the answer, on the same connection; each
+    # record must get its own answer, not the one before it.
+    hints = b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"
+
+    def hinted(text: str) -> Answer:
+        return lambda path: (hints + _ok(text)(path)[0], False)
+
+    server = wire(hinted("first"), hinted("second"), _ok("third"))
+    client = _client(server)
+    try:
+        assert [_ask(client) for _ in range(3)] == ["first", "second", "third"]
+    finally:
+        client.close()
+    assert server.connections == 1
+
+
+def test_trailers_without_end_stop_at_the_timeout(wire: Callable[..., WireServer]) -> None:
+    # http.client reads a chunked body's trailers in a loop of its own; lines without end must
+    # not hold the call past its deadline.
+    def endless(path: str) -> tuple[bytes, bool]:
+        head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
+        return head + b"X-Trailer: y\r\n" * 2_000_000, True
+
+    server = wire(endless)
+    client = _client(server, timeout_s=1)
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client)
+    finally:
+        client.close()
+    assert err.value.reason in {"timeout", "connection_error"}
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -195,6 +249,20 @@ def test_a_compressed_body_past_the_reply_cap_is_a_bad_response(
     finally:
         client.close()
     assert err.value.reason == "bad_response"
+
+
+def test_a_compressed_error_past_the_reply_cap_keeps_its_status(
+    wire: Callable[..., WireServer],
+) -> None:
+    error = json.dumps({"error": {"message": "bad request " + "x" * 2_000_000}}).encode()
+    server = wire(lambda path: _http(400, gzip.compress(error), "Content-Encoding: gzip"))
+    client = _client(server, max_reply_bytes=100_000, response_format="json_schema")
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client)
+    finally:
+        client.close()
+    assert err.value.reason == "http_400"
 
 
 def test_a_body_cut_short_is_a_connection_error(wire: Callable[..., WireServer]) -> None:
@@ -233,6 +301,7 @@ def test_nothing_listening_is_a_connection_error() -> None:
             {"HTTP_PROXY": "http://127.0.0.1:3128", "NO_PROXY": "10.1.2.3"},
             True,
         ),
+        ("http://gw:secret@10.1.2.3:8000/v1", {}, False),
     ],
 )
 def test_https_and_proxied_endpoints_keep_httpx(
