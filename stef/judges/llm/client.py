@@ -423,13 +423,16 @@ class ChatClient:
 
     def _redirected(self, request: Any, answer: Answer) -> Any:
         """The request that follows ``answer``'s redirect, built by httpx's own rules (the
-        method a 301/302/303 turns a POST into, the headers kept across origins); the request
-        itself, sent again, where this httpx builds none."""
+        method a 301/302/303 turns a POST into, the headers kept across origins, the cookies it
+        set); the request itself, sent again, where this httpx builds none."""
         build = getattr(self._client, "_build_redirect_request", None)
         if build is None:
             return request
-        headers = list(answer.headers.items())
-        return build(request, _http.Response(answer.status_code, headers=headers, request=request))
+        # The headers' bytes as they came (http.client reads them as latin-1), as httpx has them.
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]
+        response = _http.Response(answer.status_code, headers=raw, request=request)
+        self._client.cookies.extract_cookies(response)
+        return build(request, response)
 
     def _too_large(self) -> BadBody:
         return BadBody(

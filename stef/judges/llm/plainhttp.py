@@ -18,15 +18,18 @@ Failures are raised as ``httpx``'s own exceptions (``ConnectTimeout``, ``Connect
 ``WriteTimeout``, ``ReadTimeout``, ``RemoteProtocolError``...), so the client's retries read them
 as before; a request is never sent twice here (a lost one is the client's counted retry, as with
 ``httpx``). A kept-alive connection that the server closed while it was idle is dropped before it
-is used. Interim ``1xx`` answers are passed over (``http.client`` itself skips only ``100``), and
-the whole answer (status line, headers, body, a chunked body's trailers) is read within the
-call's deadline and a bound of bytes: ``http.client`` reads the headers and trailers in loops of
-its own, each read timed alone.
+is used. Interim ``1xx`` answers are passed over (``http.client`` itself skips only ``100``); a
+``101`` nobody asked for breaks the exchange. An answer the server sends before it has read the
+whole request (a ``413``) is read, not lost to the failed write. Every read of the answer (status
+line, headers, body, a chunked body's framing and trailers) is bounded by the time left before
+the call's deadline: ``http.client`` reads lines in loops of its own, and a line trickled a byte
+at a time held a call past it.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import select
 import socket
 import threading
@@ -44,8 +47,6 @@ except ImportError:  # pragma: no cover - earlier openai releases run on httpx
 # A 3xx with a Location: followed by httpx (ChatClient).
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 65536
-# Bytes an answer may carry beyond its body's cap: the status line, headers and trailers.
-_HEAD_ROOM = 1024 * 1024
 
 T = TypeVar("T")
 
@@ -160,14 +161,26 @@ class PlainPool:
         """One request and its whole answer; and whether the connection can be kept."""
         if conn.sock is None:
             _connect(conn)
-        _guarded(
-            lambda: conn.request("POST", self._path, body=body, headers=self._headers),
-            _http.WriteTimeout,
-            _http.WriteError,
-        )
-        conn.response_class = _bounded_response(deadline, cap + _HEAD_ROOM, self._timeout)
-        response = _guarded(conn.getresponse, _http.ReadTimeout, _http.ReadError)
-        while 100 < response.status < 200 and response.status != 101:
+        else:
+            conn.sock.settimeout(self._timeout)  # the last answer's reads shortened it
+        try:
+            _guarded(
+                lambda: conn.request("POST", self._path, body=body, headers=self._headers),
+                _http.WriteTimeout,
+                _http.WriteError,
+            )
+        except _http.WriteError as unsent:
+            # The server may have answered (a 413) and closed before reading the whole body:
+            # that answer is the call's, as httpx reads it. None there: the write failed.
+            response = _early_answer(conn, deadline, self._timeout)
+            if response is None:
+                raise unsent from None
+        else:
+            conn.response_class = _deadline_response(deadline, self._timeout)
+            response = _guarded(conn.getresponse, _http.ReadTimeout, _http.ReadError)
+        while 100 < response.status < 200:
+            if response.status == 101:
+                raise _http.RemoteProtocolError("101 Switching Protocols, and no upgrade was asked")
             # An interim answer (102 Processing, 103 Early Hints): the answer comes after it.
             response.headers = None  # type: ignore[assignment]  # begin() reads the next one
             _guarded(response.begin, _http.ReadTimeout, _http.ReadError)
@@ -219,65 +232,60 @@ def _guarded(
         raise failed(str(exc)) from exc
 
 
-class _Bounded:
-    """A response's reader bounded by the call's deadline and a number of bytes."""
+class _DeadlineReader(io.RawIOBase):
+    """The socket read for one answer, each receive bounded by the time left before the call's
+    deadline (and by ``timeout_s``). It holds the socket's own reader until it is closed: that
+    keeps the socket open while the answer is read after ``http.client`` closed the connection
+    (an answer that ends with it, such as HTTP/1.0's)."""
 
-    def __init__(self, raw: Any, deadline: float, limit: int, timeout: float) -> None:
-        self._raw, self._deadline, self._left, self._timeout = raw, deadline, limit, timeout
+    def __init__(self, sock: socket.socket, hold: Any, deadline: float, timeout: float) -> None:
+        self._sock, self._hold, self._deadline, self._timeout = sock, hold, deadline, timeout
 
-    def _counted(self, n: int) -> None:
-        self._left -= n
-        if self._left < 0:
-            raise _http.RemoteProtocolError(
-                "the answer's headers or trailers are longer than the reply cap allows"
-            )
-        if time.monotonic() > self._deadline:
-            raise TimeoutError(f"the answer was still arriving {self._timeout} s after the request")
-
-    def readline(self, limit: int = -1) -> bytes:
-        line: bytes = self._raw.readline(limit)
-        self._counted(len(line))
-        return line
-
-    def read(self, n: int | None = -1) -> bytes:
-        data: bytes = self._raw.read(n)
-        self._counted(len(data))
-        return data
-
-    def read1(self, n: int = -1) -> bytes:
-        data: bytes = self._raw.read1(n)
-        self._counted(len(data))
-        return data
+    def readable(self) -> bool:
+        return True
 
     def readinto(self, buffer: Any) -> int:
-        n: int = self._raw.readinto(buffer)
-        self._counted(n)
-        return n
-
-    def peek(self, n: int = 0) -> bytes:
-        data: bytes = self._raw.peek(n)
-        return data
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the answer was still arriving {self._timeout} s after the request")
+        self._sock.settimeout(min(self._timeout, left))
+        return self._sock.recv_into(buffer)
 
     def fileno(self) -> int:
-        fd: int = self._raw.fileno()
-        return fd
-
-    def flush(self) -> None:
-        self._raw.flush()
+        return self._sock.fileno()
 
     def close(self) -> None:
-        self._raw.close()
+        self._hold.close()
+        super().close()
 
 
-def _bounded_response(deadline: float, limit: int, timeout: float) -> Any:
-    """The connection's response class for one request: its reader is :class:`_Bounded`."""
+def _deadline_response(deadline: float, timeout: float) -> type[http.client.HTTPResponse]:
+    """The connection's response class for one request: it reads through
+    :class:`_DeadlineReader`."""
 
     class _Response(http.client.HTTPResponse):
         def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
             super().__init__(sock, *args, **kwargs)
-            self.fp = _Bounded(self.fp, deadline, limit, timeout)  # type: ignore[assignment]
+            reader = _DeadlineReader(sock, self.fp, deadline, timeout)
+            self.fp = io.BufferedReader(reader, _CHUNK)
 
     return _Response
+
+
+def _early_answer(
+    conn: http.client.HTTPConnection, deadline: float, timeout: float
+) -> http.client.HTTPResponse | None:
+    """The answer a server sent before the request's write failed, if it can be read."""
+    if conn.sock is None:
+        return None
+    response = _deadline_response(deadline, timeout)(conn.sock, method="POST")
+    try:
+        response.begin()
+    except (OSError, http.client.HTTPException):
+        response.close()
+        return None
+    response.will_close = True  # the request was not sent whole: the connection is done
+    return response
 
 
 def _body(

@@ -11,6 +11,7 @@ import gzip
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ class WireServer:
     script: list[Answer]
     connections: int = 0
     requests: list[str] = field(default_factory=list)
+    cookies: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -74,14 +76,17 @@ class WireServer:
                 if not line:
                     return
                 method, path = (part.decode() for part in line.split()[:2])
-                length = 0
+                length, cookie = 0, ""
                 while (header := f.readline()) not in (b"\r\n", b""):
                     name, _, value = header.decode().partition(":")
                     if name.lower() == "content-length":
                         length = int(value)
+                    elif name.lower() == "cookie":
+                        cookie = value.strip()
                 f.read(length)
                 with self._lock:
                     self.requests.append(path if method == "POST" else f"{method} {path}")
+                    self.cookies.append(cookie)
                     answer = self.script.pop(0)
                 data, close = answer(path)
                 try:
@@ -135,6 +140,7 @@ def test_a_connection_the_server_closed_is_replaced(wire: Callable[..., WireServ
     client = _client(server)
     try:
         assert _ask(client) == "a"
+        time.sleep(0.2)  # the close reaches the idle connection, as an idle timeout's would
         assert _ask(client) == "b"
     finally:
         client.close()
@@ -207,21 +213,49 @@ def test_interim_answers_are_passed_over(wire: Callable[..., WireServer]) -> Non
     assert server.connections == 1
 
 
-def test_trailers_without_end_stop_at_the_timeout(wire: Callable[..., WireServer]) -> None:
-    # http.client reads a chunked body's trailers in a loop of its own; lines without end must
-    # not hold the call past its deadline.
-    def endless(path: str) -> tuple[bytes, bool]:
-        head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
-        return head + b"X-Trailer: y\r\n" * 2_000_000, True
+_CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
 
-    server = wire(endless)
-    client = _client(server, timeout_s=1)
-    try:
-        with pytest.raises(LlmTransportError) as err:
-            _ask(client)
-    finally:
-        client.close()
-    assert err.value.reason in {"timeout", "connection_error"}
+
+@pytest.mark.parametrize(
+    ("head", "unit", "pause"),
+    [
+        (_CHUNKED, b"X-Trailer: y\r\n" * 100, 0.0),  # trailers without end
+        (b"HTTP/1.1 200 OK\r\nX-Slow: ", b"a", 0.05),  # a header line a byte at a time
+    ],
+    ids=["trailers", "trickled-line"],
+)
+def test_an_answer_without_end_stops_at_the_timeout(head: bytes, unit: bytes, pause: float) -> None:
+    # http.client reads header lines and a chunked body's trailers in loops of its own; neither
+    # may hold the call past its deadline.
+    def endless(listener: socket.socket) -> None:
+        conn = listener.accept()[0]
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(head)
+                while True:
+                    conn.sendall(unit)
+                    time.sleep(pause)
+            except OSError:
+                return
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        config = LlmConfig(
+            base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=0, timeout_s=1
+        )
+        client = ChatClient(config)
+        serve = threading.Thread(target=endless, args=(listener,), daemon=True)
+        serve.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(LlmTransportError) as err:
+                _ask(client)
+        finally:
+            client.close()
+        assert err.value.reason == "timeout"
+        assert time.monotonic() - started < 5
+        serve.join(5)
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -249,6 +283,82 @@ def test_a_compressed_body_past_the_reply_cap_is_a_bad_response(
     finally:
         client.close()
     assert err.value.reason == "bad_response"
+
+
+def test_an_answer_that_ends_with_its_connection_is_read(wire: Callable[..., WireServer]) -> None:
+    # HTTP/1.0, no Content-Length: the body runs to the close, and http.client closes the
+    # connection before the body is read.
+    body = completion_body([{"index": 0, "message": {"role": "assistant", "content": "whole"}}])
+    server = wire(lambda path: (b"HTTP/1.0 200 OK\r\n\r\n" + body, True), _ok("next"))
+    client = _client(server)
+    try:
+        assert _ask(client) == "whole"
+        assert _ask(client) == "next"
+    finally:
+        client.close()
+    assert server.connections == 2
+
+
+def test_a_101_nobody_asked_for_breaks_the_exchange(wire: Callable[..., WireServer]) -> None:
+    # The answer after the 101 must not stay on a kept connection for the next record to read.
+    switch = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"
+    server = wire(lambda path: (switch + _ok("first")(path)[0], False), _ok("second"))
+    client = _client(server)
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client)
+        assert err.value.reason == "connection_error"
+        assert _ask(client) == "second"
+    finally:
+        client.close()
+
+
+def test_an_answer_sent_before_the_whole_request_is_read() -> None:
+    # A server refusing a large request (413) answers after its head and closes: the answer is
+    # the call's, as httpx reads it, not a connection error retried with the body sent again.
+    def refuse(listener: socket.socket) -> None:
+        conn = listener.accept()[0]
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            conn.sendall(_http(413, b'{"error": {"message": "too large"}}')[0])
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        config = LlmConfig(
+            base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="m", max_retries=0
+        )
+        client = ChatClient(config)
+        serve = threading.Thread(target=refuse, args=(listener,), daemon=True)
+        serve.start()
+        try:
+            with pytest.raises(LlmTransportError) as err:
+                client.complete(lambda mode: [{"role": "user", "content": "x" * 6_000_000}])
+        finally:
+            client.close()
+        serve.join(5)
+    assert err.value.reason == "http_413"
+
+
+def test_a_redirect_keeps_its_cookie_and_odd_header_bytes(
+    wire: Callable[..., WireServer],
+) -> None:
+    # Header bytes past ASCII (a UTF-8 Location, a latin-1 note) and a Set-Cookie on the 3xx:
+    # httpx follows them from the plain path's answer as it would from its own.
+    moved = (
+        "HTTP/1.1 307 X\r\nLocation: /v1/café/chat/completions\r\nX-Note: caf\xe9\r\n"
+        "Set-Cookie: s=1; Path=/\r\nContent-Length: 0\r\n\r\n"
+    ).encode("latin-1")
+    server = wire(
+        lambda path: (moved.replace("é".encode("latin-1"), "é".encode()), False), _ok("ok")
+    )
+    client = _client(server)
+    try:
+        assert _ask(client) == "ok"
+    finally:
+        client.close()
+    assert server.requests == ["/v1/chat/completions", "/v1/caf%C3%A9/chat/completions"]
+    assert server.cookies == ["", "s=1"]
 
 
 def test_a_compressed_error_past_the_reply_cap_keeps_its_status(
