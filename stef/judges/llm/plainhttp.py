@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - earlier openai releases run on httpx
     import httpx as _http  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 # A 3xx with a Location: followed by httpx (ChatClient).
-REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 65536
 
 T = TypeVar("T")
@@ -66,7 +66,7 @@ class Answer:
 
     @property
     def is_redirect(self) -> bool:
-        return self.status_code in REDIRECTS and bool(self.headers.get("location"))
+        return self.status_code in _REDIRECTS and bool(self.headers.get("location"))
 
 
 class TooLarge(Exception):
@@ -184,7 +184,7 @@ class PlainPool:
             # An interim answer (102 Processing, 103 Early Hints): the answer comes after it.
             response.headers = None  # type: ignore[assignment]  # begin() reads the next one
             _guarded(response.begin, _http.ReadTimeout, _http.ReadError)
-        content, whole = _body(response, deadline, cap, self._timeout)
+        content, whole = _body(response, cap)
         ok = 200 <= response.status < 300
         content = _decoded(content, response.headers.get("content-encoding"), cap, ok)
         keep = whole and not response.will_close
@@ -288,11 +288,10 @@ def _early_answer(
     return response
 
 
-def _body(
-    response: http.client.HTTPResponse, deadline: float, cap: int, timeout: float
-) -> tuple[bytes, bool]:
-    """The body, read as it arrives, at most ``cap`` bytes of it (:meth:`PlainPool.post`); and
-    whether it was read to its end (else the connection is not kept)."""
+def _body(response: http.client.HTTPResponse, cap: int) -> tuple[bytes, bool]:
+    """The body, read as it arrives (each receive within the deadline: :class:`_DeadlineReader`),
+    at most ``cap`` bytes of it (:meth:`PlainPool.post`); and whether it was read to its end
+    (else the connection is not kept)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -312,8 +311,6 @@ def _body(
             return b"".join(chunks), False
         chunks.append(chunk)
         size += len(chunk)
-        if time.monotonic() > deadline:
-            raise _http.ReadTimeout(f"the answer was still arriving {timeout} s after the request")
 
 
 def _decoded(content: bytes, encoding: str | None, cap: int, ok: bool) -> bytes:

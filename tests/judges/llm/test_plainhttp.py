@@ -7,6 +7,7 @@ answers each request with scripted bytes, so what goes over the wire is exactly 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -118,8 +119,34 @@ def _client(server: WireServer, **overrides: object) -> ChatClient:
     return client
 
 
-def _ask(client: ChatClient) -> str | None:
-    return client.complete(lambda mode: [{"role": "user", "content": "hi"}]).text
+def _ask(client: ChatClient, content: str = "hi") -> str | None:
+    return client.complete(lambda mode: [{"role": "user", "content": content}]).text
+
+
+def _failure(client: ChatClient, content: str = "hi") -> str:
+    """The reason the client's one call fails with; the client is closed."""
+    try:
+        with pytest.raises(LlmTransportError) as err:
+            _ask(client, content)
+    finally:
+        client.close()
+    return err.value.reason
+
+
+@contextlib.contextmanager
+def _raw_endpoint(handler: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A base URL whose first connection ``handler`` serves, in a thread, on a raw socket."""
+
+    def serve(listener: socket.socket) -> None:
+        conn = listener.accept()[0]
+        with conn:
+            handler(conn)
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        thread = threading.Thread(target=serve, args=(listener,), daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        thread.join(5)
 
 
 def test_one_kept_alive_connection_carries_the_requests(wire: Callable[..., WireServer]) -> None:
@@ -227,35 +254,21 @@ _CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r
 def test_an_answer_without_end_stops_at_the_timeout(head: bytes, unit: bytes, pause: float) -> None:
     # http.client reads header lines and a chunked body's trailers in loops of its own; neither
     # may hold the call past its deadline.
-    def endless(listener: socket.socket) -> None:
-        conn = listener.accept()[0]
-        with conn:
-            conn.recv(65536)
-            try:
-                conn.sendall(head)
-                while True:
-                    conn.sendall(unit)
-                    time.sleep(pause)
-            except OSError:
-                return
-
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
-        config = LlmConfig(
-            base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=0, timeout_s=1
-        )
-        client = ChatClient(config)
-        serve = threading.Thread(target=endless, args=(listener,), daemon=True)
-        serve.start()
-        started = time.monotonic()
+    def endless(conn: socket.socket) -> None:
+        conn.recv(65536)
         try:
-            with pytest.raises(LlmTransportError) as err:
-                _ask(client)
-        finally:
-            client.close()
-        assert err.value.reason == "timeout"
+            conn.sendall(head)
+            while True:
+                conn.sendall(unit)
+                time.sleep(pause)
+        except OSError:
+            return
+
+    with _raw_endpoint(endless) as url:
+        client = ChatClient(LlmConfig(base_url=url, model="m", max_retries=0, timeout_s=1))
+        started = time.monotonic()
+        assert _failure(client) == "timeout"
         assert time.monotonic() - started < 5
-        serve.join(5)
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -276,13 +289,7 @@ def test_a_compressed_body_past_the_reply_cap_is_a_bad_response(
 ) -> None:
     bomb = gzip.compress(json.dumps({"pad": "x" * 2_000_000}).encode())
     server = wire(lambda path: _http(200, bomb, "Content-Encoding: gzip"))
-    client = _client(server, max_reply_bytes=100_000)
-    try:
-        with pytest.raises(LlmTransportError) as err:
-            _ask(client)
-    finally:
-        client.close()
-    assert err.value.reason == "bad_response"
+    assert _failure(_client(server, max_reply_bytes=100_000)) == "bad_response"
 
 
 def test_an_answer_that_ends_with_its_connection_is_read(wire: Callable[..., WireServer]) -> None:
@@ -316,28 +323,15 @@ def test_a_101_nobody_asked_for_breaks_the_exchange(wire: Callable[..., WireServ
 def test_an_answer_sent_before_the_whole_request_is_read() -> None:
     # A server refusing a large request (413) answers after its head and closes: the answer is
     # the call's, as httpx reads it, not a connection error retried with the body sent again.
-    def refuse(listener: socket.socket) -> None:
-        conn = listener.accept()[0]
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(4096)
-            conn.sendall(_http(413, b'{"error": {"message": "too large"}}')[0])
+    def refuse(conn: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(4096)
+        conn.sendall(_http(413, b'{"error": {"message": "too large"}}')[0])
 
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        config = LlmConfig(
-            base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="m", max_retries=0
-        )
-        client = ChatClient(config)
-        serve = threading.Thread(target=refuse, args=(listener,), daemon=True)
-        serve.start()
-        try:
-            with pytest.raises(LlmTransportError) as err:
-                client.complete(lambda mode: [{"role": "user", "content": "x" * 6_000_000}])
-        finally:
-            client.close()
-        serve.join(5)
-    assert err.value.reason == "http_413"
+    with _raw_endpoint(refuse) as url:
+        client = ChatClient(LlmConfig(base_url=url, model="m", max_retries=0))
+        assert _failure(client, "x" * 6_000_000) == "http_413"
 
 
 def test_a_redirect_keeps_its_cookie_and_odd_header_bytes(
@@ -366,37 +360,23 @@ def test_a_compressed_error_past_the_reply_cap_keeps_its_status(
 ) -> None:
     error = json.dumps({"error": {"message": "bad request " + "x" * 2_000_000}}).encode()
     server = wire(lambda path: _http(400, gzip.compress(error), "Content-Encoding: gzip"))
-    client = _client(server, max_reply_bytes=100_000, response_format="json_schema")
-    try:
-        with pytest.raises(LlmTransportError) as err:
-            _ask(client)
-    finally:
-        client.close()
-    assert err.value.reason == "http_400"
+    assert (
+        _failure(_client(server, max_reply_bytes=100_000, response_format="json_schema"))
+        == "http_400"
+    )
 
 
 def test_a_body_cut_short_is_a_connection_error(wire: Callable[..., WireServer]) -> None:
     cut = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b'{"choices": ['
     server = wire(lambda path: (cut, True))
-    client = _client(server)
-    try:
-        with pytest.raises(LlmTransportError) as err:
-            _ask(client)
-    finally:
-        client.close()
-    assert err.value.reason == "connection_error"
+    assert _failure(_client(server)) == "connection_error"
 
 
 def test_nothing_listening_is_a_connection_error() -> None:
     with socket.create_server(("127.0.0.1", 0)) as sock:
         port = sock.getsockname()[1]
     client = ChatClient(LlmConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=0))
-    try:
-        with pytest.raises(LlmTransportError) as err:
-            _ask(client)
-    finally:
-        client.close()
-    assert err.value.reason == "connection_error"
+    assert _failure(client) == "connection_error"
 
 
 @pytest.mark.parametrize(
