@@ -254,7 +254,8 @@ def _check_limits(values: dict[str, Any], limits: Limits) -> None:
     """Cheap counts over Qu, Qe and S, each linear in the text; the first limit exceeded wins."""
     for name in _TEXTS:
         text = values.get(name)
-        if text:
+        # A run is no longer than its text: a text within the bound needs no count.
+        if text and len(text) > limits.max_digit_run:
             run = max(map(len, _DIGITS.findall(text)), default=0)
             if run > limits.max_digit_run:
                 raise _exceeded("digit_run", run, limits.max_digit_run)
@@ -268,17 +269,20 @@ def _check_sql_limits(sql: str, limits: Limits) -> None:
     comments = sql.count("/*")
     if comments > limits.max_sql_comments:
         raise _exceeded("sql_comments", comments, limits.max_sql_comments)
-    parens = re.sub(r"[^()]+", "", sql)
+    # Each count below is at most a cheaper one (an opener a level, an opener a CTE, a
+    # character a token): a SQL within the cheaper bound needs no exact count.
+    openers = sql.count("(")
+    parens = re.sub(r"[^()]+", "", sql) if openers > limits.max_sql_nesting else ""
     if parens:
         # Clamped at zero so stray closing parentheses cannot hide the openers after them.
         steps = map(_PAREN_STEP.__getitem__, parens)
         nesting = max(accumulate(steps, lambda depth, step: max(depth + step, 0)))
         if nesting > limits.max_sql_nesting:
             raise _exceeded("sql_nesting", nesting, limits.max_sql_nesting)
-    ctes = len(_CTE.findall(sql))
+    ctes = len(_CTE.findall(sql)) if openers > limits.max_sql_ctes else 0
     if ctes > limits.max_sql_ctes:
         raise _exceeded("sql_ctes", ctes, limits.max_sql_ctes)
-    tokens = len(_TOKEN.findall(sql))
+    tokens = len(_TOKEN.findall(sql)) if len(sql) > limits.max_sql_tokens else 0
     if tokens > limits.max_sql_tokens:
         raise _exceeded("sql_tokens", tokens, limits.max_sql_tokens)
 

@@ -103,9 +103,10 @@ class _SqlNames:
 def unused_columns(question: str, enriched: str, sql: str) -> Iterator[str]:
     """The names the enrichment gives for columns that the SQL does not use, in order."""
     asked = question.casefold()
-    sql_names = _SqlNames(sql)
+    sql_names: _SqlNames | None = None  # indexed once a name needs it (most records: none)
     for name in sorted(_names(enriched)):
         if not _MIN_NAME <= len(name) <= _MAX_NAME or name in _KEYWORDS or name in asked:
             continue
+        sql_names = sql_names or _SqlNames(sql)
         if not sql_names.uses(name):
             yield name
