@@ -437,9 +437,10 @@ class ReferenceExecution(_Frozen):
             only when the question asks for one), ``different``, ``duplicates`` (generated
             databases: the same rows up to repeats and rows with NULLs), ``undecided``
             (generated databases: none could tell, every reference result empty or dependent
-            on row order), ``generated_failed`` (the generated query failed and the reference
-            ran; or it timed out or returned too many rows or bytes and the reference, run
-            within the same bounds, finished: ``detail`` says which), ``reference_failed``
+            on row order; the team's database: the same rows, holding nothing but NULL and
+            0), ``generated_failed`` (the generated query failed and the reference ran; or
+            it timed out or returned too many rows or bytes and the reference, run within the
+            same bounds, finished: ``detail`` says which), ``reference_failed``
             (likewise the reference), or ``not_run`` (not a plain SELECT by STEF's safety
             check, no schema could be inferred for the queries, neither query finished within
             the database's bounds or neither ran on it (both failed), rows that differ where a

@@ -124,7 +124,7 @@ def run_suite(
         if seen is None:
             continue  # the result depends on the order of the rows: this database cannot tell
         gen_a, ref_a, same = seen
-        if _telling(ref_a):
+        if telling(ref_a):
             informative += 1
         if same:
             continue
@@ -239,7 +239,7 @@ def _decisive(
     return limits and len(generated) != len(reference)
 
 
-def _telling(rows: Rows) -> bool:
+def telling(rows: Sequence[Sequence[object]]) -> bool:
     """Whether a reference result can tell queries apart: some value in it other than NULL
     and 0 (a COUNT of 0 or a SUM of nothing says no row passed the filters)."""
     return any(v is not None and v != 0 for row in rows for v in row)

@@ -38,6 +38,7 @@ from stef.question import question_key
 from stef.rules import AppRules
 from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import Parts, compare_parts, parts_of
+from stef.sql.suite import telling
 from stef.stages.normalize import question_cues
 from stef.stages.reference_generated import RANDOM_ROWS, Generated, random_rows, run_generated
 from stef.stages.reference_rules import without_app_defaults
@@ -249,11 +250,26 @@ def _compared(
             generated_rows=len(mine.rows),
         )
     same = _same_rows(mine.rows, theirs.rows, ordered)
+    if same and not telling(theirs.rows):
+        # As on generated databases: no row passed either query's filters, so agreeing rows
+        # say nothing about them (a wrong year and the right one both find no 2030 orders).
+        return ReferenceExecution(
+            status="undecided",
+            detail=NOTHING_TOLD,
+            generated_rows=len(mine.rows),
+            reference_rows=len(theirs.rows),
+        )
     return ReferenceExecution(
         status="same" if same else "different",
         generated_rows=len(mine.rows),
         reference_rows=len(theirs.rows),
     )
+
+
+NOTHING_TOLD = (
+    "both queries returned the same rows holding nothing but NULL and 0 (or no rows): "
+    "the database cannot tell them apart"
+)
 
 
 # A statement stopped at one of the database's bounds (its time, its rows, their bytes): on a

@@ -103,6 +103,53 @@ def test_other_rows_are_incorrect(database_url: str) -> None:
     assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
 
 
+@pytest.mark.parametrize(
+    ("question", "sql", "gold"),
+    [
+        (
+            "Names of singers from Italy",
+            "SELECT name FROM singer WHERE country = 'Germany'",
+            "SELECT name FROM singer WHERE country = 'Italy'",
+        ),
+        (
+            "How many singers are over 100?",
+            "SELECT COUNT(*) FROM singer WHERE age > 90",
+            "SELECT COUNT(*) FROM singer WHERE age > 100",
+        ),
+        (
+            "The total fee of singers from Italy",
+            "SELECT SUM(fee) FROM singer WHERE country = 'Germany'",
+            "SELECT SUM(fee) FROM singer WHERE country = 'Italy'",
+        ),
+    ],
+    ids=["no-rows", "count-of-0", "sum-of-nothing"],
+)
+def test_rows_that_hold_nothing_decide_nothing(
+    database_url: str, question: str, sql: str, gold: str
+) -> None:
+    # No row passes either query's filter: another country or bound finds the same nothing, so
+    # the structure decides (it was `same`, Correct).
+    result = _judge(_pipeline(database_url), question, sql, gold)
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert ref.execution.status == "undecided"
+    assert ref.execution.detail
+    assert (ref.verdict, ref.decided_by) == (Verdict.INCORRECT, "structure")
+
+
+def test_a_count_that_differs_from_a_reference_of_0_is_incorrect(database_url: str) -> None:
+    result = _judge(
+        _pipeline(database_url),
+        "How many singers are over 100?",
+        "SELECT COUNT(*) FROM singer WHERE age > 30",
+        "SELECT COUNT(*) FROM singer WHERE age > 100",
+    )
+    ref = result.reference
+    assert ref is not None and ref.execution is not None
+    assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
+    assert ref.decided_by == "execution"
+
+
 def test_columns_are_matched_once_for_all_rows(database_url: str) -> None:
     pipeline = _pipeline(database_url)
     # Another column order is the same answer.
