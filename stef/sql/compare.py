@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
@@ -30,7 +29,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.canonical import canon, literal_value
-from stef.sql.dialects import render
+from stef.sql.dialects import parse_sql, render
 from stef.sql.equivalences import conjuncts, number_of, rewritten, table_key
 
 # The components, in the order differences are listed.
@@ -205,7 +204,7 @@ def parts_of(
         CpuBudgetSpent: ``deadline`` passed between its steps (parse, optimize, components).
     """
     try:
-        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+        trees = parse_sql(sql, dialect)
     except (SqlglotError, RecursionError, ValueError):
         return None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):

@@ -1,4 +1,5 @@
-"""sqlglot dialects built once per process, and parsed trees without what STEF never reads.
+"""sqlglot dialects built once per process, SQL parsed as its engine reads it (:func:`parse_sql`:
+SQLite's double-quoted strings), and parsed trees without what STEF never reads.
 
 ``sqlglot.parse(sql, read="mysql")`` and ``node.sql(dialect=None)`` build a new ``Dialect`` on
 every call (about 4.5 per record); a ``Dialect`` holds no per-call state (each parse and each
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, Dialects
 
@@ -61,3 +63,74 @@ def render(node: exp.Expr, dialect: str | None = None, *, copy: bool = True) -> 
             rewrite what it renders); True renders a copy, as ``Expression.sql`` does.
     """
     return dialect_of(dialect).generate(node, copy=copy, comments=False)
+
+
+def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
+    """The statements of ``sql`` in ``dialect`` (``sqlglot.parse`` with the dialect built once,
+    empty statements left out), with SQLite's double-quoted strings read as SQLite reads them
+    (:func:`_sqlite_strings`).
+
+    Raises:
+        Whatever ``sqlglot.parse`` raises (a parse error; ValueError for an unknown dialect).
+    """
+    trees = [t for t in sqlglot.parse(sql, read=dialect_of(dialect)) if t is not None]
+    if dialect == "sqlite" and '"' in sql:
+        for tree in trees:
+            _sqlite_strings(tree, sql)
+    return trees
+
+
+# Where a double-quoted name stands for a value: the right side of a comparison with a column,
+# an item of a column's IN list, a bound of its BETWEEN.
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.Glob)
+
+
+def _sqlite_strings(tree: exp.Expr, sql: str) -> None:
+    """Read as strings, in place, the double-quoted names SQLite reads as strings.
+
+    SQLite takes ``"France"`` for a string when no column has that name (a legacy that SQL
+    written for SQLite, BIRD's among it, relies on: ``country = "France"``); sqlglot reads a
+    name. Without the schema, a double-quoted name is taken for a value where only a value is
+    compared: every use of the name is on the value side of a comparison with a column, in a
+    column's IN list or a BETWEEN bound, and no alias, table or other column use has that name.
+    """
+    columns = list(tree.find_all(exp.Column))
+    quoted = {id(c) for c in columns if _double_quoted(c, sql)}
+    uses: dict[str, int] = {}
+    for column in columns:
+        uses[column.name.casefold()] = uses.get(column.name.casefold(), 0) + 1
+    named = {a.alias.casefold() for a in tree.find_all(exp.Alias, exp.TableAlias) if a.alias}
+    named |= {t.name.casefold() for t in tree.find_all(exp.Table)}
+    values = [c for c in columns if id(c) in quoted and _value_side(c, quoted)]
+    as_values: dict[str, int] = {}
+    for column in values:
+        as_values[column.name.casefold()] = as_values.get(column.name.casefold(), 0) + 1
+    for column in values:
+        name = column.name.casefold()
+        if as_values[name] == uses[name] and name not in named:
+            column.replace(exp.Literal.string(column.name))
+
+
+def _double_quoted(column: exp.Column, sql: str) -> bool:
+    """An unqualified name written in double quotes (the parser's position says which quote)."""
+    name = column.this
+    if column.table or not isinstance(name, exp.Identifier) or not name.args.get("quoted"):
+        return False
+    start = (name._meta or {}).get("start")
+    return isinstance(start, int) and 0 <= start < len(sql) and sql[start] == '"'
+
+
+def _value_side(column: exp.Column, quoted: set[int]) -> bool:
+    """On the value side of a comparison with a column that is not itself double-quoted
+    (``"start" < "end"`` compares two columns written alike)."""
+    parent, key = column.parent, column.arg_key
+    valued = (
+        (isinstance(parent, _COMPARISONS) and key == "expression")
+        or (isinstance(parent, exp.In) and key == "expressions")
+        or (isinstance(parent, exp.Between) and key in ("low", "high"))
+    )
+    compared = parent.this if valued and parent is not None else None
+    if not isinstance(compared, exp.Expr):
+        return False
+    found = list(compared.find_all(exp.Column))
+    return bool(found) and not any(id(c) in quoted for c in found)

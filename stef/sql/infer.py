@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from stef.errors import StefError
+from stef.sql.dialects import parse_sql
 from stef.sql.suite_dates import constant_date
 
 Kind = str  # "int" | "real" | "text" | "date"
@@ -104,7 +104,7 @@ def parse_one(sql: str, dialect: str | None) -> exp.Query:
         InferenceError: it does not parse to exactly one query.
     """
     try:
-        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+        trees = parse_sql(sql, dialect)
     except (SqlglotError, RecursionError, ValueError) as exc:
         raise InferenceError(f"does not parse: {type(exc).__name__}") from exc
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Literal, cast
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -19,7 +18,7 @@ from stef.sql.canonical import canon, is_literal, literal_value, values_in
 
 # Re-exported: stef.stages.align still imports it from here.
 from stef.sql.canonical import norm_ident as norm_ident
-from stef.sql.dialects import render
+from stef.sql.dialects import parse_sql, render
 
 Clause = Literal["where", "having", "qualify", "join"]
 _COMPARISONS: dict[type[exp.Expr], str] = {
@@ -306,10 +305,13 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> Pred | None:
 def parse_condition(text: str, dialect: str | None = None) -> exp.Expr | None:
     """Parse a bare SQL predicate (a benign filter from the rules); None if it is not one."""
     try:
-        tree = sqlglot.parse_one(f"SELECT 1 WHERE {text}", read=dialect)
+        trees = parse_sql(f"SELECT 1 WHERE {text}", dialect)
     except (SqlglotError, ValueError, RecursionError):
         return None
-    where = tree.args.get("where") if isinstance(tree, exp.Select) else None
+    tree = trees[0] if len(trees) == 1 else None
+    if not isinstance(tree, exp.Select):
+        return None
+    where = tree.args.get("where")
     if where is None or tree.args.get("from_") is not None or tree.args.get("limit") is not None:
         return None
     if tree.args.get("group") or tree.args.get("order") or tree.args.get("having"):

@@ -12,14 +12,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.models import Aggregation, OrderTerm, Predicate, RankedTerm, SqlSpec
 from stef.sql.canonical import canon, is_literal, norm_ident
 from stef.sql.census import Census
-from stef.sql.dialects import dialect_of
+from stef.sql.dialects import parse_sql
 from stef.sql.joins import idle_joins, mismatched_keys
 from stef.sql.predicates import Clause, Pred, conjuncts, predicate_of
 from stef.sql.safety import is_mutating, is_statement, scan_unparsed, statement_type
@@ -279,10 +278,10 @@ _PARSE_ERRORS = (SqlglotError, ValueError, RecursionError, TypeError, AttributeE
 def _parse(sql: str, dialect: str | None) -> list[exp.Expr] | str:
     """The statements of ``sql`` in ``dialect``, or the first line of the parse error."""
     try:
-        statements = sqlglot.parse(sql, read=dialect_of(dialect))
+        statements = parse_sql(sql, dialect)
     except _PARSE_ERRORS as exc:
         return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-    return [s for s in statements if s is not None]
+    return statements
 
 
 _BACKTICKED_PATH = re.compile(r"`[^`.\s]+\.[^`\s]+`")

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlglot
 
 from stef.models import SqlSpec
-from stef.stages import sqlspec as sqlspec_module
 from stef.stages.sqlspec import guess_candidates, sqlspec
 from tests.golden import checked_expect, load_golden
 
@@ -211,7 +211,7 @@ def test_guess_candidates_follow_the_text(sql: str, candidates: list[str]) -> No
 def _parses(monkeypatch: pytest.MonkeyPatch, sql: str, dialect: str | None = None) -> list[Any]:
     """The dialects sqlspec parsed ``sql`` in, in order."""
     calls: list[Any] = []
-    real = sqlspec_module.sqlglot.parse
+    real = sqlglot.parse
 
     def counting(text: str, read: Any = None, **kwargs: Any) -> Any:
         # sqlspec passes its one Dialect instance per name: the generic one is named None.
@@ -219,7 +219,7 @@ def _parses(monkeypatch: pytest.MonkeyPatch, sql: str, dialect: str | None = Non
         calls.append(None if name == "dialect" else name)
         return real(text, read=read, **kwargs)
 
-    monkeypatch.setattr(sqlspec_module.sqlglot, "parse", counting)
+    monkeypatch.setattr(sqlglot, "parse", counting)
     sqlspec(sql, dialect)
     return calls
 

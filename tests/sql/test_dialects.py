@@ -1,0 +1,97 @@
+"""SQLite's double-quoted strings: ``country = "France"`` compares a string wherever no column is
+named France, and SQL written for SQLite (BIRD's among it) relies on it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlglot import exp
+
+from stef.judges.heuristic.judge import HeuristicJudge
+from stef.pipeline import Pipeline
+from stef.rules import load_rules
+from stef.sql.dialects import parse_sql, render
+from stef.stages.reference import reference
+
+
+def _strings(sql: str, dialect: str | None = "sqlite") -> list[str]:
+    (tree,) = parse_sql(sql, dialect)
+    return sorted(lit.name for lit in tree.find_all(exp.Literal) if lit.is_string)
+
+
+@pytest.mark.parametrize(
+    ("sql", "strings"),
+    [
+        ('SELECT name FROM singer WHERE country = "France"', ["France"]),
+        ('SELECT name FROM singer WHERE country <> "France"', ["France"]),
+        ('SELECT name FROM singer WHERE name LIKE "%an%"', ["%an%"]),
+        ('SELECT name FROM singer WHERE country IN ("France", "Spain")', ["France", "Spain"]),
+        ('SELECT name FROM singer WHERE day BETWEEN "2020-01-01" AND "2020-12-31"',
+         ["2020-01-01", "2020-12-31"]),
+        ('SELECT name FROM singer AS s WHERE s.country = "United States"', ["United States"]),
+        ('SELECT COUNT(*) FROM t WHERE LOWER(t.kind) = "gold"', ["gold"]),
+    ],
+)  # fmt: skip
+def test_a_double_quoted_value_is_a_string(sql: str, strings: list[str]) -> None:
+    assert _strings(sql) == strings
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # Names in double quotes that are columns: projected, compared on the left, used again.
+        'SELECT "Free Meal Count" FROM frpm WHERE "Free Meal Count" > 10',
+        'SELECT a FROM t WHERE "Enrollment" > 5 AND b = "Enrollment"',
+        # Qualified: a column of that table.
+        'SELECT a FROM t JOIN u ON t.id = u.id WHERE t.x = u."y"',
+        # An alias or a table of that name.
+        'SELECT COUNT(*) AS "total" FROM t GROUP BY k HAVING k = "total"',
+        'SELECT a FROM t JOIN "u" ON t.id = "u".id WHERE t.x = "u"',
+        # Backticks and brackets quote names only.
+        "SELECT a FROM t WHERE b = `c`",
+        "SELECT a FROM t WHERE b = [c]",
+        # Two names written alike: two columns compared.
+        'SELECT a FROM t WHERE "start_date" < "end_date"',
+        # Nothing of a column on the other side: no value is compared.
+        'SELECT a FROM t WHERE 1 = "c"',
+    ],
+)
+def test_a_double_quoted_name_that_can_be_a_column_stays_one(sql: str) -> None:
+    assert _strings(sql) == []
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "duckdb", "snowflake", None])
+def test_other_dialects_keep_double_quotes_for_names(dialect: str | None) -> None:
+    assert _strings('SELECT name FROM singer WHERE country = "France"', dialect) == []
+
+
+def test_a_string_reads_back_as_sqlite_runs_it() -> None:
+    (tree,) = parse_sql('SELECT name FROM singer WHERE country = "France"', "sqlite")
+    assert render(tree, "sqlite") == "SELECT name FROM singer WHERE country = 'France'"
+
+
+def test_the_reference_of_either_quote_is_the_same_query() -> None:
+    # It was Incorrect: `filters` differed (a column France against the string 'France').
+    ref = reference(
+        "SELECT name FROM singer WHERE country = 'France'",
+        'SELECT name FROM singer WHERE country = "France"',
+        "sqlite",
+        ordering_requested=False,
+    )
+    assert ref.differences == []
+    assert ref.verdict is not None and ref.verdict.value == "Correct"
+
+
+def test_the_heuristic_finds_the_question_s_value_in_double_quotes() -> None:
+    pipeline = Pipeline(lambda: load_rules(None), HeuristicJudge())
+    record = {
+        "id": "r",
+        "question": "Names of singers from France",
+        "sql": 'SELECT name FROM singer WHERE country = "France"',
+        "dialect": "sqlite",
+    }
+    result = pipeline.process(json.dumps(record).encode(), {"line": 1}).result
+    assert result is not None and result.sql_spec is not None
+    assert [f.values for f in result.sql_spec.filters] == [("france",)]
+    assert result.issues == ["none"]
