@@ -81,8 +81,11 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
 
 
 # Where a double-quoted name stands for a value: the right side of a comparison with a column,
-# an item of a column's IN list, a bound of its BETWEEN.
+# an item of a column's IN list, a bound of its BETWEEN, a function's format
+# (``strftime("%Y", d)``).
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.Glob)
+# The columns SQLite gives every table without naming them.
+_IMPLICIT = frozenset({"rowid", "oid", "_rowid_"})
 
 
 def _sqlite_strings(tree: exp.Expr, sql: str) -> None:
@@ -91,24 +94,48 @@ def _sqlite_strings(tree: exp.Expr, sql: str) -> None:
     SQLite takes ``"France"`` for a string when no column has that name (a legacy that SQL
     written for SQLite, BIRD's among it, relies on: ``country = "France"``); sqlglot reads a
     name. Without the schema, a double-quoted name is taken for a value where only a value is
-    compared: every use of the name is on the value side of a comparison with a column, in a
-    column's IN list or a BETWEEN bound, and no alias, table or other column use has that name.
+    compared: every use of the name is on the value side of a comparison with a column that is
+    not itself a double-quoted name (``"start" < "end"`` compares two columns written alike), in
+    a column's IN list, a BETWEEN bound or a function's format, and no alias, table, CTE column
+    or other use has that name. Linear in the tree: an IN list is rebuilt once, not an item at
+    a time.
     """
     columns = list(tree.find_all(exp.Column))
     quoted = {id(c) for c in columns if _double_quoted(c, sql)}
     uses: dict[str, int] = {}
     for column in columns:
         uses[column.name.casefold()] = uses.get(column.name.casefold(), 0) + 1
-    named = {a.alias.casefold() for a in tree.find_all(exp.Alias, exp.TableAlias) if a.alias}
-    named |= {t.name.casefold() for t in tree.find_all(exp.Table)}
-    values = [c for c in columns if id(c) in quoted and _value_side(c, quoted)]
+    sides: dict[int, bool] = {}
+    values = [c for c in columns if id(c) in quoted and _value_side(c, quoted, sides)]
     as_values: dict[str, int] = {}
     for column in values:
         as_values[column.name.casefold()] = as_values.get(column.name.casefold(), 0) + 1
+    named = _names(tree) | _IMPLICIT
+    lists: dict[int, tuple[exp.Expr, set[int]]] = {}
     for column in values:
         name = column.name.casefold()
-        if as_values[name] == uses[name] and name not in named:
+        if as_values[name] != uses[name] or name in named:
+            continue
+        parent = column.parent
+        if isinstance(parent, exp.In) and column.arg_key == "expressions":
+            lists.setdefault(id(parent), (parent, set()))[1].add(id(column))
+        else:
             column.replace(exp.Literal.string(column.name))
+    for parent, items in lists.values():
+        parent.set(
+            "expressions",
+            [exp.Literal.string(e.name) if id(e) in items else e for e in parent.expressions],
+        )
+
+
+def _names(tree: exp.Expr) -> set[str]:
+    """The names the query gives: aliases, tables, CTEs and their column lists, case-folded."""
+    named = {a.alias.casefold() for a in tree.find_all(exp.Alias) if a.alias}
+    for alias in tree.find_all(exp.TableAlias):
+        named.add(alias.name.casefold())
+        named.update(c.name.casefold() for c in alias.columns)
+    named.update(t.name.casefold() for t in tree.find_all(exp.Table))
+    return named
 
 
 def _double_quoted(column: exp.Column, sql: str) -> bool:
@@ -120,17 +147,29 @@ def _double_quoted(column: exp.Column, sql: str) -> bool:
     return isinstance(start, int) and 0 <= start < len(sql) and sql[start] == '"'
 
 
-def _value_side(column: exp.Column, quoted: set[int]) -> bool:
-    """On the value side of a comparison with a column that is not itself double-quoted
-    (``"start" < "end"`` compares two columns written alike)."""
+def _value_side(column: exp.Column, quoted: set[int], sides: dict[int, bool]) -> bool:
+    """Where ``column`` stands, only a value can: decided once per parent (an IN list of
+    thousands of items asks once)."""
     parent, key = column.parent, column.arg_key
+    if parent is None:
+        return False
+    if key == "format":
+        return True
+    # The right side only: ``"Name" = t.name`` is more often two columns than a reversed test.
     valued = (
         (isinstance(parent, _COMPARISONS) and key == "expression")
         or (isinstance(parent, exp.In) and key == "expressions")
         or (isinstance(parent, exp.Between) and key in ("low", "high"))
     )
-    compared = parent.this if valued and parent is not None else None
-    if not isinstance(compared, exp.Expr):
+    if not valued:
         return False
-    found = list(compared.find_all(exp.Column))
-    return bool(found) and not any(id(c) in quoted for c in found)
+    other = parent.this
+    seen = sides.get(id(parent))
+    if seen is None:
+        seen = (
+            isinstance(other, exp.Expr)
+            and id(other) not in quoted
+            and other.find(exp.Column) is not None
+        )
+        sides[id(parent)] = seen
+    return seen

@@ -31,6 +31,8 @@ def _strings(sql: str, dialect: str | None = "sqlite") -> list[str]:
          ["2020-01-01", "2020-12-31"]),
         ('SELECT name FROM singer AS s WHERE s.country = "United States"', ["United States"]),
         ('SELECT COUNT(*) FROM t WHERE LOWER(t.kind) = "gold"', ["gold"]),
+        # A format is a value too (BIRD's most frequent form).
+        ('SELECT COUNT(*) FROM t WHERE strftime("%Y", t.day) = "1995"', ["%Y", "1995"]),
     ],
 )  # fmt: skip
 def test_a_double_quoted_value_is_a_string(sql: str, strings: list[str]) -> None:
@@ -48,6 +50,11 @@ def test_a_double_quoted_value_is_a_string(sql: str, strings: list[str]) -> None
         # An alias or a table of that name.
         'SELECT COUNT(*) AS "total" FROM t GROUP BY k HAVING k = "total"',
         'SELECT a FROM t JOIN "u" ON t.id = "u".id WHERE t.x = "u"',
+        # A CTE's column, and the row id SQLite gives every table.
+        'WITH c("n", m) AS (SELECT a, b FROM t) SELECT m FROM c WHERE m = "n"',
+        'SELECT a FROM t WHERE n = "rowid"',
+        # The left side: more often a column compared with another than a reversed test.
+        'SELECT a FROM t JOIN u ON t.id = u.id WHERE "Name" = u.name',
         # Backticks and brackets quote names only.
         "SELECT a FROM t WHERE b = `c`",
         "SELECT a FROM t WHERE b = [c]",
@@ -66,6 +73,12 @@ def test_other_dialects_keep_double_quotes_for_names(dialect: str | None) -> Non
     assert _strings('SELECT name FROM singer WHERE country = "France"', dialect) == []
 
 
+def test_a_long_in_list_is_read_whole() -> None:
+    items = ", ".join(f'"v{i}"' for i in range(3_000))
+    strings = _strings(f"SELECT a FROM t WHERE b IN ({items})")
+    assert len(strings) == 3_000 and "v2999" in strings
+
+
 def test_a_string_reads_back_as_sqlite_runs_it() -> None:
     (tree,) = parse_sql('SELECT name FROM singer WHERE country = "France"', "sqlite")
     assert render(tree, "sqlite") == "SELECT name FROM singer WHERE country = 'France'"
@@ -81,6 +94,16 @@ def test_the_reference_of_either_quote_is_the_same_query() -> None:
     )
     assert ref.differences == []
     assert ref.verdict is not None and ref.verdict.value == "Correct"
+
+
+def test_a_year_of_strftime_in_double_quotes_is_the_reference_s() -> None:
+    ref = reference(
+        'SELECT COUNT(*) FROM orders WHERE strftime("%Y", day) = "1995"',
+        "SELECT COUNT(*) FROM orders WHERE strftime('%Y', day) = '1995'",
+        "sqlite",
+        ordering_requested=False,
+    )
+    assert ref.differences == []
 
 
 def test_the_heuristic_finds_the_question_s_value_in_double_quotes() -> None:
