@@ -5,7 +5,8 @@
 Read once at start; a record is matched on its normalised question
 (:func:`stef.question.question_key`). A bad line fails the start loudly, with its number: one
 that is not an object with both strings, a gold_sql longer than a record's own may be, or a
-question already given another gold_sql.
+question already given another gold_sql. Other keys are passed over; a ``dialect`` among them is
+said in a warning (a reference is read in its record's dialect).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
     """
     out: dict[str, str] = {}
     first: dict[str, int] = {}
+    dialect_line: int | None = None
     bound = max_line_bytes(max_sql_chars, max_question_chars)
     too_long = (
         f", more than a line needs for a gold_sql of {max_sql_chars} characters "
@@ -77,8 +79,19 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
                 )
             first.setdefault(key, n)
             out[key] = gold
+            if dialect_line is None and "dialect" in obj:
+                dialect_line = n
     except FileError as exc:
         raise ConfigError(f"references {exc}") from exc
     if not out:
         log.warning("references_empty", path=str(path), hint="no record is judged against one")
+    if dialect_line is not None:
+        # Said once: a file written with a dialect a line usually has one on every line.
+        log.warning(
+            "references_dialect_ignored",
+            path=str(path),
+            line=dialect_line,
+            hint="a reference is read in its record's dialect (the record's own, else its "
+            "app's rules): set the app's dialect",
+        )
     return out

@@ -64,6 +64,24 @@ def test_an_empty_references_file_is_said(tmp_path: Path) -> None:
     assert [e["path"] for e in logs if e["event"] == "references_empty"] == [str(refs)]
 
 
+def test_a_dialect_on_a_line_is_said_once(tmp_path: Path) -> None:
+    """A ``dialect`` key was passed over without a word: the reference is read in its record's
+    dialect (the record's own, else its app's)."""
+    lines = [
+        {"question": "q", "gold_sql": "SELECT 1"},
+        {"question": QUESTION, "gold_sql": "SELECT COUNT(*) FROM singer", "dialect": "duckdb"},
+        {"question": "r", "gold_sql": "SELECT 2", "dialect": "duckdb"},
+    ]
+    refs = _write(tmp_path / "refs.jsonl", *lines)
+    with capture_logs() as logs:
+        _pipeline(refs)
+    said = [e for e in logs if e["event"] == "references_dialect_ignored"]
+    assert [(e["path"], e["line"]) for e in said] == [(str(refs), 2)]
+    with capture_logs() as logs:
+        _pipeline(_write(refs, *lines[:1]))
+    assert not [e for e in logs if e["event"] == "references_dialect_ignored"]
+
+
 def test_a_line_too_long_for_any_gold_sql_is_refused_before_it_is_read_whole(
     tmp_path: Path,
 ) -> None:
