@@ -83,10 +83,16 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
                 dialect_line = n
     except FileError as exc:
         raise ConfigError(f"references {exc}") from exc
-    if not out:
+    _say(path, empty=not out, dialect_line=dialect_line)
+    return out
+
+
+def _say(path: Path, *, empty: bool, dialect_line: int | None) -> None:
+    """The warnings of a file that loaded: empty, or a line with a ``dialect`` (said once: a file
+    written with a dialect usually has one on every line)."""
+    if empty:
         log.warning("references_empty", path=str(path), hint="no record is judged against one")
     if dialect_line is not None:
-        # Said once: a file written with a dialect a line usually has one on every line.
         log.warning(
             "references_dialect_ignored",
             path=str(path),
@@ -94,4 +100,3 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
             hint="a reference is read in its record's dialect (the record's own, else its "
             "app's rules): set the app's dialect",
         )
-    return out
