@@ -8,6 +8,7 @@ rendering makes its own parser or generator), so one instance per name serves ev
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 
 import sqlglot
@@ -102,14 +103,12 @@ def _sqlite_strings(tree: exp.Expr, sql: str) -> None:
     """
     columns = list(tree.find_all(exp.Column))
     quoted = {id(c) for c in columns if _double_quoted(c, sql)}
-    uses: dict[str, int] = {}
-    for column in columns:
-        uses[column.name.casefold()] = uses.get(column.name.casefold(), 0) + 1
     sides: dict[int, bool] = {}
     values = [c for c in columns if id(c) in quoted and _value_side(c, quoted, sides)]
-    as_values: dict[str, int] = {}
-    for column in values:
-        as_values[column.name.casefold()] = as_values.get(column.name.casefold(), 0) + 1
+    if not values:
+        return  # double-quoted names only (BIRD's "Free Meal Count"): no name walk
+    uses = Counter(c.name.casefold() for c in columns)
+    as_values = Counter(c.name.casefold() for c in values)
     named = _names(tree) | _IMPLICIT
     lists: dict[int, tuple[exp.Expr, set[int]]] = {}
     for column in values:

@@ -17,7 +17,7 @@ from stef.errors import ConfigError
 from stef.io.database import Database, open_database
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
-from stef.models import ReferenceExecution, Result, Verdict
+from stef.models import Reference, ReferenceExecution, Result, Verdict
 from stef.pipeline import Pipeline, PipelineOptions
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
@@ -68,11 +68,19 @@ def _judge(pipeline: Pipeline, question: str, sql: str, gold: str) -> Result:
     return processed.result
 
 
+def _reference(pipeline: Pipeline, question: str, sql: str, gold: str) -> Reference:
+    """The reference of ``sql`` judged against ``gold``, with the execution every record judged
+    here must carry."""
+    ref = _judge(pipeline, question, sql, gold).reference
+    assert ref is not None and ref.execution is not None
+    return ref
+
+
 def _execution(pipeline: Pipeline, question: str, sql: str, gold: str) -> ReferenceExecution:
-    """What running ``sql`` and ``gold`` found, which every record judged here must carry."""
-    result = _judge(pipeline, question, sql, gold)
-    assert result.reference is not None and result.reference.execution is not None
-    return result.reference.execution
+    """What running ``sql`` and ``gold`` found."""
+    execution = _reference(pipeline, question, sql, gold).execution
+    assert execution is not None
+    return execution
 
 
 def test_same_rows_another_structure_is_correct(database_url: str) -> None:
@@ -129,23 +137,21 @@ def test_rows_that_hold_nothing_decide_nothing(
 ) -> None:
     # No row passes either query's filter: another country or bound finds the same nothing, so
     # the structure decides (it was `same`, Correct).
-    result = _judge(_pipeline(database_url), question, sql, gold)
-    ref = result.reference
-    assert ref is not None and ref.execution is not None
+    ref = _reference(_pipeline(database_url), question, sql, gold)
+    assert ref.execution is not None
     assert ref.execution.status == "undecided"
     assert ref.execution.detail
     assert (ref.verdict, ref.decided_by) == (Verdict.INCORRECT, "structure")
 
 
 def test_a_count_that_differs_from_a_reference_of_0_is_incorrect(database_url: str) -> None:
-    result = _judge(
+    ref = _reference(
         _pipeline(database_url),
         "How many singers are over 100?",
         "SELECT COUNT(*) FROM singer WHERE age > 30",
         "SELECT COUNT(*) FROM singer WHERE age > 100",
     )
-    ref = result.reference
-    assert ref is not None and ref.execution is not None
+    assert ref.execution is not None
     assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
     assert ref.decided_by == "execution"
 
