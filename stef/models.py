@@ -494,6 +494,9 @@ class Reference(_Frozen):
         execution: both queries run (a configured database, or generated ones).
         decided_by: ``execution`` (rows on a database decided the verdict) or ``structure``
             (the structural comparison did).
+        database: the configured database's run when it told nothing about the generated query
+            (``undecided``, ``reference_failed``, or neither query runs there) and the
+            generated databases ran after it: ``execution`` is theirs.
     """
 
     verdict: Verdict | None
@@ -503,6 +506,7 @@ class Reference(_Frozen):
     # Absent, not null, unless reference.execute is set.
     execution: ReferenceExecution | None = Field(default=None, exclude_if=_is_none)
     decided_by: Literal["execution", "structure"] | None = Field(default=None, exclude_if=_is_none)
+    database: ReferenceExecution | None = Field(default=None, exclude_if=_is_none)
 
 
 # A database reference mode runs SELECTs on (``reference.execute``): the protocol here, so the

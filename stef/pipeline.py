@@ -144,8 +144,9 @@ class PipelineOptions:
             from the ``references`` file; a record's own ``gold_sql`` wins.
         reference_db: where a record's SQL and its reference both run (``reference.execute``);
             None: on generated databases (``reference_generated``).
-        reference_generated: without ``reference_db``, the databases generated per record for
-            both queries (``reference.generate``); None compares structure only.
+        reference_generated: the databases generated per record for both queries
+            (``reference.generate``): without ``reference_db``, or where its rows told nothing;
+            None compares structure only (or ``reference_db``'s rows alone).
     """
 
     mapping: FieldMapping = field(default_factory=FieldMapping)

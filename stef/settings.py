@@ -102,8 +102,10 @@ class ReferenceSettings(BaseModel):
         timeout_s: the longest one statement may run; longer is a finding, not a crash. On
             generated databases: the longest all of a record's databases may take.
         max_rows: the most rows one statement may return; more is a finding.
-        generate: without ``execute``, run both queries on small databases generated for them
-            (the schema inferred from the two queries); false: structure only.
+        generate: run both queries on small databases generated for them (the schema inferred
+            from the two queries) without ``execute``, or where its rows told nothing (the
+            same rows holding nothing, neither query runs there, the reference fails there);
+            false: structure only, or ``execute``'s rows alone.
         databases: how many databases are generated per record.
     """
 

@@ -121,6 +121,9 @@ def reference(rec: Mapping[str, Any]) -> str | None:
             said += f": {detail}"  # why rows that differ still pass
     elif isinstance(run.get("status"), str):
         said += f" (rows {run['status']} on the configured database)"
+    first = _mapping(ref.get("database")).get("status")
+    if isinstance(first, str):
+        said += f", after the configured database told nothing ({first})"
     if isinstance(ref.get("error"), str):
         said += f"; {ref['error']}"
     return said

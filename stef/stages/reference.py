@@ -139,9 +139,10 @@ def with_reference(
     references file's line for its question. Only an evaluated result is compared; it gets
     ``reference``, the differences among its issues, the reference's score and confidence
     (an unsafe SQL keeps its 0) and ``judge.p_correct``. With a ``database`` both queries also
-    run there (``_executed``), and the rows decide the verdict when both ran; without one,
-    with ``generated``, they run on databases generated for them (:func:`run_generated`).
-    Without a reference the result is returned as it is.
+    run there (``_executed``), and the rows decide the verdict when both ran; with
+    ``generated``, they run on databases generated for them (:func:`run_generated`) without a
+    ``database``, or after one that told nothing (:func:`_told_nothing`: its run is kept as
+    the reference's ``database``). Without a reference the result is returned as it is.
 
     ``deadline`` is what is left of the record's CPU budget: when it passes during the
     execution on generated databases, the structure's verdict stands and ``execution`` says
@@ -171,9 +172,26 @@ def with_reference(
         # A team's database has its own bound: reference.timeout_s a statement.
         run = _executed(database, spec, sql, gold, dialect, ordered, deadline)
         ref = _decided_by_rows(ref, run)
+        if generated is None or ref.verdict is None or not _told_nothing(run, deadline):
+            return _referenced(result, ref, rules)
+        # Where the team's rows tell nothing, rows made for the two queries can.
+        ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
+        ref = ref.model_copy(update={"database": run})
     elif generated is not None and spec is not None and ref.verdict is not None:
         ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
     return _referenced(result, ref, rules)
+
+
+def _told_nothing(run: ReferenceExecution, deadline: CpuDeadline) -> bool:
+    """Whether the generated databases run after the team's database (``run``): it told nothing
+    about the generated query (the same rows holding nothing, neither query runs there, or the
+    reference fails there), and the record's CPU budget is not spent. A query that is not one
+    SELECT, a random function, a bound or memory reached there would meet the same on them."""
+    if deadline.passed():
+        return False
+    return run.status in ("undecided", "reference_failed") or (
+        run.status == "not_run" and run.detail.startswith(NEITHER_RUNS)
+    )
 
 
 def _referenced(result: Result, ref: Reference, rules: AppRules) -> Result:
@@ -272,6 +290,9 @@ NOTHING_TOLD = (
 )
 
 
+NEITHER_RUNS = "neither query runs on this database"
+
+
 # A statement stopped at one of the database's bounds (its time, its rows, their bytes): on a
 # slow or loaded database, or for a question whose answer is that large, the reference stops
 # there too, and that says nothing against the generated query.
@@ -323,7 +344,7 @@ def _failed(
         return ReferenceExecution(status="generated_failed", detail=failed)
     if theirs.status == "error":
         detail = (
-            f"neither query runs on this database: the generated SQL {failed}; "
+            f"{NEITHER_RUNS}: the generated SQL {failed}; "
             f"the reference {theirs.status}: {theirs.detail}"
         )
         return ReferenceExecution(status="not_run", detail=detail)

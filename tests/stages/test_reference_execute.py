@@ -19,10 +19,12 @@ from stef.judges.heuristic.judge import HeuristicJudge
 from stef.metrics import Metrics
 from stef.models import Reference, ReferenceExecution, Result, Verdict
 from stef.pipeline import Pipeline, PipelineOptions
+from stef.review import explain
 from stef.rules import load_rules
 from stef.service.wiring import build_backend, build_pipeline
 from stef.settings import Settings
-from stef.sql.budget import BUDGET_SPENT
+from stef.sql.budget import BUDGET_SPENT, CpuDeadline
+from stef.stages.reference import _told_nothing
 from tests.conftest import last_json_of_child
 
 ROWS = [(1, "Ann", "France", 31, 1.5), (2, "Bob", "France", 45, 2.25), (3, "Eve", "Spain", 28, 3.0)]
@@ -57,7 +59,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _pipeline(url: str, **execute: Any) -> Pipeline:
-    settings = Settings(reference={"execute": url, **execute})
+    """Reference mode on the database at ``url``: its rows alone (``generate: false``) unless
+    ``execute`` says otherwise."""
+    settings = Settings(reference={"execute": url, "generate": False, **execute})
     return build_pipeline(settings, load_rules(None), build_backend(settings))
 
 
@@ -142,6 +146,94 @@ def test_rows_that_hold_nothing_decide_nothing(
     assert ref.execution.status == "undecided"
     assert ref.execution.detail
     assert (ref.verdict, ref.decided_by) == (Verdict.INCORRECT, "structure")
+
+
+@pytest.mark.parametrize(
+    ("sql", "gold", "status", "verdict"),
+    [
+        (
+            "SELECT name FROM singer WHERE country = 'Germany'",
+            "SELECT name FROM singer WHERE country = 'Italy'",
+            "different",
+            Verdict.INCORRECT,
+        ),
+        (
+            "SELECT name FROM singer WHERE country IN ('Italy')",
+            "SELECT name FROM singer WHERE country = 'Italy'",
+            "same",
+            Verdict.CORRECT,
+        ),
+    ],
+    ids=["another-country", "the-same-country"],
+)
+def test_generated_databases_decide_where_the_team_s_rows_hold_nothing(
+    database_url: str, sql: str, gold: str, status: str, verdict: Verdict
+) -> None:
+    # The team's database has no Italian singer: both queries find nothing there. Databases
+    # generated for the two queries hold one, and tell Germany from Italy.
+    registry = CollectorRegistry()
+    settings = Settings(reference={"execute": database_url})  # generate: true, the default
+    pipeline = build_pipeline(
+        settings, load_rules(None), build_backend(settings), Metrics(registry)
+    )
+    result = _judge(pipeline, "Names of singers from Italy", sql, gold)
+    ref = result.reference
+    assert ref is not None and ref.execution is not None and ref.database is not None
+    assert (ref.database.source, ref.database.status) == ("database", "undecided")
+    assert (ref.execution.source, ref.execution.status) == ("generated", status)
+    assert (ref.verdict, ref.decided_by) == (verdict, "execution")
+    written = json.loads(result.to_json())
+    assert written["reference"]["database"]["status"] == "undecided"
+    said = explain.reference(written)  # the review page's and the report's words
+    assert said is not None and "after the configured database told nothing (undecided)" in said
+    fallbacks = "stef_reference_execution_fallbacks_total"
+    assert registry.get_sample_value(fallbacks, {"app": "default", "reason": "undecided"}) is None
+
+
+def test_generated_databases_decide_where_neither_query_runs_on_the_team_s(
+    database_url: str,
+) -> None:
+    # A table the team's database does not have (a golden set ahead of its copy of the data).
+    settings = Settings(reference={"execute": database_url})
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    ref = _reference(
+        pipeline,
+        "Titles of albums by Ann",
+        "SELECT title FROM album WHERE artist = 'Bob'",
+        "SELECT title FROM album WHERE artist = 'Ann'",
+    )
+    assert ref.database is not None and ref.database.status == "not_run"
+    assert ref.database.detail.startswith("neither query runs on this database")
+    assert ref.execution is not None and ref.execution.source == "generated"
+    assert (ref.execution.status, ref.verdict) == ("different", Verdict.INCORRECT)
+
+
+def test_rows_the_team_s_database_decides_keep_to_it(database_url: str) -> None:
+    # Telling rows, a failing generated query: the team's database decides, nothing is
+    # generated, and the result has no `database` key.
+    settings = Settings(reference={"execute": database_url})
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    for sql, status in (
+        ("SELECT name FROM singer WHERE country = 'Spain'", "different"),
+        ("SELECT name FROM singer WHERE stef_no_such_fn(age) > 30", "generated_failed"),
+    ):
+        result = _judge(
+            pipeline, "Names of singers from France", sql, "SELECT name FROM singer WHERE age > 30"
+        )
+        ref = result.reference
+        assert ref is not None and ref.execution is not None and ref.database is None
+        assert (ref.execution.source, ref.execution.status) == ("database", status)
+        assert "database" not in json.loads(result.to_json())["reference"]
+
+
+def test_a_spent_budget_runs_no_generated_database_after_the_team_s() -> None:
+    undecided = ReferenceExecution(status="undecided", detail="nothing")
+    assert _told_nothing(undecided, CpuDeadline.after(60))
+    assert not _told_nothing(undecided, CpuDeadline(0.0))  # thread CPU is past 0 already
+    for told in ("same", "different", "generated_failed"):
+        assert not _told_nothing(ReferenceExecution(status=told), CpuDeadline.after(60))
+    timed_out = ReferenceExecution(status="not_run", detail="neither query finished: ...")
+    assert not _told_nothing(timed_out, CpuDeadline.after(60))
 
 
 def test_a_count_that_differs_from_a_reference_of_0_is_incorrect(database_url: str) -> None:
@@ -240,7 +332,7 @@ def test_queries_neither_of_which_runs_on_the_database_decide_nothing(database_u
     # neither SQLite nor DuckDB has): the gold fails as the generated query does, so the
     # database cannot tell. The generated query was Incorrect for the database's failing it.
     registry = CollectorRegistry()
-    settings = Settings(reference={"execute": database_url})
+    settings = Settings(reference={"execute": database_url, "generate": False})
     pipeline = build_pipeline(
         settings, load_rules(None), build_backend(settings), Metrics(registry)
     )
