@@ -242,6 +242,7 @@ def _parts(
 ) -> Parts:
     """The components of ``tree``; ``nested``: a query beside the main SELECT, whose own
     subqueries are left out (the main query lists each of them already)."""
+    _sort_branches(tree, dialect, deadline)
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
     deadline.check()
@@ -273,6 +274,65 @@ def _parts(
         limit=_limit(limit, select.args.get("offset")),
         grouped=_grouped(select),
     )
+
+
+# A set operation whose branches may come in any order: A UNION B is B UNION A (as a bag with
+# ALL, and INTERSECT likewise); EXCEPT is not. One with a match by name or a join-like side or
+# kind (DuckDB's BY NAME, BigQuery's LEFT ... ON) is left as written.
+_COMMUTATIVE = (exp.Union, exp.Intersect)
+_NOT_PLAIN = ("by_name", "side", "kind", "on", "match")
+# What makes a link of a chain (A UNION B UNION C) a branch of its own: its own clauses.
+_OWN_CLAUSES = ("with_", "order", "limit", "offset")
+
+
+def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> None:
+    """The branches of every UNION and INTERSECT in ``tree`` put in one order, in place: by
+    their canonical components (:func:`_subquery_key`), a chain of one kind and one
+    DISTINCT-ness (``A UNION B UNION C``) as one list, inner operations first. So the main
+    SELECT and the other branches are the same whichever order a query lists them in; the
+    operation's own ORDER BY and LIMIT stay where they are."""
+    for op in reversed(list(tree.find_all(*_COMMUTATIVE))):
+        if any(op.args.get(k) for k in _NOT_PLAIN) or _linked(op):
+            continue
+        slots = list(_branch_slots(op, type(op), bool(op.args.get("distinct"))))
+        branches = [parent.args[key] for parent, key in slots]
+        branches.sort(key=lambda b: _branch_key(b, dialect, deadline))
+        for (parent, key), branch in zip(slots, branches, strict=True):
+            parent.set(key, branch)
+
+
+def _linked(op: exp.Expr) -> bool:
+    """Whether ``op`` is a link of its parent's chain, sorted with it."""
+    parent = op.parent
+    return (
+        isinstance(parent, exp.Expr)
+        and type(parent) is type(op)
+        and op.arg_key in ("this", "expression")
+        and bool(parent.args.get("distinct")) == bool(op.args.get("distinct"))
+        and not any(parent.args.get(k) for k in _NOT_PLAIN)
+        and not any(op.args.get(k) for k in _OWN_CLAUSES)
+    )
+
+
+def _branch_slots(op: exp.Expr, kind: type, distinct: bool) -> Iterator[tuple[exp.Expr, str]]:
+    """Where each branch of ``op``'s chain sits: (the link holding it, its arg key)."""
+    for key in ("this", "expression"):
+        side = op.args[key]
+        if (
+            isinstance(side, exp.Expr)
+            and type(side) is kind
+            and bool(side.args.get("distinct")) == distinct
+            and not any(side.args.get(k) for k in (*_NOT_PLAIN, *_OWN_CLAUSES))
+        ):
+            yield from _branch_slots(side, kind, distinct)
+        else:
+            yield op, key
+
+
+def _branch_key(branch: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> str:
+    if isinstance(branch, exp.Select):
+        return _subquery_key(branch, dialect, deadline)
+    return canon(branch)
 
 
 def _subqueries(

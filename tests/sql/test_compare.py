@@ -39,6 +39,18 @@ EQUIVALENT = [
     ("conditional count", "SELECT SUM(CASE WHEN g = 'f' THEN 1 ELSE 0 END) FROM t",
      "SELECT COUNT(CASE WHEN g = 'f' THEN id END) FROM t"),
     ("ORDER BY nobody asked for", "SELECT a FROM t ORDER BY a", "SELECT a FROM t"),
+    ("UNION branches in another order",
+     "SELECT name FROM singer WHERE age > 30 UNION SELECT name FROM actor",
+     "SELECT name FROM actor UNION SELECT name FROM singer WHERE 30 < age"),
+    ("a chain of UNION ALL in another order, its ORDER BY and LIMIT kept",
+     "SELECT a FROM x UNION ALL SELECT a FROM y UNION ALL SELECT a FROM z ORDER BY a LIMIT 3",
+     "SELECT a FROM z UNION ALL SELECT a FROM x UNION ALL SELECT a FROM y ORDER BY a LIMIT 3"),
+    ("INTERSECT branches in another order, inside a subquery",
+     "SELECT n FROM t WHERE id IN (SELECT id FROM a INTERSECT SELECT id FROM b)",
+     "SELECT n FROM t WHERE id IN (SELECT id FROM b INTERSECT SELECT id FROM a)"),
+    ("UNION branches in another order, in a CTE",
+     "WITH n AS (SELECT a FROM x UNION SELECT a FROM y) SELECT COUNT(*) FROM n",
+     "WITH n AS (SELECT a FROM y UNION SELECT a FROM x) SELECT COUNT(*) FROM n"),
 ]  # fmt: skip
 
 # (title, generated, reference, the differing component)
@@ -64,6 +76,12 @@ DIFFERENT = [
      "SELECT c FROM t GROUP BY c HAVING COUNT(*) > 5", "having"),
     ("distinct", "SELECT DISTINCT c FROM t", "SELECT c FROM t", "distinct"),
     ("set operation", "SELECT a FROM t UNION SELECT a FROM u", "SELECT a FROM t", "shape"),
+    ("EXCEPT branches in another order", "SELECT a FROM t EXCEPT SELECT a FROM u",
+     "SELECT a FROM u EXCEPT SELECT a FROM t", "subqueries"),
+    ("UNION against UNION ALL", "SELECT a FROM t UNION SELECT a FROM u",
+     "SELECT a FROM u UNION ALL SELECT a FROM t", "shape"),
+    ("a UNION branch's own LIMIT", "SELECT a FROM t UNION (SELECT a FROM u LIMIT 1)",
+     "(SELECT a FROM t LIMIT 1) UNION SELECT a FROM u", "subqueries"),
 ]  # fmt: skip
 
 
