@@ -242,7 +242,8 @@ def _parts(
 ) -> Parts:
     """The components of ``tree``; ``nested``: a query beside the main SELECT, whose own
     subqueries are left out (the main query lists each of them already)."""
-    _sort_branches(tree, dialect, deadline)
+    keys = _Keys()
+    _sort_branches(tree, dialect, deadline, keys)
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
     deadline.check()
@@ -260,7 +261,7 @@ def _parts(
     limit = select.args.get("limit")
     return Parts(
         shape=shape,
-        subqueries=() if nested else _subqueries(main, select, dialect, deadline),
+        subqueries=() if nested else _subqueries(main, select, dialect, deadline, keys),
         tables=tables,
         joins=joins,
         projections=projections,
@@ -285,7 +286,21 @@ _NOT_PLAIN = ("by_name", "side", "kind", "on", "match")
 _OWN_CLAUSES = ("with_", "order", "limit", "offset")
 
 
-def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> None:
+class _Keys(dict[int, tuple[exp.Expr, str]]):
+    """Each SELECT's :func:`_subquery_key` once taken, by the node's id (the node kept beside
+    its key: an id is only unique while its object lives): sorting a UNION's branches takes
+    the keys the branches are then listed by."""
+
+    def of(self, select: exp.Select, dialect: str | None, deadline: CpuDeadline) -> str:
+        kept = self.get(id(select))
+        if kept is not None and kept[0] is select:
+            return kept[1]
+        key = _subquery_key(select, dialect, deadline)
+        self[id(select)] = (select, key)
+        return key
+
+
+def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline, keys: _Keys) -> None:
     """The branches of every UNION and INTERSECT in ``tree`` put in one order, in place: by
     their canonical components (:func:`_subquery_key`), a chain of one kind and one
     DISTINCT-ness (``A UNION B UNION C``) as one list, inner operations first. So the main
@@ -296,7 +311,9 @@ def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline) -
             continue
         slots = list(_branch_slots(op, type(op), bool(op.args.get("distinct"))))
         branches = [parent.args[key] for parent, key in slots]
-        branches.sort(key=lambda b: _branch_key(b, dialect, deadline))
+        branches.sort(
+            key=lambda b: keys.of(b, dialect, deadline) if isinstance(b, exp.Select) else canon(b)
+        )
         for (parent, key), branch in zip(slots, branches, strict=True):
             parent.set(key, branch)
 
@@ -315,28 +332,25 @@ def _linked(op: exp.Expr) -> bool:
 
 
 def _branch_slots(op: exp.Expr, kind: type, distinct: bool) -> Iterator[tuple[exp.Expr, str]]:
-    """Where each branch of ``op``'s chain sits: (the link holding it, its arg key)."""
-    for key in ("this", "expression"):
-        side = op.args[key]
+    """Where each branch of ``op``'s chain sits, in the order written: (the link holding it,
+    its arg key). Without recursion: a chain of 2,000 branches is 2,000 links deep."""
+    pending: list[tuple[exp.Expr, str]] = [(op, "expression"), (op, "this")]
+    while pending:
+        link, key = pending.pop()
+        side = link.args[key]
         if (
             isinstance(side, exp.Expr)
             and type(side) is kind
             and bool(side.args.get("distinct")) == distinct
             and not any(side.args.get(k) for k in (*_NOT_PLAIN, *_OWN_CLAUSES))
         ):
-            yield from _branch_slots(side, kind, distinct)
+            pending += [(side, "expression"), (side, "this")]
         else:
-            yield op, key
-
-
-def _branch_key(branch: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> str:
-    if isinstance(branch, exp.Select):
-        return _subquery_key(branch, dialect, deadline)
-    return canon(branch)
+            yield link, key
 
 
 def _subqueries(
-    main: exp.Expr, select: exp.Select, dialect: str | None, deadline: CpuDeadline
+    main: exp.Expr, select: exp.Select, dialect: str | None, deadline: CpuDeadline, keys: _Keys
 ) -> tuple[str, ...]:
     """Each SELECT of ``main`` that no other component reads, as its canonical form: not the
     main ``select``, not one holding it, not one inside a clause of it already compared."""
@@ -351,7 +365,7 @@ def _subqueries(
             if isinstance(node, exp.Expr):
                 holding.update(id(s) for s in node.find_all(exp.Select))
     found = [s for s in main.find_all(exp.Select) if s is not select and id(s) not in holding]
-    return tuple(sorted(_subquery_key(s, dialect, deadline) for s in found))
+    return tuple(sorted(keys.of(s, dialect, deadline) for s in found))
 
 
 def _subquery_key(select: exp.Select, dialect: str | None, deadline: CpuDeadline) -> str:

@@ -197,3 +197,11 @@ def test_the_join_equalities_are_read_once_for_the_bridges(monkeypatch: pytest.M
     _, select = rewritten(tree, "sqlite")
     assert len(select.args["joins"]) == 5
     assert len(calls) == 1
+
+
+def test_a_long_union_chain_in_another_order_compares_equal() -> None:
+    # 2,000 branches are a chain 2,000 links deep: walked without recursion, each branch's
+    # components taken once for the sort and the comparison both.
+    branches = [f"SELECT a FROM t{i} WHERE b > {i}" for i in range(2000)]
+    found = compare(" UNION ".join(branches), " UNION ".join(reversed(branches)), "sqlite")
+    assert found.error is None and found.equivalent, found.differences
