@@ -17,6 +17,7 @@ Pure and bounded: no database, no I/O; a parse or optimizer failure is an outcom
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -243,7 +244,8 @@ def _parts(
     """The components of ``tree``; ``nested``: a query beside the main SELECT, whose own
     subqueries are left out (the main query lists each of them already)."""
     keys = _Keys()
-    _sort_branches(tree, dialect, deadline, keys)
+    if not nested:  # a nested query is a copy of part of a tree already sorted
+        _sort_branches(tree, dialect, deadline, keys)
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
     deadline.check()
@@ -257,8 +259,14 @@ def _parts(
     predicates = set(_predicates([*filters, *join_filters]))
     having = select.args.get("having")
     projections = tuple(_expr(p.unalias()) for p in select.expressions)
-    order = select.args.get("order")
-    limit = select.args.get("limit")
+    order_by, limit = _order_and_limit(select)
+    if isinstance(main, exp.SetOperation):
+        # Columns pair the branches by position; the operation's own ORDER BY and LIMIT
+        # order and cut them all (the first branch's own, in parentheses, only it).
+        projections = tuple(f"#{i} {p}" for i, p in enumerate(projections, 1))
+        outer = _order_and_limit(main, select)
+        order_by = (*outer[0], *(f"first branch: {o}" for o in order_by))
+        limit = outer[1] if limit is None else f"{outer[1] or 'none'}; first branch: {limit}"
     return Parts(
         shape=shape,
         subqueries=() if nested else _subqueries(main, select, dialect, deadline, keys),
@@ -271,10 +279,22 @@ def _parts(
         null_checks=tuple(sorted(p for p in predicates if p.endswith(_NOT_NULL))),
         group_by=tuple(sorted({_expr(g) for g in _group_terms(select)})),
         having=tuple(sorted(set(_predicates(conjuncts(having.this))))) if having else (),
-        order_by=tuple(_order_term(o) for o in order.expressions) if order is not None else (),
-        limit=_limit(limit, select.args.get("offset")),
+        order_by=order_by,
+        limit=limit,
         grouped=_grouped(select),
     )
+
+
+def _order_and_limit(
+    node: exp.Expr, first: exp.Select | None = None
+) -> tuple[tuple[str, ...], str | None]:
+    """``node``'s own ORDER BY terms and LIMIT; a set operation's read against its ``first``
+    branch, whose columns name the result's: a column it projects, by name or alias, and a
+    position both read as the column's position (``ORDER BY 2``, ``ORDER BY y`` of
+    ``SELECT a, b AS y``: ``#2``)."""
+    order = node.args.get("order")
+    terms = tuple(_order_term(o, first) for o in order.expressions) if order is not None else ()
+    return terms, _limit(node.args.get("limit"), node.args.get("offset"))
 
 
 # A set operation whose branches may come in any order: A UNION B is B UNION A (as a bag with
@@ -284,69 +304,130 @@ _COMMUTATIVE = (exp.Union, exp.Intersect)
 _NOT_PLAIN = ("by_name", "side", "kind", "on", "match")
 # What makes a link of a chain (A UNION B UNION C) a branch of its own: its own clauses.
 _OWN_CLAUSES = ("with_", "order", "limit", "offset")
+_OWN_AND_NOT_PLAIN = frozenset((*_OWN_CLAUSES, *_NOT_PLAIN))
 
 
 class _Keys(dict[int, tuple[exp.Expr, str]]):
-    """Each SELECT's :func:`_subquery_key` once taken, by the node's id (the node kept beside
-    its key: an id is only unique while its object lives): sorting a UNION's branches takes
-    the keys the branches are then listed by."""
+    """Each query's key once taken, by the node's id (the node kept beside its key: an id is
+    only unique while its object lives): a SELECT's :func:`_subquery_key`, a set operation's
+    digest of its kind and its branches' keys, a parenthesized query its query's. Sorting the
+    branches takes the keys they are then listed by; a chain of 2,000 alternating UNION and
+    UNION ALL reads each branch once, not once for each operation above it."""
 
-    def of(self, select: exp.Select, dialect: str | None, deadline: CpuDeadline) -> str:
-        kept = self.get(id(select))
-        if kept is not None and kept[0] is select:
+    def of(self, node: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> str:
+        kept = self.get(id(node))
+        if kept is not None and kept[0] is node:
             return kept[1]
-        key = _subquery_key(select, dialect, deadline)
-        self[id(select)] = (select, key)
+        if isinstance(node, exp.Select):
+            key = _subquery_key(node, dialect, deadline)
+        elif isinstance(node, exp.Subquery) and not any(
+            v for k, v in node.args.items() if k != "this"
+        ):
+            key = "(" + self.of(node.this, dialect, deadline) + ")"
+        elif isinstance(node, exp.SetOperation):
+            key = self.set_operation(node, dialect, deadline)
+        else:
+            key = canon(node)
+        self[id(node)] = (node, key)
         return key
+
+    def set_operation(
+        self, op: exp.SetOperation, dialect: str | None, deadline: CpuDeadline
+    ) -> str:
+        """``op``'s key: its kind, DISTINCT-ness, own clauses, and its branches' keys (sorted
+        where their order does not count, as :func:`_sort_branches` left them)."""
+        own = [
+            f"{k}={_shown_arg(v)}"
+            for k, v in sorted(op.args.items())
+            if k in _OWN_AND_NOT_PLAIN and v
+        ]
+        slots = list(_branch_slots(op)) if _chain(op) else [(op, "this"), (op, "expression")]
+        branches = [self.of(parent.args[key], dialect, deadline) for parent, key in slots]
+        text = "\x00".join([type(op).__name__, str(bool(op.args.get("distinct"))), *own, *branches])
+        return "setop:" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline, keys: _Keys) -> None:
     """The branches of every UNION and INTERSECT in ``tree`` put in one order, in place: by
     their canonical components (:func:`_subquery_key`), a chain of one kind and one
-    DISTINCT-ness (``A UNION B UNION C``) as one list, inner operations first. So the main
-    SELECT and the other branches are the same whichever order a query lists them in; the
-    operation's own ORDER BY and LIMIT stay where they are."""
-    for op in reversed(list(tree.find_all(*_COMMUTATIVE))):
-        if any(op.args.get(k) for k in _NOT_PLAIN) or _linked(op):
+    DISTINCT-ness (``A UNION B UNION C``) as one list, inner operations first (each
+    operation's key taken once sorted). So the main SELECT and the other branches are the same
+    whichever order a query lists them in; the operation's own ORDER BY and LIMIT stay, and
+    are compared (:func:`_order_and_limit`)."""
+    for op in reversed(list(tree.find_all(exp.SetOperation))):
+        if _linked(op):
             continue
-        slots = list(_branch_slots(op, type(op), bool(op.args.get("distinct"))))
-        branches = [parent.args[key] for parent, key in slots]
-        branches.sort(
-            key=lambda b: keys.of(b, dialect, deadline) if isinstance(b, exp.Select) else canon(b)
-        )
-        for (parent, key), branch in zip(slots, branches, strict=True):
-            parent.set(key, branch)
+        _order_by_position(op)
+        if _chain(op) and (op.args.get("order") or not _cut(op)):
+            # Cut without an order (A UNION ALL B LIMIT 2), the rows kept follow the branches'.
+            slots = list(_branch_slots(op))
+            branches = [parent.args[key] for parent, key in slots]
+            branches.sort(key=lambda b: keys.of(b, dialect, deadline))
+            for (parent, key), branch in zip(slots, branches, strict=True):
+                parent.set(key, branch)
+        if op.parent is not None:  # what holds it reads its key: taken here, inner first
+            keys.of(op, dialect, deadline)
+
+
+def _order_by_position(op: exp.Expr) -> None:
+    """``op``'s ORDER BY terms that name a column of its result by the first branch's name
+    for it, as its position, in place (``ORDER BY y`` of ``SELECT a, b AS y ...``:
+    ``ORDER BY 2``): the first branch may be another once the branches are sorted."""
+    order = op.args.get("order")
+    first: object = op
+    while isinstance(first, exp.SetOperation | exp.Subquery):
+        first = first.this
+    if order is None or not isinstance(first, exp.Select):
+        return
+    for ordered in order.expressions:
+        term = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+        position = _output_column(term, first)
+        if position is not None and not isinstance(term, exp.Literal):
+            term.replace(exp.Literal.number(position[1:]))
+
+
+def _cut(op: exp.Expr) -> bool:
+    return bool(op.args.get("limit") or op.args.get("offset"))
+
+
+def _chain(op: object) -> bool:
+    """Whether ``op`` is a UNION or INTERSECT whose branches may come in any order, as one
+    list with the links of its kind below it (associative: ``(A UNION B) UNION C``)."""
+    return isinstance(op, _COMMUTATIVE) and not any(op.args.get(k) for k in _NOT_PLAIN)
 
 
 def _linked(op: exp.Expr) -> bool:
-    """Whether ``op`` is a link of its parent's chain, sorted with it."""
+    """Whether ``op`` is a link of its parent's chain, sorted (and keyed) with it."""
     parent = op.parent
     return (
-        isinstance(parent, exp.Expr)
+        _chain(op)
+        and _chain(parent)
         and type(parent) is type(op)
         and op.arg_key in ("this", "expression")
         and bool(parent.args.get("distinct")) == bool(op.args.get("distinct"))
-        and not any(parent.args.get(k) for k in _NOT_PLAIN)
         and not any(op.args.get(k) for k in _OWN_CLAUSES)
     )
 
 
-def _branch_slots(op: exp.Expr, kind: type, distinct: bool) -> Iterator[tuple[exp.Expr, str]]:
-    """Where each branch of ``op``'s chain sits, in the order written: (the link holding it,
-    its arg key). Without recursion: a chain of 2,000 branches is 2,000 links deep."""
+def _branch_slots(op: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
+    """Where each branch of the chain ``op`` heads sits, in the order written: (the link
+    holding it, its arg key). Without recursion: 2,000 branches are 2,000 links deep."""
     pending: list[tuple[exp.Expr, str]] = [(op, "expression"), (op, "this")]
     while pending:
         link, key = pending.pop()
         side = link.args[key]
-        if (
-            isinstance(side, exp.Expr)
-            and type(side) is kind
-            and bool(side.args.get("distinct")) == distinct
-            and not any(side.args.get(k) for k in (*_NOT_PLAIN, *_OWN_CLAUSES))
-        ):
+        if isinstance(side, exp.Expr) and side.parent is link and _linked(side):
             pending += [(side, "expression"), (side, "this")]
         else:
             yield link, key
+
+
+def _shown_arg(value: object) -> str:
+    if isinstance(value, exp.Expr):
+        return canon(value)
+    if isinstance(value, list):
+        return ", ".join(_shown_arg(v) for v in value)
+    return str(value)
 
 
 def _subqueries(
@@ -455,15 +536,35 @@ def _table_name(table: exp.Table) -> str:
 
 
 def _shape(main: exp.Expr) -> tuple[str, ...]:
-    """The query's shape beyond one SELECT: set operations and the depth of subqueries."""
+    """The query's shape beyond one SELECT: set operations, each with what it combines
+    (``union(select, union all)``: which one nests in which), and the depth of subqueries."""
     out: list[str] = []
-    for op in main.find_all(exp.Union, exp.Intersect, exp.Except):
-        kind = type(op).__name__.lower()
-        out.append(f"{kind}{'' if op.args.get('distinct') else ' all'}")
-    nested = sum(1 for s in main.find_all(exp.Select) if s is not main) - len(out)
+    operations = 0
+    for op in main.find_all(exp.SetOperation):
+        operations += 1
+        if not _linked(op):  # a chain's links are its head's
+            out.append(_set_shape(op))
+    nested = sum(1 for s in main.find_all(exp.Select) if s is not main) - operations
     if nested > 0:
         out.append("subquery")
     return tuple(sorted(out))
+
+
+def _set_shape(op: exp.Expr) -> str:
+    """``op`` as its kind and the kinds of its branches: sorted for a chain of UNION or
+    INTERSECT, as written for EXCEPT."""
+    chained = _chain(op)
+    slots = list(_branch_slots(op)) if chained else [(op, "this"), (op, "expression")]
+    kinds = [_set_kind(parent.args[key]) for parent, key in slots]
+    return f"{_set_kind(op)}({', '.join(sorted(kinds) if chained else kinds)})"
+
+
+def _set_kind(node: object) -> str:
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    if isinstance(node, exp.SetOperation):
+        return f"{type(node).__name__.lower()}{'' if node.args.get('distinct') else ' all'}"
+    return type(node).__name__.lower()
 
 
 def _joins(select: exp.Select) -> tuple[tuple[str, ...], list[exp.Expr]]:
@@ -659,10 +760,25 @@ def _group_terms(select: exp.Select) -> list[exp.Expr]:
     return out
 
 
-def _order_term(ordered: exp.Expr) -> str:
+def _order_term(ordered: exp.Expr, first: exp.Select | None = None) -> str:
     desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
     term = ordered.this if isinstance(ordered, exp.Ordered) else ordered
-    return f"{_expr(term)} {'desc' if desc else 'asc'}"
+    return f"{_output_column(term, first) or _expr(term)} {'desc' if desc else 'asc'}"
+
+
+def _output_column(term: exp.Expr, first: exp.Select | None) -> str | None:
+    """``#n`` when ``term`` names the ``n``-th column of a set operation's result (``first``:
+    its first branch) by position or by the first branch's name for it; None otherwise."""
+    if first is None:
+        return None
+    if isinstance(term, exp.Literal) and term.is_int:
+        return f"#{term.this}"
+    if isinstance(term, exp.Column) and not term.table:
+        name = term.name.casefold()
+        for i, projection in enumerate(first.expressions, 1):
+            if projection.alias_or_name.casefold() == name:
+                return f"#{i}"
+    return None
 
 
 def _limit(limit: exp.Expr | None, offset: exp.Expr | None) -> str | None:

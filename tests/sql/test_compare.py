@@ -4,12 +4,14 @@ differences are named by component, formatting never matters."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import sqlglot
 from sqlglot import exp
 
 from stef.calibrate.labels import reformat_sql
+from stef.sql import compare as compare_module
 from stef.sql import equivalences
 from stef.sql.compare import Parts, compare, keyed_grouping, parts_of
 from stef.sql.equivalences import rewritten
@@ -82,6 +84,27 @@ DIFFERENT = [
      "SELECT a FROM u UNION ALL SELECT a FROM t", "shape"),
     ("a UNION branch's own LIMIT", "SELECT a FROM t UNION (SELECT a FROM u LIMIT 1)",
      "(SELECT a FROM t LIMIT 1) UNION SELECT a FROM u", "subqueries"),
+    ("a UNION's LIMIT", "SELECT a FROM t UNION SELECT a FROM s LIMIT 2",
+     "SELECT a FROM s UNION SELECT a FROM t", "limit"),
+    ("a UNION's OFFSET", "SELECT a FROM t UNION SELECT a FROM s ORDER BY a LIMIT 1 OFFSET 1",
+     "SELECT a FROM s UNION SELECT a FROM t ORDER BY a LIMIT 1 OFFSET 2", "limit"),
+    ("a UNION's order", "SELECT a FROM t UNION SELECT a FROM s ORDER BY a LIMIT 1",
+     "SELECT a FROM s UNION SELECT a FROM t ORDER BY a DESC LIMIT 1", "order_by"),
+    ("a UNION ordered by another column's position",
+     "SELECT a, b FROM t UNION SELECT a, b FROM s ORDER BY 2 LIMIT 1",
+     "SELECT a, b FROM s UNION SELECT a, b FROM t ORDER BY 1 LIMIT 1", "order_by"),
+    ("a UNION ordered by a name each first branch gives another column",
+     "SELECT a AS y, b FROM t UNION SELECT a, b FROM s ORDER BY y LIMIT 1",
+     "SELECT a, b AS y FROM t UNION SELECT a, b FROM s ORDER BY y LIMIT 1", "order_by"),
+    ("columns of a UNION in another order",
+     "SELECT a, b FROM t UNION SELECT a, c FROM s",
+     "SELECT a, c FROM s UNION SELECT b, a FROM t", "projections"),
+    ("which set operation nests in which",
+     "SELECT a FROM t UNION SELECT a FROM s UNION ALL SELECT a FROM u",
+     "SELECT a FROM t UNION ALL SELECT a FROM s UNION SELECT a FROM u", "shape"),
+    ("UNION ALL cut without an order keeps its branches' order",
+     "SELECT a FROM t UNION ALL SELECT a FROM s LIMIT 2",
+     "SELECT a FROM s UNION ALL SELECT a FROM t LIMIT 2", "subqueries"),
 ]  # fmt: skip
 
 
@@ -197,6 +220,55 @@ def test_the_join_equalities_are_read_once_for_the_bridges(monkeypatch: pytest.M
     _, select = rewritten(tree, "sqlite")
     assert len(select.args["joins"]) == 5
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    "nesting",
+    [
+        "FROM ({q} UNION SELECT a FROM s{k}) AS d{k}",
+        "FROM s{k} WHERE a IN ({q} UNION SELECT a FROM u{k})",
+    ],
+)
+def test_nested_unions_take_each_query_s_components_a_bounded_number_of_times(
+    nesting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each nested query was sorted again inside every query above it: 14 levels cost 12 s.
+    q = "SELECT a FROM t"
+    for k in range(14):
+        q = "SELECT a " + nesting.format(q=q, k=k)
+    taken = 0
+    subquery_key = compare_module._subquery_key
+
+    def counted(*args: Any) -> str:
+        nonlocal taken
+        taken += 1
+        return subquery_key(*args)
+
+    monkeypatch.setattr(compare_module, "_subquery_key", counted)
+    assert parts_of(q, "sqlite") is not None
+    assert taken <= 2 * 2 * 15  # each SELECT's key at most twice (sort and subqueries)
+
+
+def test_an_alternating_chain_reads_each_branch_once() -> None:
+    # UNION and UNION ALL in turn: every operation its own chain, each keyed once, not by
+    # rendering all below it (2,000 branches took 106 s).
+    branches = [f"SELECT a FROM t{i}" for i in range(600)]
+    text = branches[0]
+    for i, branch in enumerate(branches[1:]):
+        text += (" UNION " if i % 2 else " UNION ALL ") + branch
+    canon_calls = 0
+    canon = compare_module.canon
+
+    def counted(node: exp.Expr, **kw: Any) -> str:
+        nonlocal canon_calls
+        if isinstance(node, exp.SetOperation):
+            canon_calls += 1
+        return canon(node, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compare_module, "canon", counted)
+        assert parts_of(text, "sqlite") is not None
+    assert canon_calls == 0
 
 
 def test_a_long_union_chain_in_another_order_compares_equal() -> None:
