@@ -97,6 +97,8 @@ class Parts:
     limit: str | None
     # The GROUP BY's columns as ``table.column`` (an expression as its canonical form).
     grouped: tuple[str, ...] = ()
+    # The main query is a set operation: its columns pair its branches' by position.
+    positional: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,10 @@ def _differences(gen: Parts, ref: Parts, *, ordered: bool) -> Iterator[Differenc
         a, b = getattr(gen, name), getattr(ref, name)
         if name == "order_by" and not ordered and gen.limit is None and ref.limit is None:
             continue  # an order nobody asked for and no LIMIT depends on: presentation
+        if name == "projections" and gen.positional and ref.positional:
+            if a != b:  # two set operations: the same columns in another order pair others
+                yield Difference(name, _show(a), _show(b))
+            continue
         if name == "projections" and Counter(a) == Counter(b):
             continue
         if isinstance(a, tuple) and name != "order_by":
@@ -260,10 +266,10 @@ def _parts(
     having = select.args.get("having")
     projections = tuple(_expr(p.unalias()) for p in select.expressions)
     order_by, limit = _order_and_limit(select)
-    if isinstance(main, exp.SetOperation):
-        # Columns pair the branches by position; the operation's own ORDER BY and LIMIT
-        # order and cut them all (the first branch's own, in parentheses, only it).
-        projections = tuple(f"#{i} {p}" for i, p in enumerate(projections, 1))
+    positional = isinstance(main, exp.SetOperation)
+    if positional:
+        # The operation's own ORDER BY and LIMIT order and cut all its rows (the first
+        # branch's own, in parentheses, only its).
         outer = _order_and_limit(main, select)
         order_by = (*outer[0], *(f"first branch: {o}" for o in order_by))
         limit = outer[1] if limit is None else f"{outer[1] or 'none'}; first branch: {limit}"
@@ -282,6 +288,7 @@ def _parts(
         order_by=order_by,
         limit=limit,
         grouped=_grouped(select),
+        positional=positional,
     )
 
 
