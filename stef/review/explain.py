@@ -119,6 +119,8 @@ def reference(rec: Mapping[str, Any]) -> str | None:
         detail = run.get("detail")
         if run.get("status") == "different" and isinstance(detail, str) and detail:
             said += f": {detail}"  # why rows that differ still pass
+    elif run.get("source") == "generated" and isinstance(run.get("status"), str):
+        said += f" ({run['status']} on generated databases)"  # none ran: the error says why
     elif isinstance(run.get("status"), str):
         said += f" (rows {run['status']} on the configured database)"
     first = _mapping(ref.get("database")).get("status")

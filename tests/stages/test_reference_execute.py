@@ -226,6 +226,29 @@ def test_rows_the_team_s_database_decides_keep_to_it(database_url: str) -> None:
         assert "database" not in json.loads(result.to_json())["reference"]
 
 
+def test_generated_databases_that_cannot_decide_after_the_team_s_are_named_as_such(
+    database_url: str,
+) -> None:
+    # Nobody of 98 or 99 in the team's data; on generated ones the random function's rows
+    # decide nothing. The words say where each ran (they said "the configured database").
+    settings = Settings(reference={"execute": database_url})
+    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    result = _judge(
+        pipeline,
+        "Names of singers aged 98",
+        "SELECT name FROM singer WHERE age = 99 AND ABS(RANDOM()) % 2 = 0",
+        "SELECT name FROM singer WHERE age = 98",
+    )
+    ref = result.reference
+    assert ref is not None and ref.database is not None and ref.execution is not None
+    assert ref.database.status == "undecided"
+    assert (ref.execution.source, ref.execution.status) == ("generated", "not_run")
+    assert ref.decided_by == "structure"
+    said = explain.reference(json.loads(result.to_json()))
+    assert said is not None and "(not_run on generated databases)" in said
+    assert "on the configured database)" not in said
+
+
 def test_a_spent_budget_runs_no_generated_database_after_the_team_s() -> None:
     undecided = ReferenceExecution(status="undecided", detail="nothing")
     assert _told_nothing(undecided, CpuDeadline.after(60))
