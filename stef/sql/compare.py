@@ -453,7 +453,19 @@ def _subqueries(
             if isinstance(node, exp.Expr):
                 holding.update(id(s) for s in node.find_all(exp.Select))
     found = [s for s in main.find_all(exp.Select) if s is not select and id(s) not in holding]
-    return tuple(sorted(keys.of(s, dialect, deadline) for s in found))
+    return tuple(sorted(_subtracted(s) + keys.of(s, dialect, deadline) for s in found))
+
+
+def _subtracted(select: exp.Select) -> str:
+    """``minus `` for each EXCEPT ``select`` is on the right of (through the set operations and
+    parentheses holding it): the side of an EXCEPT, inside a CTE or under a UNION too."""
+    out = ""
+    node: exp.Expr = select
+    while isinstance(node.parent, exp.SetOperation | exp.Subquery):
+        if isinstance(node.parent, exp.Except) and node.arg_key == "expression":
+            out += "minus "
+        node = node.parent
+    return out
 
 
 def _subquery_key(select: exp.Select, dialect: str | None, deadline: CpuDeadline) -> str:
