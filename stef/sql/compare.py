@@ -250,8 +250,8 @@ def _parts(
     """The components of ``tree``; ``nested``: a query beside the main SELECT, whose own
     subqueries are left out (the main query lists each of them already)."""
     keys = _Keys()
-    if not nested:  # a nested query is a copy of part of a tree already sorted
-        _sort_branches(tree, dialect, deadline, keys)
+    # A nested query is a copy of part of a tree already sorted.
+    sorted_ = not nested and _sort_branches(tree, dialect, deadline, keys)
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
     deadline.check()
@@ -275,7 +275,7 @@ def _parts(
         limit = outer[1] if limit is None else f"{outer[1] or 'none'}; first branch: {limit}"
     return Parts(
         shape=shape,
-        subqueries=() if nested else _subqueries(main, select, dialect, deadline, keys),
+        subqueries=() if nested else _subqueries(main, select, dialect, deadline, keys, sorted_),
         tables=tables,
         joins=joins,
         projections=projections,
@@ -321,6 +321,11 @@ class _Keys(dict[int, tuple[exp.Expr, str]]):
     branches takes the keys they are then listed by; a chain of 2,000 alternating UNION and
     UNION ALL reads each branch once, not once for each operation above it."""
 
+    def known(self, node: exp.Expr) -> str | None:
+        """``node``'s key if taken (a copy of a node has none)."""
+        kept = self.get(id(node))
+        return kept[1] if kept is not None and kept[0] is node else None
+
     def of(self, node: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> str:
         kept = self.get(id(node))
         if kept is not None and kept[0] is node:
@@ -348,32 +353,113 @@ class _Keys(dict[int, tuple[exp.Expr, str]]):
             for k, v in sorted(op.args.items())
             if k in _OWN_AND_NOT_PLAIN and v
         ]
-        slots = list(_branch_slots(op)) if _chain(op) else [(op, "this"), (op, "expression")]
+        slots = _slots(op)
         branches = [self.of(parent.args[key], dialect, deadline) for parent, key in slots]
         text = "\x00".join([type(op).__name__, str(bool(op.args.get("distinct"))), *own, *branches])
         return "setop:" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline, keys: _Keys) -> None:
+# The most nodes the branches' keys may read, as a multiple of the query's own: a set operation
+# in a branch of another is read again with it (60 levels of UNION in IN (...) took 4.6 s
+# against 0.2 s as written); past it the branches are compared as written.
+_MAX_KEYED_READS = 4
+
+
+def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline, keys: _Keys) -> bool:
     """The branches of every UNION and INTERSECT in ``tree`` put in one order, in place: by
     their canonical components (:func:`_subquery_key`), a chain of one kind and one
-    DISTINCT-ness (``A UNION B UNION C``) as one list, inner operations first (each
-    operation's key taken once sorted). So the main SELECT and the other branches are the same
-    whichever order a query lists them in; the operation's own ORDER BY and LIMIT stay, and
-    are compared (:func:`_order_and_limit`)."""
-    for op in reversed(list(tree.find_all(exp.SetOperation))):
-        if _linked(op):
-            continue
-        _order_by_position(op)
-        if _chain(op) and (op.args.get("order") or not _cut(op)):
-            # Cut without an order (A UNION ALL B LIMIT 2), the rows kept follow the branches'.
-            slots = list(_branch_slots(op))
+    DISTINCT-ness (``A UNION B UNION C``) as one list, inner operations first, each
+    operation's key taken once sorted. So the main SELECT and the other branches are the same
+    whichever order a query lists them in. First each operation's ORDER BY names its columns
+    by position (:func:`_order_by_position`). Not under a LIMIT without an ORDER BY (there or
+    above it: the rows kept follow the branches' order). False: the keys would read the tree
+    more than :data:`_MAX_KEYED_READS` times over; nothing sorted, no key taken."""
+    for op in list(tree.find_all(exp.SetOperation)):  # outer first
+        _deduplicated_below(op)
+        _unparenthesized(op)
+    heads = [op for op in tree.find_all(exp.SetOperation) if not _linked(op)]
+    for op in heads:
+        _order_by_position(op)  # against the first branch as written
+    if not heads:
+        return True
+    sizes = _sizes(tree)
+    read = sum(sizes[id(parent.args[key])] for op in heads for parent, key in _slots(op))
+    if read > _MAX_KEYED_READS * sizes[id(tree)]:
+        return False
+    for op in reversed(heads):  # inner first
+        if _chain(op) and not _cut_unordered(op):
+            slots = _slots(op)
             branches = [parent.args[key] for parent, key in slots]
             branches.sort(key=lambda b: keys.of(b, dialect, deadline))
             for (parent, key), branch in zip(slots, branches, strict=True):
                 parent.set(key, branch)
         if op.parent is not None:  # what holds it reads its key: taken here, inner first
             keys.of(op, dialect, deadline)
+    return True
+
+
+def _deduplicated_below(op: exp.Expr) -> None:
+    """A branch of a UNION, INTERSECT or EXCEPT without ALL that is a UNION ALL of no clauses
+    of its own, made a UNION, in place: the outer operation's rows are distinct, whatever
+    repeats it reads (``(A UNION ALL B) UNION C`` is ``A UNION B UNION C``). Called outer
+    first, so it reaches the whole chain below."""
+    if not op.args.get("distinct") or any(op.args.get(k) for k in _NOT_PLAIN):
+        return
+    for key in ("this", "expression"):
+        branch = op.args.get(key)
+        while isinstance(branch, exp.Subquery) and not any(
+            v for k, v in branch.args.items() if k != "this"
+        ):
+            branch = branch.this
+        if (
+            type(branch) is exp.Union
+            and not branch.args.get("distinct")
+            and not any(branch.args.get(k) for k in _OWN_AND_NOT_PLAIN)
+        ):
+            branch.set("distinct", True)
+
+
+def _unparenthesized(op: exp.Expr) -> None:
+    """A chain's branch that is the same operation in bare parentheses, unwrapped in place:
+    ``A UNION (B UNION C)`` is one chain of three (not so for EXCEPT)."""
+    if not _chain(op):
+        return
+    for key in ("this", "expression"):
+        branch = op.args.get(key)
+        if not isinstance(branch, exp.Subquery) or any(
+            v for k, v in branch.args.items() if k != "this"
+        ):
+            continue
+        inner = branch.this
+        if (
+            type(inner) is type(op)
+            and bool(inner.args.get("distinct")) == bool(op.args.get("distinct"))
+            and not any(inner.args.get(k) for k in _OWN_AND_NOT_PLAIN)
+        ):
+            op.set(key, inner)
+
+
+def _sizes(tree: exp.Expr) -> dict[int, int]:
+    """Each node's count of nodes, itself and all below it, by id."""
+    sizes: dict[int, int] = {}
+    for node in reversed(list(tree.walk())):  # breadth first, reversed: children first
+        sizes[id(node)] = 1 + sum(sizes.get(id(c), 0) for c in node.iter_expressions())
+    return sizes
+
+
+def _cut_unordered(op: exp.Expr) -> bool:
+    """Whether ``op`` or a query holding it has a LIMIT or OFFSET without an ORDER BY."""
+    node: exp.Expr | None = op
+    while node is not None:
+        if isinstance(node, exp.Query) and _cut(node) and not node.args.get("order"):
+            return True
+        node = node.parent
+    return False
+
+
+def _slots(op: exp.Expr) -> list[tuple[exp.Expr, str]]:
+    """Where ``op``'s branches sit: a chain's as one list, another operation's two."""
+    return list(_branch_slots(op)) if _chain(op) else [(op, "this"), (op, "expression")]
 
 
 def _order_by_position(op: exp.Expr) -> None:
@@ -438,30 +524,49 @@ def _shown_arg(value: object) -> str:
 
 
 def _subqueries(
-    main: exp.Expr, select: exp.Select, dialect: str | None, deadline: CpuDeadline, keys: _Keys
+    main: exp.Expr,
+    select: exp.Select,
+    dialect: str | None,
+    deadline: CpuDeadline,
+    keys: _Keys,
+    sorted_: bool,
 ) -> tuple[str, ...]:
     """Each SELECT of ``main`` that no other component reads, as its canonical form: not the
-    main ``select``, not one holding it, not one inside a clause of it already compared."""
+    main ``select``, not one holding it, not one inside a clause of it already compared. Once
+    the branches were sorted, each set operation below ``main`` too, as its key (which
+    branches it combines: ``(t UNION u) UNION ALL s`` is not ``(t UNION s) UNION ALL u``)."""
     holding: set[int] = set()
     parent = select.parent
     while parent is not None:
         holding.add(id(parent))
         parent = parent.parent
+    compared: set[int] = set()
     for key in ("expressions", "where", "having", "group", "order"):
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value]:
             if isinstance(node, exp.Expr):
-                holding.update(id(s) for s in node.find_all(exp.Select))
-    found = [s for s in main.find_all(exp.Select) if s is not select and id(s) not in holding]
-    return tuple(sorted(_subtracted(s) + keys.of(s, dialect, deadline) for s in found))
+                compared.update(id(s) for s in node.find_all(exp.Select, exp.SetOperation))
+    found = [
+        s
+        for s in main.find_all(exp.Select)
+        if s is not select and id(s) not in holding and id(s) not in compared
+    ]
+    out = [_subtracted(s) + keys.of(s, dialect, deadline) for s in found]
+    if sorted_:
+        # Those holding the main SELECT too: which branches a UNION under an INTERSECT combines.
+        for op in main.find_all(exp.SetOperation):
+            known = keys.known(op)
+            if op is not main and id(op) not in compared and known is not None:
+                out.append(_subtracted(op) + known)
+    return tuple(sorted(out))
 
 
-def _subtracted(select: exp.Select) -> str:
-    """``minus `` for each EXCEPT ``select`` is on the right of (through the set operations and
-    parentheses holding it): the side of an EXCEPT, inside a CTE or under a UNION too."""
+def _subtracted(query: exp.Expr) -> str:
+    """``minus `` for each EXCEPT ``query`` is on the right of, anywhere above it: an EXCEPT's
+    sides stay apart in a CTE, a derived table or under a UNION too."""
     out = ""
-    node: exp.Expr = select
-    while isinstance(node.parent, exp.SetOperation | exp.Subquery):
+    node = query
+    while node.parent is not None:
         if isinstance(node.parent, exp.Except) and node.arg_key == "expression":
             out += "minus "
         node = node.parent
@@ -482,10 +587,19 @@ def _subquery_key(select: exp.Select, dialect: str | None, deadline: CpuDeadline
             table.set("alias", None)
         return canon(bare)
     fields = {f: getattr(parts, f) for f in COMPONENTS}
-    fields["projections"] = tuple(sorted(parts.projections))
+    if not _set_branch(select):  # a set operation pairs its branches' columns by position
+        fields["projections"] = tuple(sorted(parts.projections))
     for name in ("tables", "filters", "null_checks", "group_by", "having", "aggregates"):
         fields[name] = tuple(sorted(set(fields[name])))
     return repr(sorted(fields.items()))
+
+
+def _set_branch(select: exp.Select) -> bool:
+    """Whether ``select`` is a branch of a set operation (in parentheses or not)."""
+    node: exp.Expr = select
+    while isinstance(node.parent, exp.Subquery):
+        node = node.parent
+    return isinstance(node.parent, exp.SetOperation)
 
 
 def _grouped(select: exp.Select) -> tuple[str, ...]:
@@ -573,7 +687,7 @@ def _set_shape(op: exp.Expr) -> str:
     """``op`` as its kind and the kinds of its branches: sorted for a chain of UNION or
     INTERSECT, as written for EXCEPT."""
     chained = _chain(op)
-    slots = list(_branch_slots(op)) if chained else [(op, "this"), (op, "expression")]
+    slots = _slots(op)
     kinds = [_set_kind(parent.args[key]) for parent, key in slots]
     return f"{_set_kind(op)}({', '.join(sorted(kinds) if chained else kinds)})"
 

@@ -35,7 +35,10 @@ def rewritten(tree: exp.Expr, dialect: str | None = None) -> tuple[exp.Expr, exp
     while isinstance(main, exp.Subquery):
         main = main.this
     main = _unwrapped(main)
-    select = main if isinstance(main, exp.Select) else main.find(exp.Select)
+    first = main  # a set operation's main SELECT is its first branch, however deep
+    while isinstance(first, exp.SetOperation | exp.Subquery):
+        first = first.this
+    select = first if isinstance(first, exp.Select) else main.find(exp.Select)
     if select is None:
         raise ValueError("no SELECT")
     _canonical_values(main)
