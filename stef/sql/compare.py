@@ -240,8 +240,8 @@ def _optimized(tree: exp.Expr, dialect: str | None, size: int) -> exp.Expr:
             expand_stars=False,
         )
         return merge_subqueries(qualified)
-    except (SqlglotError, RecursionError, ValueError, KeyError, AttributeError):
-        return tree
+    except (SqlglotError, RecursionError, ValueError, KeyError, AttributeError, AssertionError):
+        return tree  # qualify asserts on SELECT * ... ORDER BY 1
 
 
 def _parts(
@@ -250,8 +250,8 @@ def _parts(
     """The components of ``tree``; ``nested``: a query beside the main SELECT, whose own
     subqueries are left out (the main query lists each of them already)."""
     keys = _Keys()
-    # A nested query is a copy of part of a tree already sorted.
-    sorted_ = not nested and _sort_branches(tree, dialect, deadline, keys)
+    if not nested:  # a nested query is a copy of part of a tree already sorted
+        _sort_branches(tree, dialect, deadline, keys)
     for query in list(tree.find_all(exp.Select)):
         _expand_aliases(query)
     deadline.check()
@@ -275,7 +275,7 @@ def _parts(
         limit = outer[1] if limit is None else f"{outer[1] or 'none'}; first branch: {limit}"
     return Parts(
         shape=shape,
-        subqueries=() if nested else _subqueries(main, select, dialect, deadline, keys, sorted_),
+        subqueries=() if nested else _subqueries(main, select, dialect, deadline, keys),
         tables=tables,
         joins=joins,
         projections=projections,
@@ -321,10 +321,12 @@ class _Keys(dict[int, tuple[exp.Expr, str]]):
     branches takes the keys they are then listed by; a chain of 2,000 alternating UNION and
     UNION ALL reads each branch once, not once for each operation above it."""
 
-    def known(self, node: exp.Expr) -> str | None:
-        """``node``'s key if taken (a copy of a node has none)."""
-        kept = self.get(id(node))
-        return kept[1] if kept is not None and kept[0] is node else None
+    # The chains whose branches may come in any order (:func:`_sort_branches`), by id.
+    sortable: set[int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sortable = set()
 
     def of(self, node: exp.Expr, dialect: str | None, deadline: CpuDeadline) -> str:
         kept = self.get(id(node))
@@ -355,6 +357,8 @@ class _Keys(dict[int, tuple[exp.Expr, str]]):
         ]
         slots = _slots(op)
         branches = [self.of(parent.args[key], dialect, deadline) for parent, key in slots]
+        if id(op) in self.sortable:
+            branches.sort()  # in any order, sorted in place or not
         text = "\x00".join([type(op).__name__, str(bool(op.args.get("distinct"))), *own, *branches])
         return "setop:" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
@@ -372,22 +376,26 @@ def _sort_branches(tree: exp.Expr, dialect: str | None, deadline: CpuDeadline, k
     operation's key taken once sorted. So the main SELECT and the other branches are the same
     whichever order a query lists them in. First each operation's ORDER BY names its columns
     by position (:func:`_order_by_position`). Not under a LIMIT without an ORDER BY (there or
-    above it: the rows kept follow the branches' order). False: the keys would read the tree
-    more than :data:`_MAX_KEYED_READS` times over; nothing sorted, no key taken."""
+    above it: the rows kept follow the branches' order), nor where an ORDER BY term cannot be
+    placed. False: the keys would read the tree more than :data:`_MAX_KEYED_READS` times over;
+    nothing sorted, no key taken (:func:`_subqueries` still lists each operation's key, its
+    chains' branches sorted in it)."""
     for op in list(tree.find_all(exp.SetOperation)):  # outer first
         _deduplicated_below(op)
         _unparenthesized(op)
     heads = [op for op in tree.find_all(exp.SetOperation) if not _linked(op)]
-    for op in heads:
-        _order_by_position(op)  # against the first branch as written
+    # Against the branches as written; an order that cannot be placed keeps them so.
+    placed = {id(op) for op in heads if _order_by_position(op)}
     if not heads:
         return True
+    cut = _under_unordered_cut(tree)
+    keys.sortable = {id(op) for op in heads if _chain(op) and id(op) in placed - cut}
     sizes = _sizes(tree)
     read = sum(sizes[id(parent.args[key])] for op in heads for parent, key in _slots(op))
     if read > _MAX_KEYED_READS * sizes[id(tree)]:
         return False
     for op in reversed(heads):  # inner first
-        if _chain(op) and not _cut_unordered(op):
+        if id(op) in keys.sortable:
             slots = _slots(op)
             branches = [parent.args[key] for parent, key in slots]
             branches.sort(key=lambda b: keys.of(b, dialect, deadline))
@@ -447,14 +455,16 @@ def _sizes(tree: exp.Expr) -> dict[int, int]:
     return sizes
 
 
-def _cut_unordered(op: exp.Expr) -> bool:
-    """Whether ``op`` or a query holding it has a LIMIT or OFFSET without an ORDER BY."""
-    node: exp.Expr | None = op
-    while node is not None:
-        if isinstance(node, exp.Query) and _cut(node) and not node.args.get("order"):
-            return True
-        node = node.parent
-    return False
+def _under_unordered_cut(tree: exp.Expr) -> set[int]:
+    """The ids of the nodes of ``tree`` at or under a query with a LIMIT or OFFSET and no
+    ORDER BY (one walk, parents first)."""
+    out: set[int] = set()
+    for node in tree.walk():
+        if id(node.parent) in out or (
+            isinstance(node, exp.Query) and _cut(node) and not node.args.get("order")
+        ):
+            out.add(id(node))
+    return out
 
 
 def _slots(op: exp.Expr) -> list[tuple[exp.Expr, str]]:
@@ -462,21 +472,39 @@ def _slots(op: exp.Expr) -> list[tuple[exp.Expr, str]]:
     return list(_branch_slots(op)) if _chain(op) else [(op, "this"), (op, "expression")]
 
 
-def _order_by_position(op: exp.Expr) -> None:
-    """``op``'s ORDER BY terms that name a column of its result by the first branch's name
-    for it, as its position, in place (``ORDER BY y`` of ``SELECT a, b AS y ...``:
-    ``ORDER BY 2``): the first branch may be another once the branches are sorted."""
+def _order_by_position(op: exp.Expr) -> bool:
+    """``op``'s ORDER BY terms that name a column of its result as its position, in place:
+    by the name or the expression a branch gives it, the first branch that does (SQLite's
+    reading; ``ORDER BY y`` of ``SELECT a, b AS y ...``: ``ORDER BY 2``), since the first
+    branch may be another once the branches are sorted. False: a term no branch projects."""
     order = op.args.get("order")
-    first: object = op
-    while isinstance(first, exp.SetOperation | exp.Subquery):
-        first = first.this
-    if order is None or not isinstance(first, exp.Select):
-        return
+    if order is None:
+        return True
+    branches = _written_branches(op)
     for ordered in order.expressions:
         term = ordered.this if isinstance(ordered, exp.Ordered) else ordered
-        position = _output_column(term, first)
-        if position is not None and not isinstance(term, exp.Literal):
-            term.replace(exp.Literal.number(position[1:]))
+        if isinstance(term, exp.Literal) and term.is_int:
+            continue
+        position = next(filter(None, (_output_column(term, b) for b in branches)), None)
+        if position is None:
+            return False
+        term.replace(exp.Literal.number(position[1:]))
+    return True
+
+
+def _written_branches(op: exp.Expr) -> list[exp.Select]:
+    """The SELECTs ``op`` combines, left to right as written (through parentheses)."""
+    out: list[exp.Select] = []
+    pending: list[object] = [op]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, exp.SetOperation):
+            pending += [node.expression, node.this]
+        elif isinstance(node, exp.Subquery):
+            pending.append(node.this)
+        elif isinstance(node, exp.Select):
+            out.append(node)
+    return out
 
 
 def _cut(op: exp.Expr) -> bool:
@@ -529,12 +557,11 @@ def _subqueries(
     dialect: str | None,
     deadline: CpuDeadline,
     keys: _Keys,
-    sorted_: bool,
 ) -> tuple[str, ...]:
     """Each SELECT of ``main`` that no other component reads, as its canonical form: not the
-    main ``select``, not one holding it, not one inside a clause of it already compared. Once
-    the branches were sorted, each set operation below ``main`` too, as its key (which
-    branches it combines: ``(t UNION u) UNION ALL s`` is not ``(t UNION s) UNION ALL u``)."""
+    main ``select``, not one holding it, not one inside a clause of it already compared; and
+    each set operation below ``main``, as its key (which branches it combines:
+    ``(t UNION u) UNION ALL s`` is not ``(t UNION s) UNION ALL u``)."""
     holding: set[int] = set()
     parent = select.parent
     while parent is not None:
@@ -551,25 +578,29 @@ def _subqueries(
         for s in main.find_all(exp.Select)
         if s is not select and id(s) not in holding and id(s) not in compared
     ]
-    out = [_subtracted(s) + keys.of(s, dialect, deadline) for s in found]
-    if sorted_:
-        # Those holding the main SELECT too: which branches a UNION under an INTERSECT combines.
-        for op in main.find_all(exp.SetOperation):
-            known = keys.known(op)
-            if op is not main and id(op) not in compared and known is not None:
-                out.append(_subtracted(op) + known)
+    minus = _subtracted(main)
+    out = [minus.get(id(s), "") + keys.of(s, dialect, deadline) for s in found]
+    # Each set operation below the main query too (those holding the main SELECT among them),
+    # inner first: which branches a UNION under an INTERSECT combines. Its key sorts a chain's
+    # branch keys, so it holds where the branches could not be sorted in place.
+    for op in reversed(list(main.find_all(exp.SetOperation))):
+        if op is not main and not _linked(op) and id(op) not in compared:
+            out.append(minus.get(id(op), "") + keys.of(op, dialect, deadline))
     return tuple(sorted(out))
 
 
-def _subtracted(query: exp.Expr) -> str:
-    """``minus `` for each EXCEPT ``query`` is on the right of, anywhere above it: an EXCEPT's
-    sides stay apart in a CTE, a derived table or under a UNION too."""
-    out = ""
-    node = query
-    while node.parent is not None:
-        if isinstance(node.parent, exp.Except) and node.arg_key == "expression":
-            out += "minus "
-        node = node.parent
+def _subtracted(main: exp.Expr) -> dict[int, str]:
+    """``minus `` for each EXCEPT a query of ``main`` is on the right of, by the query's id
+    (one walk, parents first): an EXCEPT's sides stay apart in a CTE, a derived table or
+    under a UNION too."""
+    out: dict[int, str] = {}
+    for node in main.walk():
+        parent = node.parent
+        above = out.get(id(parent), "") if parent is not None else ""
+        if isinstance(parent, exp.Except) and node.arg_key == "expression":
+            above += "minus "
+        if above:
+            out[id(node)] = above
     return out
 
 
@@ -911,6 +942,10 @@ def _output_column(term: exp.Expr, first: exp.Select | None) -> str | None:
         for i, projection in enumerate(first.expressions, 1):
             if projection.alias_or_name.casefold() == name:
                 return f"#{i}"
+    text = canon(term)
+    for i, projection in enumerate(first.expressions, 1):
+        if canon(projection.unalias()) == text:
+            return f"#{i}"
     return None
 
 
