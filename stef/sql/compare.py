@@ -88,7 +88,8 @@ class Parts:
     joins: tuple[str, ...]
     projections: tuple[str, ...]
     aggregates: tuple[str, ...]
-    distinct: bool
+    # DISTINCT (True), none (False), or DISTINCT ON's expressions (``on (a, b)``).
+    distinct: bool | str
     filters: tuple[str, ...]
     null_checks: tuple[str, ...]
     group_by: tuple[str, ...]
@@ -119,8 +120,13 @@ class Comparison:
 
     @property
     def minor_only(self) -> bool:
-        """Every difference is a minor one (:data:`MINOR`), and there is one at least."""
-        return bool(self.differences) and all(d.component in MINOR for d in self.differences)
+        """Every difference is a minor one (:data:`MINOR`), and there is one at least; a
+        DISTINCT ON is none (another ON keeps other rows, not fewer repeats)."""
+        return bool(self.differences) and all(
+            d.component in MINOR
+            and (d.component != "distinct" or {d.generated, d.reference} <= {"true", "false"})
+            for d in self.differences
+        )
 
 
 def compare(
@@ -280,7 +286,7 @@ def _parts(
         joins=joins,
         projections=projections,
         aggregates=tuple(sorted(_expr(a) for a in select.find_all(exp.AggFunc))),
-        distinct=select.args.get("distinct") is not None,
+        distinct=_distinct(select),
         filters=tuple(sorted(p for p in _year_ranges(predicates) if not p.endswith(_NOT_NULL))),
         null_checks=tuple(sorted(p for p in predicates if p.endswith(_NOT_NULL))),
         group_by=tuple(sorted({_expr(g) for g in _group_terms(select)})),
@@ -623,6 +629,17 @@ def _subquery_key(select: exp.Select, dialect: str | None, deadline: CpuDeadline
     for name in ("tables", "filters", "null_checks", "group_by", "having", "aggregates"):
         fields[name] = tuple(sorted(set(fields[name])))
     return repr(sorted(fields.items()))
+
+
+def _distinct(select: exp.Select) -> bool | str:
+    """The SELECT's DISTINCT: True, False, or ``on (...)`` with DISTINCT ON's expressions (in
+    any order: one row for each combination of their values)."""
+    distinct = select.args.get("distinct")
+    on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+    if isinstance(on, exp.Expr):
+        terms = on.expressions if isinstance(on, exp.Tuple) else [on]
+        return f"on ({', '.join(sorted(_expr(t) for t in terms))})"
+    return distinct is not None
 
 
 def _set_branch(select: exp.Select) -> bool:

@@ -169,6 +169,20 @@ def test_set_operations_that_differ_are_told_apart(title: str, generated: str, g
         assert found.error is None and not found.equivalent
 
 
+def test_distinct_on_is_compared_by_its_expressions() -> None:
+    # One row per a against one row per b: other rows, not fewer repeats (it compared equal).
+    other = compare(
+        "SELECT DISTINCT ON (a) a, b FROM t", "SELECT DISTINCT ON (b) a, b FROM t", "postgres"
+    )
+    assert [d.component for d in other.differences] == ["distinct"] and not other.minor_only
+    same = compare(
+        "SELECT DISTINCT ON (a, b) a, b FROM t", "SELECT DISTINCT ON (b, a) a, b FROM t", "postgres"
+    )
+    assert same.equivalent, same.differences
+    # A plain DISTINCT stays a minor difference (duplicates only).
+    assert compare("SELECT DISTINCT a FROM t", "SELECT a FROM t", "postgres").minor_only
+
+
 def test_a_select_star_ordered_by_position_is_compared_without_the_optimizer() -> None:
     # sqlglot's qualify asserts on SELECT * ... ORDER BY 1: an AssertionError escaped compare.
     found = compare("SELECT * FROM t ORDER BY 1", "SELECT * FROM t GROUP BY 1", "sqlite")
