@@ -172,11 +172,10 @@ def with_reference(
         # A team's database has its own bound: reference.timeout_s a statement.
         run = _executed(database, spec, sql, gold, dialect, ordered, deadline)
         ref = _decided_by_rows(ref, run)
-        if generated is None or ref.verdict is None or not _told_nothing(run, deadline):
-            return _referenced(result, ref, rules)
-        # Where the team's rows tell nothing, rows made for the two queries can.
-        ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
-        ref = ref.model_copy(update={"database": run})
+        if generated is not None and ref.verdict is not None and _told_nothing(run, deadline):
+            # Where the team's rows tell nothing, rows made for the two queries can.
+            ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
+            ref = ref.model_copy(update={"database": run})
     elif generated is not None and spec is not None and ref.verdict is not None:
         ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
     return _referenced(result, ref, rules)
@@ -186,7 +185,8 @@ def _told_nothing(run: ReferenceExecution, deadline: CpuDeadline) -> bool:
     """Whether the generated databases run after the team's database (``run``): it told nothing
     about the generated query (the same rows holding nothing, neither query runs there, or the
     reference fails there), and the record's CPU budget is not spent. A query that is not one
-    SELECT, a random function, a bound or memory reached there would meet the same on them."""
+    SELECT, a generated query that did not finish, or memory reached there would meet the same
+    on them."""
     if deadline.passed():
         return False
     return run.status in ("undecided", "reference_failed") or (

@@ -194,8 +194,7 @@ def test_generated_databases_decide_where_neither_query_runs_on_the_team_s(
     database_url: str,
 ) -> None:
     # A table the team's database does not have (a golden set ahead of its copy of the data).
-    settings = Settings(reference={"execute": database_url})
-    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    pipeline = _pipeline(database_url, generate=True)
     ref = _reference(
         pipeline,
         "Titles of albums by Ann",
@@ -211,8 +210,7 @@ def test_generated_databases_decide_where_neither_query_runs_on_the_team_s(
 def test_rows_the_team_s_database_decides_keep_to_it(database_url: str) -> None:
     # Telling rows, a failing generated query: the team's database decides, nothing is
     # generated, and the result has no `database` key.
-    settings = Settings(reference={"execute": database_url})
-    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    pipeline = _pipeline(database_url, generate=True)
     for sql, status in (
         ("SELECT name FROM singer WHERE country = 'Spain'", "different"),
         ("SELECT name FROM singer WHERE stef_no_such_fn(age) > 30", "generated_failed"),
@@ -231,8 +229,7 @@ def test_generated_databases_that_cannot_decide_after_the_team_s_are_named_as_su
 ) -> None:
     # Nobody of 98 or 99 in the team's data; on generated ones the random function's rows
     # decide nothing. The words say where each ran (they said "the configured database").
-    settings = Settings(reference={"execute": database_url})
-    pipeline = build_pipeline(settings, load_rules(None), build_backend(settings))
+    pipeline = _pipeline(database_url, generate=True)
     result = _judge(
         pipeline,
         "Names of singers aged 98",
