@@ -30,6 +30,8 @@ from stef.sql.suite_dates import constant_date
 
 Kind = str  # "int" | "real" | "text" | "date"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# The largest count compared with that the generated databases give a group enough rows for.
+MAX_COUNTED = 30
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
 _NUMERIC_FUNCS = (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Abs, exp.Round)
 _DATE_FUNCS = ("strftime", "date", "datetime", "julianday", "year", "month", "timestrtotime")
@@ -84,6 +86,9 @@ class Schema:
     tables: dict[str, dict[str, ColumnFacts]] = field(default_factory=dict)
     links: list[tuple[tuple[str, str], tuple[str, str]]] = field(default_factory=list)
     limit: int = 0
+    # The largest number a count is compared with (``HAVING COUNT(*) > 5``; a count's alias:
+    # ``WHERE t.num > 5``), up to ``MAX_COUNTED``; 0 when none is.
+    counted: int = 0
 
     def column(self, table: str, name: str) -> ColumnFacts:
         return self.tables.setdefault(table, {}).setdefault(name, ColumnFacts())
@@ -143,7 +148,31 @@ def infer_schema(trees: list[exp.Query]) -> tuple[Schema, dict[int, tuple[str, s
             value = limit.args.get("expression")
             if isinstance(value, exp.Literal) and value.is_int:
                 schema.limit = max(schema.limit, int(value.this))
+        schema.counted = max(schema.counted, _counted(tree))
     return schema, placed
+
+
+def _rows_counted(node: exp.Expr) -> bool:
+    """Whether ``node`` counts rows (``COUNT(*)``, ``COUNT(x)``), not distinct values."""
+    return isinstance(node, exp.Count) and not isinstance(node.this, exp.Distinct)
+
+
+def _counted(tree: exp.Query) -> int:
+    """The largest number up to ``MAX_COUNTED`` that a count is compared with in ``tree``
+    (``COUNT(x) > 5``, ``5 <= COUNT(*)``, or a column named as a count's alias), 0 if none. A
+    count of distinct values is left out: a group of rows sharing one value counts 1."""
+    aliases = {a.alias.casefold() for a in tree.find_all(exp.Alias) if _rows_counted(a.this)}
+    found = 0
+    for node in tree.find_all(*_COMPARISONS):
+        for side, other in ((node.this, node.expression), (node.expression, node.this)):
+            counts = _rows_counted(side) or (
+                isinstance(side, exp.Column) and side.name.casefold() in aliases
+            )
+            if counts and isinstance(other, exp.Literal) and other.is_int:
+                number = int(other.this)
+                if 0 < number <= MAX_COUNTED:
+                    found = max(found, number)
+    return found
 
 
 def _tables_of(scope: Scope) -> dict[str, str]:

@@ -3,6 +3,8 @@ queries' use of them."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from stef.sql.gendb import Pool, _named, generate, pools
 from stef.sql.infer import ColumnFacts, infer_schema, parse_one
 from stef.sql.suite import run_suite
@@ -119,3 +121,30 @@ def test_the_named_values_are_told_from_their_neighbours_by_lookups() -> None:
     exact, near, _ = _named(facts, "int")
     assert len(exact) == 300 and len(near) == 600
     assert _Compared.seen < 1_000  # one list scan per neighbour: 180,000
+
+
+def test_a_count_compared_with_a_number_gets_groups_of_that_size_and_one_more() -> None:
+    sql = "SELECT name FROM badges GROUP BY name HAVING COUNT(*) > 5"
+    schema, _ = infer_schema([parse_one(sql, "sqlite")])
+    assert schema.counted == 5
+    found = pools(schema)
+    for index in (10, 11):  # focused databases, with and without the named values
+        (badges,) = generate(schema, found, 7, index, clean=True, focused=True)
+        names = [c for c, _ in badges.columns]
+        sizes = sorted(Counter(row[names.index("name")] for row in badges.rows).values())
+        assert sizes[-2:] == [5, 6]
+        assert len(set(badges.rows)) == len(badges.rows)  # clean: no row repeated
+    (plain,) = generate(schema, found, 7, 0, clean=True)
+    assert len(plain.rows) < 6  # only the focused databases hold the crowd
+
+
+def test_a_count_alias_compared_outside_its_subquery_is_read_as_a_count() -> None:
+    sql = "SELECT COUNT(u) FROM (SELECT u, COUNT(n) AS num FROM b GROUP BY u) AS t WHERE t.num >= 7"
+    schema, _ = infer_schema([parse_one(sql, "sqlite")])
+    assert schema.counted == 7
+
+
+def test_a_count_compared_with_a_number_past_the_bound_gets_no_crowd() -> None:
+    sql = "SELECT name FROM badges GROUP BY name HAVING COUNT(*) > 31"
+    schema, _ = infer_schema([parse_one(sql, "sqlite")])
+    assert schema.counted == 0
