@@ -26,10 +26,12 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from stef.errors import StefError
 from stef.sql.dialects import parse_sql
-from stef.sql.suite_dates import constant_date
+from stef.sql.suite_dates import constant_date, constant_year, reads_now
 
 Kind = str  # "int" | "real" | "text" | "date"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# The most years an age compares (``STRFTIME('%Y', 'now') - STRFTIME('%Y', d) > 50``).
+_MAX_YEARS_APART = 150
 # The largest count compared with that the generated databases give a group enough rows for.
 MAX_COUNTED = 30
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
@@ -337,6 +339,29 @@ def _facts_from_use(
         compared.extend(b for b in bounds if b is not None and b is not node)
     for other in compared:
         _compared_with(other, facts, wrapped_date, schema, where, placed)
+    if wrapped_date and isinstance(parent, exp.Sub):
+        _years_apart(node, parent, facts)
+
+
+def _years_apart(node: exp.Expr, parent: exp.Sub, facts: ColumnFacts) -> None:
+    """``STRFTIME('%Y', 'now') - STRFTIME('%Y', birthday) > 50`` (an age): the column's years
+    are the year the other side gives ("now" pinned, :data:`NOW`) less the number (plus it,
+    the column's year being the one subtracted from)."""
+    other = parent.expression if parent.this is node else parent.this
+    outer: exp.Expr = parent
+    while isinstance(outer.parent, exp.Paren):
+        outer = outer.parent
+    comparison = outer.parent
+    if not isinstance(comparison, _COMPARISONS):
+        return
+    number = comparison.expression if comparison.this is outer else comparison.this
+    if not (isinstance(number, exp.Literal) and not number.is_string):
+        return
+    year = constant_year(other)
+    years = float(str(number.this))
+    if year is None or not (years.is_integer() and 0 <= years <= _MAX_YEARS_APART):
+        return
+    facts.years.add(year - int(years) if parent.expression is node else year + int(years))
 
 
 def _subquery_column(query: exp.Expr | None) -> list[exp.Expr]:
@@ -432,7 +457,7 @@ def _boolean(facts: ColumnFacts) -> None:
 def _compared_with_date_expression(other: exp.Expr, facts: ColumnFacts) -> None:
     """``d >= CURRENT_DATE - INTERVAL '7 days'``, ``d < DATEADD(day, 1, '2020-06-15')``: the
     column holds dates, and the dates named inside are its values' centres."""
-    if other.find(*_DATE_VALUES) is None:
+    if other.find(*_DATE_VALUES) is None and not reads_now(other):
         return
     facts.kinds.add("date")
     folded = constant_date(other)

@@ -34,6 +34,21 @@ _PARTS = {
 }
 
 
+# The instant "now" stands for on the generated databases (``CURRENT_DATE``, ``DATE('now')``,
+# ``DATETIME()``): their dates centre on 2020, and a pinned instant gives a record the same rows
+# whatever the day it runs (an age, ``STRFTIME('%Y', 'now') - STRFTIME('%Y', birthday)``, grew
+# by one every year).
+NOW = "2020-06-15 12:00:00"
+_NOW_NODES = {
+    exp.CurrentTimestamp: NOW,
+    exp.CurrentDatetime: NOW,
+    exp.CurrentDate: NOW[:10],
+    exp.CurrentTime: NOW[11:],
+}
+# SQLite's date functions that read "now" without an argument.
+_NOW_FUNCTIONS = {"date", "datetime", "time", "julianday", "unixepoch"}
+
+
 def register(conn: sqlite3.Connection) -> None:
     """``STEF_TRUNC`` and ``STEF_SHIFT`` on ``conn``."""
     conn.create_function("STEF_TRUNC", 2, _trunc, deterministic=True)
@@ -41,8 +56,10 @@ def register(conn: sqlite3.Connection) -> None:
 
 
 def portable(tree: exp.Expr) -> exp.Expr:
-    """``tree`` (changed in place; a query, whose root is never replaced) with date truncation
-    and interval arithmetic as calls of the registered functions."""
+    """``tree`` (changed in place; a query, whose root is never replaced) with "now" pinned
+    (:data:`NOW`), and date truncation and interval arithmetic as calls of the registered
+    functions."""
+    _pin_now(tree)
     for node in list(tree.find_all(exp.TimestampTrunc, exp.DateTrunc)):
         unit = _unit(node.args.get("unit"))
         if unit is not None:
@@ -60,6 +77,36 @@ def portable(tree: exp.Expr) -> exp.Expr:
         if part is not None:
             extract.replace(part)
     return tree
+
+
+def _pin_now(tree: exp.Expr) -> None:
+    """``CURRENT_DATE``, ``CURRENT_TIMESTAMP``, a ``'now'`` a function reads and SQLite's date
+    functions called without an argument, as :data:`NOW` (in place)."""
+    for node in list(tree.find_all(*_NOW_NODES)):
+        node.replace(exp.Literal.string(_NOW_NODES[type(node)]))
+    for literal in list(tree.find_all(exp.Literal)):
+        text = str(literal.this)
+        if literal.is_string and text.strip().casefold() == "now" and _read_by_function(literal):
+            literal.replace(exp.Literal.string(NOW))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.casefold() in _NOW_FUNCTIONS and not call.expressions:
+            call.set("expressions", [exp.Literal.string(NOW)])
+
+
+def reads_now(node: exp.Expr) -> bool:
+    """Whether ``node`` reads "now" the way :func:`portable` pins it."""
+    if node.find(*_NOW_NODES) is not None:
+        return True
+    literals = node.find_all(exp.Literal)
+    if any(str(v.this).strip().casefold() == "now" and _read_by_function(v) for v in literals):
+        return True
+    calls = node.find_all(exp.Anonymous)
+    return any(c.name.casefold() in _NOW_FUNCTIONS and not c.expressions for c in calls)
+
+
+def _read_by_function(literal: exp.Literal) -> bool:
+    parent = literal.parent
+    return isinstance(parent, exp.Func) and not isinstance(parent, exp.Predicate)
 
 
 def _part(unit: str, value: exp.Expr) -> exp.Expr | None:
@@ -85,6 +132,23 @@ def _part(unit: str, value: exp.Expr) -> exp.Expr | None:
 def constant_date(node: exp.Expr) -> str | None:
     """The ISO date a column-free date expression gives (``CURRENT_DATE - INTERVAL '7 days'``,
     ``DATEADD(day, -7, '2020-06-15')``), evaluated by SQLite; None when it gives none."""
+    value = _evaluated(node)
+    return value if isinstance(value, str) and _parse(value) is not None else None
+
+
+def constant_year(node: exp.Expr) -> int | None:
+    """The year a column-free expression gives (``STRFTIME('%Y', 'now')``: 2020, "now" being
+    :data:`NOW`), evaluated by SQLite; None when it gives no number from 1000 to 9999."""
+    value = _evaluated(node)
+    try:
+        year = int(value) if isinstance(value, int | str) else None
+    except ValueError:
+        return None
+    return year if year is not None and 1000 <= year <= 9999 else None
+
+
+def _evaluated(node: exp.Expr) -> object:
+    """What SQLite gives for a column-free expression (None when it has a column or fails)."""
     if node.find(exp.Column) is not None:
         return None
     try:
@@ -99,8 +163,7 @@ def constant_date(node: exp.Expr) -> str | None:
         return None
     finally:
         conn.close()
-    value = row[0] if row else None
-    return value if isinstance(value, str) and _parse(value) is not None else None
+    return row[0] if row else None
 
 
 def _interval_arithmetic(node: exp.Add | exp.Sub) -> None:

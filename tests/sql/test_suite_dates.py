@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 import sqlglot
 
-from stef.sql.suite_dates import constant_date, portable, register
+from stef.sql.suite_dates import NOW, constant_date, constant_year, portable, register
 
 
 def _value(sql: str, dialect: str) -> object:
@@ -43,3 +43,19 @@ def test_a_column_free_date_expression_is_folded_and_one_with_a_column_is_not() 
     folded = sqlglot.parse_one("DATEADD(day, -7, '2020-06-15')", read="snowflake")
     assert constant_date(folded) == "2020-06-08"
     assert constant_date(sqlglot.parse_one("d - INTERVAL '7 days'", read="postgres")) is None
+
+
+def test_now_is_pinned_in_every_spelling() -> None:
+    sql = (
+        "SELECT CURRENT_TIMESTAMP, CURRENT_DATE, DATE('now'), STRFTIME('%Y', 'NOW'), DATETIME(), "
+        "x FROM t WHERE s = 'now'"
+    )
+    written = portable(sqlglot.parse_one(sql, read="sqlite")).sql(dialect="sqlite")
+    assert written.count(NOW) == 4 and f"'{NOW[:10]}'" in written
+    assert "s = 'now'" in written  # a value compared with, not a time read
+
+
+def test_a_date_before_now_is_the_same_whatever_the_day() -> None:
+    node = sqlglot.parse_one("CURRENT_DATE - INTERVAL '7 days'", read="postgres")
+    assert constant_date(node) == "2020-06-08"
+    assert constant_year(sqlglot.parse_one("STRFTIME('%Y', 'now')", read="sqlite")) == 2020
