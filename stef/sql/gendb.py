@@ -7,8 +7,8 @@ ordinary values. Columns tied by a join share one pool, so joins match and a fil
 filters. Each database has a handful of rows per table; a table's own key (``id``, ``<table>_id``)
 is unique; the clean databases have no repeated rows and no NULLs (but in the columns the queries
 test with ``IS NULL``), the others some. Where the queries compare a count with a number
-(``HAVING COUNT(*) > 5``), the focused databases hold groups of that many rows and one more
-(:class:`_Crowd`). Everything is drawn from one seed: the same queries give the same databases.
+(``HAVING COUNT(*) > 5``), databases with ``crowd`` hold groups of that many rows and one more
+(:func:`crowds`). Everything is drawn from one seed: the same queries give the same databases.
 """
 
 from __future__ import annotations
@@ -35,9 +35,13 @@ _FOCUSED_SHARES = (0.5, 0.4)
 # The share of a focused database's rows that take a named value in every column with one.
 _HIT_SHARE = 0.4
 _MAX_KEYED_ROWS = 8
-# The most rows the crowds of a focused database (:class:`_Crowd`) can join to: 31 rows in each
-# of 4 tables joined on one value took 1.6 s, in each of 3 tables 0.1 s.
+# The most rows the crowds of a database (:class:`_Crowd`) can join to (31 rows a group in 4
+# table reads joined on one value took 1.6 s, in 3 reads 0.1 s), and the most numbers a crowd
+# has groups for (the largest).
 _MAX_CROWD_JOINED = 50_000
+_MAX_CROWD_NUMBERS = 3
+# Where a crowd's own values of a column start (``_distinct``), past its free column's.
+_FRESH = 1000
 # A query with a LIMIT gets tables with more rows than it (up to this many).
 _MAX_LIMITED_ROWS = 12
 _NULL_SHARE = 0.15
@@ -416,12 +420,14 @@ def generate(
     *,
     clean: bool,
     focused: bool = False,
+    crowd: bool = False,
 ) -> list[Table]:
     """The ``index``-th database of ``seed``; ``clean``: without NULLs or repeated rows;
     ``focused``: named values and their neighbours drawn more often, some rows named in every
-    column with named values, a referenced table holding only the keys others point to."""
+    column with named values, a referenced table holding only the keys others point to;
+    ``crowd`` (on a focused database): each table's crowd in front (:func:`crowds`)."""
     rng = random.Random(f"{seed}:{index}")
-    crowds = _crowds(schema, pools_of, index) if focused else {}
+    crowded = crowds(schema, pools_of, index) if crowd else {}
     tables = []
     for name, columns in schema.tables.items():
         names = list(columns) or ["stef_row"]
@@ -429,13 +435,13 @@ def generate(
             c for c in names if (name, c) in pools_of and pools_of[(name, c)].owner == (name, c)
         ]
         column_pools = [pools_of.get((name, c)) for c in names]
-        crowd = crowds.get(name)
-        if crowd is not None and crowd.free == len(names):
-            names.append("stef_row")
+        table_crowd = crowded.get(name)
+        if table_crowd is not None and table_crowd.free == len(names):
+            names.append(_own_column(names))
             column_pools.append(None)
         count = _row_count(schema, pools_of, (name, keys), rng, focused)
-        if crowd is not None:
-            count = max(count, 2 * crowd.counted + 2)
+        if table_crowd is not None:
+            count = max(count, sum(table_crowd.sizes) + 1)
         shares = _FOCUSED_SHARES if focused else (_EXACT_SHARE, _NEAR_SHARE)
         cells = [
             _column_values(name, c, pool, count, rng, (clean, shares))
@@ -444,8 +450,8 @@ def generate(
         rows = [tuple(col[i] for col in cells) for i in range(count)]
         if focused:
             rows = _hit_rows(rows, column_pools, keys, names, rng)
-        if crowd is not None:
-            rows = crowd.rows(rows, column_pools, rng)
+        if table_crowd is not None:
+            rows = table_crowd.rows(rows, column_pools, rng)
         if not clean and rows and not keys:
             rows.append(rng.choice(rows))
         affinities = tuple(
@@ -456,22 +462,24 @@ def generate(
     return tables
 
 
-def _crowds(schema: Schema, pools_of: dict[tuple[str, str], Pool], index: int) -> dict[str, _Crowd]:
-    """Each table's crowd on a focused database (none when the crowds could join to more than
-    ``_MAX_CROWD_JOINED`` rows: 31 rows in each of 5 tables joined on one value took 5 s)."""
-    crowds = {}
+def crowds(
+    schema: Schema, pools_of: dict[tuple[str, str], Pool], index: int = 0
+) -> dict[str, _Crowd]:
+    """Each table's crowd on the ``index``-th database, for queries comparing a count with a
+    number (:class:`_Crowd`); none when the crowds could join to more than
+    ``_MAX_CROWD_JOINED`` rows (a table read four times, 31 rows a group: 1.6 s)."""
+    crowded = {}
     for name, columns in schema.tables.items():
-        names = list(columns) or ["stef_row"]
+        names = list(columns)
         column_pools = [pools_of.get((name, c)) for c in names]
         is_key = [
             p is not None and p.owner == (name, c) for c, p in zip(names, column_pools, strict=True)
         ]
-        crowd = _Crowd.of(schema.counted, column_pools, is_key, named=index % 2 == 0)
-        if crowd is not None:
-            crowds[name] = crowd
-    if (schema.counted + 1) ** len(crowds) > _MAX_CROWD_JOINED:
-        return {}
-    return crowds
+        found = _Crowd.of(schema, column_pools, is_key, named=index % 2 == 0)
+        if found is not None:
+            crowded[name] = found
+    joined = math.prod(max(c.sizes) ** schema.reads.get(name, 1) for name, c in crowded.items())
+    return crowded if joined <= _MAX_CROWD_JOINED else {}
 
 
 def _row_count(
@@ -525,31 +533,44 @@ def _hit_rows(
 
 @dataclass(frozen=True)
 class _Crowd:
-    """A focused database's crowd in one table, for queries comparing a count with a number
-    (``HAVING COUNT(*) > 5``): ``counted + 1`` rows, then ``counted`` more, share one value in
-    every column grouped by or pointing to another table's key (``shared``), so one group has
-    more rows than the number and another exactly the number; with ``named``, they take named
-    values in the other columns the queries name values of and do not rank (they pass ``year
-    BETWEEN 1990 AND 2000``); a ``free`` column, or the table's own key, keeps them apart (a
-    table with neither gets a column of its own, which no query names)."""
+    """A table's crowd, for queries comparing a count with numbers (``HAVING COUNT(*) > 5``):
+    groups of rows sharing one value in every column grouped by or joined on (``shared``), of
+    each number's size and one more (``sizes``: 6 and 5; ``> 5`` and ``>= 5`` then differ),
+    kept apart by a ``free`` column (compared with no value, joined to nothing) or the table's
+    own key; with ``named``, the crowd's rows take named values in the other columns the
+    queries name values of and do not rank (they pass ``year BETWEEN 1990 AND 2000``)."""
 
-    counted: int
+    sizes: tuple[int, ...]
     shared: tuple[int, ...]
     named: tuple[int, ...]
     free: int | None
 
     @classmethod
     def of(
-        cls, counted: int, column_pools: list[Pool | None], is_key: list[bool], named: bool
+        cls, schema: Schema, column_pools: list[Pool | None], is_key: list[bool], named: bool
     ) -> _Crowd | None:
-        """The crowd of a table whose columns have these pools, None when it has none (no
-        count compared, or no column grouped by or pointing elsewhere)."""
+        """The crowd of a table whose columns have these pools; None without a number, a
+        column grouped by or joined on, or a free column or key to keep its rows apart (a
+        column of its own, after the others, where no query reads columns it does not name)."""
         shared = tuple(
             i
             for i, pool in enumerate(column_pools)
             if pool is not None and not is_key[i] and (pool.linked or pool.grouped)
         )
-        if not counted or not shared:
+        free = next(
+            (
+                i
+                for i, pool in enumerate(column_pools)
+                if i not in shared
+                and not is_key[i]
+                and pool is not None
+                and not (pool.linked or pool.exact)
+            ),
+            None,
+        )
+        if free is None and not any(is_key) and not schema.unnamed:
+            free = len(column_pools)
+        if not schema.counts or not shared or (free is None and not any(is_key)):
             return None
         values = tuple(
             i
@@ -561,70 +582,75 @@ class _Crowd:
             and pool.exact
             and not pool.ranked
         )
-        free = next(
-            (
-                i
-                for i, pool in enumerate(column_pools)
-                if i not in shared
-                and not is_key[i]
-                and (pool is None or not (pool.linked or pool.exact))
-            ),
-            None,
-        )
-        if free is None and not any(is_key):
-            free = len(column_pools)  # the column added for it
-        return cls(counted, shared, values, free)
+        numbers = sorted(schema.counts, reverse=True)[:_MAX_CROWD_NUMBERS]
+        sizes = tuple(size for n in numbers for size in (n + 1, n))
+        return cls(sizes, shared, values, free)
 
     def rows(
         self, rows: list[tuple[Value, ...]], column_pools: list[Pool | None], rng: random.Random
     ) -> list[tuple[Value, ...]]:
-        """``rows`` with the crowd in front: ``counted + 1`` rows of one group, then ``counted``
-        of another where the pools have two values (``> 5`` and ``>= 5`` then differ); a row
-        repeating another is left out."""
-        groups = [self._group(column_pools[i], rng) for i in self.shared]
+        """``rows`` with the crowd's groups in front (as many as the shared columns have
+        values for); the rows past them join none; a row repeating another is left out."""
+        values = [self._values(column_pools[i], rng) for i in self.shared]
+        groups = min(len(self.sizes), *(len(v) for v in values))
+        owner = [g for g in range(groups) for _ in range(self.sizes[g])]
         out: list[tuple[Value, ...]] = []
         seen: set[tuple[Value, ...]] = set()
         for r, row in enumerate(rows):
             cells = list(row)
-            group = 0 if r <= self.counted else 1
-            if r <= 2 * self.counted and all(len(g) > group for g in groups):
-                for i, values in zip(self.shared, groups, strict=True):
-                    cells[i] = values[group]
+            if r < len(owner):
+                for i, shared in zip(self.shared, values, strict=True):
+                    cells[i] = shared[owner[r]]
                 for i in self.named:
                     cells[i] = rng.choice(column_pools[i].exact)  # type: ignore[union-attr]
                 if self.free is not None:
-                    cells[self.free] = _distinct(_kind_of(column_pools, self.free), r)
-            else:  # a row past the crowd joins neither group
-                for i, values in zip(self.shared, groups, strict=True):
-                    if cells[i] in values:
-                        cells[i] = self._other(column_pools[i], values, cells[i])
+                    cells[self.free] = _distinct(column_pools[self.free], r)
+            else:
+                for i, shared in zip(self.shared, values, strict=True):
+                    if cells[i] in shared[:groups]:
+                        cells[i] = _outside(column_pools[i], shared, r, cells[i])
             if tuple(cells) not in seen:
                 seen.add(tuple(cells))
                 out.append(tuple(cells))
         return out
 
-    @staticmethod
-    def _other(pool: Pool | None, values: list[Value], value: Value) -> Value:
-        """A value of the pool outside the crowd's groups (``value`` when there is none)."""
-        assert pool is not None  # shared columns have pools
-        return next((v for v in pool.every() if v not in values), value)
-
-    @staticmethod
-    def _group(pool: Pool | None, rng: random.Random) -> list[Value]:
-        """Two values of a shared column, one per group (a named one first)."""
-        assert pool is not None  # shared columns have pools
-        first = rng.choice(pool.exact or pool.every())
-        others = [v for v in pool.every() if v != first]
-        return [first, rng.choice(others)] if others else [first]
+    def _values(self, pool: Pool | None, rng: random.Random) -> list[Value]:
+        """One value of a shared column per group (a named one first; past the pool's values,
+        values of its own where the column is joined to nothing)."""
+        every = _pool(pool).every()
+        first = rng.choice(_pool(pool).exact or every)
+        rest = [v for v in every if v != first]
+        rng.shuffle(rest)
+        values = [first, *rest]
+        if not _pool(pool).linked:
+            values += [_distinct(pool, _FRESH + g) for g in range(len(self.sizes))]
+        return values[: len(self.sizes)]
 
 
-def _kind_of(column_pools: list[Pool | None], i: int) -> Kind:
-    pool = column_pools[i] if i < len(column_pools) else None
-    return pool.kind if pool is not None else "text"
+def _outside(pool: Pool | None, taken: list[Value], r: int, value: Value) -> Value:
+    """A value of a shared column in no group: of the pool, else (joined to nothing) its own;
+    ``value`` when there is none."""
+    other = next((v for v in _pool(pool).every() if v not in taken), None)
+    if other is not None:
+        return other
+    return value if _pool(pool).linked else _distinct(pool, 2 * _FRESH + r)
 
 
-def _distinct(kind: Kind, r: int) -> Value:
-    """The ``r``-th of a column's values kept apart from the named ones and their neighbours."""
+def _own_column(names: list[str]) -> str:
+    """A crowd's column of its own, named as no column of its table is."""
+    return next(
+        f"stef_row{i or ''}" for i in range(len(names) + 1) if f"stef_row{i or ''}" not in names
+    )
+
+
+def _pool(pool: Pool | None) -> Pool:
+    assert pool is not None  # the crowd's columns have pools
+    return pool
+
+
+def _distinct(pool: Pool | None, r: int) -> Value:
+    """The ``r``-th of a free column's values, apart from one another."""
+    kind = pool.kind if pool is not None else "text"
     if kind == "int":
         return 9001 + r
     if kind == "real":

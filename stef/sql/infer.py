@@ -18,6 +18,7 @@ Pure: no I/O; a query sqlglot cannot read gives :class:`InferenceError`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -88,9 +89,12 @@ class Schema:
     tables: dict[str, dict[str, ColumnFacts]] = field(default_factory=dict)
     links: list[tuple[tuple[str, str], tuple[str, str]]] = field(default_factory=list)
     limit: int = 0
-    # The largest number a count is compared with (``HAVING COUNT(*) > 5``; a count's alias:
-    # ``WHERE t.num > 5``), up to ``MAX_COUNTED``; 0 when none is.
-    counted: int = 0
+    # The numbers up to ``MAX_COUNTED`` a count is compared with (``HAVING COUNT(*) > 5``; a
+    # count's alias: ``WHERE t.num > 5``), and the most times one query reads each table.
+    counts: set[int] = field(default_factory=set)
+    reads: dict[str, int] = field(default_factory=dict)
+    # Whether a query reads columns it does not name (``*``, ``NATURAL JOIN``, ``USING``).
+    unnamed: bool = False
 
     def column(self, table: str, name: str) -> ColumnFacts:
         return self.tables.setdefault(table, {}).setdefault(name, ColumnFacts())
@@ -146,12 +150,27 @@ def infer_schema(trees: list[exp.Query]) -> tuple[Schema, dict[int, tuple[str, s
         placed[id(item.node)] = (table, item.node.name.casefold())
     for tree in trees:
         _read_facts(tree, schema, placed)
-        for limit in tree.find_all(exp.Limit):
-            value = limit.args.get("expression")
-            if isinstance(value, exp.Literal) and value.is_int:
-                schema.limit = max(schema.limit, int(value.this))
-        schema.counted = max(schema.counted, _counted(tree))
+        _read_query(tree, schema)
     return schema, placed
+
+
+def _read_query(tree: exp.Query, schema: Schema) -> None:
+    """What one query says beyond its columns: its largest LIMIT, the numbers its counts are
+    compared with, how many times it reads each table."""
+    for limit in tree.find_all(exp.Limit):
+        value = limit.args.get("expression")
+        if isinstance(value, exp.Literal) and value.is_int:
+            schema.limit = max(schema.limit, int(value.this))
+    schema.counts |= _counts(tree)
+    joins = list(tree.find_all(exp.Join))
+    schema.unnamed = (
+        schema.unnamed
+        or any(not isinstance(s.parent, exp.Count) for s in tree.find_all(exp.Star))
+        or any(j.args.get("using") or j.method.casefold() == "natural" for j in joins)
+    )
+    tables = Counter(t.name.casefold() for t in tree.find_all(exp.Table) if t.name)
+    for table, reads in tables.items():
+        schema.reads[table] = max(schema.reads.get(table, 0), reads)
 
 
 def _rows_counted(node: exp.Expr) -> bool:
@@ -159,12 +178,12 @@ def _rows_counted(node: exp.Expr) -> bool:
     return isinstance(node, exp.Count) and not isinstance(node.this, exp.Distinct)
 
 
-def _counted(tree: exp.Query) -> int:
-    """The largest number up to ``MAX_COUNTED`` that a count is compared with in ``tree``
-    (``COUNT(x) > 5``, ``5 <= COUNT(*)``, or a column named as a count's alias), 0 if none. A
-    count of distinct values is left out: a group of rows sharing one value counts 1."""
+def _counts(tree: exp.Query) -> set[int]:
+    """The numbers from 1 to ``MAX_COUNTED`` that a count is compared with in ``tree``
+    (``COUNT(x) > 5``, ``5 <= COUNT(*)``, or a column named as a count's alias). A count of
+    distinct values is left out: a group of rows sharing one value counts 1."""
     aliases = {a.alias.casefold() for a in tree.find_all(exp.Alias) if _rows_counted(a.this)}
-    found = 0
+    found = set()
     for node in tree.find_all(*_COMPARISONS):
         for side, other in ((node.this, node.expression), (node.expression, node.this)):
             counts = _rows_counted(side) or (
@@ -173,7 +192,7 @@ def _counted(tree: exp.Query) -> int:
             if counts and isinstance(other, exp.Literal) and other.is_int:
                 number = int(other.this)
                 if 0 < number <= MAX_COUNTED:
-                    found = max(found, number)
+                    found.add(number)
     return found
 
 

@@ -29,7 +29,7 @@ from sqlglot.errors import SqlglotError
 
 from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.fetch import fetch, limit_generated
-from stef.sql.gendb import Table, generate, pools
+from stef.sql.gendb import Table, crowds, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
 from stef.sql.suite_dates import portable, register
 
@@ -39,6 +39,8 @@ _CHECK_EVERY = 1_000
 # The rows of a counterexample kept in the result, per table and per output, and the characters
 # of one value (a query can make values of 1 MiB: one record's result was 6 MB).
 _SHOWN_ROWS = 8
+# Databases with crowds (:func:`stef.sql.gendb.crowds`), half with named values.
+_CROWDED = 4
 _SHOWN_CHARS = 200
 
 
@@ -92,10 +94,10 @@ def run_suite(
     deadline: CpuDeadline = NO_DEADLINE,
 ) -> SuiteOutcome:
     """Run ``generated`` and ``reference`` on ``n`` clean generated databases (no NULLs, no
-    repeated rows), ``n // 4`` with both and ``n // 2`` clean and focused
-    (:func:`stef.sql.gendb.generate`), and compare them. A difference on a clean database
-    is ``different``; one of repeated rows only, or only on a database with NULLs and repeated
-    rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows).
+    repeated rows), ``n // 4`` with both, ``n // 2`` clean and focused, and 4 with crowds when a
+    count is compared with a number (:func:`_plan`), and compare them. A difference on a clean
+    database is ``different``; one of repeated rows only, or only on a database with NULLs and
+    repeated rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows).
 
     ``timeout_s`` bounds the wall time of all the databases' queries; ``deadline`` the
     thread's CPU, in SQLite's steps and in the Python work between them.
@@ -109,22 +111,22 @@ def run_suite(
         return prepared
     schema, (gen_sql, ref_sql), limits = prepared.schema, prepared.queries, prepared.limits
     ordered = ordered and prepared.ordered
-    column_pools = pools(schema)
+    pooled = pools(schema)
     seed = seed_of(generated, reference)
     ends = time.monotonic() + timeout_s
     informative = 0
     minor: SuiteOutcome | None = None
-    plan = _plan(n)
-    for index, (clean, focused) in enumerate(plan):
+    plan = _plan(n, crowded=bool(schema.counts and crowds(schema, pooled)))
+    for index, (clean, focused, crowd) in enumerate(plan):
         deadline.check()
-        tables = generate(schema, column_pools, seed, index, clean=clean, focused=focused)
+        tables = generate(schema, pooled, seed, index, clean=clean, focused=focused, crowd=crowd)
         seen = _compared(tables, (gen_sql, ref_sql), ends, deadline, max_rows, ordered)
         if isinstance(seen, str):
             return SuiteOutcome("not_run", detail=seen, databases=index, elapsed_ms=_ms(started))
         if seen is None:
             continue  # the result depends on the order of the rows: this database cannot tell
         gen_a, ref_a, same = seen
-        if telling(ref_a):
+        if telling(ref_a) and not crowd:  # a crowd's few groups prove no agreement
             informative += 1
         if same:
             continue
@@ -136,8 +138,7 @@ def run_suite(
         )
         if clean and _decisive(gen_a, ref_a, ordered, limits, deadline):
             return replace(found, elapsed_ms=_ms(started))
-        # Only repeated rows differ, or only a database with NULLs and repeated rows tells
-        # them apart: what real data with keys and few NULLs seldom shows.
+        # Repeated rows only, or only with NULLs and repeats: what real data seldom shows.
         minor = minor or replace(found, status="duplicates")
     return _ended(minor, len(plan), informative, _ms(started))
 
@@ -189,10 +190,14 @@ class _Prepared:
     limits: bool
 
 
-def _plan(n: int) -> list[tuple[bool, bool]]:
-    """Each database's (clean, focused): ``n`` clean, ``n // 4`` with NULLs and repeats,
-    ``n // 2`` clean and focused (in that order, so the first ones stay as they were)."""
-    return [(True, False)] * n + [(False, False)] * (n // 4) + [(True, True)] * (n // 2)
+def _plan(n: int, crowded: bool) -> list[tuple[bool, bool, bool]]:
+    """Each database's (clean, focused, crowd): ``n`` clean, ``n // 4`` with NULLs and repeats,
+    ``n // 2`` clean and focused, and when ``crowded`` (a count compared with a number) 4 clean
+    focused ones with crowds, which can only find a counterexample (in that order, so the first
+    ones stay as they were)."""
+    plan = [(True, False)] * n + [(False, False)] * (n // 4) + [(True, True)] * (n // 2)
+    crowd = [(True, True, True)] * (_CROWDED if crowded and n else 0)
+    return [(clean, focused, False) for clean, focused in plan] + crowd
 
 
 def _prepare(

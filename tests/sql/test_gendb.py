@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from stef.sql.gendb import Pool, _named, generate, pools
+from stef.sql.gendb import Pool, _named, crowds, generate, pools
 from stef.sql.infer import ColumnFacts, infer_schema, parse_one
 from stef.sql.suite import run_suite
 
@@ -124,27 +124,58 @@ def test_the_named_values_are_told_from_their_neighbours_by_lookups() -> None:
 
 
 def test_a_count_compared_with_a_number_gets_groups_of_that_size_and_one_more() -> None:
-    sql = "SELECT name FROM badges GROUP BY name HAVING COUNT(*) > 5"
+    sql = "SELECT name, MAX(score) FROM badges GROUP BY name HAVING COUNT(*) > 5"
     schema, _ = infer_schema([parse_one(sql, "sqlite")])
-    assert schema.counted == 5
+    assert schema.counts == {5}
     found = pools(schema)
-    for index in (10, 11):  # focused databases, with and without the named values
-        (badges,) = generate(schema, found, 7, index, clean=True, focused=True)
+    for index in (14, 15):  # with and without the named values
+        (badges,) = generate(schema, found, 7, index, clean=True, focused=True, crowd=True)
         names = [c for c, _ in badges.columns]
         sizes = sorted(Counter(row[names.index("name")] for row in badges.rows).values())
         assert sizes[-2:] == [5, 6]
         assert len(set(badges.rows)) == len(badges.rows)  # clean: no row repeated
-    (plain,) = generate(schema, found, 7, 0, clean=True)
-    assert len(plain.rows) < 6  # only the focused databases hold the crowd
+    (plain,) = generate(schema, found, 7, 14, clean=True, focused=True)
+    assert max(Counter(row[0] for row in plain.rows).values()) < 5  # only with crowd=True
+
+
+def test_a_table_whose_rows_nothing_keeps_apart_gets_a_column_of_its_own() -> None:
+    schema, _ = infer_schema(
+        [parse_one("SELECT g FROM t GROUP BY g HAVING COUNT(*) > 5", "sqlite")]
+    )
+    found = pools(schema)
+    (t,) = generate(schema, found, 7, 14, clean=True, focused=True, crowd=True)
+    assert [c for c, _ in t.columns] == ["g", "stef_row"]
+    assert len(set(t.rows)) == len(t.rows) > 11  # groups of 6 and 5, no row repeated
+
+
+def test_no_column_of_its_own_where_a_query_reads_columns_it_does_not_name() -> None:
+    for sql in (
+        "SELECT * FROM t WHERE g IN (SELECT g FROM t GROUP BY g HAVING COUNT(*) > 5)",
+        "SELECT COUNT(*) FROM t NATURAL JOIN u GROUP BY t.g HAVING COUNT(*) > 5",
+        "SELECT COUNT(*) FROM t JOIN u USING (g) GROUP BY t.g HAVING COUNT(*) > 5",
+    ):
+        schema, _ = infer_schema([parse_one(sql, "sqlite")])
+        assert schema.unnamed
+        assert crowds(schema, pools(schema)) == {}, sql
+
+
+def test_a_table_read_four_times_gets_no_crowd_past_the_joined_rows_bound() -> None:
+    reads = " ".join(f"JOIN t AS t{i} ON t0.g = t{i}.g" for i in range(1, 4))
+    sql = f"SELECT t0.g, MAX(t0.v) FROM t AS t0 {reads} GROUP BY t0.g HAVING COUNT(*) > 30"
+    schema, _ = infer_schema([parse_one(sql, "sqlite")])
+    assert schema.reads == {"t": 4}
+    assert crowds(schema, pools(schema)) == {}  # 31 ** 4 rows joined
 
 
 def test_a_count_alias_compared_outside_its_subquery_is_read_as_a_count() -> None:
     sql = "SELECT COUNT(u) FROM (SELECT u, COUNT(n) AS num FROM b GROUP BY u) AS t WHERE t.num >= 7"
     schema, _ = infer_schema([parse_one(sql, "sqlite")])
-    assert schema.counted == 7
+    assert schema.counts == {7}
 
 
-def test_a_count_compared_with_a_number_past_the_bound_gets_no_crowd() -> None:
-    sql = "SELECT name FROM badges GROUP BY name HAVING COUNT(*) > 31"
+def test_counts_of_distinct_values_and_numbers_past_the_bound_are_not_read() -> None:
+    sql = (
+        "SELECT name FROM badges GROUP BY name HAVING COUNT(*) > 31 AND COUNT(DISTINCT user_id) > 2"
+    )
     schema, _ = infer_schema([parse_one(sql, "sqlite")])
-    assert schema.counted == 0
+    assert schema.counts == set()
