@@ -35,7 +35,7 @@ _FOCUSED_SHARES = (0.5, 0.4)
 # The share of a focused database's rows that take a named value in every column with one.
 _HIT_SHARE = 0.4
 _MAX_KEYED_ROWS = 8
-# The most rows the crowds of a database (:class:`_Crowd`) can join to (31 rows a group in 4
+# The most rows the crowds of a database (:class:`Crowd`) can join to (31 rows a group in 4
 # table reads joined on one value took 1.6 s, in 3 reads 0.1 s), and the most numbers a crowd
 # has groups for (the largest).
 _MAX_CROWD_JOINED = 50_000
@@ -84,7 +84,7 @@ class Pool:
     owner: tuple[str, str] | None = None
     nullable: bool = False
     odd: tuple[Value, ...] = ()
-    grouped: bool = False
+    group_by: bool = False
 
     def every(self) -> list[Value]:
         return list(dict.fromkeys([*self.exact, *self.near, *self.plain]))
@@ -105,6 +105,7 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
             facts.ranked |= one.ranked
             facts.nullable |= one.nullable
             facts.grouped |= one.grouped
+            facts.group_by |= one.group_by
             facts.boolean |= one.boolean
         kind = _kind(facts, [c for _, c in members])
         exact, near, odd = _named(facts, kind)
@@ -137,7 +138,7 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
             owner,
             facts.nullable,
             tuple(odd),
-            facts.grouped,
+            facts.group_by,
         )
         for member in members:
             out[member] = pool
@@ -436,7 +437,7 @@ def generate(
         ]
         column_pools = [pools_of.get((name, c)) for c in names]
         table_crowd = crowded.get(name)
-        if table_crowd is not None and table_crowd.free == len(names):
+        if table_crowd is not None and table_crowd.own:
             names.append(_own_column(names))
             column_pools.append(None)
         count = _row_count(schema, pools_of, (name, keys), rng, focused)
@@ -464,10 +465,11 @@ def generate(
 
 def crowds(
     schema: Schema, pools_of: dict[tuple[str, str], Pool], index: int = 0
-) -> dict[str, _Crowd]:
+) -> dict[str, Crowd]:
     """Each table's crowd on the ``index``-th database, for queries comparing a count with a
-    number (:class:`_Crowd`); none when the crowds could join to more than
-    ``_MAX_CROWD_JOINED`` rows (a table read four times, 31 rows a group: 1.6 s)."""
+    number (:class:`Crowd`); none when the crowded tables, each of its rows as many times as
+    a query reads it, could join to more than ``_MAX_CROWD_JOINED`` rows (cross joined: a
+    table of 177 rows read three times ran past the record's time)."""
     crowded = {}
     for name, columns in schema.tables.items():
         names = list(columns)
@@ -475,10 +477,10 @@ def crowds(
         is_key = [
             p is not None and p.owner == (name, c) for c, p in zip(names, column_pools, strict=True)
         ]
-        found = _Crowd.of(schema, column_pools, is_key, named=index % 2 == 0)
+        found = Crowd.of(schema, column_pools, is_key, named=index % 2 == 0)
         if found is not None:
             crowded[name] = found
-    joined = math.prod(max(c.sizes) ** schema.reads.get(name, 1) for name, c in crowded.items())
+    joined = math.prod(c.rows_needed ** schema.reads.get(name, 1) for name, c in crowded.items())
     return crowded if joined <= _MAX_CROWD_JOINED else {}
 
 
@@ -532,45 +534,51 @@ def _hit_rows(
 
 
 @dataclass(frozen=True)
-class _Crowd:
+class Crowd:
     """A table's crowd, for queries comparing a count with numbers (``HAVING COUNT(*) > 5``):
     groups of rows sharing one value in every column grouped by or joined on (``shared``), of
     each number's size and one more (``sizes``: 6 and 5; ``> 5`` and ``>= 5`` then differ),
-    kept apart by a ``free`` column (compared with no value, joined to nothing) or the table's
-    own key; with ``named``, the crowd's rows take named values in the other columns the
-    queries name values of and do not rank (they pass ``year BETWEEN 1990 AND 2000``)."""
+    whose ``free`` columns (compared with no value, joined to nothing) take values apart (the
+    crowd repeats nothing but the shared values), kept apart by them or the table's own key, or
+    (``own``) by a column of the crowd's own; with ``named``, the crowd's rows take named
+    values in the other columns the queries name values of and do not rank (they pass ``year
+    BETWEEN 1990 AND 2000``)."""
 
     sizes: tuple[int, ...]
     shared: tuple[int, ...]
     named: tuple[int, ...]
-    free: int | None
+    free: tuple[int, ...]
+    own: bool = False
+
+    @property
+    def rows_needed(self) -> int:
+        """The table's rows with its crowd in front: the groups and one more."""
+        return sum(self.sizes) + 1
 
     @classmethod
     def of(
         cls, schema: Schema, column_pools: list[Pool | None], is_key: list[bool], named: bool
-    ) -> _Crowd | None:
+    ) -> Crowd | None:
         """The crowd of a table whose columns have these pools; None without a number, a
         column grouped by or joined on, or a free column or key to keep its rows apart (a
         column of its own, after the others, where no query reads columns it does not name)."""
         shared = tuple(
             i
             for i, pool in enumerate(column_pools)
-            if pool is not None and not is_key[i] and (pool.linked or pool.grouped)
+            if pool is not None and not is_key[i] and (pool.linked or pool.group_by)
         )
-        free = next(
-            (
-                i
-                for i, pool in enumerate(column_pools)
-                if i not in shared
-                and not is_key[i]
-                and pool is not None
-                and not (pool.linked or pool.exact)
-            ),
-            None,
+        free = tuple(
+            i
+            for i, pool in enumerate(column_pools)
+            if i not in shared
+            and not is_key[i]
+            and pool is not None
+            and not (pool.linked or pool.exact)
         )
-        if free is None and not any(is_key) and not schema.unnamed:
-            free = len(column_pools)
-        if not schema.counts or not shared or (free is None and not any(is_key)):
+        own = not free and not any(is_key) and not schema.unnamed
+        if own:
+            free = (len(column_pools),)
+        if not schema.counts or not shared or not (free or any(is_key)):
             return None
         values = tuple(
             i
@@ -584,13 +592,14 @@ class _Crowd:
         )
         numbers = sorted(schema.counts, reverse=True)[:_MAX_CROWD_NUMBERS]
         sizes = tuple(size for n in numbers for size in (n + 1, n))
-        return cls(sizes, shared, values, free)
+        return cls(sizes, shared, values, free, own)
 
     def rows(
         self, rows: list[tuple[Value, ...]], column_pools: list[Pool | None], rng: random.Random
     ) -> list[tuple[Value, ...]]:
         """``rows`` with the crowd's groups in front (as many as the shared columns have
-        values for); the rows past them join none; a row repeating another is left out."""
+        values for); a row past them takes another value of the pool where there is one (else
+        it joins a group); a row repeating another is left out."""
         values = [self._values(column_pools[i], rng) for i in self.shared]
         groups = min(len(self.sizes), *(len(v) for v in values))
         owner = [g for g in range(groups) for _ in range(self.sizes[g])]
@@ -603,12 +612,12 @@ class _Crowd:
                     cells[i] = shared[owner[r]]
                 for i in self.named:
                     cells[i] = rng.choice(column_pools[i].exact)  # type: ignore[union-attr]
-                if self.free is not None:
-                    cells[self.free] = _distinct(column_pools[self.free], r)
+                for i in self.free:
+                    cells[i] = _distinct(column_pools[i], r)
             else:
                 for i, shared in zip(self.shared, values, strict=True):
                     if cells[i] in shared[:groups]:
-                        cells[i] = _outside(column_pools[i], shared, r, cells[i])
+                        cells[i] = _outside(column_pools[i], shared, cells[i])
             if tuple(cells) not in seen:
                 seen.add(tuple(cells))
                 out.append(tuple(cells))
@@ -616,24 +625,20 @@ class _Crowd:
 
     def _values(self, pool: Pool | None, rng: random.Random) -> list[Value]:
         """One value of a shared column per group (a named one first; past the pool's values,
-        values of its own where the column is joined to nothing)."""
+        values of its own where the column is joined to nothing and not a boolean)."""
         every = _pool(pool).every()
         first = rng.choice(_pool(pool).exact or every)
         rest = [v for v in every if v != first]
         rng.shuffle(rest)
         values = [first, *rest]
-        if not _pool(pool).linked:
+        if not _pool(pool).linked and not set(every) <= {0, 1}:
             values += [_distinct(pool, _FRESH + g) for g in range(len(self.sizes))]
         return values[: len(self.sizes)]
 
 
-def _outside(pool: Pool | None, taken: list[Value], r: int, value: Value) -> Value:
-    """A value of a shared column in no group: of the pool, else (joined to nothing) its own;
-    ``value`` when there is none."""
-    other = next((v for v in _pool(pool).every() if v not in taken), None)
-    if other is not None:
-        return other
-    return value if _pool(pool).linked else _distinct(pool, 2 * _FRESH + r)
+def _outside(pool: Pool | None, taken: list[Value], value: Value) -> Value:
+    """A value of a shared column's pool in no group; ``value`` when there is none."""
+    return next((v for v in _pool(pool).every() if v not in taken), value)
 
 
 def _own_column(names: list[str]) -> str:

@@ -78,6 +78,7 @@ class ColumnFacts:
     ranked: bool = False
     nullable: bool = False
     grouped: bool = False
+    group_by: bool = False
     boolean: bool = False
 
 
@@ -419,6 +420,8 @@ def _flags_from_parent(parent: exp.Expr | None, facts: ColumnFacts, wrapped_date
         facts.nullable = True
     if isinstance(parent, exp.Group | exp.Distinct):
         facts.grouped = True
+    if isinstance(parent, exp.Group):
+        facts.group_by = True
     if isinstance(parent, exp.Sum | exp.Avg):
         facts.kinds.add("int")
     if wrapped_date:

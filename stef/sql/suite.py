@@ -29,7 +29,7 @@ from sqlglot.errors import SqlglotError
 
 from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.fetch import fetch, limit_generated
-from stef.sql.gendb import Table, crowds, generate, pools
+from stef.sql.gendb import Crowd, Table, crowds, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
 from stef.sql.suite_dates import portable, register
 
@@ -113,15 +113,16 @@ def run_suite(
     ordered = ordered and prepared.ordered
     pooled = pools(schema)
     seed = seed_of(generated, reference)
-    ends = time.monotonic() + timeout_s
-    informative = 0
+    ends, informative = time.monotonic() + timeout_s, 0
     minor: SuiteOutcome | None = None
-    plan = _plan(n, crowded=bool(schema.counts and crowds(schema, pooled)))
-    for index, (clean, focused, crowd) in enumerate(plan):
+    plan = _plan(n, crowds(schema, pooled) if schema.counts else {})
+    for index, (clean, focused, crowd, decides) in enumerate(plan):
         deadline.check()
         tables = generate(schema, pooled, seed, index, clean=clean, focused=focused, crowd=crowd)
         seen = _compared(tables, (gen_sql, ref_sql), ends, deadline, max_rows, ordered)
-        if isinstance(seen, str):
+        if isinstance(seen, str):  # on a crowd's database, the others' outcome stands
+            if crowd:
+                break
             return SuiteOutcome("not_run", detail=seen, databases=index, elapsed_ms=_ms(started))
         if seen is None:
             continue  # the result depends on the order of the rows: this database cannot tell
@@ -136,7 +137,7 @@ def run_suite(
             informative=informative,
             counterexample=_counterexample(tables, gen_a, ref_a),
         )
-        if clean and _decisive(gen_a, ref_a, ordered, limits, deadline):
+        if decides and _decisive(gen_a, ref_a, ordered, limits, deadline):
             return replace(found, elapsed_ms=_ms(started))
         # Repeated rows only, or only with NULLs and repeats: what real data seldom shows.
         minor = minor or replace(found, status="duplicates")
@@ -190,14 +191,17 @@ class _Prepared:
     limits: bool
 
 
-def _plan(n: int, crowded: bool) -> list[tuple[bool, bool, bool]]:
-    """Each database's (clean, focused, crowd): ``n`` clean, ``n // 4`` with NULLs and repeats,
-    ``n // 2`` clean and focused, and when ``crowded`` (a count compared with a number) 4 clean
-    focused ones with crowds, which can only find a counterexample (in that order, so the first
-    ones stay as they were)."""
+def _plan(n: int, crowded: dict[str, Crowd]) -> list[tuple[bool, bool, bool, bool]]:
+    """Each database's (clean, focused, crowd, decides): ``n`` clean, ``n // 4`` with NULLs and
+    repeats, ``n // 2`` clean and focused, and with ``crowded`` (a count compared with a
+    number) 4 clean focused ones with crowds, which can only find a counterexample (in that
+    order, so the first ones stay as they were). A difference decides (``different``) on a
+    clean database, but where a crowd's own column alone keeps rows apart: they repeat what
+    the queries read."""
     plan = [(True, False)] * n + [(False, False)] * (n // 4) + [(True, True)] * (n // 2)
-    crowd = [(True, True, True)] * (_CROWDED if crowded and n else 0)
-    return [(clean, focused, False) for clean, focused in plan] + crowd
+    crowd = [(True, True)] * (_CROWDED if crowded and n else 0)
+    hidden = any(c.own for c in crowded.values())
+    return [(c, f, False, c) for c, f in plan] + [(c, f, True, not hidden) for c, f in crowd]
 
 
 def _prepare(

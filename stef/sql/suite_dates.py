@@ -45,8 +45,10 @@ _NOW_NODES = {
     exp.CurrentDate: NOW[:10],
     exp.CurrentTime: NOW[11:],
 }
-# SQLite's date functions that read "now" without an argument.
+# SQLite's date functions that read "now" without an argument, or as their first, and the
+# nodes sqlglot reads the others as (``STRFTIME('%Y', 'now')``, ``DATE('now')``).
 _NOW_FUNCTIONS = {"date", "datetime", "time", "julianday", "unixepoch"}
+_TIME_READERS = (exp.TsOrDsToTimestamp, exp.TsOrDsToDate, exp.Date, exp.Cast, exp.TimeStrToTime)
 
 
 def register(conn: sqlite3.Connection) -> None:
@@ -105,8 +107,12 @@ def reads_now(node: exp.Expr) -> bool:
 
 
 def _read_by_function(literal: exp.Literal) -> bool:
+    """Whether a date function reads ``literal`` as its time (``DATE('now')``,
+    ``STRFTIME('%Y', 'now')``, ``julianday('now')``), not a text function as a string."""
     parent = literal.parent
-    return isinstance(parent, exp.Func) and not isinstance(parent, exp.Predicate)
+    if isinstance(parent, exp.Anonymous):
+        return parent.name.casefold() in _NOW_FUNCTIONS and parent.expressions[:1] == [literal]
+    return isinstance(parent, _TIME_READERS) and parent.this is literal
 
 
 def _part(unit: str, value: exp.Expr) -> exp.Expr | None:
