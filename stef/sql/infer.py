@@ -402,7 +402,9 @@ def _climb(column: exp.Column, facts: ColumnFacts) -> tuple[exp.Expr, exp.Expr |
     node: exp.Expr = column
     wrapped_date = False
     parent = node.parent
-    while isinstance(parent, exp.Func | exp.Paren) and not isinstance(parent, exp.AggFunc):
+    while isinstance(parent, exp.Func | exp.Paren) and not isinstance(
+        parent, exp.AggFunc | exp.Connector
+    ):
         if _is_date_func(parent):
             wrapped_date = True
         if isinstance(parent, _NUMERIC_FUNCS):
