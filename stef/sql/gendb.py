@@ -35,12 +35,12 @@ _FOCUSED_SHARES = (0.5, 0.4)
 # The share of a focused database's rows that take a named value in every column with one.
 _HIT_SHARE = 0.4
 _MAX_KEYED_ROWS = 8
-# The most rows the crowds of a database (:class:`Crowd`) can join to (31 rows a group in 4
-# table reads joined on one value took 1.6 s, in 3 reads 0.1 s), and the most numbers a crowd
-# has groups for (the largest).
+# The most rows the crowded tables of a database (:class:`Crowd`) can join to, each table's
+# rows to the power of its reads (cross joined, 177 rows read three times ran past the record's
+# time), and the most numbers a crowd has groups for (the largest).
 _MAX_CROWD_JOINED = 50_000
 _MAX_CROWD_NUMBERS = 3
-# Where a crowd's own values of a column start (``_distinct``), past its free column's.
+# The first of a crowd's own values for a shared column (``_distinct``), past its free columns'.
 _FRESH = 1000
 # A query with a LIMIT gets tables with more rows than it (up to this many).
 _MAX_LIMITED_ROWS = 12
@@ -442,7 +442,7 @@ def generate(
             column_pools.append(None)
         count = _row_count(schema, pools_of, (name, keys), rng, focused)
         if table_crowd is not None:
-            count = max(count, sum(table_crowd.sizes) + 1)
+            count = max(count, table_crowd.rows_needed)
         shares = _FOCUSED_SHARES if focused else (_EXACT_SHARE, _NEAR_SHARE)
         cells = [
             _column_values(name, c, pool, count, rng, (clean, shares))

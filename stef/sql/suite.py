@@ -39,9 +39,9 @@ _CHECK_EVERY = 1_000
 # The rows of a counterexample kept in the result, per table and per output, and the characters
 # of one value (a query can make values of 1 MiB: one record's result was 6 MB).
 _SHOWN_ROWS = 8
+_SHOWN_CHARS = 200
 # Databases with crowds (:func:`stef.sql.gendb.crowds`), half with named values.
 _CROWDED = 4
-_SHOWN_CHARS = 200
 
 
 @dataclass(frozen=True)
