@@ -39,7 +39,7 @@ _PARTS = {
 # whatever the day it runs (an age, ``STRFTIME('%Y', 'now') - STRFTIME('%Y', birthday)``, grew
 # by one every year).
 NOW = "2020-06-15 12:00:00"
-_NOW_NODES = {
+_NOW_NODES: dict[type[exp.Expr], str] = {
     exp.CurrentTimestamp: NOW,
     exp.CurrentDatetime: NOW,
     exp.CurrentDate: NOW[:10],
@@ -82,28 +82,34 @@ def portable(tree: exp.Expr) -> exp.Expr:
 
 
 def _pin_now(tree: exp.Expr) -> None:
-    """``CURRENT_DATE``, ``CURRENT_TIMESTAMP``, a ``'now'`` a function reads and SQLite's date
-    functions called without an argument, as :data:`NOW` (in place)."""
-    for node in list(tree.find_all(*_NOW_NODES)):
-        node.replace(exp.Literal.string(_NOW_NODES[type(node)]))
-    for literal in list(tree.find_all(exp.Literal)):
-        text = str(literal.this)
-        if literal.is_string and text.strip().casefold() == "now" and _read_by_function(literal):
-            literal.replace(exp.Literal.string(NOW))
-    for call in list(tree.find_all(exp.Anonymous)):
-        if call.name.casefold() in _NOW_FUNCTIONS and not call.expressions:
-            call.set("expressions", [exp.Literal.string(NOW)])
+    """Every place ``tree`` reads "now" (:func:`_now_reads`) as :data:`NOW` (in place)."""
+    for node in _now_reads(tree):
+        if isinstance(node, exp.Anonymous):
+            node.set("expressions", [exp.Literal.string(NOW)])
+        else:
+            node.replace(exp.Literal.string(_NOW_NODES.get(type(node), NOW)))
 
 
 def reads_now(node: exp.Expr) -> bool:
     """Whether ``node`` reads "now" the way :func:`portable` pins it."""
-    if node.find(*_NOW_NODES) is not None:
-        return True
-    literals = node.find_all(exp.Literal)
-    if any(str(v.this).strip().casefold() == "now" and _read_by_function(v) for v in literals):
-        return True
-    calls = node.find_all(exp.Anonymous)
-    return any(c.name.casefold() in _NOW_FUNCTIONS and not c.expressions for c in calls)
+    return bool(_now_reads(node))
+
+
+def _now_reads(tree: exp.Expr) -> list[exp.Expr]:
+    """Where ``tree`` reads "now": ``CURRENT_DATE``, ``CURRENT_TIMESTAMP``, a ``'now'`` a date
+    function reads as its time, and SQLite's date functions called without an argument."""
+    found: list[exp.Expr] = list(tree.find_all(*_NOW_NODES))
+    found += [
+        v
+        for v in tree.find_all(exp.Literal)
+        if v.is_string and str(v.this).strip().casefold() == "now" and _read_by_function(v)
+    ]
+    found += [
+        c
+        for c in tree.find_all(exp.Anonymous)
+        if c.name.casefold() in _NOW_FUNCTIONS and not c.expressions
+    ]
+    return found
 
 
 def _read_by_function(literal: exp.Literal) -> bool:
