@@ -1,12 +1,15 @@
 """SQLite's double-quoted strings: ``country = "France"`` compares a string wherever no column is
-named France, and SQL written for SQLite (BIRD's among it) relies on it."""
+named France, and SQL written for SQLite (BIRD's among it) relies on it. And the tokenizer and
+parser each thread keeps for :func:`parse_sql`."""
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.pipeline import Pipeline
@@ -118,3 +121,25 @@ def test_the_heuristic_finds_the_question_s_value_in_double_quotes() -> None:
     assert result is not None and result.sql_spec is not None
     assert [f.values for f in result.sql_spec.filters] == [("france",)]
     assert result.issues == ["none"]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    ["SELECT (", 'SELECT "unclosed', "SELECT a FROM t WHERE", "SELECT * FROM (SELECT 1"],
+)
+def test_a_failed_parse_leaves_nothing_behind(broken: str) -> None:
+    """Each thread keeps its tokenizer and parser: what a failed parse left in them must not
+    reach the next statement."""
+    good = "SELECT a FROM t WHERE b = 1"
+    expected = [render(t) for t in parse_sql(good, "sqlite")]
+    with pytest.raises(SqlglotError):
+        parse_sql(broken, "sqlite")
+    assert [render(t) for t in parse_sql(good, "sqlite")] == expected
+
+
+def test_threads_parse_side_by_side() -> None:
+    statements = [f"SELECT c{i} FROM t{i} WHERE c{i} > {i}" for i in range(400)]
+    expected = [render(parse_sql(s, "postgres")[0]) for s in statements]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = list(pool.map(lambda s: render(parse_sql(s, "postgres")[0]), statements))
+    assert got == expected

@@ -28,6 +28,7 @@ at a time held a call past it.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import io
 import select
@@ -176,7 +177,8 @@ class PlainPool:
             if response is None:
                 raise unsent from None
         else:
-            conn.response_class = _deadline_response(deadline, self._timeout)
+            # A callable, not a class: http.client only calls it (typeshed says a class).
+            conn.response_class = _deadline_response(deadline, self._timeout)  # type: ignore[assignment]
             response = _guarded(conn.getresponse, _http.ReadTimeout, _http.ReadError)
         while 100 < response.status < 200:
             if response.status == 101:
@@ -259,17 +261,23 @@ class _DeadlineReader(io.RawIOBase):
         super().close()
 
 
-def _deadline_response(deadline: float, timeout: float) -> type[http.client.HTTPResponse]:
-    """The connection's response class for one request: it reads through
-    :class:`_DeadlineReader`."""
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An answer read through :class:`_DeadlineReader`: the connection's response class for one
+    request, bound to its deadline by :func:`_deadline_response`."""
 
-    class _Response(http.client.HTTPResponse):
-        def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
-            super().__init__(sock, *args, **kwargs)
-            reader = _DeadlineReader(sock, self.fp, deadline, timeout)
-            self.fp = io.BufferedReader(reader, _CHUNK)
+    def __init__(
+        self, sock: socket.socket, *args: Any, deadline: float, timeout: float, **kwargs: Any
+    ) -> None:
+        super().__init__(sock, *args, **kwargs)
+        reader = _DeadlineReader(sock, self.fp, deadline, timeout)
+        self.fp = io.BufferedReader(reader, _CHUNK)
 
-    return _Response
+
+def _deadline_response(deadline: float, timeout: float) -> Callable[..., _DeadlineResponse]:
+    """The connection's response class for one request (``http.client`` only calls it): the
+    class bound to the request's deadline. A class built per request cost more than the rest of
+    the exchange's own code, and each one lived until the cyclic collector found it."""
+    return functools.partial(_DeadlineResponse, deadline=deadline, timeout=timeout)
 
 
 def _early_answer(
