@@ -79,7 +79,13 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
         Whatever ``sqlglot.parse`` raises (a parse error; ValueError for an unknown dialect).
     """
     tokenizer, parser = _readers(dialect_of(dialect))
-    trees = [t for t in parser.parse(tokenizer.tokenize(sql), sql) if t is not None]
+    try:
+        trees = [t for t in parser.parse(tokenizer.tokenize(sql), sql) if t is not None]
+    finally:
+        # Neither keeps the statement's text and tokens until the thread's next parse: a
+        # replica's threads (one per LLM call in flight) would each hold their last one.
+        tokenizer.tokenize("")
+        parser.reset()
     if dialect == "sqlite" and '"' in sql:
         for tree in trees:
             _sqlite_strings(tree, sql)

@@ -14,7 +14,7 @@ from sqlglot.errors import SqlglotError
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.pipeline import Pipeline
 from stef.rules import load_rules
-from stef.sql.dialects import parse_sql, render
+from stef.sql.dialects import _readers, dialect_of, parse_sql, render
 from stef.stages.reference import reference
 
 
@@ -143,3 +143,15 @@ def test_threads_parse_side_by_side() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = list(pool.map(lambda s: render(parse_sql(s, "postgres")[0]), statements))
     assert got == expected
+
+
+def test_the_kept_readers_hold_no_statement() -> None:
+    """A thread's kept tokenizer and parser hold nothing of the statement once it is parsed (a
+    replica runs a thread per LLM call in flight), nor after a failed parse."""
+    tokenizer, parser = _readers(dialect_of("mysql"))
+    big = "SELECT " + ", ".join(f"c{i}" for i in range(2000)) + " FROM t"
+    parse_sql(big, "mysql")
+    with pytest.raises(SqlglotError):
+        parse_sql(big + " WHERE (", "mysql")
+    assert tokenizer.sql == "" and tokenizer.tokens == []
+    assert parser.sql == "" and parser.errors == []
