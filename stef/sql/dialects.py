@@ -78,7 +78,7 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
     Raises:
         Whatever ``sqlglot.parse`` raises (a parse error; ValueError for an unknown dialect).
     """
-    tokenizer, parser = _readers(dialect_of(dialect))
+    tokenizer, parser = _readers(dialect)
     try:
         trees = [t for t in parser.parse(tokenizer.tokenize(sql), sql) if t is not None]
     finally:
@@ -95,15 +95,22 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
 _THREAD = threading.local()
 
 
-def _readers(dialect: Dialect) -> tuple[Tokenizer, Parser]:
-    """This thread's tokenizer and parser of ``dialect`` (what ``Dialect.parse`` builds on every
-    call, with its defaults: errors raised at once)."""
-    readers: dict[Dialect, tuple[Tokenizer, Parser]] | None = getattr(_THREAD, "readers", None)
+def _readers(name: str | None) -> tuple[Tokenizer, Parser]:
+    """This thread's tokenizer and parser of the dialect ``name`` (what ``Dialect.parse`` builds
+    on every call, with its defaults: errors raised at once). Kept by name: a ``Dialect``
+    compares equal to any other of its class, whatever its settings (``"mysql,
+    normalization_strategy = lowercase"``).
+
+    Raises:
+        ValueError: ``name`` is not a dialect sqlglot knows.
+    """
+    readers: dict[str | None, tuple[Tokenizer, Parser]] | None = getattr(_THREAD, "readers", None)
     if readers is None:
         readers = _THREAD.readers = {}
-    pair = readers.get(dialect)
+    pair = readers.get(name)
     if pair is None:
-        pair = readers[dialect] = (dialect.tokenizer(), dialect.parser())
+        dialect = dialect_of(name)
+        pair = readers[name] = (dialect.tokenizer(), dialect.parser())
     return pair
 
 

@@ -148,10 +148,21 @@ def test_threads_parse_side_by_side() -> None:
 def test_the_kept_readers_hold_no_statement() -> None:
     """A thread's kept tokenizer and parser hold nothing of the statement once it is parsed (a
     replica runs a thread per LLM call in flight), nor after a failed parse."""
-    tokenizer, parser = _readers(dialect_of("mysql"))
+    tokenizer, parser = _readers("mysql")
     big = "SELECT " + ", ".join(f"c{i}" for i in range(2000)) + " FROM t"
     parse_sql(big, "mysql")
     with pytest.raises(SqlglotError):
         parse_sql(big + " WHERE (", "mysql")
     assert tokenizer.sql == "" and tokenizer.tokens == []
     assert parser.sql == "" and parser.errors == []
+
+
+def test_a_dialect_s_settings_are_its_own() -> None:
+    """sqlglot's dialects compare equal whatever their settings: each spelling keeps its own."""
+    lowered = "mysql, normalization_strategy = lowercase"
+    for name in ("mysql", lowered, "mysql"):
+        parse_sql("SELECT a FROM t", name)
+        assert _readers(name)[1].dialect.normalization_strategy == (
+            dialect_of(name).normalization_strategy
+        )
+    assert dialect_of("mysql").normalization_strategy != dialect_of(lowered).normalization_strategy
