@@ -4,8 +4,9 @@ SQLite's double-quoted strings), and parsed trees without what STEF never reads.
 ``sqlglot.parse(sql, read="mysql")`` and ``node.sql(dialect=None)`` build a new ``Dialect`` on
 every call (about 4.5 per record); a ``Dialect`` holds no per-call state (each parse and each
 rendering makes its own parser or generator), so one instance per name serves every thread.
-The tokenizer and the parser of :func:`parse_sql` are kept too, one pair per dialect and thread:
-both start every call afresh (``reset``), and building them was a tenth of a parse.
+The tokenizer and the parser of :func:`parse_sql` are kept too, one pair per dialect and thread
+(where sqlglot's own ``tokenize`` and ``parse`` read: both start every call afresh), and emptied
+after each parse; building them was a tenth of a parse.
 """
 
 from __future__ import annotations
@@ -110,8 +111,21 @@ def _readers(name: str | None) -> tuple[Tokenizer, Parser]:
     pair = readers.get(name)
     if pair is None:
         dialect = dialect_of(name)
-        pair = readers[name] = (dialect.tokenizer(), dialect.parser())
+        pair = (dialect.tokenizer(), dialect.parser())
+        if _resets_whole(dialect):
+            readers[name] = pair
     return pair
+
+
+def _resets_whole(dialect: Dialect) -> bool:
+    """Whether ``dialect`` reads with sqlglot's own ``tokenize`` and ``parse``, which reset all
+    they hold. A dialect that overrides them (athena hands each statement to an inner Hive or
+    Trino reader, which the outer reset leaves full) gets new readers for every parse, as
+    ``sqlglot.parse`` gives it."""
+    return (
+        dialect.parser_class.parse is Parser.parse
+        and dialect.tokenizer_class.tokenize is Tokenizer.tokenize
+    )
 
 
 # Where a double-quoted name stands for a value: the right side of a comparison with a column,
