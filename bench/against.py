@@ -76,7 +76,8 @@ def run_against(
 ) -> dict[str, Any]:
     """REF's report of ``sections`` (those of :data:`SECTIONS` among them), run on REF's code
     (``commit``, from :func:`resolve`); with the deterministic section, both sides' record path
-    in alternating rounds too (:mod:`bench.paired`, over ``records``).
+    in alternating rounds too, and with the LLM section both sides' LLM path
+    (:mod:`bench.paired`, over ``records``).
 
     Raises:
         AgainstError: REF cannot be exported, or its bench failed.
@@ -106,6 +107,17 @@ def run_against(
             print("bench: deterministic, both sides in alternating rounds ...", file=sys.stderr)
             try:
                 against["paired"] = paired.run_rounds({"this tree": root, ref: tree}, records)
+            except RuntimeError as exc:
+                raise AgainstError(f"bench: {exc}") from exc
+        if "llm" in chosen:
+            print("bench: llm, both sides in alternating rounds ...", file=sys.stderr)
+            try:
+                against["paired_llm"] = paired.run_llm_rounds(
+                    {"this tree": root, ref: tree},
+                    records,
+                    concurrency=args.llm_concurrency,
+                    latency_ms=args.llm_latency_ms,
+                )
             except RuntimeError as exc:
                 raise AgainstError(f"bench: {exc}") from exc
     return against

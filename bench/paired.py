@@ -1,4 +1,5 @@
-"""The deterministic record path of this tree and of REF, in alternating rounds of CPU time.
+"""The record path of this tree and of REF, in alternating rounds of CPU time: the deterministic
+path (:func:`run_rounds`) and the LLM path (:func:`run_llm_rounds`).
 
 A ``--against`` run measures each side's sections in its own window, one after the other; on a
 shared machine the speed of the two windows can differ by more than a change moves (a parse
@@ -8,9 +9,20 @@ time (``time.thread_time``) rather than the wall clock: the parse of each chunk 
 the record path of the same chunk, alternating. The median of the rounds is reported, with
 every round's figure.
 
+The LLM path's figure in a ``--against`` run is a wall-clock ratio to a plain client, and the
+plain client is held by the endpoint (a Python server on the same cores) while STEF's side is
+held by its own interpreter: the same code gave 0.69 to 0.84 at 64 in flight within half an
+hour. So both sides' LLM path also runs in alternating rounds, in fresh processes against one
+fake endpoint, counting the process's CPU time (every thread: the judge, the client, the
+metrics) a record: what a change of the path costs, whatever held the clock, with every round
+beside the medians. Fresh processes of the same code spend from 4.2 to 5.7 ms a record on a
+shared two-core machine (a tenth either way, the hash seed fixed or not), so the medians of
+five rounds tell a regression of a third, not one of a few percent.
+
 This file is also the worker: ``python bench/paired.py CORPUS RULES`` judges the corpus (one
 JSON record a line) with the ``stef`` package first on ``PYTHONPATH``, so one worker runs
-either side's code.
+either side's code; ``python bench/paired.py --llm URL CONCURRENCY RECORDS CORPUS`` runs the LLM
+path over ``RECORDS`` of it against the endpoint at ``URL``.
 """
 
 from __future__ import annotations
@@ -29,6 +41,9 @@ from typing import Any
 
 ROUNDS = 5
 CHUNK = 50
+# The LLM path's window in each round: records judged at the bench's concurrency (64), about 4 s
+# at the fake endpoint's 200 ms, after as many again to warm the connections and the caches up.
+LLM_RECORDS = 640
 
 
 def run_rounds(
@@ -52,7 +67,7 @@ def run_rounds(
     with _corpus_file(corpus) as path:
         for i in range(rounds):
             for name in names if i % 2 == 0 else names[::-1]:
-                runs[name].append(_worker(trees[name], path))
+                runs[name].append(_worker(trees[name], str(path), str(trees[name] / "rules")))
     out: dict[str, Any] = {"rounds": rounds, "sides": {}}
     for name in names:
         ratios = [r["parse_cpu_s"] / r["stef_cpu_s"] for r in runs[name]]
@@ -67,6 +82,56 @@ def run_rounds(
     return out
 
 
+def run_llm_rounds(
+    trees: dict[str, Path],
+    corpus: list[dict[str, Any]],
+    rounds: int = ROUNDS,
+    *,
+    concurrency: int = 64,
+    latency_ms: float = 200.0,
+    records: int = LLM_RECORDS,
+) -> dict[str, Any]:
+    """Both sides' LLM path (built as ``stef run`` builds it) in ``rounds`` alternating rounds,
+    each side in a fresh process, against one fake endpoint with ``latency_ms`` of latency.
+
+    Returns:
+        Per side: the median CPU milliseconds a record (the process's, every thread), the
+        median records a second, the fewest records the judge evaluated in a round, and every
+        round's CPU; and the first side's median CPU a record over the second's
+        (``cpu_first_over_second``: above 1, the first side spends more).
+    """
+    # Imported here: run as the worker, this file must not import this tree's stef.
+    from bench.llm import fake_endpoint
+
+    names = list(trees)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    with _corpus_file(corpus) as path, fake_endpoint(latency_ms / 1000) as url:
+        args = ("--llm", url, str(concurrency), str(records), str(path))
+        for i in range(rounds):
+            for name in names if i % 2 == 0 else names[::-1]:
+                runs[name].append(_worker(trees[name], *args))
+    out: dict[str, Any] = {
+        "rounds": rounds,
+        "concurrency": concurrency,
+        "latency_ms": latency_ms,
+        "records": records,
+        "sides": {},
+    }
+    for name in names:
+        cpu = [r["cpu_s"] / r["records"] * 1e3 for r in runs[name]]
+        out["sides"][name] = {
+            "cpu_ms_per_record": round(statistics.median(cpu), 3),
+            "records_per_s": round(
+                statistics.median(r["records"] / r["wall_s"] for r in runs[name]), 1
+            ),
+            "evaluated": min(int(r["evaluated"]) for r in runs[name]),
+            "cpu_ms_by_round": [round(c, 3) for c in cpu],
+        }
+    first, second = (out["sides"][n]["cpu_ms_per_record"] for n in names[:2])
+    out["cpu_first_over_second"] = round(first / second, 3)
+    return out
+
+
 @contextlib.contextmanager
 def _corpus_file(corpus: list[dict[str, Any]]) -> Iterator[Path]:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as f:
@@ -75,11 +140,11 @@ def _corpus_file(corpus: list[dict[str, Any]]) -> Iterator[Path]:
         yield Path(f.name)
 
 
-def _worker(tree: Path, corpus: Path) -> dict[str, float]:
+def _worker(tree: Path, *args: str) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(tree)
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), str(corpus), str(tree / "rules")],
+        [sys.executable, str(Path(__file__).resolve()), *args],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -146,7 +211,63 @@ def _work(corpus: Path, rules_dir: Path) -> dict[str, Any]:
     }
 
 
+def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from prometheus_client import CollectorRegistry
+
+    import stef
+    from stef.judges.llm import build_llm_judge
+    from stef.judges.llm.config import LlmConfig
+    from stef.metrics import Metrics
+    from stef.rules import load_rules
+    from stef.service.collector import restore_collector, settle_collector
+    from stef.service.wiring import build_pipeline
+    from stef.settings import Settings
+
+    lines = [line.encode() for line in corpus.read_text(encoding="utf-8").splitlines()]
+    warm = 2 * concurrency
+    payloads = [lines[i % len(lines)] for i in range(count + warm)]
+    config = LlmConfig(
+        base_url=url, model="bench-fake", max_concurrency=concurrency, cache_size=0, timeout_s=30
+    )
+    metrics = Metrics(CollectorRegistry())
+    judge = build_llm_judge(config, metrics)
+    settings = Settings(llm=config)
+    pipeline = build_pipeline(settings, load_rules(None), judge, metrics)
+    outcomes: list[str] = []
+
+    def judged(payload: bytes) -> None:
+        result = pipeline.process(payload, {"line": 0}).result
+        outcomes.append(result.outcome if result is not None else "dead_letter")
+
+    # The collector as a replica sets it once built (`stef run`).
+    collector = settle_collector(settings.gc_gen0)
+    try:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            list(pool.map(judged, payloads[count:]))  # connections and first use, outside
+            _clear_stef_caches()
+            outcomes.clear()
+            cpu, wall = time.process_time(), time.perf_counter()
+            list(pool.map(judged, payloads[:count]))
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    finally:
+        restore_collector(collector)
+        judge.close()
+    return {
+        "stef": stef.__file__,
+        "records": count,
+        "evaluated": outcomes.count("evaluated"),
+        "cpu_s": cpu,
+        "wall_s": wall,
+    }
+
+
 if __name__ == "__main__":
     # This folder, put first on the path by running this file, must not hide the tree's stef.
     sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
-    print(json.dumps(_work(Path(sys.argv[1]), Path(sys.argv[2]))))
+    if sys.argv[1] == "--llm":
+        url, concurrency, count, corpus = sys.argv[2:6]
+        print(json.dumps(_work_llm(url, int(concurrency), int(count), Path(corpus))))
+    else:
+        print(json.dumps(_work(Path(sys.argv[1]), Path(sys.argv[2]))))

@@ -305,31 +305,56 @@ def _markdown(report: dict[str, Any]) -> str:
             lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
         if against.get("paired"):
             lines += _paired_markdown(against["paired"])
+        if against.get("paired_llm"):
+            lines += _paired_llm_markdown(against["paired_llm"])
     if report.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
 
 
 def _paired_markdown(paired: dict[str, Any]) -> list[str]:
-    lines = [
-        "",
-        f"### deterministic, both sides in {paired['rounds']} alternating rounds (CPU time)",
-        "",
+    intro = (
         "Each round runs both sides in fresh processes, the order flipping every round: the "
         "parse of each chunk of 50 records and the record path of the same chunk, in this "
-        "thread's CPU time. Medians of the rounds.",
-        "",
-        "| side | deterministic / parse (CPU) | record path CPU ms | by round |",
-        "| --- | --- | --- | --- |",
-    ]
-    for side, figures in paired["sides"].items():
-        rounds = ", ".join(str(r) for r in figures["ratio_by_round"])
-        lines.append(
-            f"| {side} | {figures['deterministic_vs_parse_cpu_ratio']} | "
-            f"{figures['record_path_cpu_ms']} | {rounds} |"
-        )
-    lines += ["", f"this tree / ref: {paired['first_over_second']}"]
-    return lines
+        "thread's CPU time. Medians of the rounds."
+    )
+    columns = ("deterministic / parse (CPU)", "record path CPU ms", "by round")
+    rows = {
+        side: (f["deterministic_vs_parse_cpu_ratio"], f["record_path_cpu_ms"], f["ratio_by_round"])
+        for side, f in paired["sides"].items()
+    }
+    last = f"this tree / ref: {paired['first_over_second']}"
+    return _rounds_table(
+        f"deterministic, both sides in {paired['rounds']}", intro, columns, rows, last
+    )
+
+
+def _paired_llm_markdown(paired: dict[str, Any]) -> list[str]:
+    intro = (
+        "Each round runs both sides' LLM path in fresh processes, the order flipping every "
+        f"round: {paired['records']} records at {paired['concurrency']} in flight against one "
+        f"fake endpoint ({paired['latency_ms']:g} ms), in the process's CPU time (every thread). "
+        "Medians of the rounds; lower is cheaper."
+    )
+    columns = ("CPU ms a record", "records/s", "evaluated (fewest)", "CPU ms by round")
+    rows = {
+        side: (f["cpu_ms_per_record"], f["records_per_s"], f["evaluated"], f["cpu_ms_by_round"])
+        for side, f in paired["sides"].items()
+    }
+    last = f"this tree / ref, CPU a record: {paired['cpu_first_over_second']}"
+    return _rounds_table(f"llm, both sides in {paired['rounds']}", intro, columns, rows, last)
+
+
+def _rounds_table(
+    title: str, intro: str, columns: tuple[str, ...], rows: dict[str, tuple[Any, ...]], last: str
+) -> list[str]:
+    """One paired section: each side's medians, then every round's figure (the last column)."""
+    lines = ["", f"### {title} alternating rounds (CPU time)", "", intro, ""]
+    lines += ["| side | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
+    for side, (*medians, by_round) in rows.items():
+        cells = [*map(str, medians), ", ".join(map(str, by_round))]
+        lines.append(f"| {side} | " + " | ".join(cells) + " |")
+    return [*lines, "", last]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,14 +1,18 @@
-"""`make bench --against REF`'s paired rounds (bench/paired.py): each side's record path runs on
-that side's own code, in alternating rounds, and a tree without its own stef is refused."""
+"""`make bench --against REF`'s paired rounds (bench/paired.py): each side's record path (the
+deterministic one, and the LLM one against a fake endpoint) runs on that side's own code, in
+alternating rounds, and a tree without its own stef is refused."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench import paired
+from stef.errors import InvalidInput
+from stef.stages.validate import validate
 from tests.conftest import ROOT
 
 RECORDS = [
@@ -34,3 +38,72 @@ def test_a_tree_without_its_own_stef_is_refused(tmp_path: Path) -> None:
     (tmp_path / "rules").symlink_to(ROOT / "rules")
     with pytest.raises(RuntimeError, match="another tree's stef"):
         paired.run_rounds({"this tree": ROOT, "empty": tmp_path}, RECORDS, rounds=1)
+
+
+def _valid(record: dict[str, object]) -> bool:
+    try:
+        validate(record)
+    except InvalidInput:
+        return False
+    return True
+
+
+def test_both_sides_llm_path_is_measured_in_alternating_rounds() -> None:
+    valid = [r for r in RECORDS if _valid(r)]
+    out = paired.run_llm_rounds(
+        {"this tree": ROOT, "again": ROOT}, valid, rounds=2, concurrency=4, latency_ms=20, records=8
+    )
+    assert (out["rounds"], out["concurrency"], out["records"]) == (2, 4, 8)
+    for side in ("this tree", "again"):
+        figures = out["sides"][side]
+        assert figures["evaluated"] == 8  # every record judged by the endpoint, in every round
+        assert len(figures["cpu_ms_by_round"]) == 2
+        assert all(c > 0 for c in figures["cpu_ms_by_round"])
+        assert figures["cpu_ms_per_record"] > 0 and figures["records_per_s"] > 0
+    assert out["cpu_first_over_second"] > 0
+
+
+def test_a_tree_without_its_own_stef_is_refused_on_the_llm_path(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="another tree's stef"):
+        paired.run_llm_rounds(
+            {"this tree": ROOT, "empty": tmp_path}, RECORDS, rounds=1, concurrency=2, records=2
+        )
+
+
+def test_the_report_sets_both_sides_llm_rounds_side_by_side() -> None:
+    from bench.run import _markdown
+
+    def side(cpu: float, per_s: float, evaluated: int, by_round: list[float]) -> dict[str, Any]:
+        return {
+            "cpu_ms_per_record": cpu,
+            "records_per_s": per_s,
+            "evaluated": evaluated,
+            "cpu_ms_by_round": by_round,
+        }
+
+    paired_llm = {
+        "rounds": 2,
+        "concurrency": 64,
+        "latency_ms": 200.0,
+        "records": 640,
+        "sides": {
+            "this tree": side(4.9, 160.0, 640, [4.8, 5.0]),
+            "main": side(4.5, 171.2, 639, [4.4, 4.6]),
+        },
+        "cpu_first_over_second": 1.089,
+    }
+    report = {
+        "run_at": "now",
+        "machine": "here",
+        "python": "3.11",
+        "sqlglot": "30",
+        "corpus_records": 640,
+        "sections": {},
+        "against": {"ref": "main", "commit": "0" * 40, "paired_llm": paired_llm},
+        "comparison": [],
+    }
+    text = _markdown(report)
+    assert "### llm, both sides in 2 alternating rounds (CPU time)" in text
+    assert "| this tree | 4.9 | 160.0 | 640 | 4.8, 5.0 |" in text
+    assert "| main | 4.5 | 171.2 | 639 | 4.4, 4.6 |" in text
+    assert "this tree / ref, CPU a record: 1.089" in text
