@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def run_against(
     """REF's report of ``sections`` (those of :data:`SECTIONS` among them), run on REF's code
     (``commit``, from :func:`resolve`); with the deterministic section, both sides' record path
     in alternating rounds too, and with the LLM section both sides' LLM path
-    (:mod:`bench.paired`, over ``records``).
+    (:mod:`bench.paired`, over ``records``; a failure of theirs is reported, not raised).
 
     Raises:
         AgainstError: REF cannot be exported, or its bench failed.
@@ -103,24 +104,32 @@ def run_against(
             raise AgainstError(f"bench: the bench of {ref} ({commit[:12]}) failed")
         theirs: dict[str, Any] = json.loads((out / "report.json").read_text())
         against = {"ref": ref, "commit": commit, "sections": theirs.get("sections", {})}
+        trees = {"this tree": root, ref: tree}
         if "deterministic" in chosen:
-            print("bench: deterministic, both sides in alternating rounds ...", file=sys.stderr)
-            try:
-                against["paired"] = paired.run_rounds({"this tree": root, ref: tree}, records)
-            except RuntimeError as exc:
-                raise AgainstError(f"bench: {exc}") from exc
+            against["paired"] = _rounds("deterministic", lambda: paired.run_rounds(trees, records))
         if "llm" in chosen:
-            print("bench: llm, both sides in alternating rounds ...", file=sys.stderr)
-            try:
-                against["paired_llm"] = paired.run_llm_rounds(
-                    {"this tree": root, ref: tree},
+            against["paired_llm"] = _rounds(
+                "llm",
+                lambda: paired.run_llm_rounds(
+                    trees,
                     records,
                     concurrency=args.llm_concurrency,
                     latency_ms=args.llm_latency_ms,
-                )
-            except RuntimeError as exc:
-                raise AgainstError(f"bench: {exc}") from exc
+                ),
+            )
     return against
+
+
+def _rounds(section: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Both sides' ``section`` in alternating rounds; a side whose worker fails (a REF too old
+    for it) leaves ``{"error": ...}`` in the report, as a failed section does, and the rest of
+    the comparison stands."""
+    print(f"bench: {section}, both sides in alternating rounds ...", file=sys.stderr)
+    try:
+        return measure()
+    except RuntimeError as exc:
+        print(f"bench: {section} rounds: {exc}", file=sys.stderr)
+        return {"error": str(exc)}
 
 
 def _env() -> dict[str, str]:

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +221,6 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
     from stef.judges.llm.config import LlmConfig
     from stef.metrics import Metrics
     from stef.rules import load_rules
-    from stef.service.collector import restore_collector, settle_collector
     from stef.service.wiring import build_pipeline
     from stef.settings import Settings
 
@@ -241,8 +240,7 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
         result = pipeline.process(payload, {"line": 0}).result
         outcomes.append(result.outcome if result is not None else "dead_letter")
 
-    # The collector as a replica sets it once built (`stef run`).
-    collector = settle_collector(settings.gc_gen0)
+    collector = _settle_collector(settings)
     try:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(judged, payloads[count:]))  # connections and first use, outside
@@ -252,7 +250,8 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
             list(pool.map(judged, payloads[:count]))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     finally:
-        restore_collector(collector)
+        if collector is not None:
+            collector()
         judge.close()
     return {
         "stef": stef.__file__,
@@ -261,6 +260,18 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
         "cpu_s": cpu,
         "wall_s": wall,
     }
+
+
+def _settle_collector(settings: Any) -> Callable[[], None] | None:
+    """The collector as the tree's replica sets it once built (`stef run`), and the call that
+    undoes it; None for a tree from before the setting (its replicas left the collector alone,
+    as in the regression of 2026-11 this bench was built to see)."""
+    try:
+        from stef.service.collector import restore_collector, settle_collector
+    except ImportError:
+        return None
+    before = settle_collector(settings.gc_gen0)
+    return lambda: restore_collector(before)
 
 
 if __name__ == "__main__":

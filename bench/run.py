@@ -290,26 +290,31 @@ def _markdown(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join("---" for _ in columns) + " |")
         lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
     if report.get("against"):
-        against = report["against"]
-        lines += ["", f"## against {against['ref']} ({against['commit'][:12]})", ""]
-        lines += [
-            "The same sections on that commit's code (git archive in a temporary folder), "
-            "same machine, same run; each side's ratio is against its own baseline.",
-            "",
-        ]
-        rows = report["comparison"]
-        if rows:
-            columns = list(rows[0])
-            lines += ["| " + " | ".join(columns) + " |"]
-            lines.append("| " + " | ".join("---" for _ in columns) + " |")
-            lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
-        if against.get("paired"):
-            lines += _paired_markdown(against["paired"])
-        if against.get("paired_llm"):
-            lines += _paired_llm_markdown(against["paired_llm"])
+        lines += _against_markdown(report["against"], report["comparison"])
     if report.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _against_markdown(against: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", f"## against {against['ref']} ({against['commit'][:12]})", ""]
+    lines += [
+        "The same sections on that commit's code (git archive in a temporary folder), "
+        "same machine, same run; each side's ratio is against its own baseline.",
+        "",
+    ]
+    if rows:
+        columns = list(rows[0])
+        lines += ["| " + " | ".join(columns) + " |"]
+        lines.append("| " + " | ".join("---" for _ in columns) + " |")
+        lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+    for key, markdown in (("paired", _paired_markdown), ("paired_llm", _paired_llm_markdown)):
+        rounds = against.get(key)
+        if rounds and "error" in rounds:
+            lines += ["", f"### {key}: not measured", "", rounds["error"]]
+        elif rounds:
+            lines += markdown(rounds)
+    return lines
 
 
 def _paired_markdown(paired: dict[str, Any]) -> list[str]:

@@ -107,3 +107,20 @@ def test_the_report_sets_both_sides_llm_rounds_side_by_side() -> None:
     assert "| this tree | 4.9 | 160.0 | 640 | 4.8, 5.0 |" in text
     assert "| main | 4.5 | 171.2 | 639 | 4.4, 4.6 |" in text
     assert "this tree / ref, CPU a record: 1.089" in text
+
+
+def test_rounds_that_fail_are_reported_and_the_comparison_stands() -> None:
+    from bench.against import _rounds
+    from bench.run import _against_markdown
+
+    def too_old() -> dict[str, Any]:
+        raise RuntimeError("paired worker in /tmp/ref failed: ModuleNotFoundError")
+
+    failed = _rounds("llm", too_old)
+    assert failed == {"error": "paired worker in /tmp/ref failed: ModuleNotFoundError"}
+    row = {"figure": "llm.llm_vs_plain_ratio", "this tree": 0.7, "main": 0.8, "this / ref": 0.875}
+    text = "\n".join(
+        _against_markdown({"ref": "main", "commit": "0" * 40, "paired_llm": failed}, [row])
+    )
+    assert "| llm.llm_vs_plain_ratio | 0.7 | 0.8 | 0.875 |" in text
+    assert "### paired_llm: not measured\n\npaired worker in /tmp/ref failed" in text
