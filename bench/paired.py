@@ -44,6 +44,9 @@ CHUNK = 50
 # The LLM path's window in each round: records judged at the bench's concurrency (64), about 4 s
 # at the fake endpoint's 200 ms, after as many again to warm the connections and the caches up.
 LLM_RECORDS = 640
+# A worker takes seconds (the deterministic one about ten, the LLM one under ten); one that
+# runs for minutes is hung (a REF whose judge never answers) and is stopped.
+WORKER_TIMEOUT_S = 600
 
 
 def run_rounds(
@@ -96,20 +99,27 @@ def run_llm_rounds(
 
     Returns:
         Per side: the median CPU milliseconds a record (the process's, every thread), the
-        median records a second, the fewest records the judge evaluated in a round, and every
-        round's CPU; and the first side's median CPU a record over the second's
-        (``cpu_first_over_second``: above 1, the first side spends more).
+        median records a second, and every round's CPU; and the first side's median CPU a
+        record over the second's (``cpu_first_over_second``: above 1, the first side spends
+        more).
+
+    Raises:
+        RuntimeError: a worker failed, or a side did not get every record of a round evaluated
+            by the endpoint (a judge error or a dead letter costs a fraction of a call: such a
+            side would read cheap).
     """
     # Imported here: run as the worker, this file must not import this tree's stef.
     from bench.llm import fake_endpoint
 
     names = list(trees)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-    with _corpus_file(corpus) as path, fake_endpoint(latency_ms / 1000) as url:
-        args = ("--llm", url, str(concurrency), str(records), str(path))
+    with _corpus_file(corpus) as path:
         for i in range(rounds):
-            for name in names if i % 2 == 0 else names[::-1]:
-                runs[name].append(_worker(trees[name], *args))
+            # An endpoint per round (it keeps every request it answers), both sides at it.
+            with fake_endpoint(latency_ms / 1000) as url:
+                args = ("--llm", url, str(concurrency), str(records), str(path))
+                for name in names if i % 2 == 0 else names[::-1]:
+                    runs[name].append(_judged_all(name, _worker(trees[name], *args)))
     out: dict[str, Any] = {
         "rounds": rounds,
         "concurrency": concurrency,
@@ -124,7 +134,6 @@ def run_llm_rounds(
             "records_per_s": round(
                 statistics.median(r["records"] / r["wall_s"] for r in runs[name]), 1
             ),
-            "evaluated": min(int(r["evaluated"]) for r in runs[name]),
             "cpu_ms_by_round": [round(c, 3) for c in cpu],
         }
     first, second = (out["sides"][n]["cpu_ms_per_record"] for n in names[:2])
@@ -140,21 +149,52 @@ def _corpus_file(corpus: list[dict[str, Any]]) -> Iterator[Path]:
         yield Path(f.name)
 
 
+def _judged_all(side: str, figures: dict[str, float]) -> dict[str, float]:
+    if figures["evaluated"] != figures["records"]:
+        raise RuntimeError(
+            f"{side}: the LLM path evaluated {figures['evaluated']:g} of {figures['records']:g} "
+            "records (judge errors or dead letters): its CPU a record is not the path's"
+        )
+    return figures
+
+
 def _worker(tree: Path, *args: str) -> dict[str, float]:
+    """One worker's figures.
+
+    Raises:
+        RuntimeError: it failed, ran past :data:`WORKER_TIMEOUT_S`, printed no figures as its
+            last line, or imported another tree's ``stef``.
+    """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(tree)
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), *args],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = [sys.executable, str(Path(__file__).resolve()), *args]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=WORKER_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"paired worker in {tree} ran past {WORKER_TIMEOUT_S} s and was stopped"
+        ) from None
     if done.returncode != 0:
-        raise RuntimeError(f"paired worker in {tree} failed: {done.stderr.strip()[-500:]}")
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    if not Path(figures.pop("stef")).resolve().is_relative_to(tree.resolve()):
+        raise RuntimeError(
+            f"paired worker in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+        )
+    try:
+        figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        where = Path(figures.pop("stef"))
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        raise RuntimeError(
+            f"paired worker in {tree} printed no figures as its last line: "
+            f"{done.stdout.strip()[-300:]!r}"
+        ) from None
+    if not where.resolve().is_relative_to(tree.resolve()):
         raise RuntimeError(f"paired worker in {tree} imported another tree's stef")
     return figures
 

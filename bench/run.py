@@ -308,58 +308,72 @@ def _against_markdown(against: dict[str, Any], rows: list[dict[str, Any]]) -> li
         lines += ["| " + " | ".join(columns) + " |"]
         lines.append("| " + " | ".join("---" for _ in columns) + " |")
         lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
-    for key, markdown in (("paired", _paired_markdown), ("paired_llm", _paired_llm_markdown)):
-        rounds = against.get(key)
-        if rounds and "error" in rounds:
-            lines += ["", f"### {key}: not measured", "", rounds["error"]]
-        elif rounds:
-            lines += markdown(rounds)
+    for key in _ROUNDS:
+        if against.get(key):
+            lines += _rounds_markdown(key, against[key])
     return lines
 
 
-def _paired_markdown(paired: dict[str, Any]) -> list[str]:
-    intro = (
+def _deterministic_intro(paired: dict[str, Any]) -> str:
+    return (
         "Each round runs both sides in fresh processes, the order flipping every round: the "
         "parse of each chunk of 50 records and the record path of the same chunk, in this "
         "thread's CPU time. Medians of the rounds."
     )
-    columns = ("deterministic / parse (CPU)", "record path CPU ms", "by round")
-    rows = {
-        side: (f["deterministic_vs_parse_cpu_ratio"], f["record_path_cpu_ms"], f["ratio_by_round"])
-        for side, f in paired["sides"].items()
-    }
-    last = f"this tree / ref: {paired['first_over_second']}"
-    return _rounds_table(
-        f"deterministic, both sides in {paired['rounds']}", intro, columns, rows, last
-    )
 
 
-def _paired_llm_markdown(paired: dict[str, Any]) -> list[str]:
-    intro = (
+def _llm_intro(paired: dict[str, Any]) -> str:
+    return (
         "Each round runs both sides' LLM path in fresh processes, the order flipping every "
         f"round: {paired['records']} records at {paired['concurrency']} in flight against one "
-        f"fake endpoint ({paired['latency_ms']:g} ms), in the process's CPU time (every thread). "
-        "Medians of the rounds; lower is cheaper."
+        f"fake endpoint ({paired['latency_ms']:g} ms), in the process's CPU time (every thread); "
+        "every record evaluated by the endpoint in every round, else not measured. Medians of "
+        "the rounds; lower is cheaper."
     )
-    columns = ("CPU ms a record", "records/s", "evaluated (fewest)", "CPU ms by round")
-    rows = {
-        side: (f["cpu_ms_per_record"], f["records_per_s"], f["evaluated"], f["cpu_ms_by_round"])
-        for side, f in paired["sides"].items()
-    }
-    last = f"this tree / ref, CPU a record: {paired['cpu_first_over_second']}"
-    return _rounds_table(f"llm, both sides in {paired['rounds']}", intro, columns, rows, last)
 
 
-def _rounds_table(
-    title: str, intro: str, columns: tuple[str, ...], rows: dict[str, tuple[Any, ...]], last: str
-) -> list[str]:
+# The paired rounds of a --against run (bench/paired.py): report key -> section, introduction,
+# each side's columns (title, figure; the last is every round's), the two sides' comparison.
+_ROUNDS: dict[str, tuple[str, Callable[[dict[str, Any]], str], tuple[tuple[str, str], ...], str]]
+_ROUNDS = {
+    "paired": (
+        "deterministic",
+        _deterministic_intro,
+        (
+            ("deterministic / parse (CPU)", "deterministic_vs_parse_cpu_ratio"),
+            ("record path CPU ms", "record_path_cpu_ms"),
+            ("by round", "ratio_by_round"),
+        ),
+        "first_over_second",
+    ),
+    "paired_llm": (
+        "llm",
+        _llm_intro,
+        (
+            ("CPU ms a record", "cpu_ms_per_record"),
+            ("records/s", "records_per_s"),
+            ("CPU ms by round", "cpu_ms_by_round"),
+        ),
+        "cpu_first_over_second",
+    ),
+}
+
+
+def _rounds_markdown(key: str, paired: dict[str, Any]) -> list[str]:
     """One paired section: each side's medians, then every round's figure (the last column)."""
-    lines = ["", f"### {title} alternating rounds (CPU time)", "", intro, ""]
-    lines += ["| side | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
-    for side, (*medians, by_round) in rows.items():
+    section, intro, columns, compared = _ROUNDS[key]
+    if "error" in paired:
+        title = f"### {section}, both sides in alternating rounds: not measured"
+        return ["", title, "", "```", paired["error"].replace("`", "'"), "```"]
+    title = f"### {section}, both sides in {paired['rounds']} alternating rounds (CPU time)"
+    lines = ["", title, "", intro(paired), ""]
+    lines += ["| side | " + " | ".join(c for c, _ in columns) + " |"]
+    lines += ["| --- |" + " --- |" * len(columns)]
+    for side, figures in paired["sides"].items():
+        *medians, by_round = (figures[f] for _, f in columns)
         cells = [*map(str, medians), ", ".join(map(str, by_round))]
         lines.append(f"| {side} | " + " | ".join(cells) + " |")
-    return [*lines, "", last]
+    return [*lines, "", f"this tree / ref, {columns[0][0]}: {paired[compared]}"]
 
 
 def main(argv: list[str] | None = None) -> int:

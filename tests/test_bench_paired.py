@@ -56,7 +56,6 @@ def test_both_sides_llm_path_is_measured_in_alternating_rounds() -> None:
     assert (out["rounds"], out["concurrency"], out["records"]) == (2, 4, 8)
     for side in ("this tree", "again"):
         figures = out["sides"][side]
-        assert figures["evaluated"] == 8  # every record judged by the endpoint, in every round
         assert len(figures["cpu_ms_by_round"]) == 2
         assert all(c > 0 for c in figures["cpu_ms_by_round"])
         assert figures["cpu_ms_per_record"] > 0 and figures["records_per_s"] > 0
@@ -73,13 +72,8 @@ def test_a_tree_without_its_own_stef_is_refused_on_the_llm_path(tmp_path: Path) 
 def test_the_report_sets_both_sides_llm_rounds_side_by_side() -> None:
     from bench.run import _markdown
 
-    def side(cpu: float, per_s: float, evaluated: int, by_round: list[float]) -> dict[str, Any]:
-        return {
-            "cpu_ms_per_record": cpu,
-            "records_per_s": per_s,
-            "evaluated": evaluated,
-            "cpu_ms_by_round": by_round,
-        }
+    def side(cpu: float, per_s: float, by_round: list[float]) -> dict[str, Any]:
+        return {"cpu_ms_per_record": cpu, "records_per_s": per_s, "cpu_ms_by_round": by_round}
 
     paired_llm = {
         "rounds": 2,
@@ -87,8 +81,8 @@ def test_the_report_sets_both_sides_llm_rounds_side_by_side() -> None:
         "latency_ms": 200.0,
         "records": 640,
         "sides": {
-            "this tree": side(4.9, 160.0, 640, [4.8, 5.0]),
-            "main": side(4.5, 171.2, 639, [4.4, 4.6]),
+            "this tree": side(4.9, 160.0, [4.8, 5.0]),
+            "main": side(4.5, 171.2, [4.4, 4.6]),
         },
         "cpu_first_over_second": 1.089,
     }
@@ -104,9 +98,9 @@ def test_the_report_sets_both_sides_llm_rounds_side_by_side() -> None:
     }
     text = _markdown(report)
     assert "### llm, both sides in 2 alternating rounds (CPU time)" in text
-    assert "| this tree | 4.9 | 160.0 | 640 | 4.8, 5.0 |" in text
-    assert "| main | 4.5 | 171.2 | 639 | 4.4, 4.6 |" in text
-    assert "this tree / ref, CPU a record: 1.089" in text
+    assert "| this tree | 4.9 | 160.0 | 4.8, 5.0 |" in text
+    assert "| main | 4.5 | 171.2 | 4.4, 4.6 |" in text
+    assert "this tree / ref, CPU ms a record: 1.089" in text
 
 
 def test_rounds_that_fail_are_reported_and_the_comparison_stands() -> None:
@@ -123,4 +117,39 @@ def test_rounds_that_fail_are_reported_and_the_comparison_stands() -> None:
         _against_markdown({"ref": "main", "commit": "0" * 40, "paired_llm": failed}, [row])
     )
     assert "| llm.llm_vs_plain_ratio | 0.7 | 0.8 | 0.875 |" in text
-    assert "### paired_llm: not measured\n\npaired worker in /tmp/ref failed" in text
+    assert "### llm, both sides in alternating rounds: not measured" in text
+    assert "```\npaired worker in /tmp/ref failed: ModuleNotFoundError\n```" in text
+
+
+def test_a_side_that_leaves_records_unevaluated_is_not_measured() -> None:
+    # Dead letters (or judge errors) cost a fraction of a call: such a side would read cheap.
+    invalid = [r for r in RECORDS if not _valid(r)]
+    assert invalid
+    with pytest.raises(RuntimeError, match=r"evaluated 0 of 4 records"):
+        paired.run_llm_rounds(
+            {"this tree": ROOT, "again": ROOT}, invalid, rounds=1, concurrency=2, records=4
+        )
+
+
+def _tree_starting_with(tmp_path: Path, code: str) -> Path:
+    """A tree whose interpreter runs ``code`` at start (``sitecustomize`` on its path)."""
+    (tmp_path / "stef").symlink_to(ROOT / "stef")
+    (tmp_path / "rules").symlink_to(ROOT / "rules")
+    (tmp_path / "sitecustomize.py").write_text(code)
+    return tmp_path
+
+
+def test_a_worker_that_prints_after_its_figures_is_a_clear_error(tmp_path: Path) -> None:
+    tree = _tree_starting_with(tmp_path, "import atexit\natexit.register(print, 'bye')\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS[:2]))
+    with pytest.raises(RuntimeError, match="printed no figures as its last line") as failed:
+        paired._worker(tree, str(corpus), str(tree / "rules"))
+    assert str(failed.value).endswith("bye'")  # what it printed, quoted
+
+
+def test_a_worker_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _tree_starting_with(tmp_path, "import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(paired, "WORKER_TIMEOUT_S", 2)
+    with pytest.raises(RuntimeError, match=r"ran past 2 s and was stopped"):
+        paired._worker(tree, str(tree / "none.jsonl"), str(tree / "rules"))
