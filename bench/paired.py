@@ -12,12 +12,13 @@ every round's figure.
 The LLM path's figure in a ``--against`` run is a wall-clock ratio to a plain client, and the
 plain client is held by the endpoint (a Python server on the same cores) while STEF's side is
 held by its own interpreter: the same code gave 0.69 to 0.84 at 64 in flight within half an
-hour. So both sides' LLM path also runs in alternating rounds, in fresh processes against one
-fake endpoint, counting the process's CPU time (every thread: the judge, the client, the
-metrics) a record: what a change of the path costs, whatever held the clock, with every round
-beside the medians. Fresh processes of the same code spend from 4.2 to 5.7 ms a record on a
-shared two-core machine (a tenth either way, the hash seed fixed or not), so the medians of
-five rounds tell a regression of a third, not one of a few percent.
+hour. So both sides' LLM path also runs in alternating rounds, in fresh processes against a
+fake endpoint (one per round, both sides at it), counting the process's CPU time (every
+thread: the judge, the client, the metrics) a record: what a change of the path costs,
+whatever held the clock, with every round beside the medians. Fresh processes of the same code
+spend from 4.2 to 5.7 ms a record on a shared two-core machine (a tenth either way, the hash
+seed fixed or not), so the medians of five rounds tell a regression of a third, not one of a
+few percent.
 
 This file is also the worker: ``python bench/paired.py CORPUS RULES`` judges the corpus (one
 JSON record a line) with the ``stef`` package first on ``PYTHONPATH``, so one worker runs
@@ -42,7 +43,7 @@ from typing import Any
 ROUNDS = 5
 CHUNK = 50
 # The LLM path's window in each round: records judged at the bench's concurrency (64), about 4 s
-# at the fake endpoint's 200 ms, after as many again to warm the connections and the caches up.
+# at the fake endpoint's 200 ms, after twice the concurrency to open the connections and warm up.
 LLM_RECORDS = 640
 # A worker takes seconds (the deterministic one about ten, the LLM one under ten); one that
 # runs for minutes is hung (a REF whose judge never answers) and is stopped.
@@ -95,7 +96,8 @@ def run_llm_rounds(
     records: int = LLM_RECORDS,
 ) -> dict[str, Any]:
     """Both sides' LLM path (built as ``stef run`` builds it) in ``rounds`` alternating rounds,
-    each side in a fresh process, against one fake endpoint with ``latency_ms`` of latency.
+    each side in a fresh process, against a fake endpoint with ``latency_ms`` of latency (one
+    per round, both sides at it).
 
     Returns:
         Per side: the median CPU milliseconds a record (the process's, every thread), the

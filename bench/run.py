@@ -325,8 +325,9 @@ def _deterministic_intro(paired: dict[str, Any]) -> str:
 def _llm_intro(paired: dict[str, Any]) -> str:
     return (
         "Each round runs both sides' LLM path in fresh processes, the order flipping every "
-        f"round: {paired['records']} records at {paired['concurrency']} in flight against one "
-        f"fake endpoint ({paired['latency_ms']:g} ms), in the process's CPU time (every thread); "
+        f"round: {paired['records']} records at {paired['concurrency']} in flight against a fake "
+        f"endpoint ({paired['latency_ms']:g} ms, one a round), in the process's CPU time (every "
+        "thread); "
         "every record evaluated by the endpoint in every round, else not measured. Medians of "
         "the rounds; lower is cheaper."
     )
