@@ -59,6 +59,9 @@ def test_the_section_reports_each_sides_cpu_beside_the_wall_ratio() -> None:
     assert figures["plain_client_cpu_ms_per_record"] > 0
     cpu_ratio = figures["plain_client_cpu_ms_per_record"] / figures["llm_path_cpu_ms_per_record"]
     assert figures["llm_vs_plain_cpu_ratio"] == pytest.approx(cpu_ratio, rel=0.05)
+    by_round = figures["llm_vs_plain_ratio_by_round"]
+    assert len(by_round) == 3 and all(r > 0 for r in by_round)  # one ratio per round
+    assert min(by_round) <= figures["llm_vs_plain_ratio_median"] <= max(by_round)
     # Four records in flight at 400 ms: the endpoint's latency holds both sides, not a core.
     assert 0 < figures["llm_path_process_cores"] < 1.5
     assert 0 < figures["plain_client_process_cores"] < 1.5
