@@ -202,7 +202,9 @@ def _worker(tree: Path, *args: str) -> dict[str, float]:
 
 
 def _clear_stef_caches() -> None:
-    """Every functools cache of the stef package emptied: the window starts cold."""
+    """Every functools cache of the stef package emptied: the window starts cold. (A copy of
+    :func:`bench.clear_caches`: run as the worker, this file has another tree's packages on its
+    path and must not import this tree's ``bench``.)"""
     for name, module in list(sys.modules.items()):
         if name == "stef" or name.startswith("stef."):
             for value in list(vars(module).values()):

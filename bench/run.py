@@ -24,6 +24,7 @@ import sqlglot
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import clear_caches  # noqa: E402
 from bench.against import AgainstError, resolve, run_against, side_by_side  # noqa: E402
 from stef.judges.heuristic.judge import HeuristicJudge  # noqa: E402
 from stef.pipeline import Pipeline, Processed  # noqa: E402
@@ -71,17 +72,6 @@ def load_corpus() -> list[dict[str, Any]]:
                 obj["dialect"] = dialect
             records.append(obj)
     return records
-
-
-def clear_caches() -> None:
-    """Empty every functools cache of the stef package: each measured record starts cold."""
-    for name, module in list(sys.modules.items()):
-        if name != "stef" and not name.startswith("stef."):
-            continue
-        for value in list(vars(module).values()):
-            clear = getattr(value, "cache_clear", None)
-            if callable(clear) and getattr(value, "__module__", None) == name:
-                clear()
 
 
 def interleaved(

@@ -68,3 +68,22 @@ def test_the_section_reports_each_sides_cpu_beside_the_wall_ratio() -> None:
     if os.path.exists(f"/proc/{os.getpid()}/stat"):
         assert 0 <= figures["endpoint_cores_beside_llm_path"] < 1.5
         assert 0 <= figures["endpoint_cores_beside_plain_client"] < 1.5
+
+
+def test_stefs_windows_start_with_the_question_readings_cold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Building the plain client's bodies reads every record; the caches it fills would serve
+    # STEF's windows the readings of the very records they time.
+    from stef.question import _question_literals
+
+    sizes: list[int] = []
+    run = llm._Side.run
+
+    def counted(self: llm._Side, *args: object) -> None:
+        sizes.append(_question_literals.cache_info().currsize)
+        run(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(llm._Side, "run", counted)
+    llm.measure(RECORDS[:8], latency_ms=400, concurrency=4)
+    assert sizes[0] == 0  # the first window (the plain client's) starts with nothing cached
