@@ -4,7 +4,9 @@ REF's tree is exported (``git archive``, nothing registered in the repository) i
 folder, and its own ``bench.run`` runs there with this interpreter, the same corpus and the same
 options, so a change that costs throughput shows beside the figures of the tree under test.
 Only the LLM and deterministic sections are run on REF (the ones a change of the record path
-moves); each side's ratios are against the baseline measured in that side's own window.
+moves); each side's ratios are against the baseline measured in that side's own window. The
+paired rounds (:mod:`bench.paired`) and the instruction counts (:mod:`bench.instructions`) run
+both sides' code with this tree's workers, the side's ``stef`` first on the path.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import paired
+from bench import instructions, paired
 
 # The sections REF runs too, when this run runs them.
 SECTIONS = ("deterministic", "llm")
@@ -78,7 +80,8 @@ def run_against(
     """REF's report of ``sections`` (those of :data:`SECTIONS` among them), run on REF's code
     (``commit``, from :func:`resolve`); with the deterministic section, both sides' record path
     in alternating rounds too, and with the LLM section both sides' LLM path
-    (:mod:`bench.paired`, over ``records``; a failure of theirs is reported, not raised).
+    (:mod:`bench.paired`, over ``records``; a failure of theirs is reported, not raised); with
+    the instructions section, both sides' counts (:mod:`bench.instructions`).
 
     Raises:
         AgainstError: REF cannot be exported, or its bench failed.
@@ -117,18 +120,24 @@ def run_against(
                     latency_ms=args.llm_latency_ms,
                 ),
             )
+        if "instructions" in sections:
+            against["instructions"] = _rounds(
+                "instructions", lambda: instructions.compare(trees, records), "counted"
+            )
     return against
 
 
-def _rounds(section: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Both sides' ``section`` in alternating rounds; a side whose worker fails (a REF too old
-    for it) leaves ``{"error": ...}`` in the report, as a failed section does, and the rest of
-    the comparison stands."""
-    print(f"bench: {section}, both sides in alternating rounds ...", file=sys.stderr)
+def _rounds(
+    section: str, measure: Callable[[], dict[str, Any]], how: str = "in alternating rounds"
+) -> dict[str, Any]:
+    """Both sides' ``section`` measured ``how``; a side whose worker fails (a REF too old for
+    it, valgrind missing) leaves ``{"error": ...}`` in the report, as a failed section does, and
+    the rest of the comparison stands."""
+    print(f"bench: {section}, both sides {how} ...", file=sys.stderr)
     try:
         return measure()
     except RuntimeError as exc:
-        print(f"bench: {section} rounds: {exc}", file=sys.stderr)
+        print(f"bench: {section}, both sides {how}: {exc}", file=sys.stderr)
         return {"error": str(exc)}
 
 

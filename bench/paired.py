@@ -48,6 +48,14 @@ LLM_RECORDS = 640
 # A worker takes seconds (the deterministic one about ten, the LLM one under ten); one that
 # runs for minutes is hung (a REF whose judge never answers) and is stopped.
 WORKER_TIMEOUT_S = 600
+# Set by bench.instructions, which runs the worker under valgrind's callgrind: the worker says
+# when each of its windows starts and waits for the counter to be switched (:func:`_gate`).
+GATES_ENV = "STEF_BENCH_GATES"
+GATE = "GATE"
+# Counted, a record runs about fifty times slower than natively: its CPU budget
+# (limits.max_record_cpu_s, a second) would make dead letters of the slowest records, as many as
+# the machine's load decides. The counted workers lift it to this.
+COUNTED_CPU_BUDGET_S = 3600.0
 
 
 def run_rounds(
@@ -67,7 +75,7 @@ def run_rounds(
         median ratio over the other's (``first / second``, the sides in ``trees``' order).
     """
     names = list(trees)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with _corpus_file(corpus) as path:
         for i in range(rounds):
             for name in names if i % 2 == 0 else names[::-1]:
@@ -114,7 +122,7 @@ def run_llm_rounds(
     from bench.llm import fake_endpoint
 
     names = list(trees)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with _corpus_file(corpus) as path:
         for i in range(rounds):
             # An endpoint per round (it keeps every request it answers), both sides at it.
@@ -151,16 +159,23 @@ def _corpus_file(corpus: list[dict[str, Any]]) -> Iterator[Path]:
         yield Path(f.name)
 
 
-def _judged_all(side: str, figures: dict[str, float]) -> dict[str, float]:
+def _judged_all(side: str, figures: dict[str, Any]) -> dict[str, Any]:
     if figures["evaluated"] != figures["records"]:
         raise RuntimeError(
             f"{side}: the LLM path evaluated {figures['evaluated']:g} of {figures['records']:g} "
             "records (judge errors or dead letters): its CPU a record is not the path's"
+            + _reasons(figures)
         )
     return figures
 
 
-def _worker(tree: Path, *args: str) -> dict[str, float]:
+def _reasons(figures: dict[str, Any]) -> str:
+    """The judge errors a worker reported (none from a tree before they were), for a message."""
+    errors = figures.get("errors") or []
+    return f"; judge errors: {'; '.join(map(str, errors))}" if errors else ""
+
+
+def _worker(tree: Path, *args: str) -> dict[str, Any]:
     """One worker's figures.
 
     Raises:
@@ -213,17 +228,37 @@ def _clear_stef_caches() -> None:
                     clear()
 
 
+def _gate(window: str) -> None:
+    """Under :mod:`bench.instructions`' counter, ``window`` starts here (``end``: the last one
+    ended): say so and wait until the counter is switched. Otherwise nothing."""
+    if os.environ.get(GATES_ENV) == "1":
+        print(f"{GATE} {window}", flush=True)
+        sys.stdin.readline()
+
+
+def _counted_limits() -> dict[str, Any]:
+    """Under the counter, the record path's limits with the CPU budget lifted
+    (:data:`COUNTED_CPU_BUDGET_S`), as keyword arguments; otherwise none (the defaults)."""
+    if os.environ.get(GATES_ENV) != "1":
+        return {}
+    from stef.stages.validate import Limits
+
+    return {"limits": Limits(max_record_cpu_s=COUNTED_CPU_BUDGET_S)}
+
+
 def _work(corpus: Path, rules_dir: Path) -> dict[str, Any]:
     import sqlglot
 
     import stef
     from stef.judges.heuristic.judge import HeuristicJudge
-    from stef.pipeline import Pipeline
+    from stef.pipeline import Pipeline, PipelineOptions
     from stef.rules import load_rules
 
     records = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
     rules = load_rules(rules_dir)
-    pipeline = Pipeline(lambda: rules, HeuristicJudge())
+    limits = _counted_limits()
+    options = [PipelineOptions(**limits)] if limits else []
+    pipeline = Pipeline(lambda: rules, HeuristicJudge(), *options)
     payloads = [json.dumps(r).encode() for r in records]
     dialects = [r.get("dialect") or rules.for_app(r.get("app")).dialect for r in records]
 
@@ -235,6 +270,15 @@ def _work(corpus: Path, rules_dir: Path) -> dict[str, Any]:
         parse(i)
         pipeline.process(payloads[i], {"line": i})
     _clear_stef_caches()
+    if os.environ.get(GATES_ENV) == "1":  # counted, not timed: one window each, in turn
+        _gate("parse")
+        for i in range(len(records)):
+            parse(i)
+        _gate("stef")
+        for i in range(len(records)):
+            pipeline.process(payloads[i], {"line": i})
+        _gate("end")
+        return {"stef": stef.__file__, "records": len(records)}
     parse_s = stef_s = 0.0
     for start in range(0, len(records), CHUNK):
         part = range(start, min(start + CHUNK, len(records)))
@@ -276,13 +320,18 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
     )
     metrics = Metrics(CollectorRegistry())
     judge = build_llm_judge(config, metrics)
-    settings = Settings(llm=config)
+    settings = Settings(llm=config, **_counted_limits())
     pipeline = build_pipeline(settings, load_rules(None), judge, metrics)
     outcomes: list[str] = []
+    errors: list[str] = []  # the first few judge errors' reasons, for the report
 
     def judged(payload: bytes) -> None:
-        result = pipeline.process(payload, {"line": 0}).result
+        done = pipeline.process(payload, {"line": 0})
+        result = done.result
         outcomes.append(result.outcome if result is not None else "dead_letter")
+        error = done.error if result is None else result.error or result.outcome
+        if outcomes[-1] != "evaluated" and len(errors) < 3:
+            errors.append(f"{outcomes[-1]}: {error}"[:300])
 
     collector = _settle_collector(settings)
     try:
@@ -290,9 +339,11 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
             list(pool.map(judged, payloads[count:]))  # connections and first use, outside
             _clear_stef_caches()
             outcomes.clear()
+            _gate("llm")
             cpu, wall = time.process_time(), time.perf_counter()
             list(pool.map(judged, payloads[:count]))
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            _gate("end")
     finally:
         if collector is not None:
             collector()
@@ -301,6 +352,7 @@ def _work_llm(url: str, concurrency: int, count: int, corpus: Path) -> dict[str,
         "stef": stef.__file__,
         "records": count,
         "evaluated": outcomes.count("evaluated"),
+        "errors": errors,
         "cpu_s": cpu,
         "wall_s": wall,
     }

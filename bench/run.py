@@ -245,6 +245,7 @@ def _register_optional_sections() -> None:
         ("memory_inflight", "bench.kafka", "run_memory_inflight"),
         ("scaleout", "bench.scaleout", "run"),
         ("otlp", "bench.otlp", "run"),
+        ("instructions", "bench.instructions", "run"),
     ):
         try:
             mod = __import__(module, fromlist=[function])
@@ -301,6 +302,30 @@ def _against_markdown(against: dict[str, Any], rows: list[dict[str, Any]]) -> li
     for key in _ROUNDS:
         if against.get(key):
             lines += _rounds_markdown(key, against[key])
+    if against.get("instructions"):
+        lines += _instructions_markdown(against["instructions"])
+    return lines
+
+
+def _instructions_markdown(counted: dict[str, Any]) -> list[str]:
+    """Both sides' instruction counts (bench/instructions.py), figure by figure."""
+    if "error" in counted:
+        title = "### instructions, both sides counted: not measured"
+        return ["", title, "", "```", counted["error"].replace("`", "'"), "```"]
+    names = list(counted["sides"])
+    lines = ["", "### instructions, both sides counted (callgrind)", ""]
+    lines += [
+        "Instructions a record, single-threaded, under valgrind's callgrind; the same code "
+        "counts the same within a few hundredths of a percent, so a change of one percent "
+        "shows. Above 1 in the last column: this tree costs more.",
+        "",
+        "| figure | " + " | ".join(names) + " | this tree / ref |",
+        "| --- |" + " --- |" * (len(names) + 1),
+    ]
+    ratios = counted["first_over_second"]
+    for key in counted["sides"][names[0]]:
+        cells = [str(counted["sides"][n].get(key, "-")) for n in names]
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {ratios.get(key, '-')} |")
     return lines
 
 

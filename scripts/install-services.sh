@@ -19,6 +19,13 @@ if ! command -v chromium >/dev/null; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
+# valgrind's callgrind, for the bench's instruction counts (bench/instructions.py) and their test.
+if ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+fi
 if [ -f scripts/install-deploy-tools.sh ]; then
   bash scripts/install-deploy-tools.sh
 fi
