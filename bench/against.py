@@ -91,23 +91,10 @@ def run_against(
         tree, out = Path(tmp) / "tree", Path(tmp) / "out"
         tree.mkdir()
         _export(root, commit, tree)
-        command = [sys.executable, "-m", "bench.run", "--out", str(out)]
-        command += [f"--only={s}" for s in chosen]
-        command += [f"--llm-latency-ms={args.llm_latency_ms}"]
-        command += [f"--llm-concurrency={args.llm_concurrency}", f"--backlog={args.backlog}"]
-        print(f"bench: against {ref} ({commit[:12]}) ...", file=sys.stderr, flush=True)
-        done = subprocess.run(
-            command,
-            cwd=tree,
-            env={**_env(), "BENCH_CORPUS": str(corpus)},
-            stdout=subprocess.DEVNULL,
-            check=False,
-        )
-        if done.returncode != 0 or not (out / "report.json").exists():
-            raise AgainstError(f"bench: the bench of {ref} ({commit[:12]}) failed")
-        theirs: dict[str, Any] = json.loads((out / "report.json").read_text())
-        against = {"ref": ref, "commit": commit, "sections": theirs.get("sections", {})}
         trees = {"this tree": root, ref: tree}
+        against: dict[str, Any] = {"ref": ref, "commit": commit, "sections": {}}
+        if chosen:  # REF's own bench, on its own sections (none asked: none run)
+            against["sections"] = _their_sections(tree, out, ref, commit, chosen, args, corpus)
         if "deterministic" in chosen:
             against["paired"] = _rounds("deterministic", lambda: paired.run_rounds(trees, records))
         if "llm" in chosen:
@@ -125,6 +112,38 @@ def run_against(
                 "instructions", lambda: instructions.compare(trees, records), "counted"
             )
     return against
+
+
+def _their_sections(
+    tree: Path,
+    out: Path,
+    ref: str,
+    commit: str,
+    chosen: list[str],
+    args: argparse.Namespace,
+    corpus: Path,
+) -> dict[str, Any]:
+    """REF's own ``bench.run`` over ``chosen``, in its exported ``tree``: its report's sections.
+
+    Raises:
+        AgainstError: its bench failed.
+    """
+    command = [sys.executable, "-m", "bench.run", "--out", str(out)]
+    command += [f"--only={s}" for s in chosen]
+    command += [f"--llm-latency-ms={args.llm_latency_ms}"]
+    command += [f"--llm-concurrency={args.llm_concurrency}", f"--backlog={args.backlog}"]
+    print(f"bench: against {ref} ({commit[:12]}) ...", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        command,
+        cwd=tree,
+        env={**_env(), "BENCH_CORPUS": str(corpus)},
+        stdout=subprocess.DEVNULL,
+        check=False,
+    )
+    if done.returncode != 0 or not (out / "report.json").exists():
+        raise AgainstError(f"bench: the bench of {ref} ({commit[:12]}) failed")
+    theirs: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return dict(theirs.get("sections", {}))
 
 
 def _rounds(

@@ -4,9 +4,11 @@ On a shared two-core machine every timed figure of the bench moves by about a te
 processes of the same code, so a change of a few percent cannot be seen in CPU time. The number
 of instructions a record costs hardly moves at all: :mod:`bench.paired`'s workers run under
 valgrind's callgrind (``apt-get install valgrind``), with the counter off through start-up and
-switched on only over the measured windows (``callgrind_control``), on a fixed hash seed. The
-same code counts the same within a few hundredths of a percent, run to run and whatever else the
-machine is doing.
+switched on only over the measured windows (``callgrind_control``), on a fixed hash seed, the
+objects alive before each window frozen out of the collector's reach (``gc.freeze``: a window's
+collections then walk only its own garbage, not a heap whose size depends on what the tree loaded
+before it). The same folder counts the same within a few instructions in a million, whatever
+else the machine is doing; the same code in two folders within half a percent.
 
 Counted, single-threaded, over a fixed sample of the corpus (every ``STRIDE``-th record, cold
 caches): the sqlglot parse of each record's SQL and the whole deterministic record path (bytes
@@ -16,7 +18,8 @@ not counted). :func:`compare` counts two trees (``--against REF``) and gives thi
 for each figure: 1.03 is three percent more instructions a record.
 
 Instructions are not time: a cache miss or a system call costs more than its instructions say,
-so this is the figure that tells whether code got cheaper or dearer, and the timed sections stay
+and one record at a time leaves out what concurrency adds (the GIL's hand-offs, contention). So
+this is the figure that tells whether the code got cheaper or dearer, and the timed sections stay
 the figures to size a deployment by.
 """
 

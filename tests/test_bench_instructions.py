@@ -175,3 +175,26 @@ def test_the_report_sets_both_sides_counts_side_by_side() -> None:
     text = _markdown(report)
     assert "### instructions, both sides counted: not measured" in text
     assert "apt-get install valgrind" in text
+
+
+def test_against_counts_both_sides_without_running_refs_own_bench(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import argparse
+
+    # REF's own bench runs only the sections it has a figure of (deterministic, llm): asked for
+    # the counts alone, it is not run at all (it once ran every section of REF's bench).
+    monkeypatch.setattr(instructions, "STRIDE", 4)
+    monkeypatch.setattr(instructions, "LLM_RECORDS", 2)
+    monkeypatch.setattr(against, "_their_sections", _refused)
+    args = argparse.Namespace(llm_latency_ms=200.0, llm_concurrency=64, backlog=10)
+    commit = against.resolve(ROOT, "HEAD")
+    out = against.run_against(ROOT, "HEAD", commit, ["instructions"], args, ROOT, RECORDS)
+    assert out["sections"] == {}
+    assert set(out["instructions"]["sides"]) == {"this tree", "HEAD"}
+    assert out["instructions"]["first_over_second"]["parse_instructions_per_record"] > 0
+    assert "paired" not in out and "paired_llm" not in out
+
+
+def _refused(*args: object) -> dict[str, Any]:
+    raise AssertionError("REF's own bench was run")
