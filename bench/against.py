@@ -76,12 +76,14 @@ def run_against(
     args: argparse.Namespace,
     corpus: Path,
     records: list[dict[str, Any]],
+    ours: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """REF's report of ``sections`` (those of :data:`SECTIONS` among them), run on REF's code
     (``commit``, from :func:`resolve`); with the deterministic section, both sides' record path
     in alternating rounds too, and with the LLM section both sides' LLM path
     (:mod:`bench.paired`, over ``records``; a failure of theirs is reported, not raised); with
-    the instructions section, both sides' counts (:mod:`bench.instructions`).
+    the instructions section, both sides' counts (:mod:`bench.instructions`; this tree's are
+    the section's own, in ``ours``, this run's sections, when it counted them).
 
     Raises:
         AgainstError: REF cannot be exported, or its bench failed.
@@ -108,8 +110,10 @@ def run_against(
                 ),
             )
         if "instructions" in sections:
+            mine = (ours or {}).get("instructions", {})
+            known = {} if "error" in mine or not mine else {"this tree": mine}
             against["instructions"] = _rounds(
-                "instructions", lambda: instructions.compare(trees, records), "counted"
+                "instructions", lambda: instructions.compare(trees, records, known), "counted"
             )
     return against
 
@@ -155,9 +159,10 @@ def _rounds(
     print(f"bench: {section}, both sides {how} ...", file=sys.stderr)
     try:
         return measure()
-    except RuntimeError as exc:
-        print(f"bench: {section}, both sides {how}: {exc}", file=sys.stderr)
-        return {"error": str(exc)}
+    except Exception as exc:  # whatever a side's failure is, the rest of the report stands
+        said = str(exc) if isinstance(exc, RuntimeError) else f"{type(exc).__name__}: {exc}"
+        print(f"bench: {section}, both sides {how}: {said}", file=sys.stderr)
+        return {"error": said}
 
 
 def _env() -> dict[str, str]:

@@ -7,15 +7,17 @@ valgrind's callgrind (``apt-get install valgrind``), with the counter off throug
 switched on only over the measured windows (``callgrind_control``), on a fixed hash seed, the
 objects alive before each window frozen out of the collector's reach (``gc.freeze``: a window's
 collections then walk only its own garbage, not a heap whose size depends on what the tree loaded
-before it). The same folder counts the same within a few instructions in a million, whatever
-else the machine is doing; the same code in two folders within half a percent.
+before it). The same folder counts the same within a hundredth of a percent (the LLM path's
+two threads hand the interpreter over on a clock: 43 instructions in a million), whatever else
+the machine is doing; the same code in two folders within half a percent.
 
-Counted, single-threaded, over a fixed sample of the corpus (every ``STRIDE``-th record, cold
-caches): the sqlglot parse of each record's SQL and the whole deterministic record path (bytes
-in, result JSON out), and their ratio; the LLM path built as ``stef run`` builds it, one record
-at a time against a fake endpoint without latency (the endpoint runs in its own process and is
-not counted). :func:`compare` counts two trees (``--against REF``) and gives this tree / REF
-for each figure: 1.03 is three percent more instructions a record.
+Counted over a fixed sample of the corpus (every ``STRIDE``-th record, cold caches): the sqlglot
+parse of each record's SQL and the whole deterministic record path (bytes in, result JSON out),
+and their ratio; the LLM path built as ``stef run`` builds it, over the first ``LLM_RECORDS`` of
+the sample (dev-set records), one record at a time against a fake endpoint without latency (the
+endpoint runs in its own process and is not counted). :func:`compare` counts two trees
+(``--against REF``) and gives this tree / REF for each figure a record: 1.03 is three percent
+more instructions a record.
 
 Instructions are not time: a cache miss or a system call costs more than its instructions say,
 and one record at a time leaves out what concurrency adds (the GIL's hand-offs, contention). So
@@ -30,6 +32,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,8 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # log's 100 give 401), and the LLM path's first LLM_RECORDS of it.
 STRIDE = 6
 LLM_RECORDS = 200
-# Under callgrind a record takes about fifty times its native time: the deterministic worker
-# about a minute, the LLM worker under two.
+# Under callgrind a record takes about fifty times its native time: a side takes two to three
+# minutes.
 TIMEOUT_S = 900
 _VALGRIND = ("valgrind", "callgrind_control")
 
@@ -57,31 +60,65 @@ class Unavailable(RuntimeError):
     """valgrind (callgrind) is not installed."""
 
 
+# The workers under the counter now (any thread's): stopped at once when a comparison is
+# interrupted or one of its sides fails, rather than waited for.
+_LIVE: set[subprocess.Popen[str]] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set by _stop_all: no worker starts until the comparison ends
+
+
 def run(corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     """The section: this tree's counts (see the module docstring)."""
     return measure(ROOT, corpus)
 
 
-def compare(trees: dict[str, Path], corpus: list[dict[str, Any]]) -> dict[str, Any]:
-    """Both trees' counts, and the first's over the second's for each figure (above 1: the first
-    costs more instructions a record).
+def compare(
+    trees: dict[str, Path],
+    corpus: list[dict[str, Any]],
+    known: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Both trees' counts, and the first's over the second's for each figure a record (above 1:
+    the first costs more instructions a record).
+
+    Args:
+        trees: the side's name -> its source tree.
+        corpus: the bench corpus.
+        known: counts already made in this run (the section's, of this tree), by side: not
+            made again.
 
     Raises:
         RuntimeError: a tree's worker failed (:func:`measure`).
     """
+    known = known or {}
     # Counts do not move with the machine's load: the sides run side by side.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counted = {name: pool.submit(measure, tree, corpus) for name, tree in trees.items()}
-        sides = {name: future.result() for name, future in counted.items()}
+        try:
+            counted = {
+                n: pool.submit(measure, t, corpus) for n, t in trees.items() if n not in known
+            }
+            sides = {n: known[n] if n in known else counted[n].result() for n in trees}
+        except BaseException:
+            _stop_all()
+            pool.shutdown(cancel_futures=True)
+            raise
+        finally:
+            _STOPPING.clear()
     first, second = (sides[name] for name in list(trees)[:2])
     return {
         "sides": sides,
         "first_over_second": {
             key: round(first[key] / second[key], 4)
             for key in first
-            if key.endswith(("_per_record", "_ratio")) and second.get(key)
+            if key.endswith("_per_record") and second.get(key)
         },
     }
+
+
+def _stop_all() -> None:
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        for proc in _LIVE:
+            proc.kill()
 
 
 def measure(tree: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
@@ -140,10 +177,13 @@ def count(tree: Path, *args: str) -> tuple[dict[str, Any], dict[str, int]]:
     env.update(PYTHONPATH=str(tree), PYTHONHASHSEED="0", **{paired.GATES_ENV: "1"})
     with tempfile.TemporaryDirectory(prefix="stef-callgrind-") as tmp:
         out, log, err = (Path(tmp) / n for n in ("callgrind.out", "valgrind.log", "stderr"))
+        # The control pipes in this folder, not /tmp's (gone with it, even after a kill).
+        prefix = f"--vgdb-prefix={tmp}/vgdb"
         command = [
             "valgrind",
             "--tool=callgrind",
             "--instr-atstart=no",
+            prefix,
             f"--callgrind-out-file={out}",
             f"--log-file={log}",
             sys.executable,
@@ -151,7 +191,7 @@ def count(tree: Path, *args: str) -> tuple[dict[str, Any], dict[str, int]]:
             *args,
         ]
         with err.open("w") as stderr, _started(command, tree, env, stderr) as proc:
-            windows, last = _follow(proc)
+            windows, last = _follow(proc, prefix)
             code = proc.wait()
         if code != 0:
             tail = (err.read_text(errors="replace") or log.read_text(errors="replace"))[-500:]
@@ -162,6 +202,9 @@ def count(tree: Path, *args: str) -> tuple[dict[str, Any], dict[str, int]]:
                 f"counted worker in {tree}: {len(windows)} windows but {len(dumps)} dumps"
             )
         counts = dict(zip(windows, map(_total, dumps), strict=True))
+    idle = [window for window, n in counts.items() if n <= 0]
+    if idle:
+        raise RuntimeError(f"counted worker in {tree}: no instructions counted in {idle}")
     try:
         figures: dict[str, Any] = json.loads(last)
         where = Path(figures.pop("stef"))
@@ -193,6 +236,10 @@ def _started(
         stderr=stderr,
         text=True,
     ) as proc:
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
+            if _STOPPING.is_set():  # the comparison was stopped while this one started
+                proc.kill()
 
         def stop() -> None:
             expired.set()
@@ -206,11 +253,13 @@ def _started(
             timer.cancel()
             if proc.poll() is None:
                 proc.kill()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
     if expired.is_set():
         raise RuntimeError(f"counted worker in {tree} ran past {TIMEOUT_S} s and was stopped")
 
 
-def _follow(proc: subprocess.Popen[str]) -> tuple[list[str], str]:
+def _follow(proc: subprocess.Popen[str], prefix: str) -> tuple[list[str], str]:
     """Switch the counter at each of the worker's gates: on at the first, a dump (which zeroes
     the counter) at each next one, off at ``end``. Returns the windows in order and the
     worker's last other line (its figures)."""
@@ -222,9 +271,9 @@ def _follow(proc: subprocess.Popen[str]) -> tuple[list[str], str]:
         if word != paired.GATE:
             last = line
             continue
-        _control(proc.pid, "--dump" if windows else "--instr=on")
+        _control(proc.pid, "--dump" if windows else "--instr=on", prefix)
         if window == "end":
-            _control(proc.pid, "--instr=off")
+            _control(proc.pid, "--instr=off", prefix)
         else:
             windows.append(window)
         with contextlib.suppress(BrokenPipeError):
@@ -238,16 +287,32 @@ def _lines(stream: TextIO) -> Iterator[str]:
         yield line.rstrip("\n")
 
 
-def _control(pid: int, option: str) -> None:
-    done = subprocess.run(
-        ["callgrind_control", option, str(pid)],
-        capture_output=True,
+def _control(pid: int, option: str, prefix: str) -> None:
+    """One ``callgrind_control`` command to the worker; its exit code says little (0 on most
+    failures): a counter that did not switch on shows as a window of no instructions, a dump
+    that was not made as a missing dump (:func:`count`).
+
+    Raises:
+        RuntimeError: it failed, or did not answer within two minutes (its own helper, vgdb,
+            stopped with it).
+    """
+    with subprocess.Popen(
+        ["callgrind_control", prefix, option, str(pid)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        check=False,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"callgrind_control {option} {pid} failed: {done.stdout[-200:]}")
+        start_new_session=True,
+    ) as control:
+        try:
+            said, _ = control.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(control.pid, signal.SIGKILL)
+            control.communicate()
+            raise RuntimeError(
+                f"callgrind_control {option} {pid} did not answer in 120 s"
+            ) from None
+    if control.returncode != 0:
+        raise RuntimeError(f"callgrind_control {option} {pid} failed: {said[-200:]}")
 
 
 def _total(dump: Path) -> int:

@@ -315,9 +315,9 @@ def _instructions_markdown(counted: dict[str, Any]) -> list[str]:
     names = list(counted["sides"])
     lines = ["", "### instructions, both sides counted (callgrind)", ""]
     lines += [
-        "Instructions a record, single-threaded, under valgrind's callgrind; the same code "
-        "counts the same within a few hundredths of a percent, so a change of one percent "
-        "shows. Above 1 in the last column: this tree costs more.",
+        "Instructions a record, one record at a time, under valgrind's callgrind; the same "
+        "code in two folders counts within half a percent, so a change of a few percent "
+        "shows. Above 1 in the last column: this tree costs more instructions a record.",
         "",
         "| figure | " + " | ".join(names) + " | this tree / ref |",
         "| --- |" + " --- |" * (len(names) + 1),
@@ -434,7 +434,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ran = [name for name, _ in SECTIONS if not args.only or name in args.only]
             report["against"] = run_against(
-                ROOT, args.against, against, ran, args, DEV_SET.resolve(), corpus
+                ROOT,
+                args.against,
+                against,
+                ran,
+                args,
+                DEV_SET.resolve(),
+                corpus,
+                report["sections"],
             )
         except AgainstError as exc:
             print(exc.message, file=sys.stderr)

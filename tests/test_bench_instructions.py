@@ -5,6 +5,7 @@ same code counts the same, and a change far below the timed figures' noise shows
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,11 @@ def test_each_figure_is_counted_on_each_side(counted: dict[str, Any]) -> None:
 
 def test_the_same_code_counts_the_same(counted: dict[str, Any]) -> None:
     ratios = counted["first_over_second"]
+    # Figures a record only: above 1 is dearer for each (a ratio to the parse would read the
+    # other way).
     assert set(ratios) == {
         "parse_instructions_per_record",
         "deterministic_instructions_per_record",
-        "deterministic_vs_parse_instruction_ratio",
         "llm_instructions_per_record",
     }
     for key, ratio in ratios.items():
@@ -189,12 +191,44 @@ def test_against_counts_both_sides_without_running_refs_own_bench(
     monkeypatch.setattr(against, "_their_sections", _refused)
     args = argparse.Namespace(llm_latency_ms=200.0, llm_concurrency=64, backlog=10)
     commit = against.resolve(ROOT, "HEAD")
-    out = against.run_against(ROOT, "HEAD", commit, ["instructions"], args, ROOT, RECORDS)
+    # This tree's counts, made by the section in the same run, are not made again: REF's are.
+    mine = {"records": 3, "llm_instructions_per_record": 1, "parse_instructions_per_record": 1}
+    out = against.run_against(
+        ROOT, "HEAD", commit, ["instructions"], args, ROOT, RECORDS, {"instructions": mine}
+    )
     assert out["sections"] == {}
-    assert set(out["instructions"]["sides"]) == {"this tree", "HEAD"}
-    assert out["instructions"]["first_over_second"]["parse_instructions_per_record"] > 0
     assert "paired" not in out and "paired_llm" not in out
+    assert set(out["instructions"]["sides"]) == {"this tree", "HEAD"}
+    assert out["instructions"]["sides"]["this tree"] == mine
+    assert out["instructions"]["sides"]["HEAD"]["llm_instructions_per_record"] > 1
+    head = out["instructions"]["sides"]["HEAD"]
+    ratio = out["instructions"]["first_over_second"]["llm_instructions_per_record"]
+    assert ratio == round(1 / head["llm_instructions_per_record"], 4)
 
 
 def _refused(*args: object) -> dict[str, Any]:
     raise AssertionError("REF's own bench was run")
+
+
+def test_a_counter_that_never_switched_on_is_not_a_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # callgrind_control exits 0 on most failures: a window counted with the counter off must
+    # not read as a path that costs nothing.
+    real = shutil.which("callgrind_control")
+    assert real is not None
+    wrapper = tmp_path / "bin" / "callgrind_control"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *--instr=on*) exit 0 ;; esac\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    with pytest.raises(RuntimeError, match="no instructions counted"):
+        instructions.measure(ROOT, RECORDS[:2])
+
+
+def test_any_failure_of_a_side_leaves_the_rest_of_the_report() -> None:
+    def fails() -> dict[str, Any]:
+        return {"x": 1 / 0}
+
+    out = against._rounds("instructions", fails, "counted")
+    assert set(out) == {"error"} and out["error"].startswith("ZeroDivisionError")
