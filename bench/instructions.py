@@ -205,15 +205,7 @@ def count(tree: Path, *args: str) -> tuple[dict[str, Any], dict[str, int]]:
     idle = [window for window, n in counts.items() if n <= 0]
     if idle:
         raise RuntimeError(f"counted worker in {tree}: no instructions counted in {idle}")
-    try:
-        figures: dict[str, Any] = json.loads(last)
-        where = Path(figures.pop("stef"))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        said = last[-300:]
-        raise RuntimeError(f"counted worker in {tree} printed no figures: {said!r}") from None
-    if not where.resolve().is_relative_to(tree.resolve()):
-        raise RuntimeError(f"counted worker in {tree} imported another tree's stef")
-    return figures, counts
+    return paired._figures("counted", tree, last), counts
 
 
 @contextlib.contextmanager
@@ -266,7 +258,8 @@ def _follow(proc: subprocess.Popen[str], prefix: str) -> tuple[list[str], str]:
     assert proc.stdout is not None and proc.stdin is not None
     windows: list[str] = []
     last = ""
-    for line in _lines(proc.stdout):
+    for line in proc.stdout:
+        line = line.rstrip("\n")
         word, _, window = line.partition(" ")
         if word != paired.GATE:
             last = line
@@ -280,11 +273,6 @@ def _follow(proc: subprocess.Popen[str], prefix: str) -> tuple[list[str], str]:
             proc.stdin.write("go\n")
             proc.stdin.flush()
     return windows, last
-
-
-def _lines(stream: TextIO) -> Iterator[str]:
-    for line in stream:
-        yield line.rstrip("\n")
 
 
 def _control(pid: int, option: str, prefix: str) -> None:

@@ -205,16 +205,26 @@ def _worker(tree: Path, *args: str) -> dict[str, Any]:
         raise RuntimeError(
             f"paired worker in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
         )
+    lines = done.stdout.strip().splitlines()
+    return _figures("paired", tree, lines[-1] if lines else "")
+
+
+def _figures(who: str, tree: Path, last: str) -> dict[str, Any]:
+    """The figures a worker on ``tree`` printed as its ``last`` line, without the path of the
+    ``stef`` it imported (``who`` names the worker in an error).
+
+    Raises:
+        RuntimeError: ``last`` holds no figures, or names another tree's ``stef``.
+    """
     try:
-        figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        figures: dict[str, Any] = json.loads(last)
         where = Path(figures.pop("stef"))
-    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise RuntimeError(
-            f"paired worker in {tree} printed no figures as its last line: "
-            f"{done.stdout.strip()[-300:]!r}"
+            f"{who} worker in {tree} printed no figures as its last line: {last[-300:]!r}"
         ) from None
     if not where.resolve().is_relative_to(tree.resolve()):
-        raise RuntimeError(f"paired worker in {tree} imported another tree's stef")
+        raise RuntimeError(f"{who} worker in {tree} imported another tree's stef")
     return figures
 
 

@@ -1,6 +1,6 @@
 """Shared fixtures: paths to the repository, the shared data and the example files; a JSONL
 file written the one way (:func:`write_jsonl`); ``stef`` run in a fresh interpreter the one way
-(:func:`run_stef`, the fixture ``stef_cli``)."""
+(:func:`run_stef`, the fixture ``stef_cli``); whether a record is valid (:func:`valid_record`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import structlog
 
+from stef.errors import InvalidInput
 from stef.logs import DEPENDENCY_LOGGERS
+from stef.stages.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -35,6 +37,15 @@ def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
     lines = (row if isinstance(row, str) else json.dumps(row) for row in rows)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def valid_record(record: dict[str, Any]) -> bool:
+    """Whether ``record`` passes the record path's validation (is judged, not a dead letter)."""
+    try:
+        validate(record)
+    except InvalidInput:
+        return False
+    return True
 
 
 def run_stef(

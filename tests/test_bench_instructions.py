@@ -13,23 +13,12 @@ from typing import Any
 import pytest
 
 from bench import against, instructions
-from stef.errors import InvalidInput
-from stef.stages.validate import validate
-from tests.conftest import ROOT
-
-
-def _valid(record: dict[str, Any]) -> bool:
-    try:
-        validate(record)
-    except InvalidInput:
-        return False
-    return True
-
+from tests.conftest import ROOT, valid_record
 
 RECORDS = [
     record
     for line in (ROOT / "examples" / "agent_log.jsonl").read_text().splitlines()[:12]
-    if line.startswith("{") and _valid(record := json.loads(line))
+    if line.startswith("{") and valid_record(record := json.loads(line))
 ]
 
 # Appended to a copy's stef/pipeline.py: every record costs a little more, far less than the

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from bench import paired
-from stef.errors import InvalidInput
-from stef.stages.validate import validate
-from tests.conftest import ROOT
+from tests.conftest import ROOT, valid_record
 
 RECORDS = [
     json.loads(line)
@@ -40,16 +38,8 @@ def test_a_tree_without_its_own_stef_is_refused(tmp_path: Path) -> None:
         paired.run_rounds({"this tree": ROOT, "empty": tmp_path}, RECORDS, rounds=1)
 
 
-def _valid(record: dict[str, object]) -> bool:
-    try:
-        validate(record)
-    except InvalidInput:
-        return False
-    return True
-
-
 def test_both_sides_llm_path_is_measured_in_alternating_rounds() -> None:
-    valid = [r for r in RECORDS if _valid(r)]
+    valid = [r for r in RECORDS if valid_record(r)]
     out = paired.run_llm_rounds(
         {"this tree": ROOT, "again": ROOT}, valid, rounds=2, concurrency=4, latency_ms=20, records=8
     )
@@ -123,7 +113,7 @@ def test_rounds_that_fail_are_reported_and_the_comparison_stands() -> None:
 
 def test_a_side_that_leaves_records_unevaluated_is_not_measured() -> None:
     # Dead letters (or judge errors) cost a fraction of a call: such a side would read cheap.
-    invalid = [r for r in RECORDS if not _valid(r)]
+    invalid = [r for r in RECORDS if not valid_record(r)]
     assert invalid
     with pytest.raises(RuntimeError, match=r"evaluated 0 of 4 records"):
         paired.run_llm_rounds(
