@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 
+from stef.cues import cued
 from stef.sql.canonical import norm_value
 
 # Time units of a window relative to now ("last 30 days", "the previous quarter"): such a phrase
@@ -40,18 +41,16 @@ _MONTHS = (
 # A single quote opens a value only where a word does not run into it, and closes one only where no
 # word follows: the apostrophes of "doesn't" or "O'Brien's" are not quotes.
 # Inside single quotes, a doubled quote is SQL's escaped apostrophe ('Ancestor''s Chosen').
-_QUOTED = re.compile(
-    r"(?<!\w)'((?:[^'\n]|''){1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`"
-)
+_QUOTED = cued(r"(?<!\w)'((?:[^'\n]|''){1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}(?:-\d{2})?)\b")
 # "2010/7/19", "7/19/2010" (month first unless the first number cannot be a month), and the
 # clock times beside them ("21:20:00", "7:39 PM"), whose digits are not filter numbers.
-_SLASH_DATE = re.compile(r"\b(\d{4})/(\d{1,2})/(\d{1,2})\b|\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
+_SLASH_DATE = cued(r"\b(\d{4})/(\d{1,2})/(\d{1,2})\b|\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s*[AP]\.?M\b\.?)?", re.I)
 # "user No.58", "race no. 161", "#12": the number, not a name "No.58".
 _NUMBERED = re.compile(r"(?<!\w)(?:no|nr|#)\.?\s?(\d+)\b", re.I)
-_QUARTER = re.compile(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r"),?\s+(\d{4})\b", re.I)
+_QUARTER = cued(r"\b(Q[1-4])\b(?:\s+(\d{4}))?")
+_MONTH_YEAR = cued(r"\b(" + "|".join(_MONTHS) + r"),?\s+(\d{4})\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(%?|[km](?![\w-]))(?![\w-])", re.I)
 # A count in words right after a comparison ("at least five years", "less than twenty").
 _NUMBER_WORDS = {
@@ -59,23 +58,23 @@ _NUMBER_WORDS = {
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30,
     "forty": 40, "fifty": 50, "hundred": 100, "thousand": 1000,
 }  # fmt: skip
-_WORD_NUMBER = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
+_WORD_NUMBER = cued(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
 # Tried in order: "no more than" and "no less than" before the "more than" / "less than" they end
 # with.
 _COMPARATORS = (
     # Symbols, as enrichments write them ("refers to salary > 5000").
-    (re.compile(r"(>\s?=|=>|\u2265)\s*$"), ">="),
-    (re.compile(r"(<\s?=|=<|\u2264)\s*$"), "<="),
-    (re.compile(r"(?<![<>=!-])>\s*$"), ">"),
-    (re.compile(r"<\s*$"), "<"),
+    (cued(r"(>\s?=|=>|\u2265)\s*$"), ">="),
+    (cued(r"(<\s?=|=<|\u2264)\s*$"), "<="),
+    (cued(r"(?<![<>=!-])>\s*$"), ">"),
+    (cued(r"<\s*$"), "<"),
     (
-        re.compile(r"(at\s+least|no\s+less\s+than|no\s+fewer\s+than|minimum\s+of|since)\s*$", re.I),
+        cued(r"(at\s+least|no\s+less\s+than|no\s+fewer\s+than|minimum\s+of|since)\s*$", re.I),
         ">=",
     ),
-    (re.compile(r"(until|through|thru|no\s+later\s+than)\s*$", re.I), "<="),
-    (re.compile(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
+    (cued(r"(until|through|thru|no\s+later\s+than)\s*$", re.I), "<="),
+    (cued(r"(at\s+most|no\s+more\s+than|up\s+to|maximum\s+of)\s*$", re.I), "<="),
     (
-        re.compile(
+        cued(
             r"(more|greater|higher|larger|bigger|older|longer)\s+than\s*$|(over|above|exceeds?|"
             r"exceeding|after)\s*$",
             re.I,
@@ -83,7 +82,7 @@ _COMPARATORS = (
         ">",
     ),
     (
-        re.compile(
+        cued(
             r"(less|fewer|lower|smaller|younger|shorter)\s+than\s*$|(under|below|before)\s*$", re.I
         ),
         "<",
@@ -92,14 +91,14 @@ _COMPARATORS = (
 # Comparison words after the number ("50 or more", "3 or fewer").
 _COMPARATORS_AFTER = (
     (
-        re.compile(
+        cued(
             r"^%?\s*(?:\w+\s+)?(?:or|and)\s+(more|greater|higher|above|over|later|older|up)\b",
             re.I,
         ),
         ">=",
     ),
     (
-        re.compile(
+        cued(
             r"^%?\s*(?:\w+\s+)?(?:or|and)\s+(less|fewer|lower|below|under|earlier|younger)\b",
             re.I,
         ),
@@ -118,12 +117,12 @@ _SMALL_NUMBERS = {
 }  # fmt: skip
 # A time window relative to now ("in the last 30 days", "past three months", "the previous
 # quarter"): a filter on a date, never a top-k count.
-_TIME_WINDOW = re.compile(
+_TIME_WINDOW = cued(
     r"\b(?:last|past|previous|prior|preceding|recent|first)\s+"
     r"(?:(\d+|" + "|".join(_SMALL_NUMBERS) + r")\s+)?(" + TIME_UNITS + r")\b",
     re.I,
 )
-_TOP_K_NUMBER = re.compile(
+_TOP_K_NUMBER = cued(
     r"\b(?:top|bottom|best|worst)\s+(\d+)\b|\b(?:first|last)\s+(\d+)\b(?!\s+"
     + TIME_UNITS
     + r"\b)|\b(\d+)\s+(?:highest|lowest|most|least|"
@@ -132,12 +131,12 @@ _TOP_K_NUMBER = re.compile(
     re.I,
 )
 # "Which 3 customers ... the most": with a superlative in the question, the count of what it ranks.
-_SUPERLATIVE = re.compile(
+_SUPERLATIVE = cued(
     r"\b(?:highest|lowest|most|least|largest|smallest|biggest|fewest|latest|newest|oldest|"
     r"earliest|top|bottom|best|worst|\w{3,}est)\b",
     re.I,
 )
-_COUNTED = re.compile(
+_COUNTED = cued(
     r"\b(?:which|what|the|list|show|name|find|get)\s+(?:the\s+)?(\d+)\s+(?!"
     + TIME_UNITS
     + r"\b)[a-z]",
@@ -147,7 +146,7 @@ _COUNTED = re.compile(
 
 # "between 50 and 200", "from 2020 to 2022", "between 2024-03-01 and 2024-03-31": the first
 # value is the range's inclusive start, the second its inclusive end.
-_RANGE = re.compile(
+_RANGE = cued(
     r"\b(?:between|from)\s+(?:\$\s*|')?(?P<lo>-?\d[\d,./:-]*\d|\d)\b.{0,12}?\s+(?:and|to|until|through|-)\s+"
     r"(?:\$\s*|')?(?P<hi>-?\d[\d,./:-]*\d|\d)\b",
     re.I,
@@ -320,7 +319,7 @@ def _dates(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
 
 # "ID 1-20", "born 1980-1985": a range written with a hyphen (a year-month "2019-09" is not one:
 # its second number is the smaller).
-_HYPHEN_RANGE = re.compile(r"(?<![\w./-])(\d+)-(\d+)(?![\w/-]|\.\d)")
+_HYPHEN_RANGE = cued(r"(?<![\w./-])(\d+)-(\d+)(?![\w/-]|\.\d)")
 
 
 def _hyphen_ranges(text: str) -> Iterator[Found]:

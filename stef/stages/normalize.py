@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from stef.cues import cued
 from stef.models import InputRecord, SqlSpec
 from stef.question import TIME_UNITS
 from stef.rules import AppRules
@@ -39,7 +40,7 @@ _SUPERLATIVES = (
     r"latest|oldest|newest|youngest|longest|shortest|maximum|minimum|max|min|top|bottom|"
     r"cheapest|priciest|fastest|slowest|heaviest|lightest|tallest|shortest|richest|poorest"
 )
-_ORDERING_WORDS = re.compile(
+_ORDERING_WORDS = cued(
     r"\b(top|bottom|rank(ed|ing|s)?|sort(ed|ing)?|order(ed)? by|in (descending|ascending|"
     r"alphabetical|chronological|reverse) order|descending|ascending|alphabetical(ly)?|"
     r"chronological(ly)?|" + _SUPERLATIVES + r"|\w+est)\b",
@@ -82,7 +83,7 @@ _NOT_SUPERLATIVE_EST = {
     "tempest",
 }
 # "last 30 days" and "the first 3 months" are time windows (filters), not top-k requests.
-_TOP_K = re.compile(
+_TOP_K = cued(
     r"\b(?:top|bottom|best|worst)\s+"
     + _NUM
     + r"\b|\b(?:first|last)\s+"

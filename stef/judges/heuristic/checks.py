@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from stef.cues import cued
 from stef.judges.base import JudgeRequest
 from stef.judges.heuristic.named_columns import unused_columns
 from stef.judges.heuristic.question import DISTINCT_WORDS
@@ -125,8 +126,8 @@ def question_filters(ev: Evidence) -> Iterator[Finding]:
 
 # ------------------------------------------------------------------------------------ structure
 
-_PERCENT = re.compile(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
-_NEGATION = re.compile(
+_PERCENT = cued(r"\bpercent(age)?\b|\bratio\b|\bproportion\b|\brate\b|\bshare\b|%", re.I)
+_NEGATION = cued(
     r"\b(not|never|without|excluding|except|other than|no longer|isn't|aren't|wasn't|weren't|"
     r"doesn't|don't|didn't|haven't|hasn't|non|neither|nor)\b",
     re.I,
@@ -371,7 +372,7 @@ def unrequested_predicates(ev: Evidence) -> Iterator[Finding]:
         yield Finding("filters_extra", f"unrequested predicates: {'; '.join(extras)}", False)
 
 
-_ENRICHMENT_AGGREGATES = re.compile(r"\b(count|sum|avg|max|min)\s*\(", re.I)
+_ENRICHMENT_AGGREGATES = cued(r"\b(count|sum|avg|max|min)\s*\(", re.I)
 
 
 def enrichment_aggregates(ev: Evidence) -> Iterator[Finding]:
@@ -451,7 +452,7 @@ _FLOAT_HINT = re.compile(r"cast\(|real|float|double|decimal|numeric|\d\.\d|::", 
 
 
 # AVG(x) / COUNT(y), CAST(AVG(x) AS REAL) / COUNT(y): an average divided again by a count.
-_AVERAGE_OVER_COUNT = re.compile(
+_AVERAGE_OVER_COUNT = cued(
     r"\bavg\s*\((?:[^()]|\([^()]*\))*\)\s*(?:as\s+\w+\s*\)\s*)?/\s*(?:cast\s*\(\s*)?count\s*\(",
     re.I,
 )

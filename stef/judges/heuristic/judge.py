@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from stef.cues import cued
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.checks import CHECKS, Evidence, Finding
 from stef.judges.heuristic.enrichment import enrichment
@@ -81,7 +82,7 @@ def _quarter_match(q: QuestionFilter, p: Predicate) -> bool:
 
 
 # Date arithmetic relative to now, in the dialects STEF reads.
-_RELATIVE_DATE = re.compile(
+_RELATIVE_DATE = cued(
     r"\b(now|current_date|current_timestamp|getdate|sysdate|today|interval|dateadd|date_add|"
     r"date_sub|datediff|julianday|add_months|date_trunc)\b|'now'",
     re.I,

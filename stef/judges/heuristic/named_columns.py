@@ -15,6 +15,7 @@ import difflib
 import re
 from collections.abc import Iterator
 
+from stef.cues import cued
 from stef.sql.canonical import SQL_STRING
 
 # Names as enrichments write them: `quoted`, snake_case, camelCase, the column of table.column,
@@ -25,7 +26,7 @@ _NAME = re.compile(
     r"|(?<![\w.])([a-z]+[A-Z][A-Za-z0-9]*)\b"
     r"|\b[A-Za-z_]\w*\.([A-Za-z_]\w*)\b"
 )
-_AGGREGATE_ARG = re.compile(r"\b(?:max|min|sum|avg|count)\s*\(\s*([A-Za-z_]\w*)\s*\)", re.I)
+_AGGREGATE_ARG = cued(r"\b(?:max|min|sum|avg|count)\s*\(\s*([A-Za-z_]\w*)\s*\)", re.I)
 _TEXT_STRING = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"")
 # Shorter names (id, name, time) are too common to tell one column from another; a longer
 # backticked phrase is prose, not a column.

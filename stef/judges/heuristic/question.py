@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from stef.cues import Cued, cued
 from stef.judges.heuristic.readings import negated_at
 from stef.models import Aggregation, QuestionFilter, QuestionSpec, SqlSpec
 from stef.question import Found, as_word, question_literals
@@ -17,20 +18,20 @@ from stef.rules import AppRules
 from stef.sql.canonical import SQL_STRING, norm_ident
 from stef.stages.normalize import question_cues
 
-_AGG_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b", re.I), "COUNT"),
-    (re.compile(r"\baverage\b|\bavg\b|\bmean\b", re.I), "AVG"),
-    (re.compile(r"\btotal\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b", re.I), "SUM"),
-    (re.compile(r"\bmaximum\b|\bmax\b", re.I), "MAX"),
-    (re.compile(r"\bminimum\b|\bmin\b", re.I), "MIN"),
+_AGG_CUES: tuple[tuple[Cued, str], ...] = (
+    (cued(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b", re.I), "COUNT"),
+    (cued(r"\baverage\b|\bavg\b|\bmean\b", re.I), "AVG"),
+    (cued(r"\btotal\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b", re.I), "SUM"),
+    (cued(r"\bmaximum\b|\bmax\b", re.I), "MAX"),
+    (cued(r"\bminimum\b|\bmin\b", re.I), "MIN"),
 )
-DISTINCT_WORDS = re.compile(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
+DISTINCT_WORDS = cued(r"\bdistinct\b|\bdifferent\b|\bunique\b", re.I)
 _BY_GROUP = re.compile(
     r"(?<!sorted )(?<!ordered )(?<!ranked )(?<!sort )(?<!order )(?<!rank )"
     r"\bby\s+(?:the\s+|their\s+|its\s+)?(\w+)",
     re.I,
 )
-_GROUPING = re.compile(
+_GROUPING = cued(
     r"\b(?:per|for each|for every|each|by each|broken down by|grouped by)\s+"
     r"(\w+)",
     re.I,

@@ -22,6 +22,7 @@ from datetime import date, timedelta
 from functools import lru_cache
 from typing import Literal
 
+from stef.cues import cued
 from stef.models import Predicate, QuestionFilter, SqlSpec
 
 Interval = tuple[date | None, date | None]  # [start, end): None is unbounded
@@ -33,7 +34,7 @@ _MONTH_NAMES = (
     "october", "november", "december",
 )  # fmt: skip
 _MONTHS = {m: i + 1 for i, m in enumerate(_MONTH_NAMES)}
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r"),?\s+(\d{4})\b", re.I)
+_MONTH_YEAR = cued(r"\b(" + "|".join(_MONTHS) + r"),?\s+(\d{4})\b", re.I)
 _QUARTER_YEAR = re.compile(r"q([1-4])\s+(\d{4})", re.I)
 _PERIOD = re.compile(r"((?:19|20)\d\d)(?:[-/](\d\d)(?:[-/](\d\d))?)?(?:[ t]\d\d:\d\d(?::\d\d)?.*)?")
 _YEAR_OF = re.compile(
@@ -217,21 +218,21 @@ _ASC = (
     r"least expensive|earliest|least common|least popular"
 )
 # "at least 3", "at most 5" are comparisons, not superlatives.
-_SUPERLATIVE = re.compile(
+_SUPERLATIVE = cued(
     r"(?<!at )(?<!\bno )\b(?:(?P<desc>" + _DESC + r")|(?P<asc>" + _ASC + r"))\b", re.I
 )
 _AGE = re.compile(r"(?<![a-z])age(?![a-z])")
-_CHRONO = re.compile(r"\b(oldest|youngest)\b", re.I)
+_CHRONO = cued(r"\b(oldest|youngest)\b", re.I)
 # "fastest" is the shortest time and the highest speed.
-_PACE = re.compile(r"\b(fastest|quickest|slowest)\b", re.I)
+_PACE = cued(r"\b(fastest|quickest|slowest)\b", re.I)
 _DURATION = re.compile(r"time|duration|millis|seconds|minutes|(?<![a-z])ms(?![a-z])")
 _SPEED = re.compile(r"speed|velocity|pace|rate")
 # An enrichment's "refers to MAX(dob)": the end of the ranked column it means.
-_NAMED_EXTREME = re.compile(r"\b(max|min)\s*\(\s*([^()]{1,80}?)\s*\)", re.I)
+_NAMED_EXTREME = cued(r"\b(max|min)\s*\(\s*([^()]{1,80}?)\s*\)", re.I)
 _NAME_PART = re.compile(r"[a-z0-9_-]+")
 
 
-_SORT_WORDS = re.compile(
+_SORT_WORDS = cued(
     r"\b(?:(?P<asc>ascending|alphabetical(?:ly)?|a to z|chronological(?:ly)?)|"
     r"(?P<desc>descending|reverse (?:alphabetical|chronological) order|z to a))\b",
     re.I,
