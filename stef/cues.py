@@ -50,7 +50,8 @@ class Cued:
         self._scans = tuple(re.compile("|".join(map(re.escape, sorted(c)))) for c in self.cues)
 
     def _may_match(self, text: str) -> bool:
-        if not self._scans or not text.isascii():
+        # Anything but a plain str goes to the regex as it is (and fails there as it did).
+        if not self._scans or type(text) is not str or not text.isascii():
             return True
         folded = text.lower()
         return all(scan.search(folded) for scan in self._scans)

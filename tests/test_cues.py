@@ -15,31 +15,26 @@ from hypothesis import strategies as st
 from stef.cues import Cued, cued, cues_of
 from tests.conftest import ROOT, SHARED_DATA
 
-# The modules whose patterns are cued (every Cued among their globals is checked).
-READERS = (
-    "stef.question",
-    "stef.stages.normalize",
-    "stef.judges.heuristic.checks",
-    "stef.judges.heuristic.judge",
-    "stef.judges.heuristic.named_columns",
-    "stef.judges.heuristic.question",
-    "stef.judges.heuristic.readings",
-)
-
 
 def _cued_in(value: object, name: str) -> Iterator[tuple[str, Cued]]:
     if isinstance(value, Cued):
         yield name, value
-    elif isinstance(value, tuple):
+    elif isinstance(value, tuple | list):
         for i, item in enumerate(value):
             yield from _cued_in(item, f"{name}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _cued_in(item, f"{name}[{key!r}]")
 
 
 def _all_cued() -> list[tuple[str, Cued]]:
+    """Every cued pattern of every module of the package that builds one."""
     found = []
-    for module in READERS:
-        for name, value in vars(importlib.import_module(module)).items():
-            found.extend(_cued_in(value, f"{module}.{name}"))
+    for path in sorted((ROOT / "stef").rglob("*.py")):
+        if path.name != "cues.py" and "cued(" in path.read_text(encoding="utf-8"):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            for name, value in vars(importlib.import_module(module)).items():
+                found.extend(_cued_in(value, f"{module}.{name}"))
     return found
 
 
@@ -132,6 +127,15 @@ def test_text_that_is_not_ascii_is_always_scanned() -> None:
     c = cued(r"\bsum\b", re.I)
     assert c.cues and c.search("\u017fum") is not None
     assert c.search("SUM") is not None and c.search("summary") is None
+
+
+def test_what_is_not_text_fails_as_the_regex_fails() -> None:
+    c = cued(r"\bsum\b", re.I)
+    for value in (None, 12, b"sum"):
+        with pytest.raises(TypeError):
+            c.search(value)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            list(c.finditer(value))  # type: ignore[arg-type]
 
 
 def test_the_readers_texts_read_as_before() -> None:

@@ -19,6 +19,7 @@ import sqlglot
 from sqlglot import exp
 
 from stef import question as reading
+from stef.cues import Cued
 from stef.io.otlp import record as otlp_record
 from stef.judges.heuristic import question as q
 from stef.judges.heuristic import readings
@@ -67,12 +68,19 @@ def growth(run: Callable[[str], object], make: Callable[[int], str], n: int) -> 
     return slow / max(fast, 1e-6)
 
 
-def _scan(pattern: re.Pattern[str]) -> Callable[[str], object]:
-    return lambda text: sum(1 for _ in pattern.finditer(text))
+def _regex(pattern: re.Pattern[str] | Cued) -> re.Pattern[str]:
+    """A cued pattern's own regex: an attacker's text holds the cues it needs (stef/cues.py), so
+    the scan is timed, not the check that skips it."""
+    return pattern.regex if isinstance(pattern, Cued) else pattern
 
 
-def _search(pattern: re.Pattern[str]) -> Callable[[str], object]:
-    return pattern.search
+def _scan(pattern: re.Pattern[str] | Cued) -> Callable[[str], object]:
+    regex = _regex(pattern)
+    return lambda text: sum(1 for _ in regex.finditer(text))
+
+
+def _search(pattern: re.Pattern[str] | Cued) -> Callable[[str], object]:
+    return _regex(pattern).search
 
 
 def _rep(unit: str, tail: str = "") -> Callable[[int], str]:
