@@ -36,8 +36,8 @@ class Cued:
 
     Attributes:
         regex: the compiled pattern.
-        cues: sets of lower-case literals; every match contains one of each set. None found:
-            the text is always scanned.
+        cues: sets of lower-case literals; every match contains one of each set. Empty (none
+            found): the text is always scanned.
     """
 
     __slots__ = ("_scans", "cues", "regex")
@@ -80,7 +80,7 @@ def cues_of(regex: re.Pattern[str]) -> tuple[frozenset[str], ...]:
     try:
         found = _candidates(list(_parse.parse(regex.pattern, regex.flags)))
         return tuple(dict.fromkeys(c for c in found if _selective(c)))
-    except Exception:
+    except Exception:  # a parser that changed, a pattern it cannot read: always scanned
         return ()
 
 
