@@ -40,21 +40,27 @@ class Cued:
             found): the text is always scanned.
     """
 
-    __slots__ = ("_scans", "cues", "regex")
+    __slots__ = ("_sets", "cues", "regex")
 
     def __init__(self, regex: re.Pattern[str]) -> None:
         self.regex = regex
         self.cues = cues_of(regex)
-        # One scan for any cue of a set: a case-sensitive alternation of literals, which the
-        # engine looks for by their first characters.
-        self._scans = tuple(re.compile("|".join(map(re.escape, sorted(c)))) for c in self.cues)
+        # Looked for with ``in`` (a substring search in C): on the readers' texts half the time
+        # of one alternation of the set's literals, and of a generator over the sets.
+        self._sets = tuple(tuple(sorted(c)) for c in self.cues)
 
     def _may_match(self, text: str) -> bool:
         # Anything but a plain str goes to the regex as it is (and fails there as it did).
-        if not self._scans or type(text) is not str or not text.isascii():
+        if not self._sets or type(text) is not str or not text.isascii():
             return True
         folded = text.lower()
-        return all(scan.search(folded) for scan in self._scans)
+        for cues in self._sets:
+            for cue in cues:
+                if cue in folded:
+                    break
+            else:
+                return False
+        return True
 
     def search(self, text: str) -> re.Match[str] | None:
         return self.regex.search(text) if self._may_match(text) else None
