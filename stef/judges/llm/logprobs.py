@@ -22,7 +22,9 @@ _YES_NO_WINDOW = 5
 _YES = "yes"
 _NO = "no"
 # A verdict value starts here in the reply's JSON (a key written inside a string is escaped).
-_VERDICT_KEY = re.compile(r'(?<!\\)"verdict"\s*:\s*"')
+# The unescaped quote is checked behind the key, not before it: a pattern that starts with a
+# literal is searched for by it, one that starts with a lookbehind is tried at every character.
+_VERDICT_KEY = re.compile(r'"verdict"(?<!\\"verdict")\s*:\s*"')
 
 
 def _answer(token: str) -> str:
