@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
+from stef.metrics.families import Counter, Gauge
 from stef.metrics.labels import CANARY_OUTCOMES
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
+from stef.metrics.families import Counter, Histogram
 from stef.metrics.labels import LLM_BUCKETS
 from stef.models import REPAIR_KINDS
 

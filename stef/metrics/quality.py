@@ -7,10 +7,11 @@ import math
 import threading
 from collections import deque
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from stef.accuracy import Interval
 from stef.calibration import Calibration
+from stef.metrics.families import Counter, Gauge, Histogram
 from stef.metrics.labels import (
     CONFIDENCE_BUCKETS,
     DEAD_LETTER_REASONS,

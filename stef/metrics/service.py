@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from stef.logs import dropped_lines
+from stef.metrics.families import Counter, Gauge
 from stef.metrics.labels import CALLBACKS, COMMIT_SOURCES
 
 
