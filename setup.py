@@ -1,8 +1,9 @@
 """The optional compiled build. Everything about the package is in pyproject.toml; this file only
 adds, when ``STEF_COMPILE=1``, the record path's hot modules compiled with mypyc (the package is
 mypy-strict clean; sqlglot's ``sqlglotc`` is built the same way). Without it the package is pure
-Python, as it always is by default; compiled, it gives the same results byte for byte, and spends
-about 10% less CPU on a record of the deterministic path (README, "Compiled build").
+Python, as it always is by default; compiled, it gives the same results byte for byte, and runs
+9% fewer instructions a record of the deterministic path, a CPU gain within the spread of runs
+(README, "Compiled build").
 
 Build it without isolation, with mypy and setuptools installed (both are in the locks)::
 
