@@ -203,3 +203,57 @@ def test_an_export_row_nested_past_the_parser_is_a_dead_letter(tmp_path: Path) -
     assert len(results) == 1
     dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["not_json"]
+
+
+_RECORD = {"question": "How many customers are in EMEA?", "sql": "SELECT COUNT(*) FROM customers"}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"resourceSpans": []},  # read as an OTLP file: every line after it was dropped
+        {"trace_id": "t1", "parent_observation_id": None},  # as Langfuse: none judged
+        {"trace_id": "t1", "run_type": "chain"},  # as LangSmith: five merged into one
+    ],
+)
+def test_records_carrying_trace_keys_are_read_as_records(
+    tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(
+        "".join(json.dumps({**_RECORD, "id": f"r{i}", **extra}) + "\n" for i in range(5))
+    )
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert sorted(r["id"] for r in results) == [f"r{i}" for i in range(5)]
+
+
+def test_a_long_first_line_is_otlp_only_if_it_opens_as_otlp(tmp_path: Path) -> None:
+    """A first line past 1 MiB is read by its opening: OTLP named inside a record's metadata
+    made the whole file OTLP, and every record was dropped."""
+    path = tmp_path / "records.jsonl"
+    long = {"id": "r0", "metadata": {"otel": {"resourceSpans": []}}, **_RECORD}
+    lines = [json.dumps({**long, "blob": "x" * 1_100_000})]
+    lines += [json.dumps({**_RECORD, "id": f"r{i}"}) for i in range(1, 5)]
+    path.write_text("\n".join(lines) + "\n")
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert sorted(r["id"] for r in results) == [f"r{i}" for i in range(1, 5)]
+    dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["too_large"]
+
+
+def test_a_line_that_is_not_otlp_in_a_trace_file_is_a_dead_letter(tmp_path: Path) -> None:
+    """Every line comes out: the traces as results, a record or other JSON among them as
+    ``not_otlp`` (it read as an empty message, and was lost)."""
+    with FakeLlmServer() as server:
+        lines = [otlp_json(traces_data(spans_of(case, server))) for case in CASES[:2]]
+    others = [json.dumps(_RECORD).encode(), b"{}", b"[]"]
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join([lines[0], *others, lines[1]]) + b"\n")
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert len(results) == 2
+    dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert sorted(d["source"]["line"] for d in dead) == [2, 3, 4]
+    assert {d["reason"] for d in dead} == {"not_otlp"}

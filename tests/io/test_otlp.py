@@ -69,12 +69,23 @@ def test_the_sql_comes_from_the_tool_span_not_the_root(traced: list[tuple[Case, 
         (b"not protobuf at all, just text", "otlp_proto"),
         (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', "otlp_json"),
         (b"{oops", "otlp_json"),
+        # JSON that is not OTLP: unknown fields are ignored, so each read as an empty message.
+        (b'{"question": "How many orders?", "sql": "SELECT COUNT(*) FROM orders"}', "otlp_json"),
+        (b"{}", "otlp_json"),
+        (b"[]", "otlp_json"),
+        (b"42", "otlp_json"),
+        (b'{"resourceLogs": []}', "otlp_json"),  # a logs message on a traces topic
     ],
 )
 def test_a_message_that_does_not_decode_is_not_otlp(payload: bytes, encoding: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         decode(payload, encoding, "traces")  # type: ignore[arg-type]
     assert caught.value.reason == "not_otlp"
+
+
+@pytest.mark.parametrize("field", ["resourceSpans", "resource_spans"])
+def test_an_empty_otlp_json_message_holds_no_spans(field: str) -> None:
+    assert decode(json.dumps({field: []}).encode(), "otlp_json", "traces") == []
 
 
 def test_a_trace_without_sql_names_what_is_missing() -> None:

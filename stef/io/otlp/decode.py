@@ -40,6 +40,13 @@ ENCODINGS: tuple[Encoding, ...] = ("otlp_proto", "otlp_json")
 _KINDS = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 # OTLP JSON fields that hold ids in hex (protobuf's JSON mapping would read them as base64).
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+# The one field of each signal's message, in either of the JSON mapping's spellings. Unknown
+# fields are ignored (a newer Collector's), so without this check any JSON object, a flat record
+# among them, would read as an empty message and be dropped without a dead letter.
+_TOP_FIELDS = {
+    "traces": ("resourceSpans", "resource_spans"),
+    "logs": ("resourceLogs", "resource_logs"),
+}
 
 
 def decode(payload: bytes, encoding: Encoding, signal: Signal) -> list[Span]:
@@ -50,15 +57,22 @@ def decode(payload: bytes, encoding: Encoding, signal: Signal) -> list[Span]:
             ``encoding``.
     """
     message: TracesData | LogsData = TracesData() if signal == "traces" else LogsData()
+    kind = "TracesData" if signal == "traces" else "LogsData"
     try:
         if encoding == "otlp_proto":
             message.ParseFromString(payload)
         else:
             tree = json.loads(payload)
+            if not isinstance(tree, dict) or not any(k in tree for k in _TOP_FIELDS[signal]):
+                what = "object" if isinstance(tree, dict) else type(tree).__name__
+                raise InvalidInput(
+                    "not_otlp",
+                    f"not an OTLP {kind} message ({encoding}): "
+                    f"a JSON {what} without {_TOP_FIELDS[signal][0]}",
+                )
             _hex_ids_to_base64(tree)
             json_format.ParseDict(tree, message, ignore_unknown_fields=True)
     except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        kind = "TracesData" if signal == "traces" else "LogsData"
         detail = " ".join(str(exc).split())[:300] or type(exc).__name__
         raise InvalidInput(
             "not_otlp", f"not an OTLP {kind} message ({encoding}): {detail}"

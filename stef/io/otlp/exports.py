@@ -6,6 +6,7 @@ DuckDB, the ``duckdb`` extra). Each row of an export is a span; a file's traces 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -22,6 +23,10 @@ EXPORT_ATTRIBUTE = "stef.export"
 
 # How much of the first line format detection reads.
 _DETECT_BYTES = 1 << 20
+# The opening of an OTLP JSON line: its message's one field, first.
+_OTLP_OPENING = re.compile(rb'\s*\{\s*"resource(Spans|Logs)"\s*:')
+# A first line with either is STEF's record, whatever other keys it has: no export row has them.
+_RECORD_FIELDS = frozenset({"question", "sql"})
 
 
 def _first_line_head(handle: BinaryIO) -> bytes:
@@ -54,16 +59,18 @@ def detect_format(path: str) -> str:
     except OSError:
         return "records"  # the record path reports what is wrong with it, line by line
     if not first.endswith(b"\n") and len(first) >= _DETECT_BYTES:
-        # A long first line is read by its opening only (a 200 MB line is not loaded to look).
-        head = first[:4096]
-        if b'"resourceSpans"' in head:
-            return "otlp"
-        return "otlp_logs" if b'"resourceLogs"' in head else "records"
+        # A long first line is read by its opening only (a 200 MB line is not loaded to look):
+        # an OTLP message has one field, so the exporter writes it first.
+        opening = _OTLP_OPENING.match(first)
+        if opening is None:
+            return "records"
+        return "otlp" if opening.group(1) == b"Spans" else "otlp_logs"
     try:
         row = json.loads(first) if first.strip() else None
     except (ValueError, RecursionError):  # the record path says what is wrong with the line
         return "records"
-    if not isinstance(row, dict):
+    if not isinstance(row, dict) or _RECORD_FIELDS & row.keys():
+        # A record may carry any other key (a trace id, even resourceSpans): its own are enough.
         return "records"
     if "resourceSpans" in row:
         return "otlp"
