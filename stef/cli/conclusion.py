@@ -23,13 +23,16 @@ def conclusion(rep: dict[str, Any]) -> str:
     if not n or kappa is None:
         return "In short: no labelled record was judged, so there is nothing to conclude yet."
     low, high = (rep.get("kappa_ci") or [None, None])[:2]
-    words = next((w for bound, w in _KAPPA_WORDS if kappa >= bound), "no better than chance")
     ci = f", 95% interval {low:.2f} to {high:.2f}" if low is not None else ""
-    lines = [
-        f"In short: on {n} labelled records the judge agrees with people {words} "
-        f"beyond chance (kappa {kappa:.2f}{ci})."
-    ]
-    if low is not None and low <= 0:
+    words = next((w for bound, w in _KAPPA_WORDS if kappa >= bound), None)
+    if words is None:  # below 0: less agreement than chance would give
+        agrees = "agrees with people less often than chance would"
+    else:
+        agrees = f"agrees with people {words} beyond chance"
+    lines = [f"In short: on {n} labelled records the judge {agrees} (kappa {kappa:.2f}{ci})."]
+    if high is not None and high < 0:
+        lines.append("That interval lies below 0: the judge's verdicts run against the labels.")
+    elif low is not None and low <= 0:
         lines.append("That interval reaches 0: it is not yet shown to beat chance.")
     sens, spec = rep.get("sensitivity"), rep.get("specificity")
     if sens is not None and spec is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from stef.cli import main
+from stef.cli.conclusion import conclusion
 from tests.conftest import ROOT
 
 LABELS = ROOT / "examples" / "judge-sample.jsonl"
@@ -84,3 +85,21 @@ def test_the_text_ends_with_a_plain_conclusion_and_the_plot_names_its_axis(
     plain = tmp_path / "raw.svg"
     _run(capsys, "--calibration", "none", "--plot", str(plain))
     assert ">score<" in plain.read_text()
+
+
+@pytest.mark.parametrize(
+    ("kappa", "ci", "says", "never"),
+    [
+        (-0.2, [-0.33, -0.05], "less often than chance would", "reaches 0"),
+        (-0.05, [-0.2, 0.1], "less often than chance would", "lies below 0"),
+        (0.1, [-0.1, 0.3], "slightly beyond chance", "lies below 0"),
+    ],
+)
+def test_the_conclusion_reads_a_kappa_below_chance(
+    kappa: float, ci: list[float], says: str, never: str
+) -> None:
+    """A negative kappa read "no better than chance beyond chance", and an interval wholly
+    below 0 "reaches 0"."""
+    said = conclusion({"n": 120, "kappa": kappa, "kappa_ci": ci})
+    assert says in said and never not in said and "chance beyond chance" not in said
+    assert ("lies below 0" in said) == (ci[1] < 0)
