@@ -3,7 +3,7 @@
 0  success
 1  failure: a sink or output failed (nothing committed past what was written), an input file is
    missing, records were left unfinished, or ``stef judge`` got invalid input
-2  usage: bad flags, settings or rules
+2  usage: bad flags, settings or rules, or a Kafka broker that cannot be reached at start
 3  the judge cannot work: ``stef judge``: the judge could not decide (outcome ``judge_error``);
    ``replay``, ``run``, ``backfill``, ``calibrate``, ``check``: the LLM endpoint failed its
    preflight check (unreachable, key refused), before any record was read; ``replay``: every
