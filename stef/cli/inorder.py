@@ -1,5 +1,7 @@
 """``stef replay``'s messages about records in input order: workers finish records in any order,
-so each message waits until every record read before its own has finished."""
+so each message waits until every record read before its own has finished. A source that does not
+say its order (a trace file's, whose records are traces assembled from its lines) has each
+message said when its record finishes."""
 
 from __future__ import annotations
 
@@ -23,15 +25,23 @@ class InOrder:
         self._lock = threading.Lock()
         self._read: deque[int] = deque()
         self._done: dict[int, str | None] = {}
+        self._ordered = False
 
     def read(self, envelopes: Sequence[Envelope]) -> None:
         """Records handed out by the source, in its order."""
         with self._lock:
+            self._ordered = True
             self._read.extend(id(e) for e in envelopes)
 
     def finished(self, envelope: Envelope, message: str | None) -> None:
         """A record is done, with its message or None; releases what is now in order."""
         with self._lock:
+            if not self._ordered:
+                # No order was said: nothing to wait for. Kept for a read that never came, the
+                # message went unsaid, and an entry of every record of the file stayed in memory.
+                if message is not None:
+                    self._emit(message)
+                return
             self._done[id(envelope)] = message
             while self._read and self._read[0] in self._done:
                 said = self._done.pop(self._read.popleft())

@@ -112,9 +112,10 @@ class _Tally:
             self.progress.step()
             message = None
             if result is None:
-                line = envelope.position.get("line")
+                # A Parquet export's rows have no line.
+                at = envelope.position.get("line", envelope.position.get("row"))
                 why = f"invalid input ({processed.reason}): {processed.error}"
-                message = f"{self.path}:{line}: {why}"
+                message = f"{self.path}:{at}: {why}"
         # Outside the tally's lock: a message waits for the records read before its own.
         self.order.finished(envelope, message)
 

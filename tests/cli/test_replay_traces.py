@@ -257,3 +257,6 @@ def test_a_line_that_is_not_otlp_in_a_trace_file_is_a_dead_letter(tmp_path: Path
     dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
     assert sorted(d["source"]["line"] for d in dead) == [2, 3, 4]
     assert {d["reason"] for d in dead} == {"not_otlp"}
+    # Each said on stderr with its line, as a records file's are (they were never said).
+    for line in (2, 3, 4):
+        assert f"{path}:{line}: invalid input (not_otlp)" in err
