@@ -26,6 +26,8 @@ FIELDS = (
     "metadata",
     "gold_sql",
 )
+# The fields a record cannot do without (input-record.md): every other is optional.
+REQUIRED = ("question", "sql")
 
 
 class FieldMapping(BaseModel):

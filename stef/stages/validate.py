@@ -25,12 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stef.errors import InvalidInput
 from stef.fields import FIELDS as FIELDS  # re-exported: pipeline, settings, calibrate
+from stef.fields import REQUIRED
 from stef.fields import FieldMapping as FieldMapping
 from stef.fields import path_parts as path_parts
 from stef.models import InputRecord
 from stef.sql.dialects import dialect_names
 
-REQUIRED = ("question", "sql")
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
 _TEXTS = ("question", "enriched_question", "sql", "gold_sql")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from stef.errors import ConfigError, InvalidInput
+from stef.fields import REQUIRED
 from stef.io import Envelope
 from stef.io.otlp.spans import Span
 
@@ -25,8 +26,6 @@ EXPORT_ATTRIBUTE = "stef.export"
 _DETECT_BYTES = 1 << 20
 # The opening of an OTLP JSON line: its message's one field, first.
 _OTLP_OPENING = re.compile(rb'\s*\{\s*"resource(Spans|Logs)"\s*:')
-# A first line with either is STEF's record, whatever other keys it has: no export row has them.
-_RECORD_FIELDS = frozenset({"question", "sql"})
 
 
 def _first_line_head(handle: BinaryIO) -> bytes:
@@ -69,8 +68,9 @@ def detect_format(path: str) -> str:
         row = json.loads(first) if first.strip() else None
     except (ValueError, RecursionError):  # the record path says what is wrong with the line
         return "records"
-    if not isinstance(row, dict) or _RECORD_FIELDS & row.keys():
-        # A record may carry any other key (a trace id, even resourceSpans): its own are enough.
+    if not isinstance(row, dict) or any(field in row for field in REQUIRED):
+        # A record may carry any other key (a trace id, even resourceSpans): a field every record
+        # has (no export row has either) is enough.
         return "records"
     if "resourceSpans" in row:
         return "otlp"
