@@ -58,8 +58,16 @@ def outcome(payload: dict[str, Any], gold: str, reformat: bool) -> dict[str, Any
     if ref.verdict is None:
         return None
     started = time.perf_counter()
+    asked_at = payload.get("timestamp")
     found = run_generated(
-        ref, sqlspec(sql, dialect), sql, gold, dialect, ordered, DEFAULT_GENERATED
+        ref,
+        sqlspec(sql, dialect),
+        sql,
+        gold,
+        dialect,
+        ordered,
+        DEFAULT_GENERATED,
+        asked_at=asked_at if isinstance(asked_at, str) else None,
     )
     execution = found.execution
     return {

@@ -103,7 +103,11 @@ def _compare(
     started = time.perf_counter()
     if generated is not None:
         spec = sqlspec(sql, dialect)
-        ref = run_generated(ref, spec, sql, rec.gold_sql, dialect, ordered, generated)
+        asked_at = rec.payload.get("timestamp")
+        asked_at = asked_at if isinstance(asked_at, str) else None
+        ref = run_generated(
+            ref, spec, sql, rec.gold_sql, dialect, ordered, generated, asked_at=asked_at
+        )
     ms = (time.perf_counter() - started) * 1000 if generated is not None else None
     if ref.verdict is None or ref.p_correct is None:
         return None

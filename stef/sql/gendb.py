@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from stef.sql.equivalences import table_key
 from stef.sql.infer import ColumnFacts, Kind, Schema
+from stef.sql.suite_dates import plain_days
 
 Value = int | float | str | None
 # Rows per table of one generated database.
@@ -56,8 +57,13 @@ _PLAIN: dict[Kind, list[Value]] = {
     "int": [1, 2, 3],
     "real": [0.5, 1.0, 2.5],
     "text": ["a", "b", "c"],
-    "date": ["2020-01-01", "2020-06-15", "2021-03-01"],
 }
+
+
+def _plain(kind: Kind) -> list[Value]:
+    """A column's ordinary values; a date column's are days around "now"
+    (:func:`stef.sql.suite_dates.plain_days`)."""
+    return list(plain_days()) if kind == "date" else _PLAIN[kind]
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ def pools(schema: Schema) -> dict[tuple[str, str], Pool]:
         # then show different rows.
         shown = schema.limit > 0 and not (exact or near or facts.grouped)
         ranked = facts.ranked or shown
-        plain = _PLAIN[kind] if linked or not ranked else _wide(kind, exact)
+        plain = _plain(kind) if linked or not ranked else _wide(kind, exact)
         clock = _midnight_clock(exact) if kind == "date" else None
         if clock is not None:
             exact, near, odd, plain = _stamped((exact, near, odd, plain), clock)
@@ -356,7 +362,7 @@ def _stamped(
     near = [v for v in near if v not in named]
     moved = {v for v in [*near, *plain] if timed(v) and v not in named}
     near = [v for v in near if v not in moved]
-    plain = [v for v in plain if v not in moved] or at_midnight(_PLAIN["date"])
+    plain = [v for v in plain if v not in moved] or at_midnight(_plain("date"))
     return exact, near, list(dict.fromkeys([*odd, *sorted(moved, key=str)])), plain
 
 

@@ -31,7 +31,7 @@ from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.fetch import fetch, limit_generated
 from stef.sql.gendb import Crowd, Table, crowds, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
-from stef.sql.suite_dates import portable, register
+from stef.sql.suite_dates import now_at, portable, register
 
 Status = Literal["different", "duplicates", "same", "undecided", "not_run"]
 # Progress-handler period, in SQLite virtual-machine instructions.
@@ -92,6 +92,7 @@ def run_suite(
     timeout_s: float,
     max_rows: int,
     deadline: CpuDeadline = NO_DEADLINE,
+    now: str | None = None,
 ) -> SuiteOutcome:
     """Run ``generated`` and ``reference`` on ``n`` clean generated databases (no NULLs, no
     repeated rows), ``n // 4`` with both, ``n // 2`` clean and focused, and 4 with crowds when a
@@ -100,18 +101,21 @@ def run_suite(
     repeated rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows).
 
     ``timeout_s`` bounds the wall time of all the databases' queries; ``deadline`` the
-    thread's CPU, in SQLite's steps and in the Python work between them.
+    thread's CPU, in SQLite's steps and in the Python work between them. ``now`` is the
+    instant both queries' "now" reads (:func:`stef.sql.suite_dates.now_at`).
 
     Raises:
         CpuBudgetSpent: ``deadline`` passed: no outcome.
     """
     started = time.perf_counter()
-    prepared = _prepare(generated, reference, dialect, deadline)
-    if isinstance(prepared, SuiteOutcome):
-        return prepared
-    schema, (gen_sql, ref_sql), limits = prepared.schema, prepared.queries, prepared.limits
+    with now_at(now):
+        prepared = _prepare(generated, reference, dialect, deadline)
+        if isinstance(prepared, SuiteOutcome):
+            return prepared
+        schema = prepared.schema
+        pooled = pools(schema)
+    (gen_sql, ref_sql), limits = prepared.queries, prepared.limits
     ordered = ordered and prepared.ordered
-    pooled = pools(schema)
     seed = seed_of(generated, reference)
     ends, informative = time.monotonic() + timeout_s, 0
     minor: SuiteOutcome | None = None

@@ -14,6 +14,9 @@ import calendar
 import datetime as dt
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -35,20 +38,53 @@ _PARTS = {
 
 
 # The instant "now" stands for on the generated databases (``CURRENT_DATE``, ``DATE('now')``,
-# ``DATETIME()``): their dates centre on 2020, and a pinned instant gives a record the same rows
-# whatever the day it runs (an age, ``STRFTIME('%Y', 'now') - STRFTIME('%Y', birthday)``, grew
-# by one every year).
+# ``DATETIME()``) when the record does not say when it was asked (:func:`now_at`): their dates
+# centre on 2020, and a pinned instant gives a record the same rows whatever the day it runs
+# (an age, ``STRFTIME('%Y', 'now') - STRFTIME('%Y', birthday)``, grew by one every year).
 NOW = "2020-06-15 12:00:00"
-_NOW_NODES: dict[type[exp.Expr], str] = {
-    exp.CurrentTimestamp: NOW,
-    exp.CurrentDatetime: NOW,
-    exp.CurrentDate: NOW[:10],
-    exp.CurrentTime: NOW[11:],
+_now: ContextVar[str] = ContextVar("stef_suite_now", default=NOW)
+_NOW_NODES: dict[type[exp.Expr], slice] = {
+    exp.CurrentTimestamp: slice(None),
+    exp.CurrentDatetime: slice(None),
+    exp.CurrentDate: slice(None, 10),
+    exp.CurrentTime: slice(11, None),
 }
 # SQLite's date functions that read "now" without an argument, or as their first, and the
 # nodes sqlglot reads the others as (``STRFTIME('%Y', 'now')``, ``DATE('now')``).
 _NOW_FUNCTIONS = {"date", "datetime", "time", "julianday", "unixepoch"}
 _TIME_READERS = (exp.TsOrDsToTimestamp, exp.TsOrDsToDate, exp.Date, exp.Cast, exp.TimeStrToTime)
+
+
+def instant_of(timestamp: str | None) -> str | None:
+    """A record's ``timestamp`` (ISO 8601, as validation leaves it) as the instant "now"
+    stands for, ``YYYY-MM-DD HH:MM:SS`` on its own clock; None when it is none."""
+    if not timestamp:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(timestamp.strip())
+    except ValueError:
+        return None
+    return when.strftime("%Y-%m-%d %H:%M:%S") if 1000 <= when.year <= 9999 else None
+
+
+@contextmanager
+def now_at(instant: str | None) -> Iterator[None]:
+    """Within the block, "now" is ``instant`` (:func:`instant_of`; None: :data:`NOW`) for
+    :func:`portable`, :func:`constant_date` and :func:`constant_year`: a query's "the last 90
+    days" or "this year" read on the day its question was asked."""
+    token = _now.set(instant or NOW)
+    try:
+        yield
+    finally:
+        _now.reset(token)
+
+
+def plain_days() -> tuple[str, str, str]:
+    """Ordinary days of a generated date column: New Year's Day of "now"'s year, "now"'s day,
+    and 1 March of the next year (with :data:`NOW`: 2020-01-01, 2020-06-15, 2021-03-01), so
+    that a query's "the last 30 days" keeps some rows whenever the question was asked."""
+    today = dt.date.fromisoformat(_now.get()[:10])
+    return f"{today.year:04d}-01-01", today.isoformat(), f"{today.year + 1:04d}-03-01"
 
 
 def register(conn: sqlite3.Connection) -> None:
@@ -59,8 +95,8 @@ def register(conn: sqlite3.Connection) -> None:
 
 def portable(tree: exp.Expr) -> exp.Expr:
     """``tree`` (changed in place; a query, whose root is never replaced) with "now" pinned
-    (:data:`NOW`), and date truncation and interval arithmetic as calls of the registered
-    functions."""
+    (:func:`now_at`, else :data:`NOW`), and date truncation and interval arithmetic as calls of
+    the registered functions."""
     _pin_now(tree)
     for node in list(tree.find_all(exp.TimestampTrunc, exp.DateTrunc)):
         unit = _unit(node.args.get("unit"))
@@ -82,12 +118,13 @@ def portable(tree: exp.Expr) -> exp.Expr:
 
 
 def _pin_now(tree: exp.Expr) -> None:
-    """Every place ``tree`` reads "now" (:func:`_now_reads`) as :data:`NOW` (in place)."""
+    """Every place ``tree`` reads "now" (:func:`_now_reads`) as the pinned instant (in place)."""
+    now = _now.get()
     for node in _now_reads(tree):
         if isinstance(node, exp.Anonymous):
-            node.set("expressions", [exp.Literal.string(NOW)])
+            node.set("expressions", [exp.Literal.string(now)])
         else:
-            node.replace(exp.Literal.string(_NOW_NODES.get(type(node), NOW)))
+            node.replace(exp.Literal.string(now[_NOW_NODES.get(type(node), slice(None))]))
 
 
 def reads_now(node: exp.Expr) -> bool:
@@ -149,7 +186,7 @@ def constant_date(node: exp.Expr) -> str | None:
 
 
 def constant_year(node: exp.Expr) -> int | None:
-    """The year a column-free expression gives (``STRFTIME('%Y', 'now')``: 2020, "now" being
+    """The year a column-free expression gives (``STRFTIME('%Y', 'now')``: 2020 when "now" is
     :data:`NOW`), evaluated by SQLite; None when it gives no number from 1000 to 9999."""
     value = _evaluated(node)
     try:

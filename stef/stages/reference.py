@@ -174,10 +174,14 @@ def with_reference(
         ref = _decided_by_rows(ref, run)
         if generated is not None and ref.verdict is not None and _told_nothing(run, deadline):
             # Where the team's rows tell nothing, rows made for the two queries can.
-            ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
+            ref = run_generated(
+                ref, spec, sql, gold, dialect, ordered, generated, deadline, record.timestamp
+            )
             ref = ref.model_copy(update={"database": run})
     elif generated is not None and spec is not None and ref.verdict is not None:
-        ref = run_generated(ref, spec, sql, gold, dialect, ordered, generated, deadline)
+        ref = run_generated(
+            ref, spec, sql, gold, dialect, ordered, generated, deadline, record.timestamp
+        )
     return _referenced(result, ref, rules)
 
 

@@ -36,6 +36,7 @@ from stef.models import (
 from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import keyed_grouping, parts_of
 from stef.sql.suite import SuiteOutcome, perturbed, run_suite, touched
+from stef.sql.suite_dates import instant_of
 from stef.stages.sqlspec import sqlspec
 
 # P(label correct | outcome on generated databases, and for the same rows the structure's
@@ -117,14 +118,19 @@ def run_generated(
     ordered: bool,
     generated: Generated,
     deadline: CpuDeadline = NO_DEADLINE,
+    asked_at: str | None = None,
 ) -> Reference:
     """``ref`` (the structural comparison) decided by rows on generated databases, when they
-    can tell. Only plain SELECTs run (STEF's safety check on ``spec`` and the reference).
-    When ``deadline`` (what is left of the record's CPU budget) passes, the structure's
-    verdict stands: ``not_run``, :data:`BUDGET_SPENT`; likewise when they run STEF out of
-    memory (:data:`OUT_OF_MEMORY`), which says nothing about the queries."""
+    can tell. "Now" in either query is when the question was asked: ``asked_at``, the
+    record's ``timestamp`` (:func:`stef.sql.suite_dates.instant_of`), else a fixed day in
+    2020 (:data:`stef.sql.suite_dates.NOW`). Only plain SELECTs run (STEF's safety check on
+    ``spec`` and the reference). When ``deadline`` (what is left of the record's CPU budget)
+    passes, the structure's verdict stands: ``not_run``, :data:`BUDGET_SPENT`; likewise when
+    they run STEF out of memory (:data:`OUT_OF_MEMORY`), which says nothing about the
+    queries."""
+    run = _Run(sql, gold_sql, dialect, ordered, generated, deadline, instant_of(asked_at))
     try:
-        return _decided(ref, spec, _Run(sql, gold_sql, dialect, ordered, generated, deadline))
+        return _decided(ref, spec, run)
     except CpuBudgetSpent:
         return _structure(ref, "not_run", BUDGET_SPENT)
     except MemoryError:
@@ -138,7 +144,8 @@ def run_generated(
 class _Run:
     """What one record's run on generated databases is given, from :func:`run_generated` to
     the helpers that decide: the two queries, the dialect they are read in, whether the order
-    of rows counts, the databases' settings and what is left of the record's CPU budget."""
+    of rows counts, the databases' settings, what is left of the record's CPU budget and the
+    instant "now" stands for."""
 
     sql: str
     gold_sql: str
@@ -146,6 +153,7 @@ class _Run:
     ordered: bool
     generated: Generated
     deadline: CpuDeadline
+    now: str | None
 
     def suite(self, sql: str, timeout_s: float) -> SuiteOutcome:
         """``sql`` against the reference on the record's generated databases, within
@@ -159,6 +167,7 @@ class _Run:
             timeout_s=timeout_s,
             max_rows=self.generated.max_rows,
             deadline=self.deadline,
+            now=self.now,
         )
 
 

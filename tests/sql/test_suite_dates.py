@@ -8,7 +8,16 @@ import sqlite3
 import pytest
 import sqlglot
 
-from stef.sql.suite_dates import NOW, constant_date, constant_year, portable, register
+from stef.sql.suite_dates import (
+    NOW,
+    constant_date,
+    constant_year,
+    instant_of,
+    now_at,
+    plain_days,
+    portable,
+    register,
+)
 
 
 def _value(sql: str, dialect: str) -> object:
@@ -59,3 +68,37 @@ def test_a_date_before_now_is_the_same_whatever_the_day() -> None:
     node = sqlglot.parse_one("CURRENT_DATE - INTERVAL '7 days'", read="postgres")
     assert constant_date(node) == "2020-06-08"
     assert constant_year(sqlglot.parse_one("STRFTIME('%Y', 'now')", read="sqlite")) == 2020
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "instant"),
+    [
+        ("2025-06-03T16:56:25.163Z", "2025-06-03 16:56:25"),
+        ("2025-06-03T23:10:28+02:00", "2025-06-03 23:10:28"),  # its own clock
+        ("2025-06-03", "2025-06-03 00:00:00"),
+        (" 2025-06-03 08:00:00 ", "2025-06-03 08:00:00"),
+        ("yesterday", None),
+        ("0999-12-31", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_records_timestamp_as_the_instant_now_stands_for(
+    timestamp: str | None, instant: str | None
+) -> None:
+    assert instant_of(timestamp) == instant
+
+
+def test_now_is_when_the_question_was_asked_within_the_block_and_pinned_after() -> None:
+    year = sqlglot.parse_one("STRFTIME('%Y', 'now')", read="sqlite")
+    week = sqlglot.parse_one("CURRENT_DATE - INTERVAL '7 days'", read="postgres")
+    with now_at("2025-06-03 16:56:25"):
+        assert constant_year(year) == 2025
+        assert constant_date(week) == "2025-05-27"
+        assert plain_days() == ("2025-01-01", "2025-06-03", "2026-03-01")
+        written = portable(sqlglot.parse_one("SELECT CURRENT_DATE", read="postgres"))
+        assert "'2025-06-03'" in written.sql(dialect="sqlite")
+    assert constant_year(year) == 2020
+    assert plain_days() == ("2020-01-01", NOW[:10], "2021-03-01")
+    with now_at(None):
+        assert constant_date(week) == "2020-06-08"

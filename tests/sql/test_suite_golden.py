@@ -1,6 +1,7 @@
 """Golden tests of execution on generated databases, one titled case per entry of
 tests/fixtures/suite/*.yaml: ``title``, ``generated``, ``reference``, optional ``dialect``
-(default sqlite), optional ``ordered``, ``expect: {status}``. Every case also holds the
+(default sqlite), optional ``ordered``, optional ``now`` (when the question was asked, as a
+record's ``timestamp``), ``expect: {status}``. Every case also holds the
 contract: the same outcome on a second run (seeded per record), a counterexample exactly when
 the status is ``different`` or ``duplicates``."""
 
@@ -15,10 +16,11 @@ import pytest
 from stef.errors import CpuBudgetSpent
 from stef.sql.budget import CpuDeadline
 from stef.sql.suite import run_suite
+from stef.sql.suite_dates import instant_of
 from tests.golden import load_golden
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "suite"
-KEYS = {"title", "generated", "reference", "dialect", "ordered", "expect", "xfail"}
+KEYS = {"title", "generated", "reference", "dialect", "ordered", "now", "expect", "xfail"}
 STATUSES = {"same", "different", "duplicates", "undecided", "not_run"}
 
 
@@ -39,6 +41,7 @@ def _run(case: dict[str, Any]) -> Any:
         n=8,
         timeout_s=5.0,
         max_rows=1000,
+        now=instant_of(case.get("now")),
     )
 
 

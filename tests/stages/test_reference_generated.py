@@ -88,6 +88,26 @@ def test_agreement_on_every_database_is_correct_and_can_be_excellent() -> None:
     assert result.tier == "excellent"
 
 
+def test_now_in_a_query_is_when_its_question_was_asked() -> None:
+    # "The last 90 days" beside 2023 keeps no row when asked in June 2025; on the fixed day in
+    # 2020 that stands for a record without a timestamp, every day of 2023 is within them.
+    record = {
+        "question": "Monthly revenue trend for APAC in 2023",
+        "sql": "SELECT DATE_TRUNC('month', order_date) AS month, SUM(net_revenue_usd) FROM "
+        "orders WHERE region_name = 'APAC' AND YEAR(order_date) = 2023 AND order_date >= "
+        "DATEADD(day, -90, CURRENT_DATE()) GROUP BY 1 ORDER BY month",
+        "gold_sql": "SELECT DATE_TRUNC('month', order_date) AS month, SUM(net_revenue_usd) FROM "
+        "orders WHERE region_name = 'APAC' AND YEAR(order_date) = 2023 GROUP BY 1 ORDER BY month",
+        "dialect": "snowflake",
+    }
+    asked = _judge({**record, "timestamp": "2025-06-03T16:56:25.163Z"}).reference
+    assert asked is not None and asked.verdict is Verdict.INCORRECT
+    assert asked.execution is not None and asked.execution.status == "different"
+    unknown = _judge(record).reference
+    assert unknown is not None and unknown.execution is not None
+    assert unknown.execution.status == "same"
+
+
 def test_the_same_record_gives_the_same_databases() -> None:
     record = {
         "question": "How many singers are from France?",
