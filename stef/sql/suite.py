@@ -29,7 +29,7 @@ from sqlglot.errors import SqlglotError
 
 from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.fetch import fetch, limit_generated
-from stef.sql.gendb import Crowd, Table, crowds, generate, pools
+from stef.sql.gendb import Crowd, Pool, Table, crowds, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
 from stef.sql.suite_dates import now_at, portable, register
 
@@ -101,20 +101,16 @@ def run_suite(
     repeated rows, is ``duplicates`` (what real data with keys and few NULLs seldom shows).
 
     ``timeout_s`` bounds the wall time of all the databases' queries; ``deadline`` the
-    thread's CPU, in SQLite's steps and in the Python work between them. ``now`` is the
-    instant both queries' "now" reads (:func:`stef.sql.suite_dates.now_at`).
+    thread's CPU, in SQLite's steps and in the Python work between them. ``now``: :func:`_prepare`.
 
     Raises:
         CpuBudgetSpent: ``deadline`` passed: no outcome.
     """
     started = time.perf_counter()
-    with now_at(now):
-        prepared = _prepare(generated, reference, dialect, deadline)
-        if isinstance(prepared, SuiteOutcome):
-            return prepared
-        schema = prepared.schema
-        pooled = pools(schema)
-    (gen_sql, ref_sql), limits = prepared.queries, prepared.limits
+    prepared = _prepare(generated, reference, dialect, deadline, now)
+    if isinstance(prepared, SuiteOutcome):
+        return prepared
+    schema, pooled, (gen_sql, ref_sql) = prepared.schema, prepared.pooled, prepared.queries
     ordered = ordered and prepared.ordered
     seed = seed_of(generated, reference)
     ends, informative = time.monotonic() + timeout_s, 0
@@ -141,7 +137,7 @@ def run_suite(
             informative=informative,
             counterexample=_counterexample(tables, gen_a, ref_a),
         )
-        if decides and _decisive(gen_a, ref_a, ordered, limits, deadline):
+        if decides and _decisive(gen_a, ref_a, ordered, prepared.limits, deadline):
             return replace(found, elapsed_ms=_ms(started))
         # Repeated rows only, or only with NULLs and repeats: what real data seldom shows.
         minor = minor or replace(found, status="duplicates")
@@ -186,10 +182,12 @@ def _compared(
 
 @dataclass(frozen=True)
 class _Prepared:
-    """The schema both queries read, each as SQLite runs it, whether both have an ORDER BY,
-    and whether both have a LIMIT and their numbers differ."""
+    """The schema both queries read and its columns' value pools, each query as SQLite runs
+    it, whether both have an ORDER BY, and whether both have a LIMIT and their numbers
+    differ."""
 
     schema: Schema
+    pooled: dict[tuple[str, str], Pool]
     queries: tuple[str, str]
     ordered: bool
     limits: bool
@@ -209,9 +207,18 @@ def _plan(n: int, crowded: dict[str, Crowd]) -> list[tuple[bool, bool, bool, boo
 
 
 def _prepare(
+    generated: str, reference: str, dialect: str | None, deadline: CpuDeadline, now: str | None
+) -> _Prepared | SuiteOutcome:
+    """Both queries read and written for SQLite, "now" in them and a date column's ordinary
+    days at ``now`` (:func:`stef.sql.suite_dates.now_at`); ``not_run`` when they cannot be
+    read."""
+    with now_at(now):
+        return _prepared(generated, reference, dialect, deadline)
+
+
+def _prepared(
     generated: str, reference: str, dialect: str | None, deadline: CpuDeadline
 ) -> _Prepared | SuiteOutcome:
-    """Both queries read and written for SQLite; ``not_run`` when they cannot be read."""
     try:
         gen_tree = parse_one(generated, dialect)
         deadline.check()
@@ -226,6 +233,7 @@ def _prepare(
     limits = [_limits(gen_tree), _limits(ref_tree)]
     return _Prepared(
         schema,
+        pools(schema),
         queries,
         _orders(gen_tree) and _orders(ref_tree),
         all(limits) and limits[0] != limits[1],
