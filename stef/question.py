@@ -122,6 +122,14 @@ _TIME_WINDOW = cued(
     r"(?:(\d+|" + "|".join(_SMALL_NUMBERS) + r")\s+)?(" + TIME_UNITS + r")\b",
     re.I,
 )
+# A calendar period relative to now ("today", "this year", "year to date"): the day or the
+# current week, month, quarter or year, as far as it has gone.
+_PERIOD_NOW = cued(
+    r"\b(today|yesterday)\b|\b(?:this|current)\s+(week|month|quarter|year)\b"
+    r"|\b(year|month|quarter)[- ]to[- ]date\b|\b(ytd|mtd|qtd)\b",
+    re.I,
+)
+_TO_DATE = {"ytd": "year", "mtd": "month", "qtd": "quarter"}
 _TOP_K_NUMBER = cued(
     r"\b(?:top|bottom|best|worst)\s+(\d+)\b|\b(?:first|last)\s+(\d+)\b(?!\s+"
     + TIME_UNITS
@@ -269,8 +277,22 @@ def _question_literals(text: str) -> tuple[Found, ...]:
     return tuple(found)
 
 
+def _period(m: re.Match[str]) -> str:
+    """A period relative to now as one value: ``today``, ``yesterday``, ``this month``."""
+    if m.group(1):
+        return m.group(1).casefold()
+    unit = m.group(2) or m.group(3) or _TO_DATE[m.group(4).casefold()]
+    return f"this {unit.casefold()}"
+
+
 def _windows_and_counts(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
-    for m in _TIME_WINDOW.finditer(text):
+    windows = list(_TIME_WINDOW.finditer(text))
+    for m in _PERIOD_NOW.finditer(text):
+        value = _period(m)
+        if value == "today" and windows:
+            continue  # "the last 7 days up to today": the window's end
+        yield Found(value, m.group(0), "period", "=", m.span())
+    for m in windows:
         number, unit = m.group(1), m.group(2).casefold().removesuffix("s")
         if number is None and m.group(0).casefold().startswith("first"):
             continue  # "the first day" is an ordinal, not a window

@@ -12,7 +12,8 @@ from stef.rules import AppRules
 
 
 def _value_set(text: str) -> dict[str, str]:
-    return {f.value: f.text for f in question_literals(text) if f.kind != "entity"}
+    # A period relative to now ("this year") is no value: a rewrite may name its year.
+    return {f.value: f.text for f in question_literals(text) if f.kind not in ("entity", "period")}
 
 
 def enrichment(question: str, enriched: str | None, rules: AppRules) -> Enrichment:

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from stef.cues import cued
 from stef.judges.base import JudgeReply, JudgeRequest
 from stef.judges.heuristic.checks import CHECKS, Evidence, Finding
 from stef.judges.heuristic.enrichment import enrichment
@@ -25,15 +24,20 @@ from stef.judges.heuristic.question import is_quoted_name, question_spec, sql_na
 from stef.judges.heuristic.readings import (
     EXTREME_SUBQUERY,
     NEGATING_OPS,
+    RELATIVE_DATE,
     STATUS_WORDS,
     DateColumns,
+    NowDates,
     asked_directions,
+    bounds,
+    current_start,
     first_ranked,
     flipped,
     fold_words,
     is_word_value,
     named_at,
     negated_at,
+    period_starts,
     question_intervals,
     same_word_forms,
     sql_extremes,
@@ -82,11 +86,6 @@ def _quarter_match(q: QuestionFilter, p: Predicate) -> bool:
 
 
 # Date arithmetic relative to now, in the dialects STEF reads.
-_RELATIVE_DATE = cued(
-    r"\b(now|current_date|current_timestamp|getdate|sysdate|today|interval|dateadd|date_add|"
-    r"date_sub|datediff|julianday|add_months|date_trunc)\b|'now'",
-    re.I,
-)
 _DATE_VALUE = re.compile(r"(19|20)\d\d-\d\d")
 
 
@@ -94,7 +93,7 @@ def _window_match(q: QuestionFilter, p: Predicate) -> bool:
     """ "the last 30 days": a predicate with date arithmetic, the count 30, or a date range."""
     text = p.text.casefold()
     count = q.rhs.split()[0]
-    if _RELATIVE_DATE.search(text) or (count != "1" and in_words(count, text)):
+    if RELATIVE_DATE.search(text) or (count != "1" and in_words(count, text)):
         return True
     return p.op in (">", ">=", "<", "<=", "between") and any(_DATE_VALUE.match(v) for v in p.values)
 
@@ -243,7 +242,7 @@ class _PredicateIndex:
                 if len(v) >= 3:
                     rare = min(_trigrams(v), key=lambda t: len(self.by_trigram[t]))
                     self.by_rare_trigram.setdefault(rare, set()).add(p.id)
-        self.relative = [p.id for p in spec.filters if _RELATIVE_DATE.search(p.text)]
+        self.relative = [p.id for p in spec.filters if RELATIVE_DATE.search(p.text)]
         self.by_word: dict[str, set[int]] = {}
         for p in spec.filters:
             for word in set(_WORD.findall(p.text.casefold())):
@@ -333,18 +332,24 @@ class _PredicateIndex:
 
 
 def match_filters(
-    filters: list[QuestionFilter], kinds: list[str], spec: SqlSpec, sql: str
+    filters: list[QuestionFilter],
+    kinds: list[str],
+    spec: SqlSpec,
+    sql: str,
+    asked_at: str | None = None,
 ) -> list[FilterMatch]:
-    """For each question filter: the predicates that satisfy it, or missing / mismatched."""
+    """For each question filter: the predicates that satisfy it, or missing / mismatched.
+    ``asked_at`` (the record's timestamp) is the day "today" or "this year" means."""
     literals = _sql_literals(sql)
     index = _PredicateIndex(spec)
     dates = DateColumns.of(spec)
+    now = NowDates(spec, index.relative, dates, asked_at, sql)
     folded = sql.casefold()
     names = fold_words(sql_names_text(sql))
     compared: dict[str, list[str]] | None = None  # read once, when a number needs it
     out = []
     for i, (q, kind) in enumerate(zip(filters, kinds, strict=True)):
-        read = _read_match(q, kind, index, dates, names)
+        read = _read_match(q, kind, index, dates, names, now)
         if read is not None and read[0] == "matched" and kind in ("value", "entity"):
             read = _partly_named(q, read[1], index, literals)
         if read is not None:
@@ -535,11 +540,19 @@ def _partly_named(
 
 
 def _read_match(
-    q: QuestionFilter, kind: str, index: _PredicateIndex, dates: DateColumns, sql_names: str
+    q: QuestionFilter,
+    kind: str,
+    index: _PredicateIndex,
+    dates: DateColumns,
+    sql_names: str,
+    now: NowDates,
 ) -> tuple[MatchStatus, list[int]] | None:
     """What the question's words decide beyond the value (:mod:`readings`): a time interval, a
-    comparison's direction, a window's length, a negation, a status word; None to match the
-    value as before."""
+    period or window relative to now, a comparison's direction, a window's length, a negation,
+    a status word; None to match the value as before."""
+    decided = _relative_to_now(q, kind, now)
+    if decided is not None:
+        return decided
     if kind == "status":
         return _status_word(q, index, sql_names)
     if kind == "null":
@@ -575,6 +588,59 @@ def _interval(
         return decided
     other = [i for i in index.matches(q, kind) if i not in dates.ids]
     return _directed(q, other, index) if other else decided
+
+
+def _relative_to_now(
+    q: QuestionFilter, kind: str, now: NowDates
+) -> tuple[MatchStatus, list[int]] | None:
+    if kind == "period":
+        return _period(q, now)
+    return _window_direction(q, now) if kind == "window" else None
+
+
+def _period(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] | None:
+    """ "today", "this year": a date column kept from the period's first day (to any end after
+    it), read on the day the question was asked. A predicate whose now cannot be read, or,
+    when the record does not say when it was asked, a literal date, may be the period."""
+    found = period_starts(q.rhs, now.today)
+    if found is None:
+        return None
+    starts, _ = found
+    columns = now.columns()
+    for items in columns.values():
+        lo, hi = bounds(items)
+        if lo in starts and (hi is None or hi > lo):
+            return "matched", sorted(i for i, _ in items)
+    if now.unfolded:
+        return "matched", now.unfolded
+    if not now.known and now.dates.ids:
+        return "matched", sorted(now.dates.ids)
+    if columns:
+        return "mismatched", sorted({i for items in columns.values() for i, _ in items})
+    return ("matched" if now.read_elsewhere else "missing"), []
+
+
+_ONE_UNIT = re.compile(
+    r"(?:last|past|previous|prior|preceding|recent)\s+(week|month|quarter|year)", re.I
+)
+
+
+def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] | None:
+    """ "the last 30 days" is not ``d <= CURRENT_DATE - 30`` (what came before them), and "last
+    year" not the year now is in; None to read the window's length as before."""
+    folded = now.folded
+    if not folded or now.unfolded:
+        return None
+    ids = sorted(i for items in folded.values() for i, _ in items)
+    kept = [bounds(items) for items in folded.values()]
+    if all(lo is None and hi is not None for lo, hi in kept):
+        return "mismatched", ids
+    one = _ONE_UNIT.fullmatch(q.text.strip())
+    if one is not None:
+        starts = current_start(one.group(1).casefold(), now.today)
+        if all(lo in starts for lo, _ in kept):
+            return "mismatched", ids
+    return None
 
 
 def _directed(
@@ -793,7 +859,9 @@ def _with_enrichment_values(
         # A word test: the enrichment's 'F' is not stated by the "f" of "female". A quoted
         # value the question says in its own words ("closed events", status = 'Closed') is a
         # filter the question names, which no reading of the question alone finds.
-        if f.kind == "entity" or f.value in have:
+        # A period relative to now ("today") the rewrite names is its anchor ("the 7 days
+        # before today"), or the question's own period.
+        if f.kind in ("entity", "period") or f.value in have:
             continue
         if in_words(f.value, q_text) and f.kind != "value":
             continue
@@ -911,7 +979,7 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
         record.enriched_question if drift.status is not EnrichmentStatus.MAJOR_DRIFT else None
     )
     qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min, faithful)
-    matches = match_filters(qs.filters, kinds, spec, record.sql)
+    matches = match_filters(qs.filters, kinds, spec, record.sql, record.timestamp)
     matches, replaced = replaced_values(matches, qs, kinds, spec, texts)
     return Evidence(
         request=request,

@@ -98,7 +98,8 @@ def _filter_of(f: Found, question: str, rules: AppRules) -> QuestionFilter:
         quarter = _QUARTER_BEFORE.search(before)
         if quarter is not None:  # "Q3 2024": the year of a quarter
             text = question[f.span[0] - len(before) + quarter.start() : f.span[1]]
-    lhs = _mapping_lhs(question, f, rules)
+    # A period relative to now is on whichever date column the question means.
+    lhs = _mapping_lhs(question, f, rules) if f.kind != "period" else None
     return QuestionFilter(lhs=lhs, op=op, rhs=f.value, text=text, kind=f.kind)
 
 

@@ -16,14 +16,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
+
+from sqlglot import exp
 
 from stef.cues import cued
 from stef.models import Predicate, QuestionFilter, SqlSpec
+from stef.sql.predicates import parse_condition, predicate_of
+from stef.sql.suite_dates import NOW, constant_date, constant_year, instant_of, now_at, reads_now
 
 Interval = tuple[date | None, date | None]  # [start, end): None is unbounded
 
@@ -44,7 +48,8 @@ _YEAR_OF = re.compile(
 _MONTH_OF = re.compile(r"^strftime\('%y-%m', |^substr(?:ing)?\([\w.\"`]+, 1, 7\)")
 # The day of a timestamp: ``DATE(d)``, ``SUBSTR(d, 1, 10)``, both nested; the day itself.
 _DAY_OF = re.compile(
-    r"^(?:date\((?:substr(?:ing)?\()?[\w.\"`]+(?:, 1, 10\))?\)|substr(?:ing)?\([\w.\"`]+, 1, 10\))$"
+    r"^(?:date\((?:substr(?:ing)?\()?[\w.\"`]+(?:, 1, 10\))?\)|substr(?:ing)?\([\w.\"`]+, 1, 10\)"
+    r"|cast\([\w.\"`]+ as date\))$"
 )
 _TRUNC = re.compile(r"^date_trunc\('(year|quarter|month|week|day)', ", re.I)
 _DATE_NAME = re.compile(r"date|time|day|year|month|_at$|_on$|^dt$|created|updated|born|birth")
@@ -448,3 +453,228 @@ def negated_at(text: str, start: int) -> bool:
 def is_word_value(value: str) -> bool:
     """A string literal that could be named as a word: letters, not a number or a date."""
     return bool(re.search(r"[a-z]", value)) and not _PERIOD.fullmatch(value) and len(value) <= 40
+
+
+# ------------------------------------------------------------------ dates relative to now
+
+# What a predicate that may read now holds: a clock, or date arithmetic.
+RELATIVE_DATE = cued(
+    r"\b(now|current_date|current_timestamp|getdate|sysdate|today|interval|dateadd|date_add|"
+    r"date_sub|datediff|julianday|add_months|date_trunc)\b|'now'",
+    re.I,
+)
+
+_WEEK_STARTS = (0, 6)  # Monday (ISO, DATE_TRUNC's) and Sunday
+# The years a record's timestamp is read in: a period's days stay dates either side.
+_YEARS = (1001, 9998)
+# A predicate longer than this is no period or window (an OR chain): it is not folded; nor are
+# the predicates of an SQL with more than this many that read now (each folding parses its
+# predicate again: 1,000 of them cost 0.3 s).
+_MAX_FOLDED = 1000
+_MAX_RELATIVE = 32
+
+
+def asked_day(asked_at: str | None) -> tuple[str, date, bool]:
+    """(the instant "now" stands for, its day, whether the record said it): the record's
+    ``timestamp``, else the fixed day of the generated databases (:data:`NOW`)."""
+    instant = instant_of(asked_at)
+    if instant is None or not _YEARS[0] <= int(instant[:4]) <= _YEARS[1]:
+        return NOW, date.fromisoformat(NOW[:10]), False
+    return instant, date.fromisoformat(instant[:10]), True
+
+
+def period_starts(value: str, today: date) -> tuple[list[date], date] | None:
+    """The days a question's period relative to now (``today``, ``this month``) may start on,
+    and the day after it ends (None for a value that is no period)."""
+    if value == "today":
+        return [today], today + timedelta(days=1)
+    if value == "yesterday":
+        return [today - timedelta(days=1)], today
+    unit = value.removeprefix("this ")
+    if unit == "week":
+        starts = [today - timedelta(days=(today.weekday() - s) % 7) for s in _WEEK_STARTS]
+        return starts, min(starts) + timedelta(days=7)
+    if unit == "month":
+        return [today.replace(day=1)], _add_months(today.replace(day=1), 1)
+    if unit == "quarter":
+        start = date(today.year, 3 * ((today.month - 1) // 3) + 1, 1)
+        return [start], _add_months(start, 3)
+    if unit == "year":
+        return [date(today.year, 1, 1)], date(today.year + 1, 1, 1)
+    return None
+
+
+def current_start(unit: str, today: date) -> list[date]:
+    """The days the current ``unit`` (week, month, quarter, year) may start on."""
+    found = period_starts(f"this {unit}", today)
+    return found[0] if found is not None else []
+
+
+def now_intervals(
+    spec: SqlSpec, ids: Iterable[int], instant: str
+) -> dict[str, list[tuple[int, Interval]]]:
+    """The interval each date column keeps under the predicates ``ids``, which read now, with
+    "now" at ``instant`` (``created_at >= DATE_TRUNC('year', CURRENT_DATE)``: from New Year's
+    Day of its year); a predicate whose now cannot be folded to a date or a year is left out."""
+    by_id = {p.id: p for p in spec.filters}
+    out: dict[str, list[tuple[int, Interval]]] = {}
+    with now_at(instant):
+        for i in ids:
+            folded = _folded(by_id[i], spec.dialect)
+            found = predicate_interval(folded) if folded is not None else None
+            if found is not None:
+                out.setdefault(found[0], []).append((i, found[1]))
+    return out
+
+
+def _folded(p: Predicate, dialect: str | None) -> Predicate | None:
+    """``p`` with every column-free part that reads now as the date or year it gives. Its text
+    is read in the SQL's dialect (``DATEADD(DAY, -90, CURRENT_DATE)`` is Snowflake's), else in
+    the generic one it is written in."""
+    if len(p.text) > _MAX_FOLDED:
+        return None
+    node = parse_condition(p.text, dialect) or parse_condition(p.text)
+    try:
+        read = predicate_of(node, dialect) if node is not None and _fold(node) else None
+    except RecursionError:  # parentheses nested hundreds deep
+        return None
+    if read is None:
+        return None
+    return p.model_copy(
+        update={
+            "lhs": read.lhs,
+            "op": read.op,
+            "rhs": read.rhs,
+            "columns": tuple(read.columns),
+            "values": tuple(read.values),
+        }
+    )
+
+
+def _fold(node: exp.Expr) -> bool:
+    """Fold, in place, each largest column-free part of ``node`` that reads now; False when
+    one gives no date or year."""
+    if node.find(exp.Column) is None and reads_now(node):
+        value = _now_value(node)
+        if value is None:
+            return False
+        if node.parent is None:
+            return False  # the whole condition: nothing compared with a column
+        node.replace(value)
+        return True
+    return all(_fold(child) for child in list(node.iter_expressions()))
+
+
+def _now_value(node: exp.Expr) -> exp.Expr | None:
+    """The literal a column-free expression reading now gives: a date, else a number (a year).
+    ``CURRENT_DATE - 1`` (PostgreSQL's date less days) is the day before; ``YEAR(...)``, which
+    SQLite lacks, the year of the date inside."""
+    value = _now_of(node)
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    return exp.Literal.number(value) if value is not None else None
+
+
+_PARTS: dict[type[exp.Expr], Callable[[date], int]] = {
+    exp.Year: lambda d: d.year,
+    exp.Month: lambda d: d.month,
+    exp.Day: lambda d: d.day,
+    exp.Quarter: lambda d: (d.month - 1) // 3 + 1,
+}
+
+
+def _now_of(node: exp.Expr) -> str | int | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Add | exp.Sub) and node.expression.is_int:
+        base, count = _now_of(node.this), int(node.expression.name)
+        count = count if isinstance(node, exp.Add) else -count
+        if isinstance(base, int):
+            return base + count
+        day = _day(base)
+        if day is None:
+            return None
+        try:
+            return (day + timedelta(days=count)).isoformat()
+        except OverflowError:
+            return None
+    part = _PARTS.get(type(node))
+    if part is not None:
+        day = _day(_now_of(node.this))
+        return part(day) if day is not None else None
+    return constant_date(node) or constant_year(node)
+
+
+def _day(value: str | int | None) -> date | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+class NowDates:
+    """The SQL's date predicates on the day the question was asked (``asked_at``, the record's
+    timestamp, else the fixed day of :func:`asked_day`), read once a question's period or
+    window asks for them: the interval each date column keeps under the predicates that read
+    now (``relative``), those whose now cannot be folded, and the literal dates' intervals
+    (``dates``), which tell only when the record says when it was asked."""
+
+    def __init__(
+        self,
+        spec: SqlSpec,
+        relative: list[int],
+        dates: DateColumns,
+        asked_at: str | None,
+        sql: str,
+    ) -> None:
+        self.spec, self.relative, self.dates, self.asked_at = spec, relative, dates, asked_at
+        self.sql = sql
+
+    @property
+    def read_elsewhere(self) -> bool:
+        """Whether the SQL reads now outside its filters (a CASE arm, a statement whose
+        filters are not read)."""
+        return RELATIVE_DATE.search(self.sql) is not None
+
+    @cached_property
+    def _asked(self) -> tuple[str, date, bool]:
+        return asked_day(self.asked_at)
+
+    @property
+    def today(self) -> date:
+        return self._asked[1]
+
+    @property
+    def known(self) -> bool:
+        """Whether the record said when it was asked."""
+        return self._asked[2]
+
+    @cached_property
+    def folded(self) -> dict[str, list[tuple[int, Interval]]]:
+        """Each date column's intervals under the predicates that read now."""
+        if not self.relative or len(self.relative) > _MAX_RELATIVE:
+            return {}
+        return now_intervals(self.spec, self.relative, self._asked[0])
+
+    @property
+    def unfolded(self) -> list[int]:
+        """The predicates that read now in a way no interval was read from."""
+        done = {i for items in self.folded.values() for i, _ in items}
+        return [i for i in self.relative if i not in done]
+
+    def columns(self) -> dict[str, list[tuple[int, Interval]]]:
+        """The intervals of :attr:`folded`, with the literal dates' when the day is known."""
+        out = {c: list(items) for c, items in self.folded.items()}
+        if self.known:
+            for column, items in self.dates.by_column.items():
+                out.setdefault(column, []).extend(items)
+        return out
+
+
+def bounds(items: list[tuple[int, Interval]]) -> Interval:
+    """The interval a column keeps under all its predicates: the latest start, earliest end."""
+    los = [i[0] for _, i in items if i[0] is not None]
+    his = [i[1] for _, i in items if i[1] is not None]
+    return (max(los) if los else None), (min(his) if his else None)

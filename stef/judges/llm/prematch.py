@@ -29,11 +29,11 @@ _KINDS = ("value", "date", "year", "number", "entity")
 # The predicate operators that apply "= value" as the question states it.
 _EQUALITY = ("=", "in", "like")
 # The reader's filter kinds whose contradiction STEF decides: the question's own values and
-# the readings of its words (a window, a status word, a null test, an SQL value the question
-# names, whose negation the SQL inverts). Capitalized phrases and the enrichment's values are
-# left to the model.
+# the readings of its words (a window or period relative to now, a status word, a null test,
+# an SQL value the question names, whose negation the SQL inverts). Capitalized phrases and
+# the enrichment's values are left to the model.
 _DECIDED = frozenset(
-    {"value", "number", "year", "date", "quarter", "window", "status", "null", "word"}
+    {"value", "number", "year", "date", "quarter", "window", "period", "status", "null", "word"}
 )
 # The reader's structural findings shown to the model as evidence.
 _SHOWN: frozenset[Issue] = frozenset(

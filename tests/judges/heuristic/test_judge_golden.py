@@ -29,7 +29,17 @@ from tests.golden import checked_expect, load_golden
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "heuristic"
 
-CASE_KEYS = {"title", "question", "sql", "enriched_question", "dialect", "rules", "expect", "xfail"}
+CASE_KEYS = {
+    "title",
+    "question",
+    "sql",
+    "enriched_question",
+    "dialect",
+    "timestamp",
+    "rules",
+    "expect",
+    "xfail",
+}
 FIELDS = {"verdict", "confidence", "enrichment", "issues", "filters", "rationale_contains"}
 FILTER_KEYS = {"rhs", "kind", "lhs", "op", "status"}
 JUDGE = HeuristicJudge()
@@ -66,6 +76,7 @@ def _run(case: dict[str, Any]) -> JudgeOutput:
         sql=case["sql"],
         enriched_question=case.get("enriched_question"),
         dialect=case.get("dialect"),
+        timestamp=case.get("timestamp"),
     )
     request, _ = judge_request(record, rules)
     return JUDGE.judge(request).output

@@ -480,3 +480,24 @@ def test_a_clause_keeps_the_words_of_a_search_from_any_letter(clause: str) -> No
     assert question_module._clause_stems(clause) == question_module._stems(
         _ANY_START.sub(" ", clause)
     )
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Revenue this year", [("this year", "this year")]),
+        ("Tickets for the current quarter", [("this quarter", "current quarter")]),
+        ("Sales year-to-date by rep", [("this year", "year-to-date")]),
+        ("YTD revenue", [("this year", "YTD")]),
+        ("MTD signups", [("this month", "MTD")]),
+        ("What is today's total?", [("today", "today")]),
+        ("Orders yesterday", [("yesterday", "yesterday")]),
+        # "up to today" ends a window: the window is the filter.
+        ("Orders in the last 7 days up to today", [("7 day", "last 7 days")]),
+    ],
+)
+def test_periods_relative_to_now_are_one_value_each(
+    question: str, expected: list[tuple[str, str]]
+) -> None:
+    found = [f for f in question_literals(question) if f.kind in ("period", "window")]
+    assert [(f.value, f.text) for f in found] == expected

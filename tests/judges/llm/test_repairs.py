@@ -126,6 +126,19 @@ def test_a_filter_stef_contradicts_is_settled_and_never_asked(
             id="window-length",
         ),
         pytest.param(
+            "How many orders were placed in the last 30 days?",
+            "SELECT COUNT(*) FROM orders WHERE created_at <= CURRENT_DATE - INTERVAL '30 days'",
+            "last 30 days",
+            id="window-direction",
+        ),
+        pytest.param(
+            "Total revenue this year",
+            "SELECT SUM(amount) FROM orders WHERE EXTRACT(YEAR FROM order_date) = "
+            "EXTRACT(YEAR FROM CURRENT_DATE) - 1",
+            "this year",
+            id="period-relative-to-now",
+        ),
+        pytest.param(
             "Which employees do not work in sales?",
             "SELECT name FROM employees WHERE department = 'sales'",
             "sales",
