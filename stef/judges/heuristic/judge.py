@@ -627,7 +627,14 @@ _ONE_UNIT = re.compile(
 
 def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] | None:
     """ "the last 30 days" is not ``d <= CURRENT_DATE - 30`` (what came before them), and "last
-    year" not the year now is in; None to read the window's length as before."""
+    year" not the year now is in; None to read the window's length as before. Only "last
+    year" folds the SQL's dates (:class:`NowDates`): a comparison's side is read as written."""
+    one = _ONE_UNIT.fullmatch(q.text.strip())
+    if one is None:
+        ops = now.comparisons() if now.relative else None
+        if ops and all(op in ("<", "<=") for op in ops):
+            return "mismatched", list(now.relative)
+        return None
     folded = now.folded
     if not folded or now.unfolded:
         return None
@@ -635,12 +642,8 @@ def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, li
     kept = [bounds(items) for items in folded.values()]
     if all(lo is None and hi is not None for lo, hi in kept):
         return "mismatched", ids
-    one = _ONE_UNIT.fullmatch(q.text.strip())
-    if one is not None:
-        starts = current_start(one.group(1).casefold(), now.today)
-        if all(lo in starts for lo, _ in kept):
-            return "mismatched", ids
-    return None
+    starts = current_start(one.group(1).casefold(), now.today)
+    return ("mismatched", ids) if all(lo in starts for lo, _ in kept) else None
 
 
 def _directed(

@@ -664,6 +664,20 @@ class NowDates:
         done = {i for items in self.folded.values() for i, _ in items}
         return [i for i in self.relative if i not in done]
 
+    def comparisons(self) -> list[str] | None:
+        """The operator of each predicate that reads now, as a date column (or its day)
+        compared with a moment relative to now (``created_at <= CURRENT_DATE - 30``): read
+        without folding; None when one is not of that form."""
+        by_id = {p.id: p for p in self.spec.filters}
+        out = []
+        for i in self.relative:
+            p = by_id[i]
+            plain = p.columns == (p.lhs,) or _DAY_OF.match(p.lhs) is not None
+            if not plain or RELATIVE_DATE.search(p.rhs) is None or p.op not in _RANGE_OPS:
+                return None
+            out.append(p.op)
+        return out
+
     def columns(self) -> dict[str, list[tuple[int, Interval]]]:
         """The intervals of :attr:`folded`, with the literal dates' when the day is known."""
         out = {c: list(items) for c, items in self.folded.items()}
