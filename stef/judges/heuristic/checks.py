@@ -209,6 +209,31 @@ def _share_without_division(ev: Evidence) -> Iterator[tuple[Issue, str]]:
         yield ("aggregation_wrong", "the question asks for a share; the SQL divides nothing")
 
 
+# "the difference between A and B", "how many more ... than": a number one side less the other.
+_DIFFERENCE = cued(
+    r"\bdifferences?\s+(?:between|in|of)\b|\bhow\s+(?:much|many)\s+(?:more|less|fewer|higher|"
+    r"lower|bigger|smaller|larger|longer|shorter|older|younger|greater)\b",
+    re.I,
+)
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+# Subtraction in SQL: a minus between operands (not a comment's "--" nor "->"), or a function
+# that subtracts dates.
+_SUBTRACTS = re.compile(
+    r"(?<![-<>=!])-(?![->])|\b(?:datediff|date_diff|timestampdiff|timestamp_diff|age|"
+    r"months_between)\s*\(",
+    re.I,
+)
+
+
+def _difference_without_subtraction(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    """ "the difference between players 6 and 23's scores" answered without subtracting (the
+    two scores side by side); a title in quotes that says "differences" asks for none."""
+    if not _DIFFERENCE.search(_QUOTED.sub(" ", ev.question)):
+        return
+    if not _SUBTRACTS.search(SQL_STRING.sub("''", ev.request.record.sql)):
+        yield ("aggregation_wrong", "the question asks for a difference; the SQL subtracts nothing")
+
+
 def _top_k_without_ordering(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     if (
         ev.qs.top_k is not None
@@ -329,6 +354,7 @@ def _distinct_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
 STRUCTURE_CHECKS: tuple[_Structure, ...] = (
     _aggregation_words,
     _share_without_division,
+    _difference_without_subtraction,
     _top_k_without_ordering,
     _top_k_limit_differs,
     _extreme_direction,
