@@ -130,6 +130,14 @@ _PERIOD_NOW = cued(
     re.I,
 )
 _TO_DATE = {"ytd": "year", "mtd": "month", "qtd": "quarter"}
+# A period that anchors a comparison or a state ("due before today", "as of today", "hired
+# before this year", "other than today's"), not the days to keep.
+_ANCHOR_BEFORE = re.compile(
+    r"\b(?:before|after|until|till|since|as\s+of|prior\s+to|up\s+to|through|by|except|"
+    r"excluding|including|than|vs\.?|versus|other\s+than|compared?\s+(?:with|to)|older|younger|"
+    r"ago\s+from)\s+(?:the\s+)?$",
+    re.I,
+)
 _TOP_K_NUMBER = cued(
     r"\b(?:top|bottom|best|worst)\s+(\d+)\b|\b(?:first|last)\s+(\d+)\b(?!\s+"
     + TIME_UNITS
@@ -291,6 +299,9 @@ def _windows_and_counts(text: str, ranges: dict[int, str]) -> Iterator[_Step]:
         value = _period(m)
         if value == "today" and windows:
             continue  # "the last 7 days up to today": the window's end
+        if _ANCHOR_BEFORE.search(text[max(0, m.start() - 24) : m.start()]):
+            yield m.span()  # taken: not read again as a value either
+            continue
         yield Found(value, m.group(0), "period", "=", m.span())
     for m in windows:
         number, unit = m.group(1), m.group(2).casefold().removesuffix("s")

@@ -15,6 +15,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date
 from typing import Literal
 
 from stef.judges.base import JudgeReply, JudgeRequest
@@ -36,9 +37,12 @@ from stef.judges.heuristic.readings import (
     fold_words,
     is_word_value,
     named_at,
+    near_start,
+    negated_anywhere,
     negated_at,
     period_starts,
     question_intervals,
+    same_span,
     same_word_forms,
     sql_extremes,
     sql_window_days,
@@ -337,13 +341,17 @@ def match_filters(
     spec: SqlSpec,
     sql: str,
     asked_at: str | None = None,
+    question: str = "",
 ) -> list[FilterMatch]:
     """For each question filter: the predicates that satisfy it, or missing / mismatched.
-    ``asked_at`` (the record's timestamp) is the day "today" or "this year" means."""
+    ``asked_at`` (the record's timestamp) is the day "today" or "this year" means; a negation
+    in ``question`` leaves its periods and windows undecided."""
     literals = _sql_literals(sql)
     index = _PredicateIndex(spec)
     dates = DateColumns.of(spec)
-    now = NowDates(spec, index.relative, dates, asked_at, sql)
+    # A period or window is held to the SQL where it is the question's only one, not negated.
+    decisive = sum(k in ("period", "window") for k in kinds) <= 1 and not negated_anywhere(question)
+    now = NowDates(spec, index.relative, dates, asked_at, sql, decisive)
     folded = sql.casefold()
     names = fold_words(sql_names_text(sql))
     compared: dict[str, list[str]] | None = None  # read once, when a number needs it
@@ -600,48 +608,90 @@ def _relative_to_now(
 
 def _period(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] | None:
     """ "today", "this year": a date column kept from the period's first day (to any end after
-    it), read on the day the question was asked. A predicate whose now cannot be read, or,
+    it), read on the day the question was asked. Another start near it (the period before, a
+    rolling window) or an end at its start (only the days before it) is a wrong period, where
+    the question holds one period and no negation; a start far from it ("turns 30 this year"),
+    after it (``check_out > CURRENT_DATE``) or none, a predicate whose now cannot be read, or,
     when the record does not say when it was asked, a literal date, may be the period."""
     found = period_starts(q.rhs, now.today)
     if found is None:
         return None
-    starts, _ = found
+    starts, end = found
     columns = now.columns()
+    near: list[int] = []
     for items in columns.values():
-        lo, hi = bounds(items)
-        if lo in starts and (hi is None or hi > lo):
+        read = _kept_period(bounds(items), starts, end, q.rhs)
+        if read == "period":
             return "matched", sorted(i for i, _ in items)
-    if now.unfolded:
-        return "matched", now.unfolded
-    if not now.known and now.dates.ids:
-        return "matched", sorted(now.dates.ids)
-    if columns:
-        return "mismatched", sorted({i for items in columns.values() for i, _ in items})
-    return ("matched" if now.read_elsewhere else "missing"), []
+        if read == "near":
+            near += [i for i, _ in items]
+    if near and now.decisive and not now.unfolded and (now.known or not now.dates.ids):
+        return "mismatched", sorted(set(near))
+    kept = {i for items in columns.values() for i, _ in items} | set(now.unfolded)
+    if not now.known:
+        kept |= now.dates.ids
+    if kept or now.read_elsewhere or q.rhs == "today" or not now.decisive:
+        # "How many employees are active today?": the state now, with no date to keep.
+        return "matched", sorted(kept)
+    return "missing", []
+
+
+def _kept_period(
+    kept: tuple[date | None, date | None], starts: list[date], end: date, value: str
+) -> Literal["period", "near", "other"]:
+    """What a date column keeps against the period ``value`` (``starts``, the day after it
+    ``end``): the period (from a start, to any end after it); near it (another start within two
+    of its units, before its end or bounded: the period before, a rolling window, tomorrow for
+    "today"; or only the days just before it: ``< DATE_TRUNC('year', CURRENT_DATE)`` for "this
+    year"); or something else (a start far from it, a state from after it, ``check_out >
+    CURRENT_DATE`` for "occupied today")."""
+    lo, hi = kept
+    if lo is not None and near_start(lo, starts, value) == 0 and (hi is None or hi >= lo):
+        return "period"
+    if lo is not None and lo >= end and hi is None:
+        return "other"
+    edge = lo if lo is not None else hi if hi is not None and hi <= min(starts) else None
+    return "near" if edge is not None and near_start(edge, starts, value) <= 1 else "other"
 
 
 _ONE_UNIT = re.compile(
     r"(?:last|past|previous|prior|preceding|recent)\s+(week|month|quarter|year)", re.I
 )
+# A predicate that keeps a calendar period (a truncation, a part of the date), not a rolling
+# window, whose start only falls on a period's first day on some days.
+_CALENDAR = re.compile(
+    r"trunc|year\(|month\(|quarter\(|extract|strftime|date_part|datepart|format|to_char|"
+    r"eomonth|date_format|date_from_parts|make_date|datefromparts",
+    re.I,
+)
 
 
 def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] | None:
     """ "the last 30 days" is not ``d <= CURRENT_DATE - 30`` (what came before them), and "last
-    year" not the year now is in; None to read the window's length as before. Only "last
-    year" folds the SQL's dates (:class:`NowDates`): a comparison's side is read as written."""
+    year" not the calendar year now is in; None to read the window's length as before. Decided
+    only where the question holds one period or window and no negation ("not ordered in the
+    last 90 days" keeps what came before them). Only "last year" folds the SQL's dates
+    (:class:`NowDates`): a comparison's side is read as written, on the predicates that name
+    the window's length."""
+    if not now.decisive or not now.relative:
+        return None
     one = _ONE_UNIT.fullmatch(q.text.strip())
     if one is None:
-        ops = now.comparisons() if now.relative else None
-        if ops and all(op in ("<", "<=") for op in ops):
-            return "mismatched", list(now.relative)
+        count, _, unit = q.rhs.partition(" ")
+        sides = now.comparisons(window_days(count, unit))
+        if sides and all(op in ("<", "<=") for _, op in sides):
+            return "mismatched", [i for i, _ in sides]
         return None
-    folded = now.folded
+    by_id = {p.id: p for p in now.spec.filters}
+    folded = {
+        column: items
+        for column, items in now.folded.items()
+        if all(_CALENDAR.search(by_id[i].text) for i, _ in items)
+    }
     if not folded or now.unfolded:
         return None
     ids = sorted(i for items in folded.values() for i, _ in items)
     kept = [bounds(items) for items in folded.values()]
-    if all(lo is None and hi is not None for lo, hi in kept):
-        return "mismatched", ids
     starts = current_start(one.group(1).casefold(), now.today)
     return ("mismatched", ids) if all(lo in starts for lo, _ in kept) else None
 
@@ -672,7 +722,7 @@ def _window(
     spans = {i: sql_window_days(index.preds[i].text) for i in hits}
     if want is None or not all(spans.values()):
         return "matched", hits
-    kept = [i for i in hits if want in spans[i]]
+    kept = [i for i in hits if same_span(want, spans[i])]
     return ("matched", kept) if kept else ("mismatched", hits)
 
 
@@ -982,7 +1032,7 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
         record.enriched_question if drift.status is not EnrichmentStatus.MAJOR_DRIFT else None
     )
     qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min, faithful)
-    matches = match_filters(qs.filters, kinds, spec, record.sql, record.timestamp)
+    matches = match_filters(qs.filters, kinds, spec, record.sql, record.timestamp, record.question)
     matches, replaced = replaced_values(matches, qs, kinds, spec, texts)
     return Evidence(
         request=request,

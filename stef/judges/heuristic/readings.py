@@ -342,6 +342,12 @@ def window_days(count: str, unit: str) -> int | None:
     return None if days is None or not count.isdigit() else int(count) * days
 
 
+def same_span(want: int, spans: Iterable[int]) -> bool:
+    """Whether a window of ``want`` days is one of ``spans``, within a day or a thirtieth:
+    "the past quarter" is ``INTERVAL '90 days'``, "the last 12 months" ``INTERVAL '1 year'``."""
+    return any(abs(days - want) <= max(1, want // 30) for days in spans)
+
+
 def sql_window_days(text: str) -> set[int]:
     """The lengths, in days, of the intervals a predicate subtracts from now."""
     out = set()
@@ -468,10 +474,12 @@ _WEEK_STARTS = (0, 6)  # Monday (ISO, DATE_TRUNC's) and Sunday
 # The years a record's timestamp is read in: a period's days stay dates either side.
 _YEARS = (1001, 9998)
 # A predicate longer than this is no period or window (an OR chain): it is not folded; nor are
-# the predicates of an SQL with more than this many that read now (each folding parses its
-# predicate again: 1,000 of them cost 0.3 s).
+# the predicates of an SQL with more than 8 that read now, nor past 16 expressions that read
+# now (each folding parses its predicate again, and SQLite evaluates each expression: 32
+# predicates of ``IN (SYSDATE, ...)`` cost 0.5 s before these bounds, 0.06 s with them).
 _MAX_FOLDED = 1000
-_MAX_RELATIVE = 32
+_MAX_RELATIVE = 8
+_MAX_VALUES = 16
 
 
 def asked_day(asked_at: str | None) -> tuple[str, date, bool]:
@@ -504,6 +512,30 @@ def period_starts(value: str, today: date) -> tuple[list[date], date] | None:
     return None
 
 
+_NEGATED = cued(
+    r"\b(?:not|never|no|without|except|excluding|inactive|neither|nor|none)\b|n't\b", re.I
+)
+# The days a period's unit spans, and how far from its start another start is still "near":
+# the period before or a rolling window, an agent's usual slip, not another question's date.
+_UNIT_DAYS = {"today": 1, "yesterday": 1, "week": 7, "month": 31, "quarter": 92, "year": 366}
+
+
+def negated_anywhere(question: str) -> bool:
+    """Whether the question negates anything: "customers who have not ordered in the last 90
+    days" keeps the days before the window."""
+    return _NEGATED.search(question) is not None
+
+
+def near_start(lo: date, starts: list[date], value: str) -> int:
+    """0 when ``lo`` is a start of the period ``value`` (or, for a week or longer, the day
+    after: ``> DATE_TRUNC('year', NOW())``), 1 when it is within two of the period's units of
+    one, 2 when farther."""
+    unit = _UNIT_DAYS[value.removeprefix("this ")]
+    if any(0 <= (lo - s).days <= (1 if unit > 1 else 0) for s in starts):
+        return 0
+    return 1 if any(abs((lo - s).days) <= 2 * unit for s in starts) else 2
+
+
 def current_start(unit: str, today: date) -> list[date]:
     """The days the current ``unit`` (week, month, quarter, year) may start on."""
     found = period_starts(f"this {unit}", today)
@@ -518,16 +550,19 @@ def now_intervals(
     Day of its year); a predicate whose now cannot be folded to a date or a year is left out."""
     by_id = {p.id: p for p in spec.filters}
     out: dict[str, list[tuple[int, Interval]]] = {}
+    values: dict[str, exp.Expr | None] = {}  # each expression's value, evaluated once
     with now_at(instant):
         for i in ids:
-            folded = _folded(by_id[i], spec.dialect)
+            folded = _folded(by_id[i], spec.dialect, values)
             found = predicate_interval(folded) if folded is not None else None
             if found is not None:
                 out.setdefault(found[0], []).append((i, found[1]))
     return out
 
 
-def _folded(p: Predicate, dialect: str | None) -> Predicate | None:
+def _folded(
+    p: Predicate, dialect: str | None, values: dict[str, exp.Expr | None]
+) -> Predicate | None:
     """``p`` with every column-free part that reads now as the date or year it gives. Its text
     is read in the SQL's dialect (``DATEADD(DAY, -90, CURRENT_DATE)`` is Snowflake's), else in
     the generic one it is written in."""
@@ -535,7 +570,7 @@ def _folded(p: Predicate, dialect: str | None) -> Predicate | None:
         return None
     node = parse_condition(p.text, dialect) or parse_condition(p.text)
     try:
-        read = predicate_of(node, dialect) if node is not None and _fold(node) else None
+        read = predicate_of(node, dialect) if node is not None and _fold(node, values) else None
     except RecursionError:  # parentheses nested hundreds deep
         return None
     if read is None:
@@ -551,18 +586,22 @@ def _folded(p: Predicate, dialect: str | None) -> Predicate | None:
     )
 
 
-def _fold(node: exp.Expr) -> bool:
+def _fold(node: exp.Expr, values: dict[str, exp.Expr | None]) -> bool:
     """Fold, in place, each largest column-free part of ``node`` that reads now; False when
-    one gives no date or year."""
+    one gives no date or year, or past :data:`_MAX_VALUES` expressions of the record (each is
+    evaluated by SQLite; ``d IN (SYSDATE, SYSDATE, ...)`` repeats one)."""
     if node.find(exp.Column) is None and reads_now(node):
-        value = _now_value(node)
-        if value is None:
-            return False
-        if node.parent is None:
-            return False  # the whole condition: nothing compared with a column
-        node.replace(value)
+        key = node.sql()
+        if key not in values:
+            if len(values) >= _MAX_VALUES:
+                return False
+            values[key] = _now_value(node)
+        value = values[key]
+        if value is None or node.parent is None:
+            return False  # no value, or the whole condition: nothing compared with a column
+        node.replace(value.copy())
         return True
-    return all(_fold(child) for child in list(node.iter_expressions()))
+    return all(_fold(child, values) for child in list(node.iter_expressions()))
 
 
 def _now_value(node: exp.Expr) -> exp.Expr | None:
@@ -586,6 +625,15 @@ _PARTS: dict[type[exp.Expr], Callable[[date], int]] = {
 def _now_of(node: exp.Expr) -> str | int | None:
     while isinstance(node, exp.Paren):
         node = node.this
+    if (
+        isinstance(node, exp.Add | exp.Sub)
+        and not node.expression.is_int
+        and not isinstance(node.expression, exp.Interval)
+        and _day(_now_of(node.this)) is not None
+    ):
+        # A date less a number of days SQLite reads as a year (``CURRENT_DATE -
+        # EXTRACT(DOW FROM CURRENT_DATE)::int``): no value.
+        return None
     if isinstance(node, exp.Add | exp.Sub) and node.expression.is_int:
         base, count = _now_of(node.this), int(node.expression.name)
         count = count if isinstance(node, exp.Add) else -count
@@ -628,9 +676,10 @@ class NowDates:
         dates: DateColumns,
         asked_at: str | None,
         sql: str,
+        decisive: bool = True,
     ) -> None:
         self.spec, self.relative, self.dates, self.asked_at = spec, relative, dates, asked_at
-        self.sql = sql
+        self.sql, self.decisive = sql, decisive
 
     @property
     def read_elsewhere(self) -> bool:
@@ -664,26 +713,34 @@ class NowDates:
         done = {i for items in self.folded.values() for i, _ in items}
         return [i for i in self.relative if i not in done]
 
-    def comparisons(self) -> list[str] | None:
-        """The operator of each predicate that reads now, as a date column (or its day)
-        compared with a moment relative to now (``created_at <= CURRENT_DATE - 30``): read
-        without folding; None when one is not of that form."""
+    def comparisons(self, days: int | None) -> list[tuple[int, str]] | None:
+        """(id, operator) of each predicate that reads now and names a span of ``days``, as a
+        date column (or its day) compared with a moment relative to now (``created_at <=
+        CURRENT_DATE - INTERVAL '30 days'``): read without folding; None when one is not of
+        that form."""
         by_id = {p.id: p for p in self.spec.filters}
         out = []
         for i in self.relative:
             p = by_id[i]
+            if days is None or not same_span(days, sql_window_days(p.text)):
+                continue
             plain = p.columns == (p.lhs,) or _DAY_OF.match(p.lhs) is not None
             if not plain or RELATIVE_DATE.search(p.rhs) is None or p.op not in _RANGE_OPS:
                 return None
-            out.append(p.op)
+            out.append((i, p.op))
         return out
 
     def columns(self) -> dict[str, list[tuple[int, Interval]]]:
         """The intervals of :attr:`folded`, with the literal dates' when the day is known."""
         out = {c: list(items) for c, items in self.folded.items()}
         if self.known:
+            # A literal inside a predicate that reads now (T-SQL's YEAR(GETDATE()) holds a
+            # default 1900-01-01) is read by folding, not as a date of its own.
+            relative = set(self.relative)
             for column, items in self.dates.by_column.items():
-                out.setdefault(column, []).extend(items)
+                kept = [(i, span) for i, span in items if i not in relative]
+                if kept:
+                    out.setdefault(column, []).extend(kept)
         return out
 
 
