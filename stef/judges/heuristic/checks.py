@@ -228,7 +228,7 @@ _SUBTRACTS = re.compile(
 def _difference_without_subtraction(ev: Evidence) -> Iterator[tuple[Issue, str]]:
     """ "the difference between players 6 and 23's scores" answered without subtracting (the
     two scores side by side); a title in quotes that says "differences" asks for none."""
-    if not _DIFFERENCE.search(_QUOTED.sub(" ", ev.question)):
+    if not _DIFFERENCE.search(ev.question) or not _DIFFERENCE.search(_QUOTED.sub(" ", ev.question)):
         return
     if not _SUBTRACTS.search(SQL_STRING.sub("''", ev.request.record.sql)):
         yield ("aggregation_wrong", "the question asks for a difference; the SQL subtracts nothing")

@@ -350,7 +350,8 @@ def match_filters(
     index = _PredicateIndex(spec)
     dates = DateColumns.of(spec)
     # A period or window is held to the SQL where it is the question's only one, not negated.
-    decisive = sum(k in ("period", "window") for k in kinds) <= 1 and not negated_anywhere(question)
+    relative = sum(k in ("period", "window") for k in kinds)
+    decisive = relative == 1 and not negated_anywhere(question)
     now = NowDates(spec, index.relative, dates, asked_at, sql, decisive)
     folded = sql.casefold()
     names = fold_words(sql_names_text(sql))
