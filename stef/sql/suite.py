@@ -226,7 +226,7 @@ def _prepared(
         deadline.check()
         schema, _ = infer_schema([ref_tree.copy(), gen_tree.copy()])
         deadline.check()
-        queries = (_sqlite_text(gen_tree), _sqlite_text(ref_tree))
+        queries = (_sqlite_text(gen_tree, dialect), _sqlite_text(ref_tree, dialect))
         deadline.check()
     except InferenceError as exc:
         return SuiteOutcome("not_run", detail=f"cannot infer the schema: {exc}")
@@ -274,15 +274,15 @@ def _orders(tree: exp.Query) -> bool:
     return tree.args.get("order") is not None
 
 
-def _sqlite_text(tree: exp.Query) -> str:
-    """The query as SQLite runs it on the generated tables, which are named without their
-    schema or catalog (``sales.orders`` is the table ``orders``)."""
+def _sqlite_text(tree: exp.Query, dialect: str | None) -> str:
+    """The query, read in ``dialect``, as SQLite runs it on the generated tables, which are
+    named without their schema or catalog (``sales.orders`` is the table ``orders``)."""
     try:
         tree = tree.copy()
         for table in tree.find_all(exp.Table):
             table.set("db", None)
             table.set("catalog", None)
-        return portable(tree).sql(dialect="sqlite")
+        return portable(tree, dialect).sql(dialect="sqlite")
     except (SqlglotError, RecursionError, ValueError) as exc:
         raise InferenceError(f"cannot be written for SQLite: {type(exc).__name__}") from exc
 

@@ -93,10 +93,18 @@ def register(conn: sqlite3.Connection) -> None:
     conn.create_function("STEF_SHIFT", 3, _shift, deterministic=True)
 
 
-def portable(tree: exp.Expr) -> exp.Expr:
+# Engines where a date plus or minus a whole number is a date that many days away
+# (``CURRENT_DATE - 30``); elsewhere (MySQL, SQLite) it is a number.
+_DAY_ARITHMETIC = {"postgres", "redshift", "snowflake", "duckdb", "oracle"}
+
+
+def portable(tree: exp.Expr, dialect: str | None = None) -> exp.Expr:
     """``tree`` (changed in place; a query, whose root is never replaced) with "now" pinned
     (:func:`now_at`, else :data:`NOW`), and date truncation and interval arithmetic as calls of
-    the registered functions."""
+    the registered functions; in a ``dialect`` where it means days (:data:`_DAY_ARITHMETIC`),
+    today plus or minus a number (``CURRENT_DATE - 30``) too."""
+    if dialect in _DAY_ARITHMETIC:
+        _today_arithmetic(tree, dialect)
     _pin_now(tree)
     for node in list(tree.find_all(exp.TimestampTrunc, exp.DateTrunc)):
         unit = _unit(node.args.get("unit"))
@@ -213,6 +221,21 @@ def _evaluated(node: exp.Expr) -> object:
     finally:
         conn.close()
     return row[0] if row else None
+
+
+def _today_arithmetic(tree: exp.Expr, dialect: str) -> None:
+    """``CURRENT_DATE - 30`` (Oracle's ``SYSDATE - 30``) as ``DATE_ADD`` of -30 days."""
+    today_nodes = exp.CurrentDate | exp.CurrentTimestamp if dialect == "oracle" else exp.CurrentDate
+    for node in list(tree.find_all(exp.Add, exp.Sub)):
+        today = node.this
+        if not isinstance(today, today_nodes):
+            continue
+        if not node.expression.is_int:
+            continue
+        days = int(node.expression.name) * (-1 if isinstance(node, exp.Sub) else 1)
+        shifted = exp.DateAdd(this=today.copy(), expression=exp.Literal.number(days))
+        shifted.set("unit", exp.var("day"))
+        node.replace(shifted)
 
 
 def _interval_arithmetic(node: exp.Add | exp.Sub) -> None:
