@@ -38,7 +38,6 @@ from stef.judges.heuristic.readings import (
     is_word_value,
     named_at,
     near_start,
-    negated_anywhere,
     negated_at,
     period_starts,
     question_intervals,
@@ -46,6 +45,7 @@ from stef.judges.heuristic.readings import (
     same_word_forms,
     sql_extremes,
     sql_window_days,
+    undecided,
     window_days,
 )
 from stef.models import (
@@ -344,14 +344,15 @@ def match_filters(
     question: str = "",
 ) -> list[FilterMatch]:
     """For each question filter: the predicates that satisfy it, or missing / mismatched.
-    ``asked_at`` (the record's timestamp) is the day "today" or "this year" means; a negation
-    in ``question`` leaves its periods and windows undecided."""
+    ``asked_at`` (the record's timestamp) is the day "today" or "this year" means; a negation,
+    a comparison or a date in ``question`` (with its enrichment) leaves its periods and windows
+    undecided (:func:`undecided`)."""
     literals = _sql_literals(sql)
     index = _PredicateIndex(spec)
     dates = DateColumns.of(spec)
     # A period or window is held to the SQL where it is the question's only one, not negated.
     relative = sum(k in ("period", "window") for k in kinds)
-    decisive = relative == 1 and not negated_anywhere(question)
+    decisive = relative == 1 and not undecided(question)
     now = NowDates(spec, index.relative, dates, asked_at, sql, decisive)
     folded = sql.casefold()
     names = fold_words(sql_names_text(sql))
@@ -626,7 +627,10 @@ def _period(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] |
             return "matched", sorted(i for i, _ in items)
         if read == "near":
             near += [i for i, _ in items]
-    if near and now.decisive and not now.unfolded and (now.known or not now.dates.ids):
+    # "today" is as often the state now ("active today", a nightly snapshot) as a day's
+    # events: never held to a date.
+    decided = now.decisive and q.rhs != "today" and not now.unfolded
+    if near and decided and (now.known or not now.dates.ids):
         return "mismatched", sorted(set(near))
     kept = {i for items in columns.values() for i, _ in items} | set(now.unfolded)
     if not now.known:
@@ -641,14 +645,16 @@ def _kept_period(
     kept: tuple[date | None, date | None], starts: list[date], end: date, value: str
 ) -> Literal["period", "near", "other"]:
     """What a date column keeps against the period ``value`` (``starts``, the day after it
-    ``end``): the period (from a start, to any end after it); near it (another start within two
-    of its units, before its end or bounded: the period before, a rolling window, tomorrow for
-    "today"; or only the days just before it: ``< DATE_TRUNC('year', CURRENT_DATE)`` for "this
-    year"); or something else (a start far from it, a state from after it, ``check_out >
-    CURRENT_DATE`` for "occupied today")."""
+    ``end``): the period (from a start, to any end after it, or a part of it); near it
+    (another start within two of its units, before its end or bounded: the period before, a
+    rolling window, tomorrow for "today"; or only the days just before it: ``<
+    DATE_TRUNC('year', CURRENT_DATE)`` for "this year"); or something else (a start far from
+    it, a state from after it, ``check_out > CURRENT_DATE`` for "occupied today")."""
     lo, hi = kept
     if lo is not None and near_start(lo, starts, value) == 0 and (hi is None or hi >= lo):
         return "period"
+    if lo is not None and min(starts) <= lo < end and (hi is None or lo < hi <= end):
+        return "period"  # the rest of it ("expire this year": from today to its end)
     if lo is not None and lo >= end and hi is None:
         return "other"
     edge = lo if lo is not None else hi if hi is not None and hi <= min(starts) else None
@@ -658,12 +664,17 @@ def _kept_period(
 _ONE_UNIT = re.compile(
     r"(?:last|past|previous|prior|preceding|recent)\s+(week|month|quarter|year)", re.I
 )
-# A predicate that keeps a calendar period (a truncation, a part of the date), not a rolling
-# window, whose start only falls on a period's first day on some days.
+# A predicate that keeps the calendar period now is in (a truncation to a week or longer, a
+# part of the date), unshifted: "last month" answered with this month. A rolling window's start
+# falls on a period's first day on some days, and a shifted one is another period.
 _CALENDAR = re.compile(
-    r"trunc|year\(|month\(|quarter\(|extract|strftime|date_part|datepart|format|to_char|"
-    r"eomonth|date_format|date_from_parts|make_date|datefromparts",
+    r"trunc\w*\(\s*'?(?:week|month|quarter|year|yyyy|yy|mm|q)\b|year\(|month\(|quarter\(|"
+    r"extract\(\s*(?:year|month|quarter|week)|strftime\('%[ymw]|date_part\('(?:year|month|quarter)|"
+    r"datepart\((?:year|month|quarter|week)|to_char|date_format|format\(",
     re.I,
+)
+_SHIFTED = re.compile(
+    r"interval|dateadd|date_add|date_sub|add_months|timestampadd|[-+]\s*\d|'[-+]\d", re.I
 )
 
 
@@ -674,7 +685,10 @@ def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, li
     last 90 days" keeps what came before them). Only "last year" folds the SQL's dates
     (:class:`NowDates`): a comparison's side is read as written, on the predicates that name
     the window's length."""
-    if not now.decisive or not now.relative:
+    if not now.decisive:
+        # Nor its length: "the last 30 days against the prior 30" keeps 60.
+        return ("matched", list(now.relative)) if now.relative or now.read_elsewhere else None
+    if not now.relative:
         return None
     one = _ONE_UNIT.fullmatch(q.text.strip())
     if one is None:
@@ -687,7 +701,9 @@ def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, li
     folded = {
         column: items
         for column, items in now.folded.items()
-        if all(_CALENDAR.search(by_id[i].text) for i, _ in items)
+        if all(
+            _CALENDAR.search(by_id[i].text) and not _SHIFTED.search(by_id[i].text) for i, _ in items
+        )
     }
     if not folded or now.unfolded:
         return None
@@ -1033,7 +1049,8 @@ def _evidence(request: JudgeRequest, options: HeuristicOptions) -> Evidence:
         record.enriched_question if drift.status is not EnrichmentStatus.MAJOR_DRIFT else None
     )
     qs, kinds = rank_filters(qs, kinds, record.question, spec, rules.limit_min, faithful)
-    matches = match_filters(qs.filters, kinds, spec, record.sql, record.timestamp, record.question)
+    context = f"{record.question}\n{faithful or ''}"
+    matches = match_filters(qs.filters, kinds, spec, record.sql, record.timestamp, context)
     matches, replaced = replaced_values(matches, qs, kinds, spec, texts)
     return Evidence(
         request=request,

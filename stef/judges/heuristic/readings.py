@@ -331,15 +331,17 @@ def sql_extremes(spec: SqlSpec, limit_min: int) -> list[tuple[str, str]]:
 _DAYS = {"second": 0, "minute": 0, "hour": 0, "day": 1, "week": 7, "month": 30, "quarter": 91}
 _DAYS |= {"year": 365, "decade": 3650}
 _SQL_SPAN = re.compile(
-    r"(\d+)\s*'?\s*(second|minute|hour|day|week|month|quarter|year)s?\b"
+    r"(?<![\d.])(\d+)\s*'?\s*(second|minute|hour|day|week|month|quarter|year)s?\b"
     r"|\b(second|minute|hour|day|week|month|quarter|year)s?\s*,\s*-?\s*(\d+)",
     re.I,
 )
 
 
 def window_days(count: str, unit: str) -> int | None:
+    """A window's days; None for one shorter than a day ("the last 48 hours" is 2 days, read as
+    unknown) or not a number of units."""
     days = _DAYS.get(unit.casefold().removesuffix("s"))
-    return None if days is None or not count.isdigit() else int(count) * days
+    return None if not days or not count.isdigit() else int(count) * days
 
 
 def same_span(want: int, spans: Iterable[int]) -> bool:
@@ -512,18 +514,26 @@ def period_starts(value: str, today: date) -> tuple[list[date], date] | None:
     return None
 
 
-_NEGATED = cued(
-    r"\b(?:not|never|no|without|except|excluding|inactive|neither|nor|none)\b|n't\b", re.I
+# What leaves a question's period or window undecided: a negation ("not ordered in the last 90
+# days" keeps the days before them), a comparison or a duration ("compared to last year",
+# "older than the past 180 days", "for the past 5 years", "expiring this year"), a calendar of
+# the team's own (fiscal, academic) or a date the enrichment names.
+_UNDECIDED = cued(
+    r"\b(?:not|never|no|without|except|excluding|inactive|neither|nor|none|compared?|"
+    r"comparing|comparison|vs|versus|than|against|prior|before|after|since|until|older|younger|"
+    r"expir\w*|due|upcoming|remaining|rest|later|anniversar\w*|birthdays?|turns?|or more|"
+    r"at least|fiscal|academic|snapshot|for the (?:past|last))\b|n't\b|\b(?:19|20)\d\d\b",
+    re.I,
 )
 # The days a period's unit spans, and how far from its start another start is still "near":
 # the period before or a rolling window, an agent's usual slip, not another question's date.
 _UNIT_DAYS = {"today": 1, "yesterday": 1, "week": 7, "month": 31, "quarter": 92, "year": 366}
 
 
-def negated_anywhere(question: str) -> bool:
-    """Whether the question negates anything: "customers who have not ordered in the last 90
-    days" keeps the days before the window."""
-    return _NEGATED.search(question) is not None
+def undecided(text: str) -> bool:
+    """Whether the question and its enrichment (``text``) leave a period or window undecided
+    (:data:`_UNDECIDED`)."""
+    return _UNDECIDED.search(text) is not None
 
 
 def near_start(lo: date, starts: list[date], value: str) -> int:
