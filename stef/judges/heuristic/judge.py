@@ -350,7 +350,8 @@ def match_filters(
     literals = _sql_literals(sql)
     index = _PredicateIndex(spec)
     dates = DateColumns.of(spec)
-    # A period or window is held to the SQL where it is the question's only one, not negated.
+    # A period or window is held to the SQL where it is the question's only one and nothing in
+    # the question or its enrichment leaves it undecided (a negation, a comparison, a date).
     relative = sum(k in ("period", "window") for k in kinds)
     decisive = relative == 1 and not undecided(question)
     now = NowDates(spec, index.relative, dates, asked_at, sql, decisive)
@@ -612,7 +613,8 @@ def _period(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] |
     """ "today", "this year": a date column kept from the period's first day (to any end after
     it), read on the day the question was asked. Another start near it (the period before, a
     rolling window) or an end at its start (only the days before it) is a wrong period, where
-    the question holds one period and no negation; a start far from it ("turns 30 this year"),
+    the question holds one period and nothing leaves it undecided (:func:`undecided`), and it
+    is not "today"; a start far from it ("turns 30 this year"),
     after it (``check_out > CURRENT_DATE``) or none, a predicate whose now cannot be read, or,
     when the record does not say when it was asked, a literal date, may be the period."""
     found = period_starts(q.rhs, now.today)
@@ -681,10 +683,10 @@ _SHIFTED = re.compile(
 def _window_direction(q: QuestionFilter, now: NowDates) -> tuple[MatchStatus, list[int]] | None:
     """ "the last 30 days" is not ``d <= CURRENT_DATE - 30`` (what came before them), and "last
     year" not the calendar year now is in; None to read the window's length as before. Decided
-    only where the question holds one period or window and no negation ("not ordered in the
-    last 90 days" keeps what came before them). Only "last year" folds the SQL's dates
-    (:class:`NowDates`): a comparison's side is read as written, on the predicates that name
-    the window's length."""
+    only where the question holds one period or window and nothing leaves it undecided ("not
+    ordered in the last 90 days" keeps what came before them; :func:`undecided`). Only "last
+    year" folds the SQL's dates (:class:`NowDates`): a comparison's side is read as written, on
+    the predicates that name the window's length."""
     if not now.decisive:
         # Nor its length: "the last 30 days against the prior 30" keeps 60.
         return ("matched", list(now.relative)) if now.relative or now.read_elsewhere else None

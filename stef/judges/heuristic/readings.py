@@ -7,7 +7,12 @@
   match, different ones are a wrong filter: the half-open year is the year, the year before is not.
 - **Direction.** A comparison's direction (``over 100`` against ``< 100``) and a superlative's
   (``highest`` against ``ORDER BY … ASC LIMIT`` or ``MIN``).
-- **Windows relative to now.** ``the last 30 days`` against ``INTERVAL '7 days'``.
+- **Windows relative to now.** ``the last 30 days`` against ``INTERVAL '7 days'``, or against
+  ``<= CURRENT_DATE - 30`` (what came before them).
+- **Periods relative to now.** "today", "this month", "year to date": the SQL's predicates that
+  read now are folded to dates on the day the question was asked (:class:`NowDates`) and read as
+  intervals; "this year" is not the year before. Left undecided where the question negates,
+  compares or names a date (:func:`undecided`), and for "today".
 - **Values named as words.** ``active users`` names the SQL's ``status = 'active'``; a common
   status word with no predicate is a missing filter; ``not cancelled`` against ``= 'cancelled'``
   is inverted.
