@@ -17,9 +17,14 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # Every package from the hashed lock (requirements/README.md); STEF itself built without isolation
 # by the locked setuptools, so a release made after the lock cannot change the image.
-COPY requirements/build.txt requirements/run.txt ./requirements/
+# sqlglot's compiled parser (requirements/fast.txt) where the platform has a wheel of it: the same
+# results for about a quarter less CPU a record; else the pure-Python parser.
+COPY requirements/build.txt requirements/run.txt requirements/fast.txt ./requirements/
 RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/build.txt \
-    && pip install --no-cache-dir --require-hashes --no-deps -r requirements/run.txt
+    && pip install --no-cache-dir --require-hashes --no-deps -r requirements/run.txt \
+    && { pip install --no-cache-dir --require-hashes --no-deps --only-binary=:all: \
+           -r requirements/fast.txt \
+         || echo "no wheel of sqlglotc here: the pure-Python parser"; }
 COPY pyproject.toml README.md LICENSE ./
 COPY stef ./stef
 RUN pip install --no-cache-dir --no-deps --no-build-isolation .

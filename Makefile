@@ -4,11 +4,12 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# `make run` needs the runtime only (about 90 MB); the test tools come with `make setup`/`make test`.
+# `make run` needs the runtime only (about 180 MB, 60 of them sqlglot's compiled parser where a
+# wheel of it exists); the test tools come with `make setup`/`make test`.
 RUN_STAMP := $(VENV)/.runtime
 
 # Installs come from the hashed lock files in requirements/ (requirements/README.md).
-LOCKS := requirements/build.txt requirements/run.txt requirements/test.txt
+LOCKS := requirements/build.txt requirements/run.txt requirements/fast.txt requirements/test.txt
 UV_VERSION := 0.13.9
 
 .PHONY: setup services run test test-latest lock lint wheel-check bench clean calibration eval mutations

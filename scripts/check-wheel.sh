@@ -77,7 +77,15 @@ import stef.question, stef.stages.sqlspec
 assert stef.question.__file__.endswith(".so"), stef.question.__file__
 assert stef.stages.sqlspec.__file__.endswith(".so"), stef.stages.sqlspec.__file__
 '
-for side in venv compiled; do
+# The wheels' virtualenvs hold run.txt alone: sqlglot's pure-Python parser. .venv (test.txt) holds
+# its compiled one (sqlglotc, as fast.txt gives make run and the image): the tree judged there must
+# judge the same.
+"$root/.venv/bin/python" -c '
+import sqlglot.parser
+assert not sqlglot.parser.__file__.endswith(".py"), "no compiled sqlglot in .venv: make setup"
+'
+mkdir -p "$work/tree/bin" && ln -s "$root/.venv/bin/stef" "$work/tree/bin/stef"
+for side in venv compiled tree; do
   env -u STEF_PROMPTS_DIR -u STEF_LLM_BASE_URL "$work/$side/bin/stef" replay \
     "$root/examples/agent_log.jsonl" --rules "$root/rules" --no-progress --log-level error \
     -o "$side.jsonl" --dead-letters "$side.dead.jsonl" > "$side.summary.txt" 2> "$side.err" ||
@@ -99,4 +107,8 @@ assert len(pure) == len(compiled) > 300, (len(pure), len(compiled))
 assert pure == compiled, next(a for a, b in zip(pure, compiled) if a != b)[:300]
 assert lines("venv.dead.jsonl") == lines("compiled.dead.jsonl")
 print(f"check-wheel: compiled wheel judged the sample log as the pure one: {len(pure)} results")
+tree = lines("tree.jsonl", timed=True)
+assert pure == tree, next(a for a, b in zip(pure, tree) if a != b)[:300]
+assert lines("venv.dead.jsonl") == lines("tree.dead.jsonl")
+print(f"check-wheel: sqlglot's compiled parser judged the sample log as its pure one: {len(tree)} results")
 PY

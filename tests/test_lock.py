@@ -42,7 +42,7 @@ def _project() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-@pytest.mark.parametrize("name", ["build.txt", "run.txt", "test.txt"])
+@pytest.mark.parametrize("name", ["build.txt", "run.txt", "fast.txt", "test.txt"])
 def test_every_locked_package_is_pinned_and_hashed(name: str) -> None:
     entries = _locked(name)
     assert entries, f"{name} locks nothing"
@@ -69,6 +69,16 @@ def test_the_locks_cover_pyproject() -> None:
     assert {"pip", "setuptools"} <= build.keys()
 
 
+def test_the_fast_lock_is_the_compiled_parser_of_the_locked_sqlglot() -> None:
+    """fast.txt holds sqlglotc alone, at run.txt's sqlglot version (sqlglot[c] pins them equal),
+    and is the sqlglotc the suite runs on (test.txt): production parses as the tests do."""
+    fast = _locked("fast.txt")
+    assert list(fast) == ["sqlglotc"]
+    assert fast["sqlglotc"][0] == _locked("run.txt")["sqlglot"][0]
+    assert fast["sqlglotc"] == _locked("test.txt")["sqlglotc"]
+    assert "sqlglot[c]" in _project()["optional-dependencies"]["fast"]
+
+
 def test_the_suite_runs_on_the_locked_versions() -> None:
     # The virtualenv running this test was installed by scripts/setup.sh from test.txt.
     differ = {}
@@ -88,6 +98,10 @@ def test_every_install_reads_the_lock() -> None:
     assert "--no-build-isolation" in setup
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--require-hashes --no-deps -r requirements/run.txt" in dockerfile
+    # sqlglot's compiled parser: from the lock, a wheel or nothing (the pure parser), never built.
+    for text in (setup, dockerfile):
+        assert "--require-hashes --no-deps --only-binary=:all:" in text
+        assert "requirements/fast.txt" in text
     assert "--no-build-isolation" in dockerfile
     wheel_check = (ROOT / "scripts" / "check-wheel.sh").read_text()
     assert "--require-hashes" in wheel_check
