@@ -24,7 +24,7 @@ RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/build.
     && pip install --no-cache-dir --require-hashes --no-deps -r requirements/run.txt \
     && { pip install --no-cache-dir --require-hashes --no-deps --only-binary=:all: \
            -r requirements/fast.txt \
-         || echo "no wheel of sqlglotc here: the pure-Python parser"; }
+         || echo "sqlglotc did not install (no wheel here?): the pure-Python parser"; }
 COPY pyproject.toml README.md LICENSE ./
 COPY stef ./stef
 RUN pip install --no-cache-dir --no-deps --no-build-isolation .

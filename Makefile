@@ -24,7 +24,8 @@ $(RUN_STAMP): pyproject.toml scripts/setup.sh $(LOCKS)
 	bash scripts/setup.sh $(PY) $(VENV) run
 	touch $(RUN_STAMP)
 
-# Re-resolve the lock files to the newest versions pyproject.toml allows; commit what changes.
+# Re-resolve the lock files from pyproject.toml, keeping locked versions it still allows (to take
+# the newest of everything, delete requirements/*.txt first); commit what changes.
 lock:
 	bash scripts/lock.sh $(PY) $(UV_VERSION)
 

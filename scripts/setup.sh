@@ -22,8 +22,9 @@ case "$what" in
     # the same results for about a quarter less CPU a record; else the pure-Python parser.
     if [ "$what" = run ] && ! "${pip[@]}" --require-hashes --no-deps --only-binary=:all: \
       -r requirements/fast.txt; then
-      echo "setup: no wheel of sqlglotc (sqlglot's compiled parser) here: STEF runs on the" \
-        "pure-Python parser (the same results, more CPU a record)" >&2
+      echo "setup: sqlglotc (sqlglot's compiled parser) did not install (pip's error above; no" \
+        "wheel for this platform?): STEF runs on the pure-Python parser (the same results," \
+        "more CPU a record)" >&2
     fi
     # The build backend warns about editable installs in general; it is noise on a first run.
     PYTHONWARNINGS=ignore "${pip[@]}" --no-deps --no-build-isolation -e .

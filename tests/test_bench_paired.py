@@ -143,26 +143,3 @@ def test_a_worker_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(paired, "WORKER_TIMEOUT_S", 2)
     with pytest.raises(RuntimeError, match=r"ran past 2 s and was stopped"):
         paired._worker(tree, str(tree / "none.jsonl"), str(tree / "rules"))
-
-
-def test_the_report_names_the_sqlglot_build_it_measured() -> None:
-    from importlib import metadata
-
-    from bench.run import _markdown, sqlglot_build
-
-    try:
-        metadata.version("sqlglotc")
-        installed = True
-    except metadata.PackageNotFoundError:
-        installed = False
-    assert sqlglot_build() == ("compiled (sqlglotc)" if installed else "pure Python")
-    report = {
-        "run_at": "now",
-        "machine": "here",
-        "python": "3.11",
-        "sqlglot": "30.30.0",
-        "sqlglot_build": "pure Python",
-        "corpus_records": 2402,
-        "sections": {},
-    }
-    assert "(Python 3.11, sqlglot 30.30.0, pure Python)" in _markdown(report)

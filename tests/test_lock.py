@@ -74,6 +74,7 @@ def test_the_fast_lock_is_the_compiled_parser_of_the_locked_sqlglot() -> None:
     and is the sqlglotc the suite runs on (test.txt): production parses as the tests do."""
     fast = _locked("fast.txt")
     assert list(fast) == ["sqlglotc"]
+    assert len(re.findall(r"^sqlglotc==", (LOCKS / "fast.txt").read_text(), re.M)) == 1
     assert fast["sqlglotc"][0] == _locked("run.txt")["sqlglot"][0]
     assert fast["sqlglotc"] == _locked("test.txt")["sqlglotc"]
     assert "sqlglot[c]" in _project()["optional-dependencies"]["fast"]
@@ -98,10 +99,15 @@ def test_every_install_reads_the_lock() -> None:
     assert "--no-build-isolation" in setup
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--require-hashes --no-deps -r requirements/run.txt" in dockerfile
-    # sqlglot's compiled parser: from the lock, a wheel or nothing (the pure parser), never built.
-    for text in (setup, dockerfile):
-        assert "--require-hashes --no-deps --only-binary=:all:" in text
-        assert "requirements/fast.txt" in text
+    # sqlglot's compiled parser: from the lock, a wheel or nothing (the pure parser), never built,
+    # its failure tolerated.
+    install = r"--require-hashes --no-deps --only-binary=:all:\s+-r requirements/fast\.txt"
+    joined = setup.replace("\\\n", " ")
+    assert re.search(r'if \[ "\$what" = run \] && ! "\$\{pip\[@\]\}" ' + install + ";", joined)
+    joined = dockerfile.replace("\\\n", " ")
+    assert re.search(
+        r"\{ pip install --no-cache-dir " + install + r"\s+\|\| echo [^;]+; \}", joined
+    )
     assert "--no-build-isolation" in dockerfile
     wheel_check = (ROOT / "scripts" / "check-wheel.sh").read_text()
     assert "--require-hashes" in wheel_check
