@@ -85,8 +85,11 @@ import sqlglot.parser
 assert not sqlglot.parser.__file__.endswith(".py"), "no compiled sqlglot in .venv: make setup"
 '
 mkdir -p "$work/tree/bin" && ln -s "$root/.venv/bin/stef" "$work/tree/bin/stef"
+# With the sample log's references: reference mode (the structure, then the generated databases)
+# runs on 156 of its records, so every side's reference verdicts are compared too.
 for side in venv compiled tree; do
-  env -u STEF_PROMPTS_DIR -u STEF_LLM_BASE_URL "$work/$side/bin/stef" replay \
+  env -u STEF_PROMPTS_DIR -u STEF_LLM_BASE_URL STEF_REFERENCES="$root/examples/references.jsonl" \
+    "$work/$side/bin/stef" replay \
     "$root/examples/agent_log.jsonl" --rules "$root/rules" --no-progress --log-level error \
     -o "$side.jsonl" --dead-letters "$side.dead.jsonl" > "$side.summary.txt" 2> "$side.err" ||
     { cat "$side.err" >&2; exit 1; }
@@ -106,7 +109,10 @@ pure, compiled = lines("venv.jsonl", timed=True), lines("compiled.jsonl", timed=
 assert len(pure) == len(compiled) > 300, (len(pure), len(compiled))
 assert pure == compiled, next(a for a, b in zip(pure, compiled) if a != b)[:300]
 assert lines("venv.dead.jsonl") == lines("compiled.dead.jsonl")
-print(f"check-wheel: compiled wheel judged the sample log as the pure one: {len(pure)} results")
+referenced = sum('"reference": {' in row for row in pure)
+assert referenced > 100, referenced
+print(f"check-wheel: compiled wheel judged the sample log as the pure one: {len(pure)} results, "
+      f"{referenced} against a reference")
 tree = lines("tree.jsonl", timed=True)
 assert pure == tree, next(a for a, b in zip(pure, tree) if a != b)[:300]
 assert lines("venv.dead.jsonl") == lines("tree.dead.jsonl")
