@@ -86,7 +86,7 @@ assert not sqlglot.parser.__file__.endswith(".py"), "no compiled sqlglot in .ven
 '
 mkdir -p "$work/tree/bin" && ln -s "$root/.venv/bin/stef" "$work/tree/bin/stef"
 # With the sample log's references: reference mode (the structure, then the generated databases)
-# runs on 156 of its records, so every side's reference verdicts are compared too.
+# runs on the 305 records its 156 references match, so every side's reference verdicts are compared.
 for side in venv compiled tree; do
   env -u STEF_PROMPTS_DIR -u STEF_LLM_BASE_URL STEF_REFERENCES="$root/examples/references.jsonl" \
     "$work/$side/bin/stef" replay \
