@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -92,6 +93,13 @@ def preflight(command: str, settings: Settings) -> int | None:
         "llm_endpoint_checked", model=settings.llm.model, result=checked.describe()
     )
     return None
+
+
+def tell(text: str) -> None:
+    """One line on stderr. A stderr that fails (``2>/dev/full``, closed) loses the line, never
+    the exit status the run earned: ``stef replay --fail-on``'s 4 came out as 1 there."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr)
 
 
 def report_error(command: str, exc: BaseException) -> int:

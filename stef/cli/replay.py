@@ -17,6 +17,7 @@ from stef.cli.common import (
     preflight,
     report_error,
     settings_of,
+    tell,
 )
 from stef.cli.inorder import InOrder, OrderedFileSource
 from stef.cli.progress import Progress
@@ -238,23 +239,23 @@ def _conclude(
         # (re-raised, main read it as 0: a failed run or a --fail-on gate passed as success).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if status != Exit.OK:
-        print("stef replay: stopped before every record was written (see the log)", file=sys.stderr)
+        tell("stef replay: stopped before every record was written (see the log)")
         return status
     if tally.summary.invalid and not tally.summary.groups:
         common = tally.invalid_reasons.most_common(1)[0][0]
         line = every_record_invalid(
             "stef replay", tally.summary.invalid, common, settings.field_mapping
         )
-        print(line, file=sys.stderr)
+        tell(line)
         return Exit.FAILURE
     if tally.tripped:
-        print(f"stef replay: --fail-on: {', '.join(sorted(tally.tripped))}", file=sys.stderr)
+        tell(f"stef replay: --fail-on: {', '.join(sorted(tally.tripped))}")
         return Exit.GATE
     failed = _judge_errors_beyond(
         tally.summary, sum(n for n, _ in reasons.values()), args.max_judge_error_rate
     )
     if failed is not None:
-        print(f"stef replay: {failed}", file=sys.stderr)
+        tell(f"stef replay: {failed}")
         return Exit.JUDGE_ERROR
     return Exit.OK
 
