@@ -12,8 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
+from stef.exits import Exit
 from stef.io import AckCallback, Envelope
 from stef.judges.heuristic.judge import HeuristicJudge
 from stef.pipeline import Processed
@@ -127,8 +129,16 @@ def test_healthz_waits_a_whole_timeout_from_the_first_record_after_idling(tmp_pa
     service.dead_letters.close()
 
 
-def test_replay_with_stderr_full_writes_every_output(tmp_path: Path) -> None:
-    """Issue 21's case: ``stef replay ... 2>/dev/full`` hung after 217 of 416 records."""
+@pytest.mark.parametrize(
+    ("flags", "statuses"),
+    [((), (0, 4)), (("--fail-on", "invalid"), (Exit.GATE,))],
+    ids=["plain", "fail-on-gate"],
+)
+def test_replay_with_stderr_full_writes_every_output(
+    tmp_path: Path, flags: tuple[str, ...], statuses: tuple[int, ...]
+) -> None:
+    """Issue 21's case: ``stef replay ... 2>/dev/full`` hung after 217 of 416 records. With
+    ``--fail-on invalid`` the gate's exit 4 came out as 1: its own line to stderr raised."""
     out, dead = tmp_path / "out.jsonl", tmp_path / "dead.jsonl"
     log = ROOT / "examples" / "agent_log.jsonl"
     with open("/dev/full", "w") as full:
@@ -145,6 +155,7 @@ def test_replay_with_stderr_full_writes_every_output(tmp_path: Path) -> None:
                 str(out),
                 "--dead-letters",
                 str(dead),
+                *flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=full,
@@ -154,7 +165,7 @@ def test_replay_with_stderr_full_writes_every_output(tmp_path: Path) -> None:
     written = len(read_jsonl(out)) + len(read_jsonl(dead))
     assert written == sum(1 for line in log.read_bytes().splitlines() if line.strip())
     assert written == 416
-    assert proc.returncode in (0, 4)
+    assert proc.returncode in statuses
 
 
 def test_failed_commits_are_counted_exported_and_fail_healthz_after_n(tmp_path: Path) -> None:
