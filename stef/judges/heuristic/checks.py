@@ -309,8 +309,45 @@ def _negation_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
 
 # "revenue by currency": "by" and a lower-case noun after a measure (not "sorted by", "by John").
 _BY_MEASURE = re.compile(
-    r"(?<!sorted )(?<!ordered )(?<!ranked )\bby\s+(?:the\s+|each\s+)?([a-z]\w+)"
+    r"(?<!sorted )(?<!ordered )(?<!ranked )\b(\w+\s+)?by\s+(each\s+|every\s+)?(?:the\s+)?([a-z]\w+)"
 )
+# What "by" brings that is no grouping: a determiner or a pronoun ("by the Student_Club" read
+# past its capital, "by their ID", "by an elder user") ...
+_NOT_A_GROUP = frozenset({
+    "a", "an", "the", "their", "its", "his", "her", "our", "my", "your", "this", "that", "these",
+    "those", "them", "it", "which", "whom",
+})  # fmt: skip
+# ... and the agent of a passive ("posts owned by csgillespie", "bonds created by bonding",
+# "paid by students"): a filter on who, not a group per who. Participles that group are not.
+_IRREGULAR_PARTICIPLES = frozenset({
+    "paid", "spent", "held", "hold", "made", "given", "taken", "written", "done", "left", "won",
+    "sold", "bought", "built", "shown", "known", "seen", "drawn", "sent", "told", "brought",
+    "caught", "taught", "found", "led", "kept", "lost", "met", "read", "said", "run", "set", "put",
+    "driven", "ridden", "born", "worn", "chosen", "stolen", "spoken", "eaten", "beaten", "grown",
+    "thrown", "flown", "begun", "struck", "shot", "dealt", "meant", "felt", "heard", "fed",
+    "fought", "hung", "lent", "lit", "shut", "spread", "stood", "swept",
+})  # fmt: skip
+_GROUPING_PARTICIPLES = frozenset({
+    "grouped", "aggregated", "split", "segmented", "categorized", "categorised", "classified",
+    "partitioned", "bucketed", "summarized", "summarised", "totaled", "totalled", "tallied",
+    "broken",
+})  # fmt: skip
+
+
+def _measure_groups(question: str) -> list[str]:
+    """The words "by" names as groups after a measure ("revenue by currency"), not the agents
+    of a passive ("owned by csgillespie") unless "each" says so ("made by each employee")."""
+    words = []
+    for m in _BY_MEASURE.finditer(question):
+        before, each, word = m.group(1), m.group(2), m.group(3)
+        if word in _NOT_A_GROUP:
+            continue
+        verb = (before or "").strip().casefold()
+        passive = verb.endswith("ed") or verb in _IRREGULAR_PARTICIPLES
+        if passive and not each and verb not in _GROUPING_PARTICIPLES:
+            continue
+        words.append(word)
+    return words
 
 
 def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
@@ -321,7 +358,7 @@ def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
         return  # said once, strongly
     words = list(ev.qs.group_by)
     if not words and (ev.qs.aggregations or _ASKS_SUM.search(ev.question)):
-        words = [m.group(1) for m in _BY_MEASURE.finditer(ev.question)]
+        words = _measure_groups(ev.question)
     if words:
         yield (
             "grouping_wrong",
@@ -329,13 +366,26 @@ def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
         )
 
 
+# An aggregate call in a rendered ORDER BY term ("count(bond_type)").
+_AGGREGATE_CALL = re.compile(
+    r"\b(?:count|sum|avg|min|max|total|group_concat|string_agg|array_agg|listagg|median"
+    r"|stddev\w*|var_\w+|variance|any_value|bool_and|bool_or|every)\s*\(",
+    re.I,
+)
+
+
 def _grouping_unrequested(ev: Evidence) -> Iterator[tuple[Issue, str]]:
+    """GROUP BY whose groups nothing aggregates, nothing asked for. An aggregate in HAVING or
+    ORDER BY is what the groups are for ("the most common bond type": GROUP BY bond_type
+    ORDER BY COUNT(*) DESC LIMIT 1)."""
     spec = ev.spec
     if (
         spec.group_by
         and not ev.qs.group_by
         and not ev.request.normalizations
         and not any(spec.projection_aggregated)
+        and not spec.having_count
+        and not any(_AGGREGATE_CALL.search(o.expr) for o in spec.order_by)
     ):
         yield ("grouping_wrong", "GROUP BY without aggregates or a grouping request")
 

@@ -12,6 +12,7 @@ pipeline runs before the judge (sqlspec, normalize). Comparison, field by field:
 - ``filters``: the question filters in order, each a subset of ``rhs``, ``kind``, ``lhs``,
   ``op`` and ``status`` (the judge's match status for that filter).
 - ``rationale_contains``: each string is a substring of the rationale.
+- ``rationale_lacks``: no string is a substring of the rationale.
 """
 
 from __future__ import annotations
@@ -40,7 +41,15 @@ CASE_KEYS = {
     "expect",
     "xfail",
 }
-FIELDS = {"verdict", "confidence", "enrichment", "issues", "filters", "rationale_contains"}
+FIELDS = {
+    "verdict",
+    "confidence",
+    "enrichment",
+    "issues",
+    "filters",
+    "rationale_contains",
+    "rationale_lacks",
+}
 FILTER_KEYS = {"rhs", "kind", "lhs", "op", "status"}
 JUDGE = HeuristicJudge()
 
@@ -54,7 +63,7 @@ def _check_case(source: str, case: Any) -> None:
         Verdict(expect["verdict"])
     if "enrichment" in expect:
         EnrichmentStatus(expect["enrichment"])
-    for key in ("issues", "rationale_contains"):
+    for key in ("issues", "rationale_contains", "rationale_lacks"):
         assert key not in expect or all(isinstance(v, str) for v in expect[key]), (
             f"{where}: {key} is a list of strings (quote items with commas)"
         )
@@ -100,6 +109,7 @@ def _compare(out: JudgeOutput, expect: dict[str, Any]) -> list[str]:
         "issues": list(out.issues),
         "filters": _filters(out),
         "rationale_contains": out.rationale,
+        "rationale_lacks": out.rationale,
     }
     problems = []
     for field, want in expect.items():
@@ -110,6 +120,8 @@ def _compare(out: JudgeOutput, expect: dict[str, Any]) -> list[str]:
             )
         elif field == "rationale_contains":
             ok = all(w in have for w in want)
+        elif field == "rationale_lacks":
+            ok = not any(w in have for w in want)
         else:
             ok = have == want
         if not ok:
