@@ -40,8 +40,11 @@ _SUPERLATIVES = (
     r"latest|oldest|newest|youngest|longest|shortest|maximum|minimum|max|min|top|bottom|"
     r"cheapest|priciest|fastest|slowest|heaviest|lightest|tallest|shortest|richest|poorest"
 )
+# "at least 10", "at most 5", "at best", "at worst": a bound or a hedge, no superlative.
+_NOT_AFTER_AT = r"(?<!\bat )"
 _ORDERING_WORDS = cued(
-    r"\b(top|bottom|rank(ed|ing|s)?|sort(ed|ing)?|order(ed)? by|in (descending|ascending|"
+    _NOT_AFTER_AT
+    + r"\b(top|bottom|rank(ed|ing|s)?|sort(ed|ing)?|order(ed)? by|in (descending|ascending|"
     r"alphabetical|chronological|reverse) order|descending|ascending|alphabetical(ly)?|"
     r"chronological(ly)?|" + _SUPERLATIVES + r"|\w+est)\b",
     re.I,
@@ -112,12 +115,27 @@ _COUNTED = re.compile(
     + r"\b)[a-z]",
     re.I,
 )
+# "List 5 customers", "give me three examples", "list down at least five superpowers": a number
+# of rows asked for, which a LIMIT of that number keeps (no ranking asked: no top-k).
+_ROWS_ASKED = cued(
+    r"\b(?:list|show|name|give|find|get|return|display|provide|fetch|pick)\s+"
+    r"(?:(?:down|out|me|us)\s+)?(?:(?:at least|any|some|just|only)\s+)?"
+    + _NUM
+    + r"\s+(?!"
+    + TIME_UNITS
+    + r"\b)[a-z]",
+    re.I,
+)
 _SUPERLATIVE_WORD = re.compile(_SUPERLATIVES + r"|\w+est")
 # The words a singular superlative is read from ("which store had the highest sales?"): sentence
 # ends, the words that open one, superlatives. Scanned once, word by word: one regex with a lazy
 # gap between opener and superlative rescanned the rest of the sentence from every "the".
 _SINGULAR_WORDS = re.compile(
-    r"(?P<end>[.?!])|\b(?P<opener>the|which|what|who)\b|\b(?:" + _SUPERLATIVES + r"|\w+est)\b",
+    r"(?P<end>[.?!])|\b(?P<opener>the|which|what|who)\b|"
+    + _NOT_AFTER_AT
+    + r"\b(?:"
+    + _SUPERLATIVES
+    + r"|\w+est)\b",
     re.I,
 )
 
@@ -137,11 +155,13 @@ _FIRST_OR_LAST = re.compile(
 
 @dataclass(frozen=True)
 class QuestionCues:
-    """What the user's question says about ordering and top-k, read from its words."""
+    """What the user's question says about ordering, top-k and how many rows it lists, read from
+    its words."""
 
     ordering_requested: bool
     top_k: int | None
     superlative: bool
+    rows: int | None = None
 
 
 def _to_int(word: str) -> int | None:
@@ -205,7 +225,9 @@ def _with_top_k(question: str, ordering: bool, superlative: bool) -> QuestionCue
         top_k = 1
     elif _FIRST_OR_LAST.search(question):
         ordering, superlative, top_k = True, True, 1
-    return QuestionCues(ordering, top_k, superlative)
+    asked = _ROWS_ASKED.search(question)
+    rows = _to_int(asked.group(1)) if asked is not None else None
+    return QuestionCues(ordering, top_k, superlative, rows)
 
 
 @dataclass(frozen=True)
@@ -300,8 +322,11 @@ def _default_order_by(spec: SqlSpec, cues: QuestionCues) -> _Finding | None:
 
 
 def _safety_limit(spec: SqlSpec, cues: QuestionCues, rules: AppRules) -> _Finding | None:
-    """Rule 4: a large LIMIT with no top-k request is a safety cap; a small one is flagged."""
+    """Rule 4: a large LIMIT with no top-k request is a safety cap; a small one is flagged,
+    unless it is the number of rows the question asks for ("list 5 customers": LIMIT 5)."""
     if spec.limit is None or cues.top_k is not None or cues.superlative:
+        return None
+    if cues.rows is not None and spec.limit == cues.rows:
         return None
     if spec.limit >= rules.limit_min:
         return _Finding(

@@ -64,6 +64,11 @@ def test_safety_limit_and_limit_below_min() -> None:
     assert "safety_limit" in names
     names, flags = _norm("top 5 customers", "SELECT name FROM c LIMIT 5")
     assert "safety_limit" not in names and "limit_below_min" not in flags
+    # The number of rows the question lists is no truncation; another number is.
+    names, flags = _norm("list 5 customers", "SELECT name FROM c LIMIT 5")
+    assert "safety_limit" not in names and "limit_below_min" not in flags
+    _, flags = _norm("list 5 customers", "SELECT name FROM c LIMIT 3")
+    assert "limit_below_min" in flags
 
 
 def test_flags() -> None:
@@ -100,6 +105,11 @@ def test_flags() -> None:
         ("How many passengers travelled in the first class?", False, None),
         ("Show the first few orders", False, None),
         ("What is the last known address of the customer?", False, None),
+        # A bound or a hedge: "at least 10", "at most 5", "at best".
+        ("Which airlines have at least 10 flights?", False, None),
+        ("Which airlines have at most 10 flights?", False, None),
+        ("Which store sold at least 5 items and had the most sales?", True, 1),
+        ("Which product sold the least?", True, 1),
     ],
 )
 def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None:
@@ -109,11 +119,12 @@ def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None
 
 # The regex _singular_superlative replaced (a lazy gap from each opener: quadratic), the reference.
 _LAZY_GAP = re.compile(
-    r"\b(?:the|which|what|who)\b[^.?!]*?\b(?:" + _SUPERLATIVES + r"|\w+est)\b", re.I
+    r"\b(?:the|which|what|who)\b[^.?!]*?(?<!\bat )\b(?:" + _SUPERLATIVES + r"|\w+est)\b", re.I
 )
 _WORDS = [
     "the", "The", "WHICH", "what", "who", "whichever", "thest", "highest", "Best", "max", "maxi",
     "interest", "est", "3est", "the_best", "x", "é", ".", "?", "!", ",", "'", "-", " ", "  ",
+    "at", "least", "most", "that",
 ]  # fmt: skip
 
 
@@ -135,3 +146,18 @@ def test_singular_superlative_matches_the_lazy_regex(question: str) -> None:
 )
 def test_singular_superlative_stays_in_its_sentence(question: str, top_k: int | None) -> None:
     assert question_cues(question).top_k == top_k
+
+
+@pytest.mark.parametrize(
+    ("question", "rows"),
+    [
+        ("List 5 customers in Berlin", 5),
+        ("List down at least five superpowers of male superheroes.", 5),
+        ("Give me 3 examples of refunded orders", 3),
+        ("Name two products made in Italy", 2),
+        ("Show 3 days of sales", None),  # a window, not a number of rows
+        ("List customers in Berlin", None),
+    ],
+)
+def test_rows_asked(question: str, rows: int | None) -> None:
+    assert question_cues(question).rows == rows

@@ -8,7 +8,7 @@ is the right answer. Comparison, field by field:
 
 - ``normalizations``, ``flags``, ``benign_group_by``: exact lists, in order.
 - ``notes_contain``: each string is a substring of one note; ``[]`` means no notes at all.
-- ``cues``: a subset of ``ordering_requested``, ``top_k``, ``superlative``.
+- ``cues``: a subset of ``ordering_requested``, ``top_k``, ``superlative``, ``rows``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "normalize"
 
 CASE_KEYS = {"title", "question", "sql", "dialect", "enriched_question", "rules", "expect", "xfail"}
 LIST_FIELDS = {"normalizations", "flags", "benign_group_by"}
-CUE_KEYS = {"ordering_requested", "top_k", "superlative"}
+CUE_KEYS = {"ordering_requested", "top_k", "superlative", "rows"}
 FIELDS = LIST_FIELDS | {"notes_contain", "cues"}
 
 
