@@ -171,7 +171,8 @@ class Settings(BaseModel):
         drain_timeout_s: on SIGTERM/SIGINT, how long in-flight work may take to finish.
         record_timeout_s: the longest one record may take in a worker (LLM retries included);
             a worker busy for longer fails ``/healthz``, and at the end of a file no record is
-            awaited for longer than this.
+            awaited for longer than this. Default 600 s, or the LLM judge's budget when that is
+            longer (:func:`load_settings`); set below that budget, it is refused.
         commit_interval_s: how often acknowledged offsets are committed.
         metrics_host: interface of the metrics/health HTTP server.
         metrics_port: its port; 0 lets the system pick one (logged); None: no server.
@@ -540,6 +541,11 @@ def load_settings(
         file_keys = {k for k in llm_file if k not in llm_env}
         raise ConfigError(_problems(exc, config, node, ("llm",), file_keys)) from exc
     _check_llm_endpoint(data["llm"], llm_file, source)
+    if "record_timeout_s" not in data and data["llm"].configured:
+        # Left unset, the record timeout covers the LLM budget (a slow local model's
+        # timeout_s: 300 needs no second setting); set below it, it is refused.
+        default = Settings.model_fields["record_timeout_s"].default
+        data["record_timeout_s"] = max(default, data["llm"].record_budget_s)
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:

@@ -140,15 +140,27 @@ def test_an_unreadable_config_file_names_it(tmp_path: Path) -> None:
 _LLM_ENV = {"STEF_LLM_BASE_URL": "http://127.0.0.1:9/v1", "STEF_LLM_MODEL": "m"}
 
 
-def test_an_llm_budget_beyond_the_record_timeout_is_refused() -> None:
+def test_an_llm_budget_beyond_a_set_record_timeout_is_refused() -> None:
     """Before: 3 samples of 4 retries of 60 s each were accepted beside a 600 s record timeout,
     and the liveness probe restarted the replica in the middle of a slow, healthy record."""
     with pytest.raises(ConfigError) as refused:
-        load_settings(env={**_LLM_ENV, "STEF_LLM_SAMPLES": "3"})
+        load_settings(env={**_LLM_ENV, "STEF_LLM_SAMPLES": "3", "STEF_RECORD_TIMEOUT_S": "600"})
     message = str(refused.value)
     assert "\n" not in message
     assert "record_timeout_s 600" in message and "1440 s" in message
     assert load_settings(env={**_LLM_ENV, "STEF_LLM_SAMPLES": "3", "STEF_RECORD_TIMEOUT_S": "1440"})
+
+
+def test_an_unset_record_timeout_covers_the_llm_budget() -> None:
+    """Before: the documented slow-model settings (``STEF_LLM_TIMEOUT_S=300``, ``samples: 3``)
+    were refused at start unless record_timeout_s was raised by hand as well."""
+    assert load_settings(env={**_LLM_ENV, "STEF_LLM_SAMPLES": "3"}).record_timeout_s == 1440
+    slow = {**_LLM_ENV, "STEF_LLM_TIMEOUT_S": "300", "STEF_LLM_MAX_RETRIES": "1"}
+    settings = load_settings(env=slow)
+    assert settings.record_timeout_s == settings.llm.record_budget_s > 600
+    # Never below the default, whatever the budget; the heuristic has none.
+    assert load_settings(env=_LLM_ENV).record_timeout_s == 600
+    assert load_settings(env={}).record_timeout_s == 600
 
 
 def test_the_llm_budget_counts_slot_waits_retries_backoffs_reasks_and_samples() -> None:

@@ -186,6 +186,7 @@ def test_an_llm_budget_beyond_the_record_timeout_exits_2_with_one_line(
     monkeypatch.setenv("STEF_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("STEF_LLM_MODEL", "m")
     monkeypatch.setenv("STEF_LLM_SAMPLES", "3")
+    monkeypatch.setenv("STEF_RECORD_TIMEOUT_S", "600")
     assert main(["run", "--source", "-", "--metrics-port", "off"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
