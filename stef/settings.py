@@ -529,18 +529,7 @@ def load_settings(
             data[key] = value
             from_file.discard(key)
     data.setdefault("dead_letters", default_dead_letters(source))
-    llm_file = data.pop("llm", None) or {}
-    if not isinstance(llm_file, dict):
-        raise ConfigError(f"config {config}:{line_of(node, ('llm',))}: 'llm' must be a mapping")
-    llm_env = LlmConfig.from_env(_llm_variables(source), partial=True).model_dump(
-        exclude_unset=True
-    )
-    try:
-        data["llm"] = LlmConfig.model_validate({**llm_file, **llm_env})
-    except ValidationError as exc:
-        file_keys = {k for k in llm_file if k not in llm_env}
-        raise ConfigError(_problems(exc, config, node, ("llm",), file_keys)) from exc
-    _check_llm_endpoint(data["llm"], llm_file, source)
+    data["llm"] = _llm_settings(data.pop("llm", None) or {}, source, config, node)
     if "record_timeout_s" not in data and data["llm"].configured:
         # Left unset, the record timeout covers the LLM budget (a slow local model's
         # timeout_s: 300 needs no second setting); set below it, it is refused.
@@ -552,6 +541,26 @@ def load_settings(
         raise ConfigError(_problems(exc, config, node, (), from_file)) from exc
     _register_secrets(settings)
     return settings
+
+
+def _llm_settings(
+    llm_file: Any, source: Mapping[str, str], config: str | Path | None, node: Any
+) -> LlmConfig:
+    """The ``llm:`` mapping of the config file under the ``STEF_LLM_*`` variables, validated."""
+    if not isinstance(llm_file, dict):
+        raise ConfigError(f"config {config}:{line_of(node, ('llm',))}: 'llm' must be a mapping")
+    llm_env = LlmConfig.from_env(_llm_variables(source), partial=True).model_dump(
+        exclude_unset=True
+    )
+    if "cache_path" in llm_env:  # STEF_LLM_CACHE over the file's ``cache`` (its other name)
+        llm_file = {k: v for k, v in llm_file.items() if k != "cache"}
+    try:
+        llm = LlmConfig.model_validate({**llm_file, **llm_env})
+    except ValidationError as exc:
+        file_keys = {k for k in llm_file if k not in llm_env}
+        raise ConfigError(_problems(exc, config, node, ("llm",), file_keys)) from exc
+    _check_llm_endpoint(llm, llm_file, source)
+    return llm
 
 
 def _problems(

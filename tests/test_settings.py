@@ -31,6 +31,18 @@ def test_settings_precedence_file_env_flags(tmp_path: Path) -> None:
     assert load_settings(overrides={"concurrency": 100}, env={}).inflight_bound == 400
 
 
+def test_the_llm_cache_in_a_config_file_is_cache_as_its_variable_says(tmp_path: Path) -> None:
+    """Before: ``llm: {cache: ...}`` (STEF_LLM_CACHE lower-case, as docs/llm.md says config
+    keys are) was refused as an extra input; only ``cache_path`` was read."""
+    cfg = tmp_path / "stef.yaml"
+    cfg.write_text("llm: {base_url: 'http://127.0.0.1:9/v1', model: m, cache: a.sqlite}\n")
+    assert load_settings(cfg, env={}).llm.cache_path == Path("a.sqlite")
+    env = {"STEF_LLM_CACHE": "b.sqlite"}
+    assert load_settings(cfg, env=env).llm.cache_path == Path("b.sqlite")  # env over file
+    cfg.write_text("llm: {base_url: 'http://127.0.0.1:9/v1', model: m, cache_path: c.sqlite}\n")
+    assert load_settings(cfg, env={}).llm.cache_path == Path("c.sqlite")
+
+
 def test_a_flag_not_given_leaves_the_env_value(tmp_path: Path) -> None:
     cfg = tmp_path / "stef.yaml"
     cfg.write_text("concurrency: 2\nmetrics_port: 9000\n")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -92,7 +93,8 @@ class LlmConfig(BaseModel):
         response_format: ``auto`` tries strict ``json_schema`` and falls back once to
             ``json_object`` when the endpoint rejects it; the other values force one mode.
         prices: per model, dollars per 1M prompt and completion tokens.
-        cache_path: optional SQLite file shared across runs.
+        cache_path: optional SQLite file shared across runs (``STEF_LLM_CACHE``; ``cache`` or
+            ``cache_path`` in a config file).
         cache_size: entries in the in-process LRU cache (0 disables it).
         samples: how many times the model is asked per record; the majority verdict decides and
             the share of samples that agree scales the confidence (docs/llm.md, "Samples").
@@ -130,7 +132,8 @@ class LlmConfig(BaseModel):
     max_tokens: int | None = Field(1024, ge=1)
     response_format: ResponseFormatMode = "auto"
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    cache_path: Path | None = None
+    # ``cache`` as well: a config file's keys are the STEF_LLM_* names, lower-case.
+    cache_path: Path | None = Field(None, validation_alias=AliasChoices("cache_path", "cache"))
     cache_size: int = Field(10_000, ge=0)
     samples: int = Field(1, ge=1, le=15)
     second_opinion: bool = True
