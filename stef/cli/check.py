@@ -10,6 +10,7 @@ from stef.api import Judge
 from stef.cli.common import add_common, report_error, settings_of
 from stef.errors import EndpointError, StefError
 from stef.exits import Exit
+from stef.judges.llm import check_local
 from stef.judges.llm.examples import check_template, load_examples
 from stef.judges.llm.preflight import check_endpoint
 from stef.models import InputRecord
@@ -55,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if not settings.llm.configured:
         print("judge: heuristic (no LLM endpoint configured: STEF_LLM_BASE_URL, STEF_LLM_API_KEY)")
         return Exit.OK
+    try:  # what replay and run refuse before the endpoint (a model, a usable cache): exit 2
+        check_local(settings.llm)
+    except StefError as exc:
+        return report_error("stef check", exc)
     few_shot = settings.llm.few_shot_file
     if not settings.llm.few_shot and few_shot is not None:
         print(f"few-shot: off (llm.few_shot is 0; llm.few_shot_file {few_shot} is not read)")
@@ -82,8 +87,6 @@ def _check_llm(settings: Settings) -> int:
     the configured verdict mode (a model the list does not name fails unless that test call
     shows the endpoint serves it). One line; exit 3 on the first that fails."""
     model = settings.llm.model
-    if not model:
-        return _unusable("no model set (llm.model, env STEF_LLM_MODEL)")
     try:
         checked = check_endpoint(settings.llm)
     except EndpointError as exc:

@@ -226,12 +226,36 @@ def test_check_fails_on_an_endpoint_that_answers_a_web_page(
         _check_fails(capsys, server.base_url, "not an OpenAI models list")
 
 
-def test_check_fails_without_a_model(
+def _check_refuses(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+    """A settings error: exit 2, as replay and run give for it, never "unreachable" (3)."""
+    assert main(["check"]) == Exit.USAGE
+    err = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("{")]
+    assert len(err) == 1 and err[0].startswith("stef check: "), err
+    assert all(n in err[0] for n in needles), err
+
+
+def test_check_refuses_a_missing_model_as_replay_does(
     server: FakeLlmServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Before: exit 3, where replay, run and judge exit 2 on the same settings."""
     _endpoint(monkeypatch, server.base_url, RIGHT)
     monkeypatch.delenv("STEF_LLM_MODEL")
-    _check_fails(capsys, "no model set")
+    _check_refuses(capsys, "STEF_LLM_MODEL")
+    assert server.requests == []
+
+
+def test_check_refuses_a_cache_file_that_is_not_sqlite(
+    server: FakeLlmServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """Before: "ok" and exit 0, where replay stopped on the same file with exit 2."""
+    cache = tmp_path / "cache.sqlite"
+    cache.write_text("not a database\n")
+    _endpoint(monkeypatch, server.base_url, RIGHT)
+    monkeypatch.setenv("STEF_LLM_CACHE", str(cache))
+    _check_refuses(capsys, str(cache), "not a usable SQLite cache")
     assert server.requests == []
 
 
