@@ -82,6 +82,14 @@ class Ledger:
         )
 
 
+def cache_hit_usage(config: LlmConfig, started: float) -> Usage:
+    """A reply from the cache: no call, no tokens, and no cost (0, not unknown, when the model
+    has a price: a run's summary adds it up)."""
+    return Usage(
+        cache_hit=True, latency_ms=ms_since(started), cost_usd=config.cost(config.model or "", 0, 0)
+    )
+
+
 def ms_since(started: float) -> float:
     """Milliseconds since ``started`` (a ``time.perf_counter()``), rounded to the microsecond."""
     return round((time.perf_counter() - started) * 1000, 3)

@@ -17,7 +17,7 @@ from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import cache_key
 from stef.judges.llm.client import Messages
 from stef.judges.llm.examples import Example
-from stef.judges.llm.ledger import Ledger, ms_since
+from stef.judges.llm.ledger import Ledger, cache_hit_usage
 from stef.judges.llm.logprobs import yes_probability
 from stef.judges.llm.parts import JudgeParts, analysis
 from stef.judges.llm.probability import (
@@ -28,7 +28,7 @@ from stef.judges.llm.probability import (
     probability_output,
 )
 from stef.judges.llm.wire import Completion
-from stef.models import JudgeOutput, Usage
+from stef.models import JudgeOutput
 from stef.redact import redact
 
 # Logged under the judge's module name, as before the modes were split out of it.
@@ -119,9 +119,7 @@ class ProbabilityJudge:
         )
         cached = parts.cached(key)
         if cached is not None:
-            return JudgeReply(
-                output=cached, usage=Usage(cache_hit=True, latency_ms=ms_since(started))
-            )
+            return JudgeReply(output=cached, usage=cache_hit_usage(parts.config, started))
         completion = self._call(messages, ledger)
         refused = parts.refused(completion, ledger)
         if refused is not None:

@@ -24,14 +24,14 @@ from stef.judges.llm import examples as few_shot
 from stef.judges.llm.cache import cache_key
 from stef.judges.llm.client import Messages
 from stef.judges.llm.examples import Example
-from stef.judges.llm.ledger import Ledger, ms_since
+from stef.judges.llm.ledger import Ledger, cache_hit_usage
 from stef.judges.llm.logprobs import verdict_probability
 from stef.judges.llm.parts import JudgeParts, analysis
 from stef.judges.llm.prematch import Settled, settle
 from stef.judges.llm.reply import StefMatch, parse_reply, reply_schema, to_output
 from stef.judges.llm.samples import majority
 from stef.judges.llm.wire import Completion
-from stef.models import JudgeOutput, SqlSpec, Usage
+from stef.models import JudgeOutput, SqlSpec
 from stef.redact import redact
 
 # Logged under the judge's module name, as before the modes were split out of it.
@@ -170,9 +170,7 @@ class StructuredJudge:
         key = self._key(request, context, shots) if parts.cache.enabled else ""
         cached = parts.cached(key)
         if cached is not None:
-            return JudgeReply(
-                output=cached, usage=Usage(cache_hit=True, latency_ms=ms_since(started))
-            )
+            return JudgeReply(output=cached, usage=cache_hit_usage(parts.config, started))
         user = few_shot.render(parts.prompts, shots) + parts.prompts.render("user.j2", **context)
         output = self._vote(user, asked, ledger)
         if shots:

@@ -154,6 +154,25 @@ def test_cost_from_the_price_table(
     ) == pytest.approx(0.0006)
 
 
+def test_a_cache_hit_costs_nothing_rather_than_an_unknown_amount(
+    server: FakeLlmServer, judge_factory: Make, pipeline_for: PipelineFor
+) -> None:
+    """Before: a hit's cost_usd was null with a price table set, so a run answered from the
+    cache said "cost: unknown (no price table)"."""
+    judge = judge_factory(server, prices={"judge-model": {"prompt": 0.15, "completion": 0.60}})
+    server.script(Reply(reply(), prompt_tokens=2000, completion_tokens=500))
+    p = pipeline_for(judge)
+    first, again = p.judge_record(make_record(id="a")), p.judge_record(make_record(id="b"))
+    assert (first.usage.cache_hit, again.usage.cache_hit) == (False, True)
+    assert again.usage.cost_usd == 0.0
+    # Without a price for the model, a hit's cost stays unknown, as a call's does.
+    unpriced = judge_factory(server, prices={"other-model": {"prompt": 1, "completion": 1}})
+    server.script(Reply(reply()))
+    q = pipeline_for(unpriced)
+    q.judge_record(make_record(id="c"))
+    assert q.judge_record(make_record(id="d")).usage.cost_usd is None
+
+
 # ------------------------------------------------------------------------------------ retries
 
 
