@@ -76,7 +76,7 @@ def _benign_keys(filters: tuple[str, ...], dialect: str | None) -> frozenset[Pre
 
 
 class TierBounds(BaseModel):
-    """Lower score bounds of the tiers (SPEC §2): excellent ≥ 90, good ≥ 75, marginal ≥ 50."""
+    """Lower score bounds of the tiers: excellent ≥ 90, good ≥ 75, marginal ≥ 50."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -107,7 +107,7 @@ class ConfidenceThresholds(BaseModel):
 
 
 class AppRules(BaseModel):
-    """The rules of one app (SPEC §2 "App rules"). Unknown keys are errors, not ignored."""
+    """The rules of one app (README, "Rules"). Unknown keys are errors, not ignored."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -196,7 +196,7 @@ class RuleSet:
         self.version = hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
     def for_app(self, app: str | None) -> AppRules:
-        """The rules of ``app``; absent or unknown apps get the default (SPEC §1)."""
+        """The rules of ``app``; absent or unknown apps get the default."""
         if app is not None and app in self.apps:
             return self.apps[app]
         return self.default
@@ -245,9 +245,15 @@ def _parse(text: str, path: str, app: str | None) -> AppRules:
         data = {}
     if not isinstance(data, dict):
         raise RulesError([RuleProblem(path, 1, "", "top level must be a mapping of rule keys")])
-    if app is not None and data.get("app") is None:
+    named = data.get("app")
+    if app is not None and named is None:
         data["app"] = app
     semantic = _check_semantics(data, path, node)
+    if app is not None and named is not None and named != app:
+        # A file's rules apply to the app it is named for: another name here would look like
+        # rules for that app and apply to none of its records.
+        message = f"app {named!r} in a file of app {app!r}: rename the file {named}.yaml"
+        semantic.append(RuleProblem(path, line_of(node, ("app",)), "app", message))
     try:
         rules = AppRules.model_validate(data)
     except ValidationError as exc:

@@ -94,3 +94,11 @@ def test_alerts_carry_severity_summary_and_a_runbook_section() -> None:
         assert url.startswith(RUNBOOK_PREFIX + "deploy/README.md#"), url
         url = url.removeprefix(RUNBOOK_PREFIX)
         assert url.split("#", 1)[1] in anchors, f"{alert['alert']}: no README section {url}"
+
+
+def test_every_alert_has_a_row_in_the_thresholds_table() -> None:
+    """deploy/README.md says why each default is what it is; StefEstimatedAccuracyDrop had a
+    runbook section but no row."""
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| (Stef\w+) \|", readme, flags=re.MULTILINE))
+    assert {str(a["alert"]) for a in alerts()} == rows

@@ -41,6 +41,21 @@ def test_unknown_key_is_reported_with_line(tmp_path: Path) -> None:
     )
 
 
+def test_an_app_key_names_the_files_app(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``app: orders`` in sales.yaml loaded, and applied to no record of ``orders``."""
+    d = tmp_path / "rules"
+    d.mkdir()
+    (d / "sales.yaml").write_text("limit_min: 5\napp: orders\n")
+    assert main(["rules", "check", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert f"{d / 'sales.yaml'}:2: [app]" in err and "orders.yaml" in err
+    (d / "sales.yaml").write_text("limit_min: 5\napp: sales\n")
+    assert main(["rules", "check", str(d)]) == 0
+    # One file for every record: its app key names nothing it must match.
+    (d / "sales.yaml").write_text("limit_min: 5\napp: orders\n")
+    assert main(["rules", "check", str(d / "sales.yaml")]) == 0
+
+
 def test_every_problem_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = tmp_path / "rules"
     d.mkdir()
