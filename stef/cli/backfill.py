@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     service.install_signal_handlers()
     try:
         status = service.run()
-    except StefError as exc:
+    except (StefError, OSError) as exc:  # an output that cannot be created: one line
         return report_error("stef backfill", exc)
     progress.close()
     print(

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with tally.progress.above():
             status = service.run()
-    except StefError as exc:
+    except (StefError, OSError) as exc:  # an output that cannot be created: one line
         return report_error("stef replay", exc)
     if status == Exit.OK and not (service.source.exhausted and service.drained):
         # A stop signal (SIGTERM, SIGQUIT) before the file's end, or records abandoned: the

@@ -150,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     except StefError as exc:  # the source could not be reached at start
         print(f"stef run: {exc}", file=sys.stderr)
         return Exit.USAGE
+    except OSError as exc:  # a file output that cannot be created: one line, exit 1
+        return report_error("stef run", exc)
     finite = not settings.source_endpoint.is_kafka and not settings.follow
     dead, judged = service.counts["dead_letters"], service.counts["results"]
     if status == Exit.OK and finite and dead and not judged:

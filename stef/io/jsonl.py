@@ -858,7 +858,15 @@ class JsonlSink:
         leaves its output files, empty or not, and a run that never started leaves none. A
         FIFO is waited for until it has a reader or ``stop()`` is true (then left unopened)."""
         with self._lock:
-            self._opened(stop)
+            try:
+                self._opened(stop)
+            except OSError as exc:  # named as the output, not as a temporary file of it
+                raise OSError(exc.errno, exc.strerror, self.output) from exc
+
+    @property
+    def output(self) -> str:
+        """The file the user named (what errors say)."""
+        return self.path
 
     def _opened(self, stop: Callable[[], bool]) -> IO[bytes] | None:
         if self._stream is None:

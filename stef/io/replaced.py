@@ -33,6 +33,10 @@ class ReplacingJsonlSink(JsonlSink):
         if os.path.exists(target) and not os.access(target, os.W_OK):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), target)
 
+    @property
+    def output(self) -> str:
+        return self.target
+
     def close(self) -> None:
         opened = self._stream is not None
         super().close()

@@ -106,6 +106,28 @@ def test_replay_to_an_unwritable_output_fails_clearly(
     assert "stef replay:" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("command", ["replay", "run"])
+def test_an_output_the_write_check_passes_but_open_refuses_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """/proc passes the writable check (root may write there) and refuses a new file. Before: a
+    traceback (exit 1 all the same), naming replay's temporary file, not the output."""
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"question": "q?", "sql": "SELECT 1"}) + "\n")
+    target = "/proc/stef-out.jsonl"
+    dead = f"file:{tmp_path / 'dead.jsonl'}"
+    args = {
+        "replay": ["replay", str(log), "-o", target, "--no-progress"],
+        "run": ["run", "--source", f"file:{log}", "--results", f"file:{target}"],
+    }[command]
+    if command == "run":
+        args += ["--metrics-port", "off"]
+    assert main([*args, "--dead-letters", dead]) == Exit.FAILURE
+    err = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("{")]
+    assert len(err) == 1 and err[0].startswith(f"stef {command}: {target}: "), err
+
+
 def test_judge_never_raises_on_any_hostile_record(monkeypatch: pytest.MonkeyPatch) -> None:
     codes = {}
     for kind, payload in corpus():
