@@ -59,7 +59,9 @@ class InFlightWindow:
         if not envelopes:
             return
         size = sum(_size(e) for e in envelopes)
-        mean = size / len(envelopes)
+        # A byte at least: empty messages (a tombstone, an empty value) would make the mean 0
+        # and room() divide by it.
+        mean = max(1.0, size / len(envelopes))
         with self._cv:
             if self._count == 0:
                 # Waiting for an acknowledgement starts now, not at the last one of long ago.

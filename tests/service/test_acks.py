@@ -147,6 +147,22 @@ def test_a_kafka_key_counts_towards_the_bytes_bound() -> None:
     assert window.release(keyed) and not window.full()
 
 
+def test_empty_messages_leave_room_for_a_fetch() -> None:
+    """Before: a first fetch of one empty message (a tombstone, an empty value) made the mean
+    size 0 and room() raised ZeroDivisionError in the main loop (stef run and backfill exited
+    1 with a traceback); a long run of empty messages decayed it to an OverflowError."""
+    window = InFlightWindow(max_records=256, max_bytes=4096)
+    empty = Envelope(b"", {"offset": 0})
+    window.admit([empty])
+    assert window.room() == 255
+    window.release(empty)
+    for n in range(5000):
+        e = Envelope(b"", {"offset": n})
+        window.admit([e])
+        window.release(e)
+    assert window.room() == 256
+
+
 def test_the_lifecycle_fails_once_and_stops_once() -> None:
     from stef.service.health import HealthState
     from stef.service.lifecycle import Lifecycle
