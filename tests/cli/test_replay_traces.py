@@ -13,7 +13,7 @@ import pytest
 
 from stef.testing.fake_server import FakeLlmServer
 from tests.conftest import ROOT, run_stef, write_jsonl
-from tests.otel.traces import CASES, otlp_json, spans_of, traces_data
+from tests.otel.traces import CASES, Case, otlp_json, spans_of, sql_tool_spans, traces_data
 
 _REGIONS = ["EMEA", "APAC", "Americas", "Nordics", "Iberia"]
 
@@ -260,3 +260,21 @@ def test_a_line_that_is_not_otlp_in_a_trace_file_is_a_dead_letter(tmp_path: Path
     # Each said on stderr with its line, as a records file's are (they were never said).
     for line in (2, 3, 4):
         assert f"{path}:{line}: invalid input (not_otlp)" in err
+
+
+def test_a_trace_whose_sql_holds_a_lone_surrogate_is_a_dead_letter(tmp_path: Path) -> None:
+    """A tool span's JSON input ``{"query": "SELECT \\ud800 1"}`` is valid JSON in valid
+    UTF-8, and decodes to text no UTF-8 can carry. Before: UnicodeEncodeError out of the
+    source, exit 1 and no output at all, the good trace before it lost too (under stef run, a
+    crash loop that never committed the partition)."""
+    good = Case("How many orders in 2001?", "SELECT COUNT(*) FROM orders WHERE year = 2001", "")
+    bad = Case("How many orders?", "SELECT \ud800 1", "")
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(
+        b"".join(otlp_json(traces_data(sql_tool_spans(c))) + b"\n" for c in (good, bad))
+    )
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert [r["input"]["question"] for r in results] == [good.question]
+    dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["not_utf8"]

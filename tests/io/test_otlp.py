@@ -421,6 +421,75 @@ def test_a_hostile_trace_is_a_dead_letter_and_the_next_is_judged(hostile: bytes)
     assert json.loads(out[1].payload)["sql"].startswith("SELECT COUNT(*)")
 
 
+class _Polled(_Messages):
+    """:class:`_Messages` that records each poll's ``max_records`` and its paused state."""
+
+    def __init__(self, payloads: Sequence[bytes]) -> None:
+        super().__init__(payloads)
+        self.paused = False
+        self.polls: list[tuple[int, bool]] = []
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
+        self.polls.append((max_records, self.paused))
+        return [] if self.paused else super().poll(max_records, timeout_s)
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+
+def _one_message(*lines: bytes) -> bytes:
+    """Several traces in one OTLP JSON message (an exporter's batch)."""
+    spans = [rs for line in lines for rs in json.loads(line)["resourceSpans"]]
+    return json.dumps({"resourceSpans": spans}).encode()
+
+
+def test_the_message_source_is_polled_while_traces_wait_and_paused_meanwhile() -> None:
+    """Before: with more traces ready than a fetch asked for (one message can carry hundreds),
+    or a full window (poll(0)), the Kafka consumer under the source was not polled at all:
+    past max.poll.interval.ms it left its group, its commits failed, /healthz failed, and the
+    partition's traces were judged again elsewhere. A full window was also handed a ready
+    trace on every poll."""
+    query = json.dumps({"query": "SELECT 1"})
+    inner = _Polled([_one_message(*(_tool_trace(t, query) for t in range(1, 6)))])
+    source = OtlpSource(inner, encoding="otlp_json", signal="traces", mapping=SpanMapping())  # type: ignore[arg-type]
+    assert len(source.poll(2, 0.0)) == 2  # five traces read, three wait
+    inner._out.append(Envelope(_tool_trace(9, query), {"file": "x", "line": 2}))
+    assert len(source.poll(2, 0.0)) == 2
+    assert inner.polls[-1] == (0, True)  # polled, paused: the next message waits
+    assert source.poll(0, 0.0) == []  # the window is full: nothing handed out, still polled
+    assert inner.polls[-1] == (0, True)
+    assert len(source.poll(2, 0.0)) == 2  # the last trace, and the next message's
+    assert inner.polls[-1] == (2, False) and not inner.paused
+    source.pause()  # the loop's pause holds whatever the backlog
+    assert source.poll(2, 0.0) == [] and inner.polls[-1] == (0, True)
+    source.resume()
+    assert not inner.paused
+
+
+@pytest.mark.parametrize(
+    ("payload", "encoding"),
+    [
+        (b"", "otlp_proto"),  # an empty value (a tombstone's too)
+        (b"\x12\x03abc\x18\x01", "otlp_proto"),  # protobuf of unknown fields only
+        (b'{"resourceSpans": []}', "otlp_json"),
+        (b'{"resourceSpans": null, "question": "q?", "sql": "SELECT 1"}', "otlp_json"),
+        (b'{"resourceSpans": [{"scopeSpans": [{}]}]}', "otlp_json"),
+    ],
+)
+def test_a_message_with_nothing_to_judge_is_a_dead_letter(payload: bytes, encoding: str) -> None:
+    """Before: done at once, committed with no result, no dead letter and no metric: messages
+    in were more than results and dead letters out."""
+    inner = _Messages([payload])
+    source = OtlpSource(inner, encoding=encoding, signal="traces", mapping=SpanMapping())  # type: ignore[arg-type]
+    out = source.poll(10, 0.0)
+    assert [e.invalid[0] if e.invalid else None for e in out] == ["missing_field"]
+    assert out[0].invalid is not None and "nothing to judge" in out[0].invalid[1]
+    assert out[0].payload == payload and inner.done == []  # done once its letter is written
+
+
 def test_traces_held_by_the_source_stay_within_max_open_bytes() -> None:
     """40 traces without their root, 100 kB each, against a 1 MiB bound: never more than ten
     open, and each handed out (a dead letter: no SQL in it) as the bound closes it."""

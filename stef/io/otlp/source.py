@@ -72,16 +72,34 @@ class OtlpSource:
         # message -> traces of it not yet done; guarded: workers finish records concurrently.
         self._pending: dict[Envelope, int] = {}
         self._lock = threading.Lock()
+        # The message source is paused when the loop says so (the window is full) or while
+        # the traces already read are more than a fetch asks for: it is polled all the same.
+        self._paused_by_loop = False
+        self._backlog = False
+        self._inner_paused = False
 
     # Delegated to the message source.
     def start(self) -> None:
         self.inner.start()
 
     def pause(self) -> None:
-        self.inner.pause()
+        self._paused_by_loop = True
+        self._apply_pause()
 
     def resume(self) -> None:
-        self.inner.resume()
+        self._paused_by_loop = False
+        self._apply_pause()
+
+    def _apply_pause(self) -> None:
+        """Pause or resume the message source as the loop and the backlog of ready traces
+        say, on a change only."""
+        paused = self._paused_by_loop or self._backlog
+        if paused != self._inner_paused:
+            if paused:
+                self.inner.pause()
+            else:
+                self.inner.resume()
+            self._inner_paused = paused
 
     def commit(self) -> None:
         self.inner.commit()
@@ -108,13 +126,20 @@ class OtlpSource:
         return len(self._assembler)
 
     def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
-        if len(self._ready) < max_records:
-            for message in self.inner.poll(max_records, timeout_s):
-                self._take(message)
+        """At most ``max_records`` traces (none when the loop asks for none: its window is
+        full). The message source is polled every time, so a Kafka consumer keeps its group
+        membership however long the traces already read take to judge (one message can carry
+        hundreds); it is paused while they are more than this fetch asks for, and whatever it
+        returns is taken, never dropped."""
+        self._backlog = len(self._ready) >= max_records
+        self._apply_pause()
+        wait = timeout_s if not self._ready and not self._inner_paused else 0.0
+        for message in self.inner.poll(0 if self._inner_paused else max_records, wait):
+            self._take(message)
         for trace in self._assembler.expired(everything=self.inner.exhausted):
             self._ready.append(self._record(trace))
         out: list[Envelope] = []
-        while self._ready and len(out) < max(1, max_records):
+        while self._ready and len(out) < max_records:
             out.append(self._ready.popleft())
         return out
 
@@ -133,10 +158,13 @@ class OtlpSource:
             self._ready.append(_invalid(message, "internal_error", detail))
             return
         # A log record outside any trace cannot be joined to one: nothing to judge in it.
-        spans = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
-        if not spans:
-            message.on_done()  # nothing to judge in it (an empty export, logs outside traces)
+        joined = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
+        if not joined:  # every message comes out: this one as a dead letter, said why
+            why = "log records outside any trace" if spans else "no span (an empty export)"
+            detail = f"nothing to judge in the message: {why}"
+            self._ready.append(_invalid(message, "missing_field", detail))
             return
+        spans = joined
         ids, closed = self._assembler.add(spans, message, len(message.payload))
         with self._lock:  # before any record of it is handed out: none is done yet
             self._pending[message] = len(ids)  # the traces it reached, each done once
@@ -166,8 +194,7 @@ class OtlpSource:
             return Envelope(
                 _spans_json(trace), position, key, done, claim, invalid=("internal_error", detail)
             )
-        payload = json.dumps(record, ensure_ascii=False).encode("utf-8")
-        return Envelope(payload, position, key, done, claim)
+        return Envelope(_json_bytes(record), position, key, done, claim)
 
     def _problem(self, trace: Trace) -> tuple[str, str] | None:
         if trace.state == "too_large":
@@ -234,4 +261,14 @@ def _spans_json(trace: Trace) -> bytes:
         "trace_id": trace.trace_id,
         "spans": [s.summary() for s in trace.spans],
     }
-    return json.dumps(body, ensure_ascii=False, default=str).encode("utf-8")
+    return _json_bytes(body)
+
+
+def _json_bytes(value: Any) -> bytes:
+    """``value`` as UTF-8 JSON; with ``\\u`` escapes where it holds a lone surrogate (a JSON
+    attribute's ``"\\ud800"``, which no UTF-8 can carry), so the record is dead-lettered
+    ``not_utf8`` as a flat record with one is, rather than stopping the source."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, default=str).encode("ascii")
