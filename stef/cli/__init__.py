@@ -19,8 +19,11 @@ Exit statuses are defined once, in :mod:`stef.exits`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import errno
 import importlib
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -162,7 +165,30 @@ def command_of(argv: list[str]) -> str | None:
 _SERVICES = ("run", "replay", "backfill")
 
 
+def _closed_streams_on_devnull() -> None:
+    """A standard stream closed at start (``>&-``, ``2>&-``, ``<&-``) is None in ``sys``: its
+    descriptor is given /dev/null before any file is opened (a file opened on descriptor 1
+    would take what is printed). Standard input reads nothing; standard output is read-only,
+    so what a command writes there (results with ``-o -``, a summary) fails as on a broken
+    stream and is said, never lost in silence; standard error takes the lines and drops them."""
+    for fd, name, mode, flags in (
+        (0, "stdin", "r", os.O_RDONLY),
+        (1, "stdout", "w", os.O_RDONLY),
+        (2, "stderr", "w", os.O_WRONLY),
+    ):
+        if getattr(sys, name) is not None:
+            continue
+        null = os.open(os.devnull, flags)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115 (the process's stream)
+        setattr(sys, name, stream)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the process's own streams, not a test's
+        _closed_streams_on_devnull()
     words = sys.argv[1:] if argv is None else argv
     command = command_of(words)
     if command in _SERVICES and argv is None:  # the process's own command line, not a test's
@@ -178,9 +204,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stef: STEF_LOG_*: {exc}", file=sys.stderr)
         return Exit.USAGE
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
     except BrokenPipeError:
         return Exit.OK
+    except OSError as exc:
+        if argv is not None or exc.filename is not None or exc.errno not in _STREAM_ERRORS:
+            raise
+        return _unwritable(exc, Exit.FAILURE)  # a print of the command's output failed
+    if argv is None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader left (`| head`): as a pipe's end always was
+            return status
+        except OSError as exc:
+            return _unwritable(exc, status or Exit.FAILURE)
+    return status
+
+
+# What a write to a closed or full standard output raises (no file name: a stream).
+_STREAM_ERRORS = frozenset({errno.EBADF, errno.ENOSPC, errno.EIO, errno.EDQUOT})
+
+
+def _unwritable(exc: OSError, status: int) -> int:
+    """A standard output that cannot take what the command printed (closed, full): one line
+    and a failed command, rather than a traceback or the interpreter's "Exception ignored"
+    and exit 120 at its own last flush."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"stef: standard output: {exc.strerror or exc}", file=sys.stderr)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return status
 
 
 if __name__ == "__main__":

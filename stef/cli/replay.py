@@ -234,9 +234,12 @@ def _conclude(
         if reasons:
             print(_reasons_line(reasons, tally.summary.total().judge_errors))
         sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader left (`| head`): the exit status is still the run's, gates included
-        # (re-raised, main read it as 0: a failed run or a --fail-on gate passed as success).
+    except OSError as exc:
+        # The reader left (`| head`), stdout is full or closed: the exit status is still the
+        # run's, gates included (raised, a failed run or a --fail-on gate read as 0 or 1). The
+        # interpreter's own last flush then writes nothing.
+        if not isinstance(exc, BrokenPipeError):
+            tell(f"stef replay: the summary could not be written to stdout: {exc.strerror or exc}")
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if status != Exit.OK:
         tell("stef replay: stopped before every record was written (see the log)")
@@ -323,6 +326,8 @@ def _output_problem(args: argparse.Namespace, flag: str) -> str | None:
         )
     if args.file != "-" and _same_file(value, args.file):
         return f"{name} {value} is the input file; a replay replaces its outputs and would empty it"
+    if args.file == "-" and value != "-" and _is_stdin(value):
+        return f"{name} {value} is the file on standard input; a replay replaces its outputs"
     return None
 
 
@@ -331,6 +336,15 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:  # one of them does not exist (yet): not the same file
         return False
+
+
+def _is_stdin(path: str) -> bool:
+    """Whether ``path`` is the file standard input reads (``replay - -o log < log``)."""
+    try:
+        given, stdin = os.stat(path), os.fstat(0)
+    except OSError:  # no such file yet, or no standard input
+        return False
+    return os.path.samestat(given, stdin)
 
 
 def _sink(path: str | None) -> Sink:
