@@ -12,12 +12,14 @@ said in a warning (a reference is read in its record's dialect).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from stef.errors import ConfigError, FileError
 from stef.files import iter_jsonl, regular_file
 from stef.question import question_key
+from stef.sql.nesting import MAX_CALL_NESTING, call_nesting
 
 log = structlog.get_logger(__name__)
 
@@ -34,7 +36,13 @@ def max_line_bytes(max_sql_chars: int, max_question_chars: int) -> int:
 _SLACK_BYTES = 64 * 1024
 
 
-def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) -> dict[str, str]:
+def load_references(
+    path: Path,
+    max_sql_chars: int,
+    *,
+    max_question_chars: int,
+    max_call_nesting: int = MAX_CALL_NESTING,
+) -> dict[str, str]:
     """Normalised question -> reference SQL, from the JSONL file at ``path``.
 
     Args:
@@ -42,6 +50,8 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
             own): a 1 MB gold_sql took 45 s of the comparison for each record asking its question.
         max_question_chars: a record's longest question (``limits.max_question_chars``); with
             ``max_sql_chars`` it bounds a line (:func:`max_line_bytes`).
+        max_call_nesting: how deep a gold_sql may nest calls (``limits.max_sql_call_nesting``:
+            the parse of some calls doubles with each level, :mod:`stef.sql.nesting`).
 
     Raises:
         ConfigError: the file cannot be read, a line is longer than :func:`max_line_bytes`, is
@@ -61,16 +71,7 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
     try:
         regular_file(path, None)  # read at start: a FIFO would block the start for ever
         for n, obj in iter_jsonl(path, max_line_bytes=bound, too_long=too_long):
-            question, gold = obj.get("question"), obj.get("gold_sql")
-            if not isinstance(question, str) or not isinstance(gold, str) or not gold.strip():
-                raise ConfigError(
-                    f"references {path}:{n}: needs the strings 'question' and 'gold_sql'"
-                )
-            if len(gold) > max_sql_chars:
-                raise ConfigError(
-                    f"references {path}:{n}: gold_sql is {len(gold)} characters; the limit is "
-                    f"{max_sql_chars} (limits.max_sql_chars)"
-                )
+            question, gold = _pair(f"references {path}:{n}", obj, max_sql_chars, max_call_nesting)
             key = question_key(question)
             if key in out and out[key] != gold:
                 raise ConfigError(
@@ -85,6 +86,29 @@ def load_references(path: Path, max_sql_chars: int, *, max_question_chars: int) 
         raise ConfigError(f"references {exc}") from exc
     _say(path, empty=not out, dialect_line=dialect_line)
     return out
+
+
+def _pair(where: str, obj: dict[str, Any], max_sql_chars: int, max_calls: int) -> tuple[str, str]:
+    """A line's question and gold_sql, within the bounds a record's own SQL has.
+
+    Raises:
+        ConfigError: either is missing or not a string, or the gold_sql is out of bounds.
+    """
+    question, gold = obj.get("question"), obj.get("gold_sql")
+    if not isinstance(question, str) or not isinstance(gold, str) or not gold.strip():
+        raise ConfigError(f"{where}: needs the strings 'question' and 'gold_sql'")
+    if len(gold) > max_sql_chars:
+        raise ConfigError(
+            f"{where}: gold_sql is {len(gold)} characters; the limit is {max_sql_chars} "
+            "(limits.max_sql_chars)"
+        )
+    calls = call_nesting(gold)
+    if calls > max_calls:
+        raise ConfigError(
+            f"{where}: gold_sql nests function calls {calls} deep; the limit is {max_calls} "
+            "(limits.max_sql_call_nesting)"
+        )
+    return question, gold
 
 
 def _say(path: Path, *, empty: bool, dialect_line: int | None) -> None:

@@ -36,6 +36,7 @@ from stef.errors import FileError, RuleProblem, RulesError
 from stef.files import read_bounded, utf8_text
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
 from stef.sql.dialects import dialect_names
+from stef.sql.nesting import MAX_CALL_NESTING, call_nesting
 from stef.sql.predicates import parse_condition, parsed_condition_keys
 
 log = structlog.get_logger(__name__)
@@ -325,12 +326,15 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
     # The filters as the model will hold them (when all are strings): parsed once for both.
     for j in _read_benign(tuple(t for _, t in texts), dialect)[1]:
         i, text = texts[j]
+        calls = call_nesting(text)
         problems.append(
             RuleProblem(
                 path,
                 line_of(node, ("benign_filters", i)),
                 f"benign_filters.{i}",
-                f"not a SQL predicate: {text!r}",
+                f"nests function calls {calls} deep, more than {MAX_CALL_NESTING}: {text[:80]!r}"
+                if calls > MAX_CALL_NESTING
+                else f"not a SQL predicate: {text!r}",
             )
         )
     ignore = data.get("ignore_filters")

@@ -119,6 +119,7 @@ def build_pipeline(
                 settings.references,
                 settings.limits.max_sql_chars,
                 max_question_chars=settings.limits.max_question_chars,
+                max_call_nesting=settings.limits.max_sql_call_nesting,
             )
             if settings.references
             else {}

@@ -19,6 +19,7 @@ from stef.sql.canonical import canon, is_literal, literal_value, values_in
 # Re-exported: stef.stages.align still imports it from here.
 from stef.sql.canonical import norm_ident as norm_ident
 from stef.sql.dialects import parse_sql, render
+from stef.sql.nesting import MAX_CALL_NESTING, call_nesting
 
 Clause = Literal["where", "having", "qualify", "join"]
 _COMPARISONS: dict[type[exp.Expr], str] = {
@@ -303,7 +304,10 @@ def predicate_of(node: exp.Expr, dialect: str | None = None) -> Pred | None:
 
 
 def parse_condition(text: str, dialect: str | None = None) -> exp.Expr | None:
-    """Parse a bare SQL predicate (a benign filter from the rules); None if it is not one."""
+    """Parse a bare SQL predicate (a benign filter from the rules); None if it is not one, or
+    nests calls deeper than a record's SQL may (:mod:`stef.sql.nesting`: never parsed)."""
+    if call_nesting(text) > MAX_CALL_NESTING:
+        return None
     try:
         trees = parse_sql(f"SELECT 1 WHERE {text}", dialect)
     except (SqlglotError, ValueError, RecursionError):

@@ -30,6 +30,7 @@ from stef.fields import FieldMapping as FieldMapping
 from stef.fields import path_parts as path_parts
 from stef.models import InputRecord
 from stef.sql.dialects import dialect_names
+from stef.sql.nesting import MAX_CALL_NESTING, call_nesting
 
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
 _TEXTS = ("question", "enriched_question", "sql", "gold_sql")
@@ -54,6 +55,10 @@ class Limits(BaseModel):
             record itself is depth 1).
         max_sql_nesting: parenthesis depth of the SQL (subqueries, function calls, groups);
             parsing and analysis recurse once per level.
+        max_sql_call_nesting: how deep the SQL nests function calls (``f(g(x))`` is 2): the
+            parser's time doubles or triples with each level of some calls (``DATE(``,
+            ``DIV0(``), so 20 levels took seconds to hours within the parenthesis bound
+            (:mod:`stef.sql.nesting`).
         max_sql_comments: ``/*`` comment openers in the SQL.
         max_sql_ctes: CTE definitions in the SQL, counted as ``AS (``.
         max_sql_tokens: words and punctuation marks in the SQL (bounds IN lists, AND/OR chains,
@@ -76,6 +81,7 @@ class Limits(BaseModel):
     max_sql_chars: int = Field(50_000, ge=1)
     max_json_depth: int = Field(32, ge=2, le=200)
     max_sql_nesting: int = Field(64, ge=1)
+    max_sql_call_nesting: int = Field(MAX_CALL_NESTING, ge=1)
     max_sql_comments: int = Field(64, ge=0)
     max_sql_ctes: int = Field(64, ge=0)
     max_sql_tokens: int = Field(8_000, ge=1)
@@ -279,6 +285,9 @@ def _check_sql_limits(sql: str, limits: Limits) -> None:
         nesting = max(accumulate(steps, lambda depth, step: max(depth + step, 0)))
         if nesting > limits.max_sql_nesting:
             raise _exceeded("sql_nesting", nesting, limits.max_sql_nesting)
+    calls = call_nesting(sql) if openers > limits.max_sql_call_nesting else 0
+    if calls > limits.max_sql_call_nesting:
+        raise _exceeded("sql_call_nesting", calls, limits.max_sql_call_nesting)
     ctes = len(_CTE.findall(sql)) if openers > limits.max_sql_ctes else 0
     if ctes > limits.max_sql_ctes:
         raise _exceeded("sql_ctes", ctes, limits.max_sql_ctes)

@@ -177,7 +177,15 @@ def test_references_file_matched_on_the_normalised_question(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    "content", ['{"question": "q"}\n', "not json\n", '["q", "SELECT 1"]\n'], ids=str
+    "content",
+    [
+        '{"question": "q"}\n',
+        "not json\n",
+        '["q", "SELECT 1"]\n',
+        # Calls nested past what a parse survives (a record's own SQL is refused so too).
+        json.dumps({"question": "q", "gold_sql": "SELECT " + "DATE(" * 22 + "1" + ")" * 22}) + "\n",
+    ],
+    ids=["no-gold", "not-json", "a-list", "nested-calls"],
 )
 def test_a_bad_references_file_fails_loudly_with_its_line(tmp_path: Path, content: str) -> None:
     refs = tmp_path / "refs.jsonl"
