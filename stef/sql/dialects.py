@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, Dialects
+from sqlglot.errors import ParseError
 from sqlglot.parser import Parser
 from sqlglot.tokens import Tokenizer
 
@@ -77,11 +78,16 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
     (:func:`_sqlite_strings`).
 
     Raises:
-        Whatever ``sqlglot.parse`` raises (a parse error; ValueError for an unknown dialect).
+        Whatever ``sqlglot.parse`` raises (a parse error; ValueError for an unknown dialect);
+        a TypeError, AttributeError, IndexError or KeyError of its parser on text it does not
+        read (``SELECT a ? FROM t`` gave "Expr object expected; got None") as a ParseError, as
+        every caller reads text it cannot parse.
     """
     tokenizer, parser = _readers(dialect)
     try:
         trees = [t for t in parser.parse(tokenizer.tokenize(sql), sql) if t is not None]
+    except (TypeError, AttributeError, IndexError, KeyError) as exc:
+        raise ParseError(f"sqlglot could not read it: {type(exc).__name__}: {exc}") from exc
     finally:
         # Neither keeps the statement's text and tokens until the thread's next parse: a
         # replica's threads (one per LLM call in flight) would each hold their last one.

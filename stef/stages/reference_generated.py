@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -35,6 +34,7 @@ from stef.models import (
 )
 from stef.sql.budget import BUDGET_SPENT, NO_DEADLINE, CpuDeadline
 from stef.sql.compare import keyed_grouping, parts_of
+from stef.sql.dialects import parse_sql
 from stef.sql.suite import SuiteOutcome, perturbed, run_suite, touched
 from stef.sql.suite_dates import instant_of
 from stef.stages.sqlspec import sqlspec
@@ -83,10 +83,10 @@ def random_rows(sql: str, gold_sql: str, dialect: str | None) -> bool:
     nothing (the same query as its reference, ``SELECT RANDOM()``, differs from itself)."""
     for text in (sql, gold_sql):
         try:
-            tree = sqlglot.parse_one(text, read=dialect)
+            trees = parse_sql(text, dialect)
         except (SqlglotError, RecursionError, ValueError):
             continue
-        for node in tree.find_all(*_RANDOM, exp.Anonymous):
+        for node in (n for tree in trees for n in tree.find_all(*_RANDOM, exp.Anonymous)):
             if not isinstance(node, exp.Anonymous) or node.name.casefold() in _RANDOM_NAMES:
                 return True
     return False

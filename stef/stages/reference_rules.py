@@ -9,11 +9,11 @@ compared (structure and generated databases alike).
 
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.rules import AppRules
+from stef.sql.dialects import parse_sql
 from stef.sql.predicates import conjuncts, predicate_of
 from stef.stages.align import is_benign, is_ignored
 
@@ -22,9 +22,10 @@ def without_app_defaults(sql: str, dialect: str | None, rules: AppRules) -> str:
     """``sql`` without a safety LIMIT and without the outer WHERE's benign or ignored
     predicates; ``sql`` unchanged when it has none, or is not one plain SELECT sqlglot reads."""
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
+        trees = parse_sql(sql, dialect)
     except (SqlglotError, RecursionError, ValueError):
         return sql
+    tree = trees[0] if len(trees) == 1 else None
     if not isinstance(tree, exp.Select):
         return sql
     changed = False

@@ -134,6 +134,23 @@ def test_a_reference_that_does_not_parse_changes_nothing_but_says_so() -> None:
     assert result.score == without.score
 
 
+@pytest.mark.parametrize(
+    ("sql", "gold_sql", "dialect", "error"),
+    [
+        ("SELECT a ? FROM t", "SELECT a FROM t", None, "generated_unparsed"),
+        ("SELECT 1", "SELECT AND (*)", "clickhouse", "reference_unparsed"),
+    ],
+)
+def test_sql_the_parser_fails_on_with_a_type_error_is_unparsed(
+    sql: str, gold_sql: str, dialect: str | None, error: str
+) -> None:
+    """Before: sqlglot's TypeError on these ("Expr object expected; got None") made the
+    record an internal_error dead letter in reference mode; without a reference it was judged."""
+    record = {"question": "q?", "sql": sql, "gold_sql": gold_sql, "dialect": dialect}
+    result = _judge(Pipeline(load_rules(None), HeuristicJudge()), record)
+    assert result.reference is not None and result.reference.error == error
+
+
 def test_unsafe_sql_keeps_its_zero_with_a_reference() -> None:
     record = {**RECORD, "sql": "DELETE FROM singer", "gold_sql": "DELETE FROM singer"}
     result = _judge(Pipeline(load_rules(None), HeuristicJudge()), record)
