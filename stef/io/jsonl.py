@@ -452,7 +452,10 @@ class FileSource:
                 payload=line.prefix, position=position, oversized=Oversized(line.size, line.sha256)
             )
         else:
-            envelope = Envelope(payload=line.rstrip(b"\r\n"), position=position)
+            payload = line.rstrip(b"\r\n")
+            if file.line == 1:  # a UTF-8 BOM (Notepad's) before the first line is passed over
+                payload = payload.removeprefix(b"\xef\xbb\xbf")
+            envelope = Envelope(payload=payload, position=position)
         if self.checkpoint is not None:
             seq, self._seq = self._seq, self._seq + 1
             self._marks[seq] = (file, file.consumed, file.line)

@@ -32,6 +32,18 @@ def test_reads_to_the_end_and_is_exhausted(tmp_path: Path) -> None:
     s.close()
 
 
+def test_a_bom_before_the_first_line_is_passed_over(tmp_path: Path) -> None:
+    """Before: replay and run dead-lettered the first record of a log saved with a UTF-8 BOM
+    (not_json, "Unexpected UTF-8 BOM"), where stef judge, the references, labels and OTLP
+    readers pass it over. A BOM later in the file is the line's own."""
+    p = tmp_path / "log.jsonl"
+    p.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\xef\xbb\xbf{"a": 2}\n')
+    s = FileSource(str(p))
+    s.start()
+    assert _lines(s) == [(1, b'{"a": 1}'), (2, b'\xef\xbb\xbf{"a": 2}')]
+    s.close()
+
+
 def test_follow_waits_for_the_newline(tmp_path: Path) -> None:
     p = tmp_path / "log.jsonl"
     p.write_bytes(b'{"a": 1}\n{"a": ')
