@@ -33,7 +33,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from stef.accuracy import LabelFree, Transfer, label_free
 from stef.errors import ConfigError, FileError
@@ -166,6 +173,10 @@ class TransferSpread(BaseModel):
         )
 
 
+# The fitted figures a calibration file carries, and their ranges.
+_FIGURE_RANGES = {"auc": (0, 1), "brier": (0, 1), "ece": (0, 1), "kappa": (-1, 1)}
+
+
 class Calibration(BaseModel):
     """A calibration file (written by ``stef calibrate --fit``).
 
@@ -196,6 +207,21 @@ class Calibration(BaseModel):
     metrics: dict[str, Any] = Field(default_factory=dict)
     transfer: TransferSpread | None = None
     fitted_at: str | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _figures_in_range(cls, metrics: dict[str, Any]) -> dict[str, Any]:
+        """The figures a run prints (AUC beside the confidence line) are numbers in their
+        range: a 401-digit AUC stopped the end of every replay and summary (OverflowError)."""
+        for name, (low, high) in _FIGURE_RANGES.items():
+            value = metrics.get(name)
+            if value is None:
+                continue
+            if not (isinstance(value, int | float) and not isinstance(value, bool)) or not (
+                low <= value <= high  # False for NaN; an integer of any size compares
+            ):
+                raise ValueError(f"metrics.{name} must be a number from {low} to {high}")
+        return metrics
 
     @property
     def resolution(self) -> float:

@@ -216,6 +216,11 @@ CALIBRATIONS: dict[str, tuple[Callable[[Path], None], str]] = {
         _calibration(lambda d: d["transfer"].update(mean_p_wrong=math.inf)),
         "transfer.mean_p_wrong",
     ),
+    # Printed at the end of every run ("AUC 0.64"): a 401-digit one stopped it there
+    # (OverflowError, exit 1 after every result was written); NaN printed "AUC nan".
+    "auc_401_digits": (_calibration(lambda d: d["metrics"].update(auc=10**400)), "metrics.auc"),
+    "auc_nan": (_calibration(lambda d: d["metrics"].update(auc=math.nan)), "metrics.auc"),
+    "kappa_text": (_calibration(lambda d: d["metrics"].update(kappa="high")), "metrics.kappa"),
 }
 
 
