@@ -4,6 +4,7 @@ bounds; a message done only once every trace it carried is done."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -101,6 +102,26 @@ def test_a_trace_without_sql_names_what_is_missing() -> None:
     with pytest.raises(InvalidInput) as nothing:
         trace_record(only_root, SpanMapping(preset="none"))
     assert "question and sql" in nothing.value.detail
+
+
+@pytest.mark.parametrize(
+    ("start_ns", "end_ns", "timestamp"),
+    [
+        (1_746_093_600 * 10**9, 1_746_093_601 * 10**9, "2025-05-01T10:00:01+00:00"),
+        (1_746_093_600 * 10**9, 0, "2025-05-01T10:00:00+00:00"),  # no end: its start
+        (0, 0, None),  # neither: no timestamp, not 1970-01-01
+        (0, 3 * 10**20, None),  # past year 9999
+    ],
+)
+def test_the_record_time_is_the_sql_spans_end_else_its_start(
+    start_ns: int, end_ns: int, timestamp: str | None
+) -> None:
+    """Before: a span without an end time (a Langfuse row's end_time null, an OTLP span's
+    endTimeUnixNano 0) gave the record 1970-01-01, which reads "today" and freshness so."""
+    case = Case("Total revenue in 2021", "SELECT SUM(amount) FROM sales", "sql_tool")
+    spans = decode(messages(sql_tool_spans(case), "otlp_proto")[1], "otlp_proto", "traces")
+    timed = [dataclasses.replace(s, start_ns=start_ns, end_ns=end_ns) for s in spans]
+    assert trace_record(timed, SpanMapping()).get("timestamp") == timestamp
 
 
 def test_own_picks_resource_fields_and_field_mapping_layout() -> None:

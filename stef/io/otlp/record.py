@@ -48,9 +48,11 @@ def trace_record(
         "id": f"{sql_span.trace_id}:{sql_span.span_id}",
         "question": question[0],
         "sql": sql[0],
-        "timestamp": datetime.fromtimestamp(sql_span.end_ns / 1e9, UTC).isoformat(),
         "metadata": {"otel": {"trace_id": sql_span.trace_id, "span_id": sql_span.span_id}},
     }
+    when = _instant(sql_span)
+    if when is not None:
+        values["timestamp"] = when
     enriched = _first(ordered, mapping.picks("enriched_question"))
     if enriched is not None:
         values["enriched_question"] = enriched[0]
@@ -236,3 +238,16 @@ def check_field_mapping(fields: FieldMapping) -> None:
                 f"field_mapping {name}: {path!r} has a list index; records made from traces "
                 "cannot be laid out there (map it by name, or leave it out)"
             )
+
+
+# 9999-12-31T23:59:59Z in Unix nanoseconds: the last instant an ISO 8601 timestamp can say.
+_LAST_NS = 253_402_300_799 * 10**9
+
+
+def _instant(span: Span) -> str | None:
+    """When the SQL ran: its span's end, else its start; None when the span has neither (an
+    unset time is 0, which read as 1970-01-01 would make "today" a day of 1970)."""
+    for ns in (span.end_ns, span.start_ns):
+        if 0 < ns <= _LAST_NS:
+            return datetime.fromtimestamp(ns / 1e9, UTC).isoformat()
+    return None
