@@ -15,6 +15,7 @@ import heapq
 import io
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -509,7 +510,7 @@ class Summary:
         flat = [_flat(r) for r in [*rows["groups"], rows["total"]]]
         writer = csv.DictWriter(out, fieldnames=list(flat[0]), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(flat)
+        writer.writerows({k: _inert(v) for k, v in row.items()} for row in flat)
         return out.getvalue().rstrip("\n")
 
     def _markdown(self) -> str:
@@ -529,7 +530,7 @@ class Summary:
                 _markdown_estimate(r),
                 ", ".join(f"{k} {v:.0%}" for k, v in list(r["issue_shares"].items())[:3]),
             ]  # fmt: skip
-            lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+            lines.append("| " + " | ".join(_md_cell(str(c)) for c in cells) + " |")
         invalid = rows["invalid"] if rows["invalid"] is not None else "not counted"
         lines.append("")
         lines.append(
@@ -538,6 +539,24 @@ class Summary:
             "Every figure: `stef summary --format json`."
         )
         return "\n".join(lines)
+
+
+def _inert(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows rather than runs: text starting with ``=``, ``+``,
+    ``-``, ``@`` (an app named ``=HYPERLINK(...)``) gets a leading ``'``; numbers as they are."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+# Markdown that would turn an app's name into a link, an image, emphasis or HTML.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|])")
+
+
+def _md_cell(text: str) -> str:
+    """A markdown table cell that reads as the text: ``![](url)`` in an app's name is no image
+    in a pull-request comment, ``|`` no column."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def _markdown_estimate(row: dict[str, Any]) -> str:
@@ -628,6 +647,10 @@ _MAX_NAME = 40
 
 def _shown(name: str) -> str:
     name = " ".join(name.split())  # no newline or tab may break a row
+    # A name is the agent's to choose: a control or format character (ESC[2J clears the
+    # screen, U+202E reverses the line) is shown escaped, never sent to the terminal.
+    if not name.isprintable():
+        name = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)
     return _cut(name, _MAX_NAME)
 
 

@@ -157,6 +157,23 @@ def test_long_app_and_agent_names_still_fit(
     assert full["groups"][0]["agent"] == "G" * 39 + "…"
 
 
+def test_names_are_shown_never_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An app's or agent's name is the agent's to choose. Before: ESC[2J in it cleared the
+    terminal (and a cut one left half a sequence), =HYPERLINK(...) ran as a formula in a
+    spreadsheet opening the CSV, ![](url) showed an image in a pull-request comment."""
+    log = tmp_path / "log.jsonl"
+    record = {"question": "q?", "sql": "SELECT 1", "agent": '=HYPERLINK("http://x")'}
+    log.write_text(json.dumps({**record, "app": "s\x1b[2J\u202e![](http://x/i.png)"}) + "\n")
+    out = tmp_path / "r.jsonl"
+    assert main(["replay", str(log), "-o", str(out), "--no-progress"]) == 0
+    text = _summary(capsys, str(out))
+    assert "\x1b" not in text and "\u202e" not in text and "\\x1b[2J" in text
+    rows = list(csv.DictReader(io.StringIO(_summary(capsys, str(out), "--format", "csv"))))
+    assert rows[0]["agent"].startswith("'=HYPERLINK")
+    md = _summary(capsys, str(out), "--format", "markdown")
+    assert "![](" not in md and "\\!\\[\\](http://x/i.png)" in md
+
+
 def test_bad_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["summary", "x.jsonl", "--format", "yaml"])
