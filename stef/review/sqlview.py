@@ -6,10 +6,11 @@ ever built from the SQL, so nothing in a record can become HTML.
 
 from __future__ import annotations
 
-import sqlglot
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import TokenType
 from sqlglot.tokens import Tokenizer
+
+from stef.sql.dialects import dialect_of, parse_sql
 
 _STRINGS = {TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.RAW_STRING}
 _NUMBERS = {TokenType.NUMBER}
@@ -17,8 +18,9 @@ _NUMBERS = {TokenType.NUMBER}
 
 def formatted(sql: str, dialect: str | None = None) -> str:
     """``sql`` pretty-printed by sqlglot; as given when sqlglot cannot parse it."""
-    try:
-        statements = sqlglot.transpile(sql, read=dialect, write=dialect, pretty=True)
+    try:  # through parse_sql: SQL nesting calls past what a parse survives is shown as given
+        trees = parse_sql(sql, dialect)
+        statements = [dialect_of(dialect).generate(tree, pretty=True) for tree in trees]
     except (SqlglotError, RecursionError, ValueError):
         return sql
     text = ";\n\n".join(s for s in statements if s.strip())

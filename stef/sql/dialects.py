@@ -19,7 +19,10 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, Dialects
 from sqlglot.errors import ParseError
 from sqlglot.parser import Parser
+from sqlglot.tokenizer_core import Token, TokenType
 from sqlglot.tokens import Tokenizer
+
+from stef.sql.nesting import MAX_CALL_NESTING, CallsTooDeep, check_calls
 
 # The node metadata sqlglot's parser records for every identifier and literal: where it was in
 # the text. STEF never reads it, and copying it is most of the cost of ``Expression.copy`` (a
@@ -85,7 +88,12 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
     """
     tokenizer, parser = _readers(dialect)
     try:
-        trees = [t for t in parser.parse(tokenizer.tokenize(sql), sql) if t is not None]
+        tokens = tokenizer.tokenize(sql)
+        if sql.count("(") > MAX_CALL_NESTING:  # the tokens hold no parenthesis the text lacks
+            check_calls([_word(t) for t in tokens])
+        trees = [t for t in parser.parse(tokens, sql) if t is not None]
+    except CallsTooDeep as exc:
+        raise ParseError(str(exc)) from exc
     except (TypeError, AttributeError, IndexError, KeyError) as exc:
         raise ParseError(f"sqlglot could not read it: {type(exc).__name__}: {exc}") from exc
     finally:
@@ -97,6 +105,27 @@ def parse_sql(sql: str, dialect: str | None) -> list[exp.Expr]:
         for tree in trees:
             _sqlite_strings(tree, sql)
     return trees
+
+
+def _word(token: Token) -> str | None:
+    """What :func:`check_calls` reads of a token: a parenthesis, a word (a name, a keyword, a
+    type), or None for anything else (a string, a number, an operator)."""
+    kind = token.token_type
+    if kind is TokenType.L_PAREN:
+        return "("
+    if kind is TokenType.R_PAREN:
+        return ")"
+    if kind in _NOT_WORDS or not token.text[:1].isalpha():
+        return None
+    return token.text
+
+
+# Tokens whose text may start with a letter but name nothing a call could be made on.
+_NOT_WORDS = frozenset({
+    TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.RAW_STRING,
+    TokenType.NATIONAL_RAW_STRING, TokenType.HEREDOC_STRING, TokenType.UNICODE_STRING,
+    TokenType.BYTE_STRING, TokenType.BIT_STRING, TokenType.HEX_STRING,
+})  # fmt: skip
 
 
 _THREAD = threading.local()

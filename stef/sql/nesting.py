@@ -1,17 +1,25 @@
-"""How deep a SQL text nests function calls, read from its characters before any parse.
+"""How deep SQL nests function calls, and what that costs the parser, known before it parses.
 
 sqlglot's parser backtracks on calls whose name is also a type (``DATE(``, ``TIMESTAMP(``,
 ``CHAR(``, ``DECIMAL(``), and some dialects expand a call into a tree that holds its argument
 twice (Snowflake's ``DIV0``, MySQL's ``BINARY``): the parse of ``DATE(DATE(...1...))`` doubles
-with each level and ``BINARY(...)`` triples, 20 levels of the first took 4 s and 18 of
-``DIV0`` 92 s and 1.7 GB, and no budget can stop a parse once it has started. The parenthesis
-depth bound (64) allows far more. Real queries nest calls a few levels deep: at most 5 in the
-2,002 labelled records and the samples; 10 levels of the costliest call measured cost 0.15 s.
+with each level, ``DIV0`` and ``BINARY`` grow by two to three times a level (measured on
+2026-12-01); 20 levels of ``DATE`` took 4 s, 17 of ``DIV0`` 46 s and 891 MB, 18 92 s and
+1.7 GB, and no budget can stop a parse once it has started. The parenthesis depth bound (64)
+allows far more. Real queries nest calls a few levels deep: at most 5 in the 2,002 labelled
+records and the samples; 10 levels of the costliest call measured cost 0.15 s.
+
+Two guards. :func:`call_nesting` reads the text (a record's limit, ``sql_call_nesting``, said
+as a dead letter); a comment or a string can hide a parenthesis from it. :func:`check_calls`
+reads the tokens the parser is about to read, so nothing hides from it, and bounds the whole
+statement's cost (many sibling chains of 10 levels add up), not only its depth: every parse
+of STEF goes through it (:func:`stef.sql.dialects.parse_sql`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # The depth a record's SQL, a reference and a rules filter may nest calls to
 # (``limits.max_sql_call_nesting`` for records).
@@ -55,3 +63,43 @@ def _is_call(sql: str, end: int) -> bool:
     """Whether the word ending at ``end`` names a call (not a keyword that opens a group)."""
     word = _WORD_BEFORE.search(sql, max(0, end - 64), end)
     return word is None or word.group(1).casefold() not in _NOT_CALLS
+
+
+# What a parse may spend on nested calls: a call at depth d weighs 3**d (the costliest call
+# nearly triples the parse a level). One chain of MAX_CALL_NESTING levels weighs about half of
+# it, so two such chains parse and a third, or a chain one level deeper, does not.
+CALL_BUDGET = 3 ** (MAX_CALL_NESTING + 1)
+
+
+class CallsTooDeep(ValueError):
+    """Calls nested past what a parse survives (:func:`check_calls`)."""
+
+
+def check_calls(words: Sequence[str | None]) -> None:
+    """Refuse a statement whose nested calls would cost the parser more than
+    :data:`CALL_BUDGET`, read from its tokens: for each token, its text when it is an opening
+    or closing parenthesis or a word, else None.
+
+    Raises:
+        CallsTooDeep: with the deepest nesting seen.
+    """
+    stack: list[bool] = []
+    depth = deepest = 0
+    cost = 0
+    before: str | None = None
+    for word in words:
+        if word == "(":
+            call = before is not None and before not in "()" and before.casefold() not in _NOT_CALLS
+            stack.append(call)
+            if call:
+                depth += 1
+                deepest = max(deepest, depth)
+                cost += 3**depth
+                if cost > CALL_BUDGET:
+                    raise CallsTooDeep(
+                        f"function calls nested {deepest} deep, more than a parse can afford "
+                        f"(at most {MAX_CALL_NESTING} levels, and few chains that deep)"
+                    )
+        elif word == ")" and stack and stack.pop():
+            depth -= 1
+        before = word
