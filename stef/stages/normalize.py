@@ -40,8 +40,9 @@ _SUPERLATIVES = (
     r"latest|oldest|newest|youngest|longest|shortest|maximum|minimum|max|min|top|bottom|"
     r"cheapest|priciest|fastest|slowest|heaviest|lightest|tallest|shortest|richest|poorest"
 )
-# "at least 10", "at most 5", "at best", "at worst": a bound or a hedge, no superlative.
-_NOT_AFTER_AT = r"(?<!\bat )"
+# "at least 10", "at most 5", "at best", "at worst": a bound or a hedge, no superlative ("at
+# highest risk" is one).
+_NOT_AFTER_AT = r"(?!(?<=\bat )(?:least|most|best|worst)\b)"
 _ORDERING_WORDS = cued(
     _NOT_AFTER_AT
     + r"\b(top|bottom|rank(ed|ing|s)?|sort(ed|ing)?|order(ed)? by|in (descending|ascending|"

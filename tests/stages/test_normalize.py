@@ -110,6 +110,7 @@ def test_flags() -> None:
         ("Which airlines have at most 10 flights?", False, None),
         ("Which store sold at least 5 items and had the most sales?", True, 1),
         ("Which product sold the least?", True, 1),
+        ("Which patients are at highest risk of readmission?", True, 1),
     ],
 )
 def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None:
@@ -119,7 +120,10 @@ def test_question_cues(question: str, ordering: bool, top_k: int | None) -> None
 
 # The regex _singular_superlative replaced (a lazy gap from each opener: quadratic), the reference.
 _LAZY_GAP = re.compile(
-    r"\b(?:the|which|what|who)\b[^.?!]*?(?<!\bat )\b(?:" + _SUPERLATIVES + r"|\w+est)\b", re.I
+    r"\b(?:the|which|what|who)\b[^.?!]*?(?!(?<=\bat )(?:least|most|best|worst)\b)\b(?:"
+    + _SUPERLATIVES
+    + r"|\w+est)\b",
+    re.I,
 )
 _WORDS = [
     "the", "The", "WHICH", "what", "who", "whichever", "thest", "highest", "Best", "max", "maxi",

@@ -309,42 +309,31 @@ def _negation_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
 
 # "revenue by currency": "by" and a lower-case noun after a measure (not "sorted by", "by John").
 _BY_MEASURE = re.compile(
-    r"(?<!sorted )(?<!ordered )(?<!ranked )\b(\w+\s+)?by\s+(each\s+|every\s+)?(?:the\s+)?([a-z]\w+)"
+    r"(?<!sorted )(?<!ordered )(?<!ranked )\bby\s+(each\s+|every\s+)?(?:the\s+)?([a-z]\w+)"
 )
-# What "by" brings that is no grouping: a determiner or a pronoun ("by the Student_Club" read
-# past its capital, "by their ID", "by an elder user") ...
+# What "by" brings that is no grouping: a determiner, a pronoun or a quantifier ("by the
+# Student_Club" read past its capital, "by their ID", "by an elder user", "by the most
+# influential user").
 _NOT_A_GROUP = frozenset({
     "a", "an", "the", "their", "its", "his", "her", "our", "my", "your", "this", "that", "these",
-    "those", "them", "it", "which", "whom",
-})  # fmt: skip
-# ... and the agent of a passive ("posts owned by csgillespie", "bonds created by bonding",
-# "paid by students"): a filter on who, not a group per who. Participles that group are not.
-_IRREGULAR_PARTICIPLES = frozenset({
-    "paid", "spent", "held", "hold", "made", "given", "taken", "written", "done", "left", "won",
-    "sold", "bought", "built", "shown", "known", "seen", "drawn", "sent", "told", "brought",
-    "caught", "taught", "found", "led", "kept", "lost", "met", "read", "said", "run", "set", "put",
-    "driven", "ridden", "born", "worn", "chosen", "stolen", "spoken", "eaten", "beaten", "grown",
-    "thrown", "flown", "begun", "struck", "shot", "dealt", "meant", "felt", "heard", "fed",
-    "fought", "hung", "lent", "lit", "shut", "spread", "stood", "swept",
-})  # fmt: skip
-_GROUPING_PARTICIPLES = frozenset({
-    "grouped", "aggregated", "split", "segmented", "categorized", "categorised", "classified",
-    "partitioned", "bucketed", "summarized", "summarised", "totaled", "totalled", "tallied",
-    "broken",
+    "those", "them", "it", "which", "whom", "most", "least", "more", "less", "all", "any", "some",
+    "many", "much", "far",
 })  # fmt: skip
 
 
-def _measure_groups(question: str) -> list[str]:
-    """The words "by" names as groups after a measure ("revenue by currency"), not the agents
-    of a passive ("owned by csgillespie") unless "each" says so ("made by each employee")."""
+def _measure_groups(question: str, sql: str) -> list[str]:
+    """The words "by" names as groups after a measure ("revenue by currency"), not a word the
+    SQL itself names (a literal, a column: "posts owned by csgillespie" with ``DisplayName =
+    'csgillespie'``, "comments posted by user ID 13" with ``UserId = 13``): that is who or what
+    the answer is filtered on, one group. "each" asks per it whatever ("made by each employee")."""
+    named = sql.casefold()
     words = []
     for m in _BY_MEASURE.finditer(question):
-        before, each, word = m.group(1), m.group(2), m.group(3)
+        each, word = m.group(1), m.group(2)
         if word in _NOT_A_GROUP:
             continue
-        verb = (before or "").strip().casefold()
-        passive = verb.endswith("ed") or verb in _IRREGULAR_PARTICIPLES
-        if passive and not each and verb not in _GROUPING_PARTICIPLES:
+        stem = word.casefold().removesuffix("s") if len(word) > 3 else word.casefold()
+        if not each and stem[: max(4, len(stem) - 2)] in named:
             continue
         words.append(word)
     return words
@@ -358,7 +347,7 @@ def _grouping_not_applied(ev: Evidence) -> Iterator[tuple[Issue, str]]:
         return  # said once, strongly
     words = list(ev.qs.group_by)
     if not words and (ev.qs.aggregations or _ASKS_SUM.search(ev.question)):
-        words = _measure_groups(ev.question)
+        words = _measure_groups(ev.question, ev.request.record.sql)
     if words:
         yield (
             "grouping_wrong",
