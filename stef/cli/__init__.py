@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import errno
 import importlib
+import io
 import os
 import re
 import sys
@@ -189,13 +189,19 @@ def _closed_streams_on_devnull() -> None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process's own streams, not a test's
         _closed_streams_on_devnull()
+        _own_stdout()
     words = sys.argv[1:] if argv is None else argv
     command = command_of(words)
     if command in _SERVICES and argv is None:  # the process's own command line, not a test's
         from stef import signals  # noqa: PLC0415 (the standard library's signal, os only)
 
         signals.catch_early()
-    args = parser(command, lazy=command is None).parse_args(words)
+    try:
+        args = parser(command, lazy=command is None).parse_args(words)
+    except SystemExit as exc:  # --help, --version, a usage error: said, then exit
+        if argv is not None:
+            raise
+        return _flushed(exc.code if isinstance(exc.code, int) else Exit.USAGE)
     from stef.logs import configure_logging  # noqa: PLC0415 (structlog: only when a command runs)
 
     try:
@@ -207,22 +213,65 @@ def main(argv: list[str] | None = None) -> int:
         status = int(args.func(args))
     except BrokenPipeError:
         return Exit.OK
-    except OSError as exc:
-        if argv is not None or exc.filename is not None or exc.errno not in _STREAM_ERRORS:
-            raise
-        return _unwritable(exc, Exit.FAILURE)  # a print of the command's output failed
-    if argv is None:
+    except StdoutError as exc:  # a print of the command's output: stdout is closed or full
+        return _unwritable(exc, Exit.FAILURE)
+    return _flushed(status) if argv is None else status
+
+
+class StdoutError(OSError):
+    """Standard output refused what a command printed (closed, full); a reader that left is
+    still a BrokenPipeError."""
+
+
+class _Stdout(io.TextIOWrapper):
+    """The process's standard output, whose write and flush failures say they are its own:
+    an OSError of another file or of standard input is never taken for one."""
+
+    def write(self, text: str) -> int:
         try:
-            sys.stdout.flush()
-        except BrokenPipeError:  # the reader left (`| head`): as a pipe's end always was
-            return status
+            return super().write(text)
+        except BrokenPipeError:
+            raise
         except OSError as exc:
-            return _unwritable(exc, status or Exit.FAILURE)
+            raise StdoutError(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.errno, exc.strerror) from exc
+
+
+def _own_stdout() -> None:
+    """``sys.stdout`` as a :class:`_Stdout` over the same buffer (results written to
+    ``sys.stdout.buffer`` go on as before)."""
+    out = sys.stdout
+    if type(out) is not io.TextIOWrapper:  # already ours, or a test's capture
+        return
+    encoding, errors = out.encoding, out.errors
+    line_buffering, write_through = out.line_buffering, out.write_through
+    out.flush()
+    sys.stdout = _Stdout(
+        out.detach(),
+        encoding=encoding,
+        errors=errors,
+        line_buffering=line_buffering,
+        write_through=write_through,
+    )
+
+
+def _flushed(status: int) -> int:
+    """``status`` once what the command printed is out; a standard output that cannot take it
+    fails the command in one line (a reader that left, ``| head``, is no failure)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:
+        return _unwritable(exc, status or Exit.FAILURE)
     return status
-
-
-# What a write to a closed or full standard output raises (no file name: a stream).
-_STREAM_ERRORS = frozenset({errno.EBADF, errno.ENOSPC, errno.EIO, errno.EDQUOT})
 
 
 def _unwritable(exc: OSError, status: int) -> int:

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_llm(settings: Settings) -> int:
-    """The endpoint: a model set, an OpenAI-shaped models list, and a test record judged in
+    """The endpoint: an OpenAI-shaped models list, and a test record judged in
     the configured verdict mode (a model the list does not name fails unless that test call
     shows the endpoint serves it). One line; exit 3 on the first that fails."""
     model = settings.llm.model

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import stat
 import sys
 import threading
 from collections import Counter
@@ -344,7 +345,8 @@ def _is_stdin(path: str) -> bool:
         given, stdin = os.stat(path), os.fstat(0)
     except OSError:  # no such file yet, or no standard input
         return False
-    return os.path.samestat(given, stdin)
+    # A device (/dev/null, a terminal) read and written is no file a replay would replace.
+    return stat.S_ISREG(given.st_mode) and os.path.samestat(given, stdin)
 
 
 def _sink(path: str | None) -> Sink:

@@ -97,3 +97,22 @@ def test_replay_refuses_an_output_that_is_its_standard_input(tmp_path: Path) -> 
     done = _stef("", "replay", "-", "-o", str(log), stdin=log)
     assert done.returncode == Exit.USAGE and "standard input" in done.stderr
     assert log.read_bytes() == before
+
+
+def test_help_and_version_to_a_closed_stdout_are_one_line_not_120() -> None:
+    for args in (("--version",), ("rules", "--help")):
+        done = _stef(">&-", *args)
+        assert done.returncode == Exit.FAILURE, done.stderr
+        assert done.stderr.strip() == "stef: standard output: Bad file descriptor"
+
+
+def test_a_failing_stdin_is_not_blamed_on_stdout(tmp_path: Path) -> None:
+    """The one-line "standard output" failure is stdout's alone: a standard input open for
+    writing only fails its read, said as such."""
+    done = _stef(f"0>>'{tmp_path / 'w'}'", "judge")
+    assert "standard output" not in done.stderr
+
+
+def test_dev_null_as_input_and_output_is_no_input_file(tmp_path: Path) -> None:
+    done = _stef("", "replay", "-", "-o", "/dev/null", stdin=Path("/dev/null"))
+    assert done.returncode == Exit.OK, done.stderr
