@@ -207,7 +207,7 @@ class ParquetRows:
         self._columns = [d[0] for d in self._conn.description]
 
     def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
-        if self._done or self._conn is None:
+        if self._done or self._conn is None or max_records <= 0:  # none asked: none read
             return []
         rows = self._conn.fetchmany(max(1, min(max_records, self.batch)))
         if not rows:

@@ -157,14 +157,16 @@ class OtlpSource:
             log.error("otlp_decode_internal_error", error=detail, **message.position)
             self._ready.append(_invalid(message, "internal_error", detail))
             return
-        # A log record outside any trace cannot be joined to one: nothing to judge in it.
-        joined = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
-        if not joined:  # every message comes out: this one as a dead letter, said why
-            why = "log records outside any trace" if spans else "no span (an empty export)"
-            detail = f"nothing to judge in the message: {why}"
+        if not spans:  # every message comes out: an empty one as a dead letter, said why
+            detail = "nothing to judge in the message: no span (an empty export)"
             self._ready.append(_invalid(message, "missing_field", detail))
             return
-        spans = joined
+        # A log record outside any trace cannot be joined to one: an application's own logs on
+        # a logs topic, passed over (as dead letters they would flood, batch by batch).
+        spans = [s for s in spans if s.kind != "LOG" or s.trace_id.strip("0")]
+        if not spans:
+            message.on_done()
+            return
         ids, closed = self._assembler.add(spans, message, len(message.payload))
         with self._lock:  # before any record of it is handed out: none is done yet
             self._pending[message] = len(ids)  # the traces it reached, each done once
