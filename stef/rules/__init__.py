@@ -251,10 +251,17 @@ def _parse(text: str, path: str, app: str | None) -> AppRules:
         data["app"] = app
     semantic = _check_semantics(data, path, node)
     if app is not None and named is not None and named != app:
-        # A file's rules apply to the app it is named for: another name here would look like
-        # rules for that app and apply to none of its records.
-        message = f"app {named!r} in a file of app {app!r}: rename the file {named}.yaml"
-        semantic.append(RuleProblem(path, line_of(node, ("app",)), "app", message))
+        # A file's rules apply to the app it is named for: another name here looks like rules
+        # for that app and applies to none of its records. Said, not refused: a directory that
+        # loaded before an upgrade must not stop a replica at its restart.
+        log.warning(
+            "rules_app_not_the_files",
+            path=path,
+            line=line_of(node, ("app",)),
+            app=named,
+            applies_to=app,
+            hint=f"the rules apply to records of app {app!r}; rename the file {named}.yaml",
+        )
     try:
         rules = AppRules.model_validate(data)
     except ValidationError as exc:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+import structlog
+import structlog.testing
 
 from stef.cli import main
 from stef.errors import RulesError
@@ -41,19 +43,23 @@ def test_unknown_key_is_reported_with_line(tmp_path: Path) -> None:
     )
 
 
-def test_an_app_key_names_the_files_app(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before: ``app: orders`` in sales.yaml loaded, and applied to no record of ``orders``."""
+def test_an_app_key_that_is_not_the_files_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``app: orders`` in sales.yaml loaded without a word, and applied to no record of
+    ``orders``. Said, not refused: a directory that loaded before must not stop a restart."""
     d = tmp_path / "rules"
     d.mkdir()
     (d / "sales.yaml").write_text("limit_min: 5\napp: orders\n")
-    assert main(["rules", "check", str(d)]) == 2
-    err = capsys.readouterr().err
-    assert f"{d / 'sales.yaml'}:2: [app]" in err and "orders.yaml" in err
+    with structlog.testing.capture_logs() as logs:
+        assert load_rules(d).for_app("sales").limit_min == 5
+    said = [e for e in logs if e["event"] == "rules_app_not_the_files"]
+    assert len(said) == 1 and (said[0]["app"], said[0]["applies_to"]) == ("orders", "sales")
+    assert "orders.yaml" in said[0]["hint"]
     (d / "sales.yaml").write_text("limit_min: 5\napp: sales\n")
-    assert main(["rules", "check", str(d)]) == 0
-    # One file for every record: its app key names nothing it must match.
-    (d / "sales.yaml").write_text("limit_min: 5\napp: orders\n")
-    assert main(["rules", "check", str(d / "sales.yaml")]) == 0
+    with structlog.testing.capture_logs() as logs:
+        load_rules(d)
+    assert not [e for e in logs if e["event"] == "rules_app_not_the_files"]
 
 
 def test_a_filter_nesting_calls_past_the_parser_is_refused_unparsed(
