@@ -17,19 +17,21 @@ def catch_early() -> None:
     """SIGTERM/SIGINT/SIGQUIT are recorded, not fatal (they ended start-up with status 143, or
     130 and a traceback from whatever import was running, or 131 and a core); a second one
     exits at once with 128 + it."""
-    on_signal = recorder(early)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    quit_ = getattr(signal, "SIGQUIT", None)  # none on Windows
-    if quit_ is not None:
-        signal.signal(quit_, on_signal)
     # What a replica does on SIGHUP (check the rules) and SIGUSR1 (reopen its outputs) is
     # already done at start, and SIGUSR2 means nothing to it: none ends the process meanwhile
-    # (their default action).
+    # (their default action). Set first: once SIGTERM is caught every one of them is (a
+    # supervisor, or a test, that sees SIGTERM caught may send any; SIGUSR1 sent between the
+    # two ended the process, -10).
     for name in ("SIGHUP", "SIGUSR1", "SIGUSR2"):
         number = getattr(signal, name, None)  # none on Windows
         if number is not None:
             signal.signal(number, _nothing)
+    on_signal = recorder(early)
+    quit_ = getattr(signal, "SIGQUIT", None)  # none on Windows
+    if quit_ is not None:
+        signal.signal(quit_, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
 
 
 def recorder(into: list[int]) -> Callable[[int, FrameType | None], None]:
