@@ -268,7 +268,7 @@ def _flushed(status: int) -> int:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
     except OSError as exc:
         return _unwritable(exc, status or Exit.FAILURE)
     return status
@@ -280,8 +280,16 @@ def _unwritable(exc: OSError, status: int) -> int:
     and exit 120 at its own last flush."""
     with contextlib.suppress(OSError, ValueError):
         print(f"stef: standard output: {exc.strerror or exc}", file=sys.stderr)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    silence_stdout()
     return status
+
+
+def silence_stdout() -> None:
+    """Standard output onto /dev/null: what is left in it, and the interpreter's own last
+    flush, write nothing (a reader that left, a stdout closed or full)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
 
 
 if __name__ == "__main__":

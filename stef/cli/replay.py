@@ -11,7 +11,7 @@ import sys
 import threading
 from collections import Counter
 
-from stef.cli import integer, number
+from stef.cli import integer, number, silence_stdout
 from stef.cli.common import (
     add_common,
     every_record_invalid,
@@ -241,7 +241,7 @@ def _conclude(
         # interpreter's own last flush then writes nothing.
         if not isinstance(exc, BrokenPipeError):
             tell(f"stef replay: the summary could not be written to stdout: {exc.strerror or exc}")
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
     if status != Exit.OK:
         tell("stef replay: stopped before every record was written (see the log)")
         return status

@@ -19,16 +19,16 @@ of STEF goes through it (:func:`stef.sql.dialects.parse_sql`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 # The depth a record's SQL, a reference and a rules filter may nest calls to
 # (``limits.max_sql_call_nesting`` for records).
 MAX_CALL_NESTING = 10
 
-# An opening parenthesis after a word (a call, or a keyword such as IN or AS), any other
-# opening parenthesis, a closing one. String literals are not skipped: a parenthesis in one
-# counts, as for the parenthesis bound (a text within the bound is within it either way).
-_PARENS = re.compile(r"(\w)\s*\(|\(|\)")
+# A word and the opening parenthesis after it, any other opening parenthesis, a closing one.
+# String literals are not skipped: a parenthesis in one counts, as for the parenthesis bound (a
+# text within the bound is within it either way).
+_PARENS = re.compile(r"(\w+)\s*\(|\(|\)")
 # Words before a parenthesis that open no call: subqueries, lists, groups.
 _NOT_CALLS = frozenset({
     "in", "as", "exists", "over", "values", "on", "and", "or", "not", "from", "join", "where",
@@ -36,7 +36,6 @@ _NOT_CALLS = frozenset({
     "intersect", "except", "case", "is", "between", "like", "ilike", "by", "filter", "within",
     "having", "lateral", "table", "into", "set", "return", "returns", "recursive",
 })  # fmt: skip
-_WORD_BEFORE = re.compile(r"(\w+)\s*$")
 
 
 def call_nesting(sql: str) -> int:
@@ -44,25 +43,37 @@ def call_nesting(sql: str) -> int:
     list or a group adds no level). Stray closing parentheses count as nothing."""
     if "(" not in sql:
         return 0
-    stack: list[bool] = []
-    depth = deepest = 0
+    return max(_call_depths(_text_words(sql)), default=0)
+
+
+def _text_words(sql: str) -> Iterator[str | None]:
+    """What :func:`_call_depths` reads of a text: the word before each opening parenthesis
+    (None when there is none) and the parentheses."""
     for m in _PARENS.finditer(sql):
         if m.group(0) == ")":
-            if stack and stack.pop():
-                depth -= 1
-            continue
-        call = m.group(1) is not None and _is_call(sql, m.start(1) + 1)
-        stack.append(call)
-        if call:
-            depth += 1
-            deepest = max(deepest, depth)
-    return deepest
+            yield ")"
+        else:
+            yield m.group(1)  # None: a parenthesis after no word
+            yield "("
 
 
-def _is_call(sql: str, end: int) -> bool:
-    """Whether the word ending at ``end`` names a call (not a keyword that opens a group)."""
-    word = _WORD_BEFORE.search(sql, max(0, end - 64), end)
-    return word is None or word.group(1).casefold() not in _NOT_CALLS
+def _call_depths(words: Iterable[str | None]) -> Iterator[int]:
+    """The depth of each call opened in ``words`` (a word, or None for anything that is not
+    one, and the parentheses): an opening parenthesis after a word that is not a keyword of
+    :data:`_NOT_CALLS` opens a call; a closing one closes what its opening one opened."""
+    stack: list[bool] = []
+    depth = 0
+    before: str | None = None
+    for word in words:
+        if word == "(":
+            call = before is not None and before not in "()" and before.casefold() not in _NOT_CALLS
+            stack.append(call)
+            if call:
+                depth += 1
+                yield depth
+        elif word == ")" and stack and stack.pop():
+            depth -= 1
+        before = word
 
 
 # What a parse may spend on nested calls: a call at depth d weighs 3**d (the costliest call
@@ -83,23 +94,12 @@ def check_calls(words: Sequence[str | None]) -> None:
     Raises:
         CallsTooDeep: with the deepest nesting seen.
     """
-    stack: list[bool] = []
-    depth = deepest = 0
-    cost = 0
-    before: str | None = None
-    for word in words:
-        if word == "(":
-            call = before is not None and before not in "()" and before.casefold() not in _NOT_CALLS
-            stack.append(call)
-            if call:
-                depth += 1
-                deepest = max(deepest, depth)
-                cost += 3**depth
-                if cost > CALL_BUDGET:
-                    raise CallsTooDeep(
-                        f"function calls nested {deepest} deep, more than a parse can afford "
-                        f"(at most {MAX_CALL_NESTING} levels, and few chains that deep)"
-                    )
-        elif word == ")" and stack and stack.pop():
-            depth -= 1
-        before = word
+    cost = deepest = 0
+    for depth in _call_depths(words):
+        deepest = max(deepest, depth)
+        cost += 3**depth
+        if cost > CALL_BUDGET:
+            raise CallsTooDeep(
+                f"function calls nested {deepest} deep, more than a parse can afford "
+                f"(at most {MAX_CALL_NESTING} levels, and few chains that deep)"
+            )
