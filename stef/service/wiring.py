@@ -229,7 +229,7 @@ def open_file_source(path: str, settings: Settings, input_format: str = "auto") 
             fields=fields,
         )
     inner: Source = (
-        ParquetRows(path)
+        ParquetRows(path, max_row_bytes=MAX_TRACE_LINE_BYTES)
         if path.endswith(".parquet")
         else FileSource(path, max_line_bytes=MAX_TRACE_LINE_BYTES)
     )

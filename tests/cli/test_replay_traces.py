@@ -6,6 +6,7 @@ scores of the equivalent flat records."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,52 @@ def test_a_parquet_export_asked_for_no_row_reads_none(tmp_path: Path) -> None:
     rows.start()
     assert [rows.poll(0, 0.0) for _ in range(3)] == [[], [], []]
     assert len(rows.poll(2, 0.0)) == 2
+
+
+def test_a_parquet_row_past_the_size_limit_is_a_dead_letter_never_fetched(tmp_path: Path) -> None:
+    """A row whose values pass the limit is measured in DuckDB and dead-lettered as too large,
+    as a JSON lines export's line is; its trace is judged without it (the SQL is in the model's
+    reply too). Before, the whole row (a 700 MB cell: 2.9 GB resident) was fetched into Python."""
+    duckdb = pytest.importorskip("duckdb")
+    pairs = _pairs(3)
+    rows = _langfuse_rows(pairs)
+    rows[5]["output"] = "x" * (17 * 1024 * 1024)  # the second trace's SQL tool span
+    jsonl = tmp_path / "rows.jsonl"
+    write_jsonl(jsonl, rows)
+    parquet = tmp_path / "observations.parquet"
+    with duckdb.connect() as conn:
+        conn.execute(
+            f"COPY (SELECT * FROM read_json('{jsonl}', format='newline_delimited', "
+            "maximum_object_size=33554432)) TO ? (FORMAT parquet)",
+            [str(parquet)],
+        )
+    status, results, err = _replay(parquet, tmp_path)
+    assert status == 0, err
+    assert sorted(r["input"]["question"] for r in results) == sorted(q for q, _ in pairs)
+    (big,) = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert big["reason"] == "too_large"
+    assert max(int(n) for n in re.findall(r"\d+", big["error"])) > 17 * 1024 * 1024
+    assert big["payload"].startswith("{") and len(big["payload"]) <= 4096
+    assert big["source"]["row"] == 6
+
+
+def test_parquet_rows_measure_a_row_before_fetching_it(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    parquet = tmp_path / "rows.parquet"
+    with duckdb.connect() as conn:
+        conn.execute(
+            "COPY (SELECT range AS n, CASE WHEN range = 1 THEN repeat('y', 5000) ELSE 'z' END "
+            f'AS "odd ""name""" FROM range(3)) TO \'{parquet}\' (FORMAT parquet)'
+        )
+    rows = ParquetRows(str(parquet), max_row_bytes=1000)
+    rows.start()
+    got = rows.poll(10, 0.0)
+    assert [e.oversized is None for e in got] == [True, False, True]
+    assert json.loads(got[0].payload) == {"n": 0, 'odd "name"': "z"}
+    big = got[1].oversized
+    assert big is not None and big.size > 5000 and len(big.sha256) == 64
+    assert got[1].payload.startswith(b'{"n":1,') and len(got[1].payload) <= 4096
+    assert [e.position["row"] for e in got] == [1, 2, 3]
 
 
 def test_langsmith_runs_jsonl_and_a_trace_without_sql(tmp_path: Path) -> None:

