@@ -271,7 +271,8 @@ class Pipeline:
     def _too_large(
         self, prefix: bytes, position: dict[str, Any], key: bytes | None, whole: Oversized
     ) -> Processed:
-        error = f"record is {whole.size} bytes; the limit is {self.options.limits.max_record_bytes}"
+        limit = whole.limit if whole.limit is not None else self.options.limits.max_record_bytes
+        error = f"record is {whole.size} bytes; the limit is {limit}"
         if self.metrics is not None:
             self.metrics.observe_invalid(None, "too_large")
         letter = dead_letter(

@@ -22,10 +22,13 @@ class Oversized:
     Attributes:
         size: the whole record's length in bytes.
         sha256: hex sha256 of the whole record.
+        limit: the length the source holds at most, when it is not ``limits.max_record_bytes``
+            (a trace export's lines and rows: 16 MiB).
     """
 
     size: int
     sha256: str
+    limit: int | None = None
 
 
 @dataclass(eq=False)

@@ -449,7 +449,9 @@ class FileSource:
         position = {"file": self.path, "line": file.line}
         if isinstance(line, CutLine):
             envelope = Envelope(
-                payload=line.prefix, position=position, oversized=Oversized(line.size, line.sha256)
+                payload=line.prefix,
+                position=position,
+                oversized=Oversized(line.size, line.sha256, self._buffer.limit),
             )
         else:
             payload = line.rstrip(b"\r\n")

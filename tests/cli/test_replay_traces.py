@@ -170,7 +170,8 @@ def test_a_parquet_row_past_the_size_limit_is_a_dead_letter_never_fetched(tmp_pa
     assert sorted(r["input"]["question"] for r in results) == sorted(q for q, _ in pairs)
     (big,) = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
     assert big["reason"] == "too_large"
-    assert max(int(n) for n in re.findall(r"\d+", big["error"])) > 17 * 1024 * 1024
+    size, limit = (int(n) for n in re.findall(r"\d+", big["error"]))
+    assert size > 17 * 1024 * 1024 and limit == 16 * 1024 * 1024  # the export's, not a record's
     assert big["payload"].startswith("{") and len(big["payload"]) <= 4096
     assert big["source"]["row"] == 6
 

@@ -123,7 +123,7 @@ def test_a_file_source_dead_letters_a_cut_line_with_its_length_and_sha256(
     fs.start()
     first, second = fs.poll(10, 1.0)
     fs.close()
-    assert first.oversized == Oversized(len(big), hashlib.sha256(big).hexdigest())
+    assert first.oversized == Oversized(len(big), hashlib.sha256(big).hexdigest(), 1000)
     assert first.payload == big[:1000] and first.position["line"] == 1
     assert second.oversized is None and second.payload == b'{"id": "small"}'
     pipeline = Pipeline(load_rules(None), HeuristicJudge())
@@ -133,4 +133,5 @@ def test_a_file_source_dead_letters_a_cut_line_with_its_length_and_sha256(
     assert letter["payload_bytes"] == len(big)
     assert letter["payload_sha256"] == hashlib.sha256(big).hexdigest()
     assert letter["payload_truncated"] is True
+    assert letter["error"].endswith("the limit is 1000")  # the source's, what cut the line
     assert big.startswith(original_payload(letter))

@@ -249,7 +249,7 @@ class ParquetRows:
             position = {"file": self.path, "row": self._row}
             size, sha256, prefix = values[width:]
             if sha256 is not None:
-                oversized = Oversized(int(size), str(sha256))
+                oversized = Oversized(int(size), str(sha256), self.max_row_bytes)
                 out.append(Envelope(str(prefix).encode("utf-8"), position, oversized=oversized))
                 continue
             row = dict(zip(self._columns, values[:width], strict=True))
