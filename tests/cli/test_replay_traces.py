@@ -182,13 +182,15 @@ def test_parquet_rows_measure_a_row_before_fetching_it(tmp_path: Path) -> None:
     with duckdb.connect() as conn:
         conn.execute(
             "COPY (SELECT range AS n, CASE WHEN range = 1 THEN repeat('y', 5000) ELSE 'z' END "
-            f'AS "odd ""name""" FROM range(3)) TO \'{parquet}\' (FORMAT parquet)'
+            'AS "odd ""name""", \'w\' AS __stef_json0 FROM range(3)) '
+            f"TO '{parquet}' (FORMAT parquet)"
         )
     rows = ParquetRows(str(parquet), max_row_bytes=1000)
     rows.start()
     got = rows.poll(10, 0.0)
     assert [e.oversized is None for e in got] == [True, False, True]
-    assert json.loads(got[0].payload) == {"n": 0, 'odd "name"': "z"}
+    # A column named as the query's own JSON column is a column like any other.
+    assert json.loads(got[0].payload) == {"n": 0, 'odd "name"': "z", "__stef_json0": "w"}
     big = got[1].oversized
     assert big is not None and big.size > 5000 and len(big.sha256) == 64
     assert got[1].payload.startswith(b'{"n":1,') and len(got[1].payload) <= 4096

@@ -183,14 +183,16 @@ def _rows_query(columns: list[str], limit: int) -> str:
     def name(c: str) -> str:
         return '"' + c.replace('"', '""') + '"'
 
+    taken = {c.casefold() for c in columns}  # the JSON's name: none of the file's columns
+    json_ = next(f"__stef_json{i}" for i in range(len(taken) + 1) if f"__stef_json{i}" not in taken)
     size = " + ".join(f"coalesce(strlen(CAST(t.{name(c)} AS VARCHAR)), 0)" for c in columns)
     big = f"({size or '0'}) > {int(limit)}"
-    picked = ", ".join(f"CASE WHEN r.__stef_json IS NULL THEN r.{name(c)} END" for c in columns)
+    picked = ", ".join(f"CASE WHEN r.{json_} IS NULL THEN r.{name(c)} END" for c in columns)
     order = ", ".join(f"r.{name(c)}" for c in ("trace_id", "start_time") if c in columns)
     return (
-        f"SELECT {picked}, strlen(r.__stef_json), sha256(r.__stef_json), "
-        f"left(r.__stef_json, {_PREFIX_BYTES}) "
-        f"FROM (SELECT *, CASE WHEN {big} THEN to_json(t)::VARCHAR END AS __stef_json "
+        f"SELECT {picked}, strlen(r.{json_}), sha256(r.{json_}), "
+        f"left(r.{json_}, {_PREFIX_BYTES}) "
+        f"FROM (SELECT *, CASE WHEN {big} THEN to_json(t)::VARCHAR END AS {json_} "
         "FROM read_parquet(?) t) r" + (f" ORDER BY {order}" if order else "")
     )
 
