@@ -22,8 +22,8 @@ class Oversized:
     Attributes:
         size: the whole record's length in bytes.
         sha256: hex sha256 of the whole record.
-        limit: the length the source holds at most, when it is not ``limits.max_record_bytes``
-            (a trace export's lines and rows: 16 MiB).
+        limit: the length the source held the record to (None: ``limits.max_record_bytes``;
+            a trace export's lines and rows are held to 16 MiB).
     """
 
     size: int

@@ -15,7 +15,7 @@ from stef.io.discard import DiscardSink
 from stef.io.jsonl import FileSource, JsonlSink
 from stef.io.kafka import KafkaSink, KafkaSource
 from stef.io.otlp.decode import require_otlp
-from stef.io.otlp.exports import ParquetRows, detect_format, row_spans
+from stef.io.otlp.exports import MAX_TRACE_LINE_BYTES, ParquetRows, detect_format, row_spans
 from stef.io.otlp.record import check_field_mapping
 from stef.io.otlp.sinks import OtlpHttpSink, OtlpKafkaSink
 from stef.io.otlp.source import OtlpSource
@@ -201,10 +201,6 @@ def otlp_records(messages: Source, endpoint: Endpoint, settings: Settings) -> Ot
     )
 
 
-# A line of the Collector's file exporter is a whole batch of spans: far longer than a record.
-MAX_TRACE_LINE_BYTES = 16 * 1024 * 1024
-
-
 def open_file_source(path: str, settings: Settings, input_format: str = "auto") -> Source:
     """The source of a file ``stef replay`` reads: STEF's flat records (JSONL), the Collector's
     OTLP JSON lines, or a Langfuse / LangSmith trace export (JSON lines or Parquet), the
@@ -229,7 +225,7 @@ def open_file_source(path: str, settings: Settings, input_format: str = "auto") 
             fields=fields,
         )
     inner: Source = (
-        ParquetRows(path, max_row_bytes=MAX_TRACE_LINE_BYTES)
+        ParquetRows(path)
         if path.endswith(".parquet")
         else FileSource(path, max_line_bytes=MAX_TRACE_LINE_BYTES)
     )

@@ -171,6 +171,9 @@ def _duckdb() -> Any:
     return duckdb
 
 
+# A line of the Collector's file exporter is a whole batch of spans: far longer than a record;
+# an export's line or Parquet row is held to the same.
+MAX_TRACE_LINE_BYTES = 16 * 1024 * 1024
 _PREFIX_BYTES = 4096
 
 
@@ -211,12 +214,13 @@ class ParquetRows:
     """The rows of a Parquet trace export, one envelope each (a JSON object), in trace order so
     a trace's spans come together. Positions are ``{"file", "row"}``; nothing to commit.
 
-    A row whose JSON is longer than ``max_row_bytes`` is not fetched: DuckDB measures it and
-    hands over its first bytes, size and sha256, and it is dead-lettered as too large, as a JSON
-    lines export's line is (a 700 MB cell was fetched, judged as part of its trace, with 2.9 GB
-    resident; now 2.2 GB, all of it DuckDB's reading and measuring)."""
+    A row whose values (as text) are longer than ``max_row_bytes`` is not fetched: DuckDB
+    measures it and hands over its JSON's first characters, length and sha256, and it is
+    dead-lettered as too large, as a JSON lines export's line is (a 700 MB cell was fetched,
+    judged as part of its trace, with 2.9 GB resident; now 2.2 GB, all of it DuckDB's reading
+    and measuring)."""
 
-    def __init__(self, path: str, batch: int = 1000, max_row_bytes: int = 16 * 1024 * 1024):
+    def __init__(self, path: str, batch: int = 1000, max_row_bytes: int = MAX_TRACE_LINE_BYTES):
         self.path = path
         self.batch = batch
         self.max_row_bytes = max_row_bytes
