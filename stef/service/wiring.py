@@ -160,13 +160,21 @@ def open_source(endpoint: Endpoint, settings: Settings) -> Source:
 
     Raises:
         ConfigError: an ``otlp+kafka://`` source without the ``otel`` extra, or with a
-            ``field_mapping`` it cannot lay records out for.
+            ``field_mapping`` it cannot lay records out for; a Parquet file (``stef replay``
+            reads trace exports).
     """
     if endpoint.kind == "otlp+kafka":
         return otlp_records(_kafka_source(endpoint, settings), endpoint, settings)
     if endpoint.kind == "kafka":
         return _kafka_source(endpoint, settings)
     path = endpoint.path if endpoint.kind == "file" else "-"
+    if path and path.endswith(".parquet"):
+        # Read as lines, its bytes were a dead letter per chunk and the run's hint was about
+        # field names.
+        raise ConfigError(
+            f"source {endpoint}: a Parquet file is a trace export, which stef replay reads "
+            "(a source reads JSON lines)"
+        )
     # The checkpoint belongs to the configured source, not to another file opened here.
     where = settings.checkpoint_path if endpoint == settings.source_endpoint else None
     return FileSource(

@@ -197,6 +197,21 @@ def test_parquet_rows_measure_a_row_before_fetching_it(tmp_path: Path) -> None:
     assert [e.position["row"] for e in got] == [1, 2, 3]
 
 
+def test_a_parquet_source_of_stef_run_is_refused_at_start(tmp_path: Path) -> None:
+    """Read as JSON lines, a Parquet export came out as a not_utf8 dead letter per chunk."""
+    duckdb = pytest.importorskip("duckdb")
+    parquet = tmp_path / "observations.parquet"
+    with duckdb.connect() as conn:
+        conn.execute(f"COPY (SELECT 1 AS a) TO '{parquet}' (FORMAT parquet)")
+    done = run_stef(
+        "run", "--source", f"file:{parquet}", "--results", f"file:{tmp_path / 'r.jsonl'}",
+        "--dead-letters", f"file:{tmp_path / 'd.jsonl'}", "--metrics-port", "off",
+        cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "stef replay" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "d.jsonl").exists()
+
+
 def test_langsmith_runs_jsonl_and_a_trace_without_sql(tmp_path: Path) -> None:
     pairs = _pairs(3)
     runs = []
