@@ -148,6 +148,26 @@ def test_a_parquet_export_asked_for_no_row_reads_none(tmp_path: Path) -> None:
     assert len(rows.poll(2, 0.0)) == 2
 
 
+def test_a_parquet_export_closed_before_its_end_is_not_exhausted(tmp_path: Path) -> None:
+    """A replay stopped by SIGTERM closes its source: closing marked the rows read, and the
+    replay exited 0 with nothing written (stopped while DuckDB sorted a large file)."""
+    duckdb = pytest.importorskip("duckdb")
+    parquet = tmp_path / "rows.parquet"
+    with duckdb.connect() as conn:
+        conn.execute(f"COPY (SELECT range AS n FROM range(5)) TO '{parquet}' (FORMAT parquet)")
+    for read in (0, 2):
+        rows = ParquetRows(str(parquet))
+        rows.start()
+        assert len(rows.poll(read, 0.0)) == read
+        rows.close()
+        assert not rows.exhausted and rows.poll(5, 0.0) == []
+    rows = ParquetRows(str(parquet))
+    rows.start()
+    assert len(rows.poll(10, 0.0)) == 5 and rows.poll(10, 0.0) == [] and rows.exhausted
+    rows.close()
+    assert rows.exhausted
+
+
 def test_a_parquet_row_past_the_size_limit_is_a_dead_letter_never_fetched(tmp_path: Path) -> None:
     """A row whose values pass the limit is measured in DuckDB and dead-lettered as too large,
     as a JSON lines export's line is; its trace is judged without it (the SQL is in the model's

@@ -283,9 +283,10 @@ class ParquetRows:
         return 0
 
     def close(self) -> None:
+        """Closed is not exhausted: a replay stopped before the file's end must say so."""
         if self._conn is not None and not self._done:
             self._conn.close()
-        self._done = True
+        self._conn = None
 
     def unreachable(self) -> str | None:
         return None
