@@ -15,6 +15,7 @@ from stef.calibrate.agreement import Item
 from stef.labels_file import LabelledRecord
 from stef.pipeline import Pipeline, Processed
 from stef.rules import RuleSet
+from stef.sql.dialects import dialect_of
 
 
 def without_sampling(rules: RuleSet) -> RuleSet:
@@ -34,7 +35,9 @@ def reformat_sql(sql: str, dialect: str | None) -> str:
     lower-case ``select`` is mostly wrong SQL from one generator).
     """
     try:
-        statements = sqlglot.transpile(sql, read=dialect, write=dialect, pretty=False)
+        statements = sqlglot.transpile(
+            sql, read=dialect_of(dialect), write=dialect_of(dialect), pretty=False
+        )
     except (SqlglotError, RecursionError, ValueError):
         return sql
     text = "; ".join(s for s in statements if s.strip())

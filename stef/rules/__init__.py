@@ -21,7 +21,6 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Self
 
-import sqlglot
 import structlog
 import yaml
 from pydantic import (
@@ -35,7 +34,7 @@ from pydantic import (
 from stef.errors import FileError, RuleProblem, RulesError
 from stef.files import read_bounded, utf8_text
 from stef.rules.safe_yaml import MAX_RULES_BYTES, line_of, load_yaml, yaml_problem
-from stef.sql.dialects import dialect_names
+from stef.sql.dialects import dialect_names, dialect_of
 from stef.sql.nesting import MAX_CALL_NESTING, call_nesting
 from stef.sql.predicates import parse_condition, parsed_condition_keys
 
@@ -312,7 +311,7 @@ def _check_semantics(data: dict[str, Any], path: str, node: yaml.Node | None) ->
     dialect = data.get("dialect") if isinstance(data.get("dialect"), str) else None
     if dialect is not None:
         try:
-            sqlglot.Dialect.get_or_raise(dialect)
+            dialect_of(dialect)
         except ValueError:
             problems.append(
                 RuleProblem(

@@ -30,7 +30,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from stef.sql.budget import NO_DEADLINE, CpuDeadline
 from stef.sql.canonical import canon, literal_value
-from stef.sql.dialects import parse_sql, render
+from stef.sql.dialects import dialect_of, parse_sql, render
 from stef.sql.equivalences import conjuncts, number_of, rewritten, table_key
 
 # The components, in the order differences are listed.
@@ -239,7 +239,7 @@ def _optimized(tree: exp.Expr, dialect: str | None, size: int) -> exp.Expr:
     try:
         qualified = qualify(
             tree.copy(),
-            dialect=dialect,
+            dialect=dialect_of(dialect),
             validate_qualify_columns=False,
             quote_identifiers=False,
             identify=False,

@@ -7,6 +7,13 @@ rendering makes its own parser or generator), so one instance per name serves ev
 The tokenizer and the parser of :func:`parse_sql` are kept too, one pair per dialect and thread
 (where sqlglot's own ``tokenize`` and ``parse`` read: both start every call afresh), and emptied
 after each parse; building them was a tenth of a parse.
+
+A dialect is loaded by the first call that names it, and sqlglot enters its class in the registry
+before it has set the class's parser and generator: a thread that named the dialect in that window
+got sqlglot's generic ones (reference mode's workers, first writing SQLite side by side, wrote one
+record's ``ILIKE`` for SQLite, which SQLite cannot run: CI, 2026-12-01). So STEF hands sqlglot a
+``Dialect`` of :func:`dialect_of`, never a name, and every first loading is under one lock.
+Loading every dialect up front would do too, for 34 MB more of every process.
 """
 
 from __future__ import annotations
@@ -30,13 +37,23 @@ from stef.sql.nesting import MAX_CALL_NESTING, CallsTooDeep, check_calls
 _POSITIONS = frozenset(("line", "col", "start", "end"))
 
 
-@lru_cache(maxsize=64)
+# Held while sqlglot loads a dialect (the module docstring says why).
+_LOADING = threading.Lock()
+
+
 def dialect_of(name: str | None) -> Dialect:
-    """The one ``Dialect`` of ``name`` (None: sqlglot's generic dialect).
+    """The one ``Dialect`` of ``name`` (None: sqlglot's generic dialect), loaded whole before any
+    thread gets it.
 
     Raises:
         ValueError: ``name`` is not a dialect sqlglot knows (not cached: raised every time).
     """
+    with _LOADING:
+        return _dialect(name)
+
+
+@lru_cache(maxsize=64)
+def _dialect(name: str | None) -> Dialect:
     return Dialect.get_or_raise(name)
 
 
@@ -44,7 +61,8 @@ def dialect_of(name: str | None) -> Dialect:
 def dialect_names() -> tuple[str, ...]:
     """The sqlglot dialects a record or a rules file may name (plugins registered at import time
     included)."""
-    names = {d.value for d in Dialects} | set(Dialect.classes)
+    with _LOADING:
+        names = {d.value for d in Dialects} | set(Dialect.classes)  # loads every one
     return tuple(sorted(n for n in names if n))
 
 

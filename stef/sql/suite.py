@@ -28,6 +28,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.sql.budget import NO_DEADLINE, CpuDeadline
+from stef.sql.dialects import dialect_of
 from stef.sql.fetch import fetch, limit_generated
 from stef.sql.gendb import Crowd, Pool, Table, crowds, generate, pools
 from stef.sql.infer import InferenceError, Schema, infer_schema, parse_one
@@ -282,7 +283,7 @@ def _sqlite_text(tree: exp.Query, dialect: str | None) -> str:
         for table in tree.find_all(exp.Table):
             table.set("db", None)
             table.set("catalog", None)
-        return portable(tree, dialect).sql(dialect="sqlite")
+        return portable(tree, dialect).sql(dialect=dialect_of("sqlite"))
     except (SqlglotError, RecursionError, ValueError) as exc:
         raise InferenceError(f"cannot be written for SQLite: {type(exc).__name__}") from exc
 
@@ -484,7 +485,7 @@ def perturbed(sql: str, dialect: str | None, components: frozenset[str]) -> str 
     if not changed:
         return None
     try:
-        return tree.sql(dialect=dialect)
+        return tree.sql(dialect=dialect_of(dialect))
     except (SqlglotError, RecursionError, ValueError):
         return None
 

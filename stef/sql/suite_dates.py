@@ -21,6 +21,8 @@ from contextvars import ContextVar
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from stef.sql.dialects import dialect_of
+
 _UNITS = {"day", "week", "month", "quarter", "year", "hour", "minute", "second"}
 # EXTRACT's units as STRFTIME formats (``dow``: 0 for Sunday, as PostgreSQL has it).
 _PARTS = {
@@ -209,7 +211,7 @@ def _evaluated(node: exp.Expr) -> object:
     if node.find(exp.Column) is not None:
         return None
     try:
-        sql = portable(exp.select(node.copy())).sql(dialect="sqlite")
+        sql = portable(exp.select(node.copy())).sql(dialect=dialect_of("sqlite"))
         conn = sqlite3.connect(":memory:")
     except (SqlglotError, RecursionError, ValueError, sqlite3.Error):
         return None

@@ -13,7 +13,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.rules import AppRules
-from stef.sql.dialects import parse_sql
+from stef.sql.dialects import dialect_of, parse_sql
 from stef.sql.predicates import conjuncts, predicate_of
 from stef.stages.align import is_benign, is_ignored
 
@@ -41,7 +41,7 @@ def without_app_defaults(sql: str, dialect: str | None, rules: AppRules) -> str:
         if len(kept) != len(parts):
             tree.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
             changed = True
-    return tree.sql(dialect=dialect) if changed else sql
+    return tree.sql(dialect=dialect_of(dialect)) if changed else sql
 
 
 def _app_default(node: exp.Expr, rules: AppRules, dialect: str | None) -> bool:

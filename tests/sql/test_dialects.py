@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -172,3 +173,53 @@ def test_a_dialect_s_settings_are_its_own() -> None:
             dialect_of(name).normalization_strategy
         )
     assert dialect_of("mysql").normalization_strategy != dialect_of(lowered).normalization_strategy
+
+
+# sqlglot's metaclass enters a dialect's class in its registry, then builds its time tries, then
+# sets its parser and generator: a pause in the tries holds the window open.
+_FIRST_USE_FROM_THREADS = """
+import json, threading, time
+import sqlglot.dialects.dialect as registry
+from sqlglot import parse_one
+from stef.sql.dialects import dialect_names, parse_sql, render
+build = registry.new_trie
+calls = []
+def slow_trie(*args, **kwargs):
+    calls.append(1)
+    time.sleep(0.05 if len(calls) <= 8 else 0)  # the first two dialects loaded (4 tries each)
+    return build(*args, **kwargs)
+registry.new_trie = slow_trie
+tree = parse_one("SELECT a FROM t WHERE name ILIKE '%acme%'")
+seen = []
+def write():
+    seen.append(render(tree, "sqlite"))
+def read():
+    (parsed,) = parse_sql("SELECT a FROM t WHERE name ILIKE '%acme%'", "postgres")
+    seen.append(type(parsed.find(registry.exp.ILike)).__name__)
+def names():
+    seen.append(str(len(dialect_names()) > 30))
+threads = [threading.Thread(target=f) for f in (write, write, read, names, read, write)]
+for t in threads:
+    t.start()
+    time.sleep(0.01)
+for t in threads:
+    t.join()
+print(json.dumps(sorted(set(seen))))
+"""
+
+
+def test_threads_that_first_name_a_dialect_get_all_of_it() -> None:
+    """Threads that name a dialect while another loads it wait for the whole of it: sqlglot
+    registers a dialect's class before it sets the class's generator, and reference mode's workers,
+    first writing SQLite side by side, once wrote ``ILIKE`` (generic SQL, which SQLite cannot run).
+    Here the registration's window is held open; every thread writes and reads as SQLite and
+    PostgreSQL do."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_USE_FROM_THREADS],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    written = "SELECT a FROM t WHERE LOWER(name) LIKE LOWER('%acme%')"
+    assert json.loads(out.stdout) == sorted({written, "ILike", "True"})
