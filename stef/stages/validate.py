@@ -29,7 +29,7 @@ from stef.fields import REQUIRED
 from stef.fields import FieldMapping as FieldMapping
 from stef.fields import path_parts as path_parts
 from stef.models import InputRecord
-from stef.sql.dialects import dialect_names
+from stef.sql.dialects import dialect_names, is_dialect
 from stef.sql.nesting import MAX_CALL_NESTING, call_nesting
 
 _STRINGS = tuple(f for f in FIELDS if f != "metadata")
@@ -298,7 +298,7 @@ def _check_sql_limits(sql: str, limits: Limits) -> None:
 
 def _check_dialect(value: str) -> str:
     name = value.strip().lower()
-    if name not in dialect_names():
+    if not is_dialect(name):
         raise InvalidInput(
             "unknown_dialect",
             f"dialect {value[:60]!r} is not a sqlglot dialect; valid: {', '.join(dialect_names())}",
