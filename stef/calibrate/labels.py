@@ -35,9 +35,8 @@ def reformat_sql(sql: str, dialect: str | None) -> str:
     lower-case ``select`` is mostly wrong SQL from one generator).
     """
     try:
-        statements = sqlglot.transpile(
-            sql, read=dialect_of(dialect), write=dialect_of(dialect), pretty=False
-        )
+        written = dialect_of(dialect)
+        statements = sqlglot.transpile(sql, read=written, write=written, pretty=False)
     except (SqlglotError, RecursionError, ValueError):
         return sql
     text = "; ".join(s for s in statements if s.strip())

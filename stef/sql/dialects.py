@@ -37,8 +37,11 @@ from stef.sql.nesting import MAX_CALL_NESTING, CallsTooDeep, check_calls
 _POSITIONS = frozenset(("line", "col", "start", "end"))
 
 
-# Held while sqlglot loads a dialect (the module docstring says why).
+# Held while sqlglot loads a dialect (the module docstring says why); a dialect already built is
+# read without it (every rendering asks for one).
 _LOADING = threading.Lock()
+_BUILT: dict[str | None, Dialect] = {}
+_MAX_BUILT = 64  # names may carry settings ("mysql, normalization_strategy = lowercase")
 
 
 def dialect_of(name: str | None) -> Dialect:
@@ -48,13 +51,15 @@ def dialect_of(name: str | None) -> Dialect:
     Raises:
         ValueError: ``name`` is not a dialect sqlglot knows (not cached: raised every time).
     """
-    with _LOADING:
-        return _dialect(name)
-
-
-@lru_cache(maxsize=64)
-def _dialect(name: str | None) -> Dialect:
-    return Dialect.get_or_raise(name)
+    dialect = _BUILT.get(name)
+    if dialect is None:
+        with _LOADING:
+            dialect = _BUILT.get(name)
+            if dialect is None:
+                dialect = Dialect.get_or_raise(name)
+                if len(_BUILT) < _MAX_BUILT:
+                    _BUILT[name] = dialect
+    return dialect
 
 
 _SHIPPED = frozenset(d.value for d in Dialects if d.value)
