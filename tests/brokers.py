@@ -91,15 +91,26 @@ class Broker:
         return name
 
     def produce(
-        self, topic: str, values: list[bytes], *, keys: list[bytes | None] | None = None
+        self,
+        topic: str,
+        values: list[bytes],
+        *,
+        keys: list[bytes | None] | None = None,
+        partitions: list[int] | None = None,
     ) -> None:
-        """Produce and wait for every ack."""
+        """Produce and wait for every ack; ``partitions`` (one a value) places each value, else
+        the producer's partitioner does."""
         from kafka import KafkaProducer
 
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
         try:
             futures = [
-                producer.send(topic, value=v, key=(keys[i] if keys else None))
+                producer.send(
+                    topic,
+                    value=v,
+                    key=(keys[i] if keys else None),
+                    partition=(partitions[i] if partitions else None),
+                )
                 for i, v in enumerate(values)
             ]
             producer.flush(timeout=60)
