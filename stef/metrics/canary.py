@@ -54,11 +54,13 @@ class CanaryMetrics:
         agreement: dict[str, float] | None = None,
         at: float | None = None,
     ) -> None:
-        """One canary run; ``agreement`` (measure -> value) when it was measured at time ``at``."""
+        """One canary run; ``agreement`` (measure -> value) when it was measured at time ``at``.
+
+        The run is counted last: a scrape that sees it counted sees its agreement too."""
+        if agreement is not None:
+            for measure, value in agreement.items():
+                labels = self.canary_agreement.labels(backend=backend, model=model, measure=measure)
+                labels.set(value)
+            if at is not None:
+                self.canary_last_run.labels(backend=backend, model=model).set(at)
         self.canary_runs.labels(outcome=outcome).inc()
-        if agreement is None:
-            return
-        for measure, value in agreement.items():
-            self.canary_agreement.labels(backend=backend, model=model, measure=measure).set(value)
-        if at is not None:
-            self.canary_last_run.labels(backend=backend, model=model).set(at)

@@ -279,7 +279,9 @@ def test_an_unreachable_endpoint_is_a_judge_error_run_that_measures_nothing(
 @pytest.mark.integration
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_the_canary_keeps_to_its_own_concurrency(tmp_path: Path, concurrency: int) -> None:
-    with FakeLlmServer(latency_s=0.05) as server:
+    # Each call held 0.2 s: its workers' calls overlap however slowly the machine runs the CPU
+    # work between them (at 50 ms, three at once was not sure on a loaded machine).
+    with FakeLlmServer(latency_s=0.2) as server:
         llm = {"base_url": server.base_url, "model": "fake-judge"}
         settings = _canary_settings(tmp_path, CANARY, llm=llm)
         canary = settings.canary.model_copy(update={"concurrency": concurrency})
