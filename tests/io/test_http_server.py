@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -25,9 +26,11 @@ class _Ok(BaseHTTPRequestHandler):
         """Quiet."""
 
 
-@pytest.fixture
-def server() -> Iterator[BoundedServer]:
-    srv = BoundedServer(("127.0.0.1", 0), _Ok, 2, first_byte_timeout_s=1.0, max_waiting=4)
+@contextmanager
+def _serving(first_byte_timeout_s: float) -> Iterator[BoundedServer]:
+    srv = BoundedServer(
+        ("127.0.0.1", 0), _Ok, 2, first_byte_timeout_s=first_byte_timeout_s, max_waiting=4
+    )
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
@@ -36,6 +39,12 @@ def server() -> Iterator[BoundedServer]:
         srv.shutdown()
         srv.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def server() -> Iterator[BoundedServer]:
+    with _serving(1.0) as srv:
+        yield srv
 
 
 def _closed_by_server(s: socket.socket, within_s: float) -> bool:
@@ -114,23 +123,27 @@ def test_a_connection_evicted_in_the_same_batch_as_its_first_byte_is_passed_over
             c.close()  # type: ignore[attr-defined]
 
 
-def test_connections_trickling_their_request_take_no_slot(server: BoundedServer) -> None:
+def test_connections_trickling_their_request_take_no_slot() -> None:
     """Three clients sending their request a byte at a time (each within any read's timeout)
     held both slots of this server as long as they went on, and a probe was closed unanswered;
-    a connection now takes a thread once its request head is whole, within the timeout."""
-    port = server.server_address[1]
-    slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
-    try:
-        for byte in b"GET / HT":  # 8 bytes, 0.1 s apart: under the 1 s timeout
+    a connection now takes a thread once its request head is whole, within the timeout.
+
+    A 2 s timeout: the trickle (8 bytes 0.1 s apart, a probe answered between each) took 0.85 s,
+    up to 0.91 s on a loaded machine, too near 1 s for every byte to land before the close."""
+    with _serving(2.0) as server:
+        port = server.server_address[1]
+        slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        try:
+            for byte in b"GET / HT":  # 8 bytes, 0.1 s apart: under the timeout
+                for s in slow:
+                    s.sendall(bytes([byte]))
+                time.sleep(0.1)
+                assert _get(port).startswith(b"HTTP/1.0 200")
+            # Still no whole head two seconds and more after they connected: closed.
+            assert all(_closed_by_server(s, 3.0) for s in slow)
+        finally:
             for s in slow:
-                s.sendall(bytes([byte]))
-            time.sleep(0.1)
-            assert _get(port).startswith(b"HTTP/1.0 200")
-        # Still no whole head a second and more after they connected: closed.
-        assert all(_closed_by_server(s, 2.0) for s in slow)
-    finally:
-        for s in slow:
-            s.close()
+                s.close()
 
 
 def test_a_request_head_sent_in_pieces_is_answered(server: BoundedServer) -> None:

@@ -1,6 +1,10 @@
 """A rename rotation under a writer that still holds the renamed file: the renamed file is read
 until it has gone ``rotate_wait_s`` unwritten, so a line the writer finishes there is read
-whole, and the new generation's lines come after it."""
+whole, and the new generation's lines come after it.
+
+The waits are long beside what each test does within them (2 s, 1.5 s): an assertion that a
+line is still waited for fails if the test's thread stalls for the rest of the wait, as one
+did on a loaded CI machine (the still-written test, b193757)."""
 
 from __future__ import annotations
 
@@ -70,7 +74,7 @@ def test_a_line_the_writer_finishes_in_the_renamed_file_is_read_whole(
     log, rotated = tmp_path / "app.log", tmp_path / "app.log.1"
     fd = _writer(log)
     os.write(fd, b'{"n": 1}\n')
-    s = _source(log, wait_s=1.0)
+    s = _source(log, wait_s=2.0)
     assert _lines(s, 0.05) == [(1, b'{"n": 1}')]
     os.write(fd, b'{"n": ')  # the grace counts from here: just before the rename
     os.rename(log, rotated)
@@ -108,7 +112,7 @@ def test_a_restart_during_the_grace_resumes_in_the_renamed_file(tmp_path: Path) 
     log, state = tmp_path / "app.log", tmp_path / "state"
     fd = _writer(log)
     os.write(fd, b'{"n": 1}\n')
-    s = _source(log, wait_s=1.0, state=state)
+    s = _source(log, wait_s=2.0, state=state)
     assert _lines(s, 0.05) == [(1, b'{"n": 1}')]
     os.write(fd, b'{"n": ')
     os.rename(log, tmp_path / "app.log.1")
@@ -123,7 +127,7 @@ def test_a_restart_during_the_grace_resumes_in_the_renamed_file(tmp_path: Path) 
     )
     os.write(fd, b"2}\n")
     os.close(fd)
-    s = _source(log, wait_s=1.0, state=state)
+    s = _source(log, wait_s=2.0, state=state)
     assert _until(s, 2) == [(2, b'{"n": 2}'), (1, b'{"gen": 2}')]
     s.close()
 
@@ -169,7 +173,7 @@ def test_a_second_rotation_during_the_wait_deleting_the_renamed_file_loses_no_ge
     was skipped whole (the live file came next); it is read between the two."""
     log, rotated = tmp_path / "app.log", tmp_path / "app.log.1"
     log.write_bytes(b'{"g": "A"}\n')
-    s = _source(log, wait_s=0.5)
+    s = _source(log, wait_s=1.5)
     assert _lines(s, 0.1) == [(1, b'{"g": "A"}')]
     os.rename(log, rotated)
     log.write_bytes(b'{"g": "B", "n": 1}\n{"g": "B", "n": 2}\n')

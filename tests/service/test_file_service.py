@@ -21,6 +21,15 @@ from tests.service.conftest import (
 pytestmark = pytest.mark.integration
 
 
+def _edit(path: Path, text: str) -> None:
+    """Replace ``path`` whole, as a config tool does (write beside it, rename over it): written in
+    place, the watcher could read it emptied, between the truncation and the write, and count
+    that as a reload of its own."""
+    beside = path.with_name(f".{path.name}.new")
+    beside.write_text(text, encoding="utf-8")
+    os.replace(beside, path)
+
+
 def _append(path: Path, *lines: bytes) -> None:
     with path.open("ab") as f:
         for line in lines:
@@ -84,7 +93,7 @@ def test_rules_edit_takes_effect_and_a_broken_edit_is_rejected(
     v1 = {r["judge"]["rules_version"] for r in first.values()}  # type: ignore[index]
 
     # A valid edit: sample nothing from now on.
-    default.write_text("sampling_rate: 0.0\nnotes: [edited]\n", encoding="utf-8")
+    _edit(default, "sampling_rate: 0.0\nnotes: [edited]\n")
     proc.wait_for(
         lambda: proc.total("stef_rules_reload_total", outcome="success") == 1,
         timeout_s=30,
@@ -98,7 +107,7 @@ def test_rules_edit_takes_effect_and_a_broken_edit_is_rejected(
     assert len(v2) == 1 and v2 != v1
 
     # A broken edit: rejected, counted, logged; the last good rules stay in force.
-    default.write_text("sampling_rate: lots\nunknown_key: 1\n", encoding="utf-8")
+    _edit(default, "sampling_rate: lots\nunknown_key: 1\n")
     proc.wait_for(
         lambda: proc.total("stef_rules_reload_total", outcome="error") == 1,
         timeout_s=30,
