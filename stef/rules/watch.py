@@ -3,6 +3,13 @@
 A change is seen by each file's mtime, size and inode at every check, and by a sha256 of the
 contents on a slower timer: an edit in place to the same size with its mtime restored (``cp -p``,
 ``rsync -t``, a config tool that preserves times) changes none of the three.
+
+A change the stat check sees is read once it has stayed the same for :data:`SETTLE_S`: a file
+written in place in more than one write can be read between two of them, and cut at a line
+it may still be valid YAML (a list of forbidden tables without its tail), which would judge
+records until the next check. A change only the hash sees, and a check asked for (SIGHUP), are
+read at once: the first is a tool that put the times back after writing, the second an
+operator who says the edit is done.
 """
 
 from __future__ import annotations
@@ -48,13 +55,16 @@ def merge_scan(current: RuleSet, scan: RulesScan) -> tuple[RuleSet, list[str]]:
 
 # How often the contents are hashed (a few small files; the stat check runs every turn).
 HASH_INTERVAL_S = 60.0
+# How long a change the stat check sees must stay the same before it is read (module docstring).
+SETTLE_S = 1.0
 
 
 class RulesWatcher:
     """Hot reload: re-reads the rules path when a file changes; keeps each app's last good rules.
 
     ``hash_interval_s``: how often the contents are compared by hash as well (see the module
-    docstring), by ``clock``.
+    docstring), by ``clock``. ``settle_s``: how long, by ``clock``, a change the stat check sees
+    must stay the same before it is read (0: at the check that sees it).
 
     At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
     Every version that comes into effect (at start, after any reload, partial ones included) is
@@ -68,6 +78,7 @@ class RulesWatcher:
         on_reload: Callable[[str], object] | None = None,
         *,
         hash_interval_s: float = HASH_INTERVAL_S,
+        settle_s: float = SETTLE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = Path(path) if path is not None else None
@@ -77,6 +88,9 @@ class RulesWatcher:
         self._digest = self._content_digest()
         self._rules = load_rules(self.path)
         self._hash_interval_s = hash_interval_s
+        self._settle_s = settle_s
+        # A changed stamp not read yet, and when it was first seen.
+        self._pending: tuple[tuple[tuple[str, int, int, int], ...], float] | None = None
         self._clock = clock
         self._next_hash = clock() + hash_interval_s
         self._on_reload = on_reload
@@ -161,10 +175,24 @@ class RulesWatcher:
                 log.exception("rules_reload_callback_failed", outcome=outcome)
         return outcome
 
+    def _settling(self, stamp: tuple[tuple[str, int, int, int], ...]) -> bool:
+        """Whether the changed ``stamp`` is too new to read (it may still be being written)."""
+        now = self._clock()
+        if self._pending is None or self._pending[0] != stamp:
+            self._pending = (stamp, now)
+        return now - self._pending[1] < self._settle_s
+
     def _reload_if_changed(self, contents: bool) -> str | None:
         stamp = self._fingerprint()
-        if self.path is None or (stamp == self._stamp and not self._contents_changed(contents)):
+        if self.path is None:
             return None
+        if stamp == self._stamp:
+            self._pending = None  # a change undone before it settled
+            if not self._contents_changed(contents):
+                return None
+        elif not contents and self._settling(stamp):
+            return None
+        self._pending = None
         self._stamp = stamp
         self._digest = self._content_digest()  # before the scan, as at start
         scan = scan_rules(self.path)

@@ -129,7 +129,7 @@ def test_watcher_keeps_last_good(tmp_path: Path) -> None:
     f = d / "default.yaml"
     f.write_text("limit_min: 10\n")
     outcomes: list[str] = []
-    w = RulesWatcher(d, on_reload=outcomes.append)
+    w = RulesWatcher(d, on_reload=outcomes.append, settle_s=0.0)
     assert w.rules.default.limit_min == 10
     assert w.check() is None
     f.write_text("limit_min: 20\n# changed\n")

@@ -43,8 +43,9 @@ def rules_dir(tmp_path: Path) -> Path:
 
 
 def watch(path: Path | None) -> tuple[RulesWatcher, list[str]]:
+    """A watcher that reads a change at the check that sees it (settling has its own tests)."""
     outcomes: list[str] = []
-    return RulesWatcher(path, on_reload=outcomes.append), outcomes
+    return RulesWatcher(path, on_reload=outcomes.append, settle_s=0.0), outcomes
 
 
 def rejected(logs: list[MutableMapping[str, Any]]) -> MutableMapping[str, Any]:
@@ -194,7 +195,7 @@ def test_failing_callback_does_not_escape(rules_dir: Path) -> None:
     def on_reload(outcome: str) -> None:
         raise RuntimeError(outcome)
 
-    w = RulesWatcher(rules_dir, on_reload=on_reload)
+    w = RulesWatcher(rules_dir, on_reload=on_reload, settle_s=0.0)
     write(rules_dir / "sales.yaml", "limit_min: 1\n")
     with capture_logs() as logs:
         assert w.check() == "success"
@@ -335,3 +336,56 @@ def test_a_fifo_among_the_rules_is_refused_not_read(rules_dir: Path) -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_change_is_read_once_it_has_stayed_the_same(rules_dir: Path) -> None:
+    """A file written in place in two writes, checked between them, was read half written: cut
+    at a line it is valid YAML (the ignored column kept, the sampling line still to come) and
+    judged records with it until the next check. Now a change is read once it has stayed the same
+    for ``settle_s``, and only then."""
+    now = [1000.0]
+    w = RulesWatcher(rules_dir, on_reload=(outcomes := []).append, clock=lambda: now[0])
+    full = b"ignore_filters:\n  - tenant_id\nsampling_rate: 0.0\n"
+    cut = full.index(b"sampling_rate")
+    with (rules_dir / "sales.yaml").open("r+b") as f:
+        f.truncate()
+        f.write(full[:cut])
+        f.flush()
+        assert w.check() is None  # seen half written: not read
+        now[0] += 0.5
+        assert w.check() is None  # the same for half a second only
+        f.write(full[cut:])
+    now[0] += 0.9
+    assert w.check() is None  # changed again since: the wait starts over
+    assert w.rules.for_app("sales").sampling_rate == 1.0
+    now[0] += 1.0
+    assert w.check() == "success"
+    sales = w.rules.for_app("sales")
+    assert (sales.ignore_filters, sales.sampling_rate) == (["tenant_id"], 0.0)
+    now[0] += 5.0
+    assert w.check() is None
+    assert outcomes == ["success"]  # one reload, of the whole file
+
+
+def test_a_change_undone_before_it_settled_reads_nothing(rules_dir: Path) -> None:
+    now = [1000.0]
+    w = RulesWatcher(rules_dir, clock=lambda: now[0])
+    before = w.rules
+    moved = rules_dir / "sales.yaml.off"
+    (rules_dir / "sales.yaml").rename(moved)
+    assert w.check() is None
+    moved.rename(rules_dir / "sales.yaml")  # back as it was: same inode, size and mtime
+    now[0] += 2.0
+    assert w.check() is None
+    assert w.rules is before
+
+
+def test_a_check_asked_for_reads_an_unsettled_change_at_once(rules_dir: Path) -> None:
+    """SIGHUP is the operator saying the edit is done: no wait."""
+    now = [1000.0]
+    w = RulesWatcher(rules_dir, clock=lambda: now[0])
+    write(rules_dir / "sales.yaml", "dialect: snowflake\nlimit_min: 6000\n")
+    assert w.check(contents=True) == "success"
+    assert w.rules.for_app("sales").limit_min == 6000
+    now[0] += 2.0
+    assert w.check() is None  # read already: nothing pending
