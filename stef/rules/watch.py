@@ -7,9 +7,11 @@ contents on a slower timer: an edit in place to the same size with its mtime res
 A change the stat check sees is read once it has stayed the same for :data:`SETTLE_S`: a file
 written in place in more than one write can be read between two of them, and cut at a line
 it may still be valid YAML (a list of forbidden tables without its tail), which would judge
-records until the next check. A change only the hash sees, and a check asked for (SIGHUP), are
-read at once: the first is a tool that put the times back after writing, the second an
-operator who says the edit is done.
+records until the next check. The wait is for the whole rules path, so a change waiting longer
+than :data:`SETTLE_MAX_S` is read anyway: another file of the directory rewritten every second
+(a sidecar's, say) would otherwise hold a finished edit back for as long as it goes on. A change
+only the hash sees, and a check asked for (SIGHUP), are read at once: the first is a tool that put
+the times back after writing, the second an operator who says the edit is done.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def merge_scan(current: RuleSet, scan: RulesScan) -> tuple[RuleSet, list[str]]:
 HASH_INTERVAL_S = 60.0
 # How long a change the stat check sees must stay the same before it is read (module docstring).
 SETTLE_S = 1.0
+# How long a change may wait to settle before it is read all the same (module docstring).
+SETTLE_MAX_S = 5.0
 
 
 class RulesWatcher:
@@ -64,7 +68,8 @@ class RulesWatcher:
 
     ``hash_interval_s``: how often the contents are compared by hash as well (see the module
     docstring), by ``clock``. ``settle_s``: how long, by ``clock``, a change the stat check sees
-    must stay the same before it is read (0: at the check that sees it).
+    must stay the same before it is read (0: at the check that sees it), at most
+    :data:`SETTLE_MAX_S` after the first check that saw the rules path change.
 
     At start a bad file fails loudly (:class:`RulesError`); afterwards :meth:`check` never raises.
     Every version that comes into effect (at start, after any reload, partial ones included) is
@@ -89,8 +94,9 @@ class RulesWatcher:
         self._rules = load_rules(self.path)
         self._hash_interval_s = hash_interval_s
         self._settle_s = settle_s
-        # A changed stamp not read yet, and when it was first seen.
-        self._pending: tuple[tuple[tuple[str, int, int, int], ...], float] | None = None
+        # A changed stamp not read yet, when it was first seen, and when the first change of
+        # those not read yet was seen (the wait's cap counts from it).
+        self._pending: tuple[tuple[tuple[str, int, int, int], ...], float, float] | None = None
         self._clock = clock
         self._next_hash = clock() + hash_interval_s
         self._on_reload = on_reload
@@ -176,11 +182,15 @@ class RulesWatcher:
         return outcome
 
     def _settling(self, stamp: tuple[tuple[str, int, int, int], ...]) -> bool:
-        """Whether the changed ``stamp`` is too new to read (it may still be being written)."""
+        """Whether the changed ``stamp`` is too new to read (it may still be being written), and
+        the rules path has not been waiting for :data:`SETTLE_MAX_S` already."""
         now = self._clock()
-        if self._pending is None or self._pending[0] != stamp:
-            self._pending = (stamp, now)
-        return now - self._pending[1] < self._settle_s
+        if self._pending is None:
+            self._pending = (stamp, now, now)
+        elif self._pending[0] != stamp:
+            self._pending = (stamp, now, self._pending[2])
+        _, since, first = self._pending
+        return now - since < self._settle_s and now - first < max(SETTLE_MAX_S, self._settle_s)
 
     def _reload_if_changed(self, contents: bool) -> str | None:
         stamp = self._fingerprint()

@@ -389,3 +389,26 @@ def test_a_check_asked_for_reads_an_unsettled_change_at_once(rules_dir: Path) ->
     assert w.rules.for_app("sales").limit_min == 6000
     now[0] += 2.0
     assert w.check() is None  # read already: nothing pending
+
+
+def test_a_change_waits_at_most_settle_max_however_often_another_file_changes(
+    rules_dir: Path,
+) -> None:
+    """The wait is for the whole directory: a file beside it touched every 0.8 s held a finished
+    edit of another app back for as long as it went on (found by an attack, checks every 0.2 s).
+    The wait is capped."""
+    now = [1000.0]
+    w = RulesWatcher(rules_dir, clock=lambda: now[0])
+    write(rules_dir / "sales.yaml", "dialect: snowflake\nlimit_min: 6000\n")
+    step = 0.2
+    seen_at = None
+    for i in range(100):
+        if i % 4 == 0:
+            write(rules_dir / "support.yaml", f"dialect: postgres\nsampling_rate: 0.{i % 9 + 1}\n")
+        if w.check() is not None:
+            seen_at = i * step
+            break
+        now[0] += step
+    assert seen_at is not None
+    assert stef.rules.watch.SETTLE_MAX_S <= seen_at < stef.rules.watch.SETTLE_MAX_S + step
+    assert w.rules.for_app("sales").limit_min == 6000
