@@ -6,7 +6,7 @@ contents on a slower timer: an edit in place to the same size with its mtime res
 
 A change the stat check sees is read once it has stayed the same for :data:`SETTLE_S`: a file
 written in place in more than one write can be read between two of them, and cut at a line
-it may still be valid YAML (a list of forbidden tables without its tail), which would judge
+it may still be valid YAML (a list of benign filters without its tail), which would judge
 records until the next check. The wait is for the whole rules path, so a change waiting longer
 than :data:`SETTLE_MAX_S` is read anyway: another file of the directory rewritten every second
 (a sidecar's, say) would otherwise hold a finished edit back for as long as it goes on. A change
