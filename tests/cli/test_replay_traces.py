@@ -305,6 +305,46 @@ def test_an_export_row_nested_past_the_parser_is_a_dead_letter(tmp_path: Path) -
     assert [d["reason"] for d in dead] == ["not_json"]
 
 
+def test_an_export_trace_id_of_any_text_is_judged_and_so_is_the_rest(tmp_path: Path) -> None:
+    """A Langfuse trace id is text, not hex: ``trace-é`` stopped replay with a
+    UnicodeEncodeError (the trace's key was its id in ASCII), exit 1, the good trace before it
+    lost too."""
+    rows = _langfuse_rows(_pairs(2))
+    for row in rows[3:]:
+        row["trace_id"] = "trace-é"
+    path = tmp_path / "langfuse.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert _flat_scores(tmp_path, _pairs(2)) == {
+        r["input"]["question"]: r["score"] for r in results
+    }
+
+
+def test_export_rows_nested_about_as_deep_as_json_reads_are_dead_letters(tmp_path: Path) -> None:
+    """An ``input`` about a thousand lists deep is read by ``json.loads`` and not written back by
+    ``json.dumps`` a few levels deeper, in the trace's dead letter: RecursionError out of the
+    source, exit 1, nothing written. Which depth does it depends on the stack: a range."""
+    rows = _langfuse_rows(_pairs(1))
+    deep = [
+        json.dumps({"trace_id": f"deep{n}", "id": f"o{n}", "parent_observation_id": None})[:-1]
+        + ', "input": '
+        + "[" * n
+        + "]" * n
+        + "}"
+        for n in range(940, 1000, 4)
+    ]
+    path = tmp_path / "langfuse.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n".join(deep) + "\n")
+    status, results, err = _replay(path, tmp_path)
+    assert status == 0, err
+    assert "Traceback" not in err
+    assert [r["input"]["question"] for r in results] == [_pairs(1)[0][0]]
+    dead = [json.loads(x) for x in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert len(dead) == len(deep)
+    assert {d["reason"] for d in dead} <= {"not_json", "missing_field"}
+
+
 _RECORD = {"question": "How many customers are in EMEA?", "sql": "SELECT COUNT(*) FROM customers"}
 
 

@@ -442,6 +442,29 @@ def test_a_hostile_trace_is_a_dead_letter_and_the_next_is_judged(hostile: bytes)
     assert json.loads(out[1].payload)["sql"].startswith("SELECT COUNT(*)")
 
 
+@pytest.mark.parametrize("trace_id", ["0" * 32, "", None], ids=["zeros", "empty", "missing"])
+def test_spans_without_a_trace_id_are_not_otlp(trace_id: str | None) -> None:
+    """A trace id empty or all zeros is invalid in OTLP. Such spans of unrelated messages
+    joined one trace: of three complete traces one was judged, the others lost without a dead
+    letter."""
+    query = json.dumps({"query": "SELECT COUNT(*) FROM customers WHERE region = 'APAC'"})
+    bad = json.loads(_tool_trace(1, query))
+    for span in bad["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        if trace_id is None:
+            del span["traceId"]
+        else:
+            span["traceId"] = trace_id
+    source = OtlpSource(
+        _Messages([json.dumps(bad).encode()] * 2 + [_tool_trace(9, query)]),  # type: ignore[arg-type]
+        encoding="otlp_json",
+        signal="traces",
+        mapping=SpanMapping(),
+    )
+    out = source.poll(10, 0.0)
+    assert [e.invalid[0] if e.invalid else None for e in out] == ["not_otlp", "not_otlp", None]
+    assert "no trace id" in out[0].invalid[1]  # type: ignore[index]
+
+
 class _Polled(_Messages):
     """:class:`_Messages` that records each poll's ``max_records`` and its paused state."""
 

@@ -83,11 +83,20 @@ def decode(payload: bytes, encoding: Encoding, signal: Signal) -> list[Span]:
 
 
 def _spans(data: TracesData) -> list[Span]:
+    """Raises:
+    InvalidInput: ``not_otlp``: a span without a trace id (empty or all zeros, invalid in OTLP):
+        the spans of every such message would join one trace, and all but one trace be lost."""
     out = []
     for rs in data.resource_spans:
         resource = attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             for s in ss.spans:
+                if not s.trace_id.strip(b"\0"):
+                    raise InvalidInput(
+                        "not_otlp",
+                        f"not an OTLP TracesData message: span {s.name[:80]!r} has no trace id "
+                        "(empty or all zeros)",
+                    )
                 out.append(
                     Span(
                         trace_id=s.trace_id.hex(),

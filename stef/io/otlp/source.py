@@ -179,7 +179,8 @@ class OtlpSource:
         position = {**first.position, "trace_id": trace.trace_id}
         done = self._done_of(messages)
         claim = _claim_of(messages)
-        key = trace.trace_id.encode("ascii")
+        # An export's trace id is any text ("trace-é", a lone surrogate): never a reason to stop.
+        key = trace.trace_id.encode("utf-8", "backslashreplace")
         problem = self._problem(trace)
         if problem is not None:
             payload = _spans_json(trace)
@@ -196,7 +197,14 @@ class OtlpSource:
             return Envelope(
                 _spans_json(trace), position, key, done, claim, invalid=("internal_error", detail)
             )
-        return Envelope(_json_bytes(record), position, key, done, claim)
+        try:
+            payload = _json_bytes(record)
+        except RecursionError:  # a value nested past what json.dumps writes (an export's input)
+            detail = "the trace's record is nested deeper than JSON can be written"
+            return Envelope(
+                _spans_json(trace), position, key, done, claim, invalid=("limits_exceeded", detail)
+            )
+        return Envelope(payload, position, key, done, claim)
 
     def _problem(self, trace: Trace) -> tuple[str, str] | None:
         if trace.state == "too_large":
@@ -258,12 +266,19 @@ def _invalid(message: Envelope, reason: str, detail: str) -> Envelope:
 
 
 def _spans_json(trace: Trace) -> bytes:
-    """What a dead letter keeps of a trace: its spans' names, ids and attributes."""
+    """What a dead letter keeps of a trace: its spans' names, ids and attributes; without the
+    attributes when one is nested past what ``json.dumps`` writes (an export row's ``input``
+    about a thousand lists deep, which ``json.loads`` read: it stopped the source)."""
     body: dict[str, Any] = {
         "trace_id": trace.trace_id,
         "spans": [s.summary() for s in trace.spans],
     }
-    return _json_bytes(body)
+    try:
+        return _json_bytes(body)
+    except RecursionError:
+        for span in body["spans"]:
+            span["attributes"] = "(left out: nested deeper than JSON can be written)"
+        return _json_bytes(body)
 
 
 def _json_bytes(value: Any) -> bytes:
