@@ -187,7 +187,7 @@ class SpanMapping(BaseModel):
         max_traces: traces held at once; past it the oldest is handled as incomplete.
         max_open_bytes: the bytes of the messages the open traces came from (a message shared
             by its spans); past it, too, the oldest is handled as incomplete. The decoded spans
-            take about two to three times that in memory.
+            take about two to three times that in memory, at least about 1 KB a span.
         max_spans_per_trace: spans kept per trace; a trace with more is a dead letter.
     """
 
