@@ -197,14 +197,7 @@ class OtlpSource:
             return Envelope(
                 _spans_json(trace), position, key, done, claim, invalid=("internal_error", detail)
             )
-        try:
-            payload = _json_bytes(record)
-        except RecursionError:  # a value nested past what json.dumps writes (an export's input)
-            detail = "the trace's record is nested deeper than JSON can be written"
-            return Envelope(
-                _spans_json(trace), position, key, done, claim, invalid=("limits_exceeded", detail)
-            )
-        return Envelope(payload, position, key, done, claim)
+        return Envelope(_json_bytes(record), position, key, done, claim)
 
     def _problem(self, trace: Trace) -> tuple[str, str] | None:
         if trace.state == "too_large":
