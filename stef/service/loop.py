@@ -210,6 +210,8 @@ class Service:
                         sink.close()
                 raise
             self.server.start()
+            # The bound port: with metrics_port 0 the OS chose it, and only this line says which.
+            log.info("metrics_serving", host=s.metrics_host, port=self.server.port)
         if self.canary is not None:
             self.canary.start()
         for n in range(s.concurrency):

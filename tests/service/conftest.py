@@ -22,7 +22,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from stef.settings import Settings, load_settings
-from tests.brokers import FAST_GROUP, free_port, kafka_broker  # noqa: F401 (fixture)
+from tests.brokers import FAST_GROUP, kafka_broker  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,9 +104,9 @@ class ServiceProcess:
 
     args: list[str]
     log_path: Path
-    metrics_port: int
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+    _port: int | None = None
 
     def start(self) -> ServiceProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEF_")}
@@ -129,6 +129,18 @@ class ServiceProcess:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def metrics_port(self) -> int:
+        """The port the run bound (it is given 0, so no other process can take a port chosen
+        beforehand): its ``metrics_serving`` line. Not logged yet: ConnectionRefusedError, as
+        a scrape of a server not yet listening would be."""
+        if self._port is None:
+            serving = self.events("metrics_serving")
+            if not serving:
+                raise ConnectionRefusedError("stef run has not said its metrics port yet")
+            self._port = int(serving[0]["port"])
+        return self._port
 
     def get(self, path: str) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.metrics_port}{path}"
@@ -234,13 +246,12 @@ def service_factory(tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
         *args: str, config: dict[str, Any] | None = None, env: dict[str, str] | None = None
     ) -> ServiceProcess:
         n = len(started)
-        port = free_port()
-        argv = [*args, "--metrics-host", "127.0.0.1", "--metrics-port", str(port)]
+        argv = [*args, "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
         if config is not None:
             cfg = tmp_path / f"config-{n}.yaml"
             cfg.write_text(yaml.safe_dump(config), encoding="utf-8")
             argv += ["--config", str(cfg)]
-        proc = ServiceProcess(argv, tmp_path / f"service-{n}.log", port, dict(env or {}))
+        proc = ServiceProcess(argv, tmp_path / f"service-{n}.log", dict(env or {}))
         started.append(proc)
         return proc.start()
 

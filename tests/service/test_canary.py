@@ -324,13 +324,11 @@ def test_canary_agreement_follows_the_judge_and_never_reaches_the_results(
         encoding="utf-8",
     )
     results = tmp_path / "results.jsonl"
-    port = free_port()
     service = ServiceProcess(
         ["--config", str(config), "--source", f"file:{source}", "--follow",
          "--results", f"file:{results}", "--dead-letters", f"file:{tmp_path / 'dead.jsonl'}",
-         "--rules", str(RULES), "--metrics-port", str(port), "--canary", str(CANARY)],
+         "--rules", str(RULES), "--metrics-port", "0", "--canary", str(CANARY)],
         tmp_path / "stef.log",
-        port,
         env={"STEF_LLM_BASE_URL": server.base_url, "STEF_LLM_MODEL": "fake-judge"},
     ).start()  # fmt: skip
     try:
