@@ -465,6 +465,84 @@ def test_spans_without_a_trace_id_are_not_otlp(trace_id: str | None) -> None:
     assert "no trace id" in out[0].invalid[1]  # type: ignore[index]
 
 
+def _one_span_traces(n: int, first: int = 1) -> bytes:
+    """One OTLP proto message of ``n`` traces of one (root) span each."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+    data = TracesData()
+    spans = data.resource_spans.add().scope_spans.add().spans
+    for i in range(first, first + n):
+        span = spans.add(name="ask", trace_id=i.to_bytes(16, "big"), span_id=i.to_bytes(8, "big"))
+        span.attributes.add(key="input.value", value={"string_value": "q"})
+    return data.SerializeToString()
+
+
+def test_a_message_of_more_spans_than_max_spans_per_message_is_a_dead_letter_whole() -> None:
+    """Counted before any span is decoded: 300,000 one-span traces in one 8.6 MiB message
+    (0.5 MiB compressed) took about 1 GB and a minute and a half, deaf to a stop meanwhile."""
+    big = _one_span_traces(6)
+    inner = _Messages([big, _one_span_traces(5, first=100)])
+    source = OtlpSource(
+        inner,  # type: ignore[arg-type]
+        encoding="otlp_proto",
+        signal="traces",
+        mapping=SpanMapping(max_spans_per_message=5),
+    )
+    out = source.poll(20, 0.0)
+    reasons = [e.invalid[0] if e.invalid else None for e in out]
+    # The message at the limit is read: five traces without SQL, one dead letter each.
+    assert reasons == ["limits_exceeded"] + ["missing_field"] * 5
+    assert out[0].payload == big and "6 spans, more than 5" in out[0].invalid[1]  # type: ignore[index]
+    assert "max_spans_per_message" in out[0].invalid[1]  # type: ignore[index]
+    assert out[0].position == {"file": "x", "line": 1}
+    with pytest.raises(InvalidInput) as err:
+        decode(big, "otlp_proto", "traces", max_spans=5)
+    assert err.value.reason == "limits_exceeded"
+    assert len(decode(big, "otlp_proto", "traces", max_spans=6)) == 6
+
+
+def test_max_spans_per_message_counts_the_log_records_of_a_logs_message() -> None:
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+
+    data = LogsData()
+    records = data.resource_logs.add().scope_logs.add().log_records
+    for i in range(1, 4):
+        records.add(trace_id=i.to_bytes(16, "big"), span_id=i.to_bytes(8, "big"))
+    payload = data.SerializeToString()
+    with pytest.raises(InvalidInput) as err:
+        decode(payload, "otlp_proto", "logs", max_spans=2)
+    assert err.value.reason == "limits_exceeded" and "3 log records" in err.value.detail
+    assert len(decode(payload, "otlp_proto", "logs", max_spans=3)) == 3
+
+
+def test_a_trace_becomes_its_record_when_a_poll_hands_it_out(monkeypatch: Any) -> None:
+    """One message of many traces is not converted in the poll that reads it: a poll builds
+    the records it hands out, so the loop sees a stop between polls, not after all of them."""
+    import stef.io.otlp.source as source_module
+
+    built: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        built.append(1)
+        return trace_record(*args, **kwargs)
+
+    monkeypatch.setattr(source_module, "trace_record", counted)
+    inner = _Messages([_one_span_traces(1000)])
+    source = OtlpSource(inner, encoding="otlp_proto", signal="traces", mapping=SpanMapping())  # type: ignore[arg-type]
+    first = source.poll(10, 0.0)
+    assert (len(first), len(built)) == (10, 10)
+    out = first
+    while not source.exhausted:
+        out += source.poll(100, 0.0)
+    assert len(out) == len(built) == 1000
+    assert len({e.position["trace_id"] for e in out}) == 1000
+    for envelope in out[:-1]:
+        envelope.on_done()
+    assert inner.done == []  # one trace of the message is not done yet
+    out[-1].on_done()
+    assert inner.done == [0]
+
+
 class _Polled(_Messages):
     """:class:`_Messages` that records each poll's ``max_records`` and its paused state."""
 

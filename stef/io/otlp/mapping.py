@@ -189,6 +189,9 @@ class SpanMapping(BaseModel):
             by its spans); past it, too, the oldest is handled as incomplete. The decoded spans
             take about two to three times that in memory, at least about 1 KB a span.
         max_spans_per_trace: spans kept per trace; a trace with more is a dead letter.
+        max_spans_per_message: spans (or log records) one OTLP message may carry; a message
+            with more is a dead letter, whole, before any of it is decoded. The Collector's
+            batch processor sends 8,192 spans a batch by default.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -207,6 +210,7 @@ class SpanMapping(BaseModel):
     max_traces: int = Field(10_000, ge=1)
     max_open_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_spans_per_trace: int = Field(2_000, ge=1)
+    max_spans_per_message: int = Field(50_000, ge=1)
 
     def picks(self, field: str) -> tuple[Pick, ...]:
         """The settings' picks for ``field``, then the preset's."""

@@ -57,7 +57,9 @@ class OtlpSource:
         decoder: Callable[[bytes], list[Span]] | None = None,
     ) -> None:
         self.inner = inner
-        self.decoder = decoder or (lambda payload: decode(payload, encoding, signal))
+        self.decoder = decoder or (
+            lambda payload: decode(payload, encoding, signal, mapping.max_spans_per_message)
+        )
         self.mapping = mapping
         self.fields = fields or FieldMapping()
         self._assembler = Assembler(
@@ -68,7 +70,9 @@ class OtlpSource:
             settle_s=mapping.settle_s,
             max_bytes=mapping.max_open_bytes,
         )
-        self._ready: deque[Envelope] = deque()
+        # Dead letters of messages, and closed traces: a trace becomes its record only when a
+        # poll hands it out, so one message of thousands of traces is not converted in one poll.
+        self._ready: deque[Envelope | Trace] = deque()
         # message -> traces of it not yet done; guarded: workers finish records concurrently.
         self._pending: dict[Envelope, int] = {}
         self._lock = threading.Lock()
@@ -136,11 +140,11 @@ class OtlpSource:
         wait = timeout_s if not self._ready and not self._inner_paused else 0.0
         for message in self.inner.poll(0 if self._inner_paused else max_records, wait):
             self._take(message)
-        for trace in self._assembler.expired(everything=self.inner.exhausted):
-            self._ready.append(self._record(trace))
+        self._ready.extend(self._assembler.expired(everything=self.inner.exhausted))
         out: list[Envelope] = []
         while self._ready and len(out) < max_records:
-            out.append(self._ready.popleft())
+            item = self._ready.popleft()
+            out.append(item if isinstance(item, Envelope) else self._record(item))
         return out
 
     def _take(self, message: Envelope) -> None:
@@ -170,8 +174,7 @@ class OtlpSource:
         ids, closed = self._assembler.add(spans, message, len(message.payload))
         with self._lock:  # before any record of it is handed out: none is done yet
             self._pending[message] = len(ids)  # the traces it reached, each done once
-        for trace in closed:
-            self._ready.append(self._record(trace))
+        self._ready.extend(closed)
 
     def _record(self, trace: Trace) -> Envelope:
         messages: list[Envelope] = [m for m in trace.sources if isinstance(m, Envelope)]
