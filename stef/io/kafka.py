@@ -83,6 +83,7 @@ class KafkaSource:
         self.unreachable_timeout_s = unreachable_timeout_s
         self._unreachable_since: float | None = None
         self._checked_ends = 0.0
+        self._closing = False
 
     # ------------------------------------------------------------------------------ protocol
 
@@ -340,6 +341,10 @@ class KafkaSource:
             self.commit()
         except CommitError as exc:  # the consumer is closed all the same; the rest redelivered
             log.warning("commit_failed", error=str(exc))
+        # The close revokes every partition. The drain is over by now: a record still being
+        # judged had its drain timeout, and a message whose other traces an OTLP source still
+        # holds is never done here. Neither is waited for again (both are redelivered).
+        self._closing = True
         try:
             self._consumer.close(autocommit=False)
         except KafkaError as exc:
@@ -361,7 +366,7 @@ class KafkaSource:
     def on_revoked(self, revoked: list[TopicPartition]) -> None:
         """Let the records of ``revoked`` being judged finish (bounded), skip those not started,
         commit what is done in order, abandon the rest."""
-        deadline = time.monotonic() + self.revoke_timeout_s
+        deadline = time.monotonic() + (0.0 if self._closing else self.revoke_timeout_s)
         with self._lock:
             trackers = {tp: self._trackers.pop(tp) for tp in revoked if tp in self._trackers}
         # Records fetched but not started are left to the next owner (judging them here would
