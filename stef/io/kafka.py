@@ -341,14 +341,17 @@ class KafkaSource:
             self.commit()
         except CommitError as exc:  # the consumer is closed all the same; the rest redelivered
             log.warning("commit_failed", error=str(exc))
-        # The close revokes every partition. The drain is over by now: a record still being
-        # judged had its drain timeout, and a message whose other traces an OTLP source still
-        # holds is never done here. Neither is waited for again (both are redelivered).
+        # The close revokes every partition, and waits for nothing: the service closes its
+        # source once its drain is over (or given up: a second signal, SIGQUIT, a failure), so
+        # a record still being judged had its time, and a message whose other traces an OTLP
+        # source still holds is never done here. Both are read again by the group.
         self._closing = True
         try:
             self._consumer.close(autocommit=False)
         except KafkaError as exc:
             log.warning("consumer_close_failed", error=str(exc))
+        finally:
+            self._closing = False
         self._consumer = None
 
     # ---------------------------------------------------------------------------- rebalance

@@ -492,7 +492,7 @@ def test_a_message_of_more_spans_than_max_spans_per_message_is_a_dead_letter_who
     reasons = [e.invalid[0] if e.invalid else None for e in out]
     # The message at the limit is read: five traces without SQL, one dead letter each.
     assert reasons == ["limits_exceeded"] + ["missing_field"] * 5
-    assert out[0].payload == big and "6 spans, more than 5" in out[0].invalid[1]  # type: ignore[index]
+    assert out[0].payload == big and "more than 5 spans" in out[0].invalid[1]  # type: ignore[index]
     assert "max_spans_per_message" in out[0].invalid[1]  # type: ignore[index]
     assert out[0].position == {"file": "x", "line": 1}
     with pytest.raises(InvalidInput) as err:
@@ -511,8 +511,98 @@ def test_max_spans_per_message_counts_the_log_records_of_a_logs_message() -> Non
     payload = data.SerializeToString()
     with pytest.raises(InvalidInput) as err:
         decode(payload, "otlp_proto", "logs", max_spans=2)
-    assert err.value.reason == "limits_exceeded" and "3 log records" in err.value.detail
+    assert err.value.reason == "limits_exceeded" and "2 log records" in err.value.detail
     assert len(decode(payload, "otlp_proto", "logs", max_spans=3)) == 3
+
+
+def _framed(field: int, body: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    return _VarintBytes(field << 3 | 2) + _VarintBytes(len(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("payload", "encoding"),
+    [
+        (b"\x0a\x00" * 500_000, "otlp_proto"),  # empty resource entries: read one by one
+        (_framed(1, _framed(2, b"\x12\x00" * 500_000)), "otlp_proto"),  # empty spans
+        (b"\x10\x01" * 500_000, "otlp_proto"),  # unknown fields around no span at all
+        (json.dumps({"resourceSpans": [{}] * 20_000}).encode(), "otlp_json"),
+        (
+            json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{}] * 2000}]}]}).encode(),
+            "otlp_json",
+        ),
+    ],
+    ids=["empty-resources", "empty-spans", "unknown-fields", "json-resources", "json-spans"],
+)
+def test_a_message_of_many_tiny_entries_is_refused_before_it_is_parsed(
+    payload: bytes, encoding: str
+) -> None:
+    """Each is a few bytes an entry and about a hundred times that parsed: 20 MiB of empty
+    spans took 2 GB; 20 MiB of empty resource entries took 29 s, deaf to SIGTERM, to become
+    an empty export's dead letter."""
+    with pytest.raises(InvalidInput) as err:
+        decode(payload, encoding, "traces", max_spans=1000)  # type: ignore[arg-type]
+    assert err.value.reason == "limits_exceeded"
+
+
+def test_the_count_on_the_wire_is_the_count_parsed() -> None:
+    """Random messages of SDK shape (resources, scopes, spans with attributes): over a limit
+    exactly when they hold more spans than it; bytes that are not a message are left to the
+    parser (not_otlp)."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+    from stef.io.otlp.wire import over_limit
+
+    rnd = random.Random(7)
+    for _ in range(200):
+        data, n = TracesData(), 0
+        for _ in range(rnd.randint(1, 4)):
+            resource = data.resource_spans.add(schema_url="s" * rnd.randint(0, 3))
+            resource.resource.attributes.add(key="service.name").value.string_value = "sales"
+            for _ in range(rnd.randint(0, 3)):
+                scope = resource.scope_spans.add()
+                scope.scope.name = "sdk"
+                for _ in range(rnd.randint(0, 5)):
+                    span = scope.spans.add(
+                        trace_id=rnd.randbytes(16), span_id=rnd.randbytes(8), name="x" * 200
+                    )
+                    span.attributes.add(key="k").value.string_value = "v" * rnd.randint(0, 300)
+                    n += 1
+        payload = data.SerializeToString()
+        assert over_limit(payload, n + 1) is False and over_limit(payload, n) is False
+        if n:
+            assert over_limit(payload, n - 1) is True
+            assert over_limit(payload[:-1], n) is None  # cut: the parser says not_otlp
+    with pytest.raises(InvalidInput) as err:
+        decode(_one_span_traces(3)[:-1], "otlp_proto", "traces", max_spans=10)
+    assert err.value.reason == "not_otlp"
+
+
+def test_a_poll_decodes_messages_only_while_it_has_too_few_traces_ready(
+    monkeypatch: Any,
+) -> None:
+    """A fetch of many large messages is not decoded in one poll: six messages of 50,000
+    traces each took one poll 5.9 s and 520 MB."""
+    import stef.io.otlp.source as source_module
+
+    decoded: list[int] = []
+
+    def counted(payload: bytes, *args: Any) -> list[Span]:
+        decoded.append(1)
+        return decode(payload, *args)
+
+    monkeypatch.setattr(source_module, "decode", counted)
+    inner = _Messages([_one_span_traces(100, first=1 + 100 * i) for i in range(3)])
+    mapping = SpanMapping(settle_s=0)  # whole traces are ready at once
+    source = OtlpSource(inner, encoding="otlp_proto", signal="traces", mapping=mapping)  # type: ignore[arg-type]
+    assert (len(source.poll(10, 0.0)), len(decoded)) == (10, 1)
+    assert not source.exhausted  # the other two messages are held, not decoded yet
+    out: list[Envelope] = []
+    while not source.exhausted:
+        out += source.poll(150, 0.0)
+    assert len(out) == 290 and len(decoded) == 3
 
 
 def test_a_trace_becomes_its_record_when_a_poll_hands_it_out(monkeypatch: Any) -> None:

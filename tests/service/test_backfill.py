@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stef.testing.fake_server import FakeLlmServer
-from tests.brokers import Broker, free_port
+from tests.brokers import Broker
 from tests.service.conftest import ROOT, read_jsonl, valid_record
 
 with warnings.catch_warnings():
@@ -180,6 +180,18 @@ def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]] | 
     }
 
 
+def _logged_port(log: Path) -> int | None:
+    """The port of the backfill's ``backfill_metrics`` log line, once it is written."""
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:  # a line being written
+            continue
+        if isinstance(event, dict) and event.get("event") == "backfill_metrics":
+            return int(event["port"])
+    return None
+
+
 def test_backfill_metrics_are_their_own_families_not_the_live_ones(
     tmp_path: Path, kafka_broker: Broker
 ) -> None:
@@ -191,30 +203,32 @@ def test_backfill_metrics_are_their_own_families_not_the_live_ones(
     start = datetime.now(UTC)
     time.sleep(0.1)
     _produce_singly(kafka_broker, topic, range(0, 4))
-    port = free_port()
     results = tmp_path / "results.jsonl"
-    with FakeLlmServer(latency_s=0.7) as llm:
+    log = tmp_path / "backfill.log"
+    with FakeLlmServer(latency_s=0.7) as llm, log.open("wb") as stderr_file:
         env = _env(STEF_LLM_BASE_URL=llm.base_url, STEF_LLM_MODEL="fake-judge")
         env["STEF_METRICS_PORT"] = "9"  # the live service's setting: the backfill ignores it
         cmd = [
             sys.executable, "-m", "stef.cli", "backfill", "--source", kafka_broker.url(topic),
             "--from", start.isoformat(), "--results", f"file:{results}",
             "--dead-letters", f"file:{tmp_path / 'dead.jsonl'}", "--concurrency", "1",
-            "--metrics-port", str(port), "--log-level", "warning",
+            # Port 0: one chosen beforehand can be taken by another process meanwhile.
+            "--metrics-port", "0",
         ]  # fmt: skip
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=stderr_file)
         scrapes = []
         try:
             while proc.poll() is None:
-                got = _scrape(port)
+                port = _logged_port(log)
+                got = None if port is None else _scrape(port)
                 if got is not None:
                     scrapes.append(got)
                 time.sleep(0.1)
         finally:
             if proc.poll() is None:
                 proc.kill()
-            _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 0, stderr[-3000:]
+            proc.wait(timeout=30)
+    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
     assert len(read_jsonl(results)) == 4
     assert scrapes, "the backfill's /metrics never answered"
     families = set().union(*scrapes)

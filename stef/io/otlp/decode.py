@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from stef.errors import ConfigError, InvalidInput
 from stef.io.otlp.spans import Span
+from stef.io.otlp.wire import FIELDS_MORE, FIELDS_PER_SPAN, over_limit
 
 try:
     from google.protobuf import json_format
@@ -55,9 +56,10 @@ def decode(
     """The spans (or log records) of one message.
 
     Args:
-        max_spans: the spans (or log records) one message may carry (None: any number). They
-            are counted before any is decoded: a span takes at least about 1 KB decoded, so
-            300,000 one-span traces in 8.6 MiB took about 1 GB and a minute and a half.
+        max_spans: the spans (or log records) one message may carry (None: any number),
+            counted before the message is parsed (:mod:`.wire`): a span takes at least about
+            1 KB decoded, so 300,000 one-span traces in 8.6 MiB took about 1 GB and a minute
+            and a half.
 
     Raises:
         InvalidInput: ``not_otlp``: the bytes are not a ``TracesData`` / ``LogsData`` message in
@@ -67,6 +69,8 @@ def decode(
     kind = "TracesData" if signal == "traces" else "LogsData"
     try:
         if encoding == "otlp_proto":
+            if max_spans is not None and over_limit(payload, max_spans):
+                _too_many(kind, max_spans)
             message.ParseFromString(payload)
         else:
             tree = json.loads(payload)
@@ -77,6 +81,8 @@ def decode(
                     f"not an OTLP {kind} message ({encoding}): "
                     f"a JSON {what} without {_TOP_FIELDS[signal][0]}",
                 )
+            if max_spans is not None and _json_over_limit(tree, signal, max_spans):
+                _too_many(kind, max_spans)
             _hex_ids_to_base64(tree)
             json_format.ParseDict(tree, message, ignore_unknown_fields=True)
     except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
@@ -84,26 +90,60 @@ def decode(
         raise InvalidInput(
             "not_otlp", f"not an OTLP {kind} message ({encoding}): {detail}"
         ) from exc
-    if max_spans is not None:
-        _check_count(message, max_spans)
     if isinstance(message, TracesData):
         return _spans(message)
     return _logs(message)
 
 
-def _check_count(message: TracesData | LogsData, limit: int) -> None:
-    if isinstance(message, TracesData):
-        what = "spans"
-        n = sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
-    else:
-        what = "log records"
-        n = sum(len(sl.log_records) for rl in message.resource_logs for sl in rl.scope_logs)
-    if n > limit:
-        raise InvalidInput(
-            "limits_exceeded",
-            f"the message carries {n:,} {what}, more than {limit:,} "
-            "(span_mapping.max_spans_per_message)",
-        )
+# The JSON names of the lists of entries at each level (resource, scope, span), both spellings.
+_JSON_ENTRIES = {
+    "traces": (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",)),
+    "logs": (
+        ("resourceLogs", "resource_logs"),
+        ("scopeLogs", "scope_logs"),
+        ("logRecords", "log_records"),
+    ),
+}
+
+
+def _json_over_limit(tree: dict[str, Any], signal: Signal, max_spans: int) -> bool:
+    """:func:`~stef.io.otlp.wire.over_limit` of OTLP JSON, before it is parsed into objects:
+    its spans (log records) and its resource and scope entries."""
+    names = _JSON_ENTRIES[signal]
+    spans = 0
+    entries_left = FIELDS_PER_SPAN * max_spans + FIELDS_MORE
+    for resource in _entries(tree, names[0]):
+        for scope in _entries(resource, names[1]):
+            spans += len(_entries(scope, names[2]))
+            entries_left -= 1
+            if spans > max_spans or entries_left < 0:
+                return True
+        entries_left -= 1
+        if entries_left < 0:
+            return True
+    return False
+
+
+def _entries(node: Any, names: tuple[str, ...]) -> list[Any]:
+    """The list under the first of ``names`` that ``node`` holds (none when it is not an
+    object: the parser says so)."""
+    if isinstance(node, dict):
+        for name in names:
+            if isinstance(node.get(name), list):
+                return list(node[name])
+    return []
+
+
+def _too_many(kind: str, max_spans: int) -> None:
+    """Raises:
+    InvalidInput: ``limits_exceeded``, always."""
+    what = "spans" if kind == "TracesData" else "log records"
+    raise InvalidInput(
+        "limits_exceeded",
+        f"the {kind} message holds more than {max_spans:,} {what} (or more than "
+        f"{FIELDS_PER_SPAN} times as many resource and scope entries): "
+        "span_mapping.max_spans_per_message",
+    )
 
 
 def _spans(data: TracesData) -> list[Span]:

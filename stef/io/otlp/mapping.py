@@ -190,8 +190,9 @@ class SpanMapping(BaseModel):
             take about two to three times that in memory, at least about 1 KB a span.
         max_spans_per_trace: spans kept per trace; a trace with more is a dead letter.
         max_spans_per_message: spans (or log records) one OTLP message may carry; a message
-            with more is a dead letter, whole, before any of it is decoded. The Collector's
-            batch processor sends 8,192 spans a batch by default.
+            with more (or with more resource and scope entries than eight times that and
+            1,024) is a dead letter, whole, counted before it is parsed (:mod:`.wire`). The
+            Collector's batch processor sends 8,192 spans a batch by default.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

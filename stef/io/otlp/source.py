@@ -73,6 +73,9 @@ class OtlpSource:
         # Dead letters of messages, and closed traces: a trace becomes its record only when a
         # poll hands it out, so one message of thousands of traces is not converted in one poll.
         self._ready: deque[Envelope | Trace] = deque()
+        # Messages fetched, not decoded yet: a poll decodes only while it has fewer traces
+        # ready than it hands out, so a fetch of many large messages is not decoded at once.
+        self._messages: deque[Envelope] = deque()
         # message -> traces of it not yet done; guarded: workers finish records concurrently.
         self._pending: dict[Envelope, int] = {}
         self._lock = threading.Lock()
@@ -122,7 +125,12 @@ class OtlpSource:
 
     @property
     def exhausted(self) -> bool:
-        return self.inner.exhausted and not self._ready and not len(self._assembler)
+        return (
+            self.inner.exhausted
+            and not self._messages
+            and not self._ready
+            and not len(self._assembler)
+        )
 
     @property
     def open_traces(self) -> int:
@@ -133,14 +141,17 @@ class OtlpSource:
         """At most ``max_records`` traces (none when the loop asks for none: its window is
         full). The message source is polled every time, so a Kafka consumer keeps its group
         membership however long the traces already read take to judge (one message can carry
-        hundreds); it is paused while they are more than this fetch asks for, and whatever it
-        returns is taken, never dropped."""
-        self._backlog = len(self._ready) >= max_records
+        hundreds); it is paused while they are more than this fetch asks for or a message
+        fetched is not decoded yet, and whatever it returns is taken, never dropped."""
+        self._backlog = len(self._ready) >= max_records or bool(self._messages)
         self._apply_pause()
-        wait = timeout_s if not self._ready and not self._inner_paused else 0.0
-        for message in self.inner.poll(0 if self._inner_paused else max_records, wait):
-            self._take(message)
-        self._ready.extend(self._assembler.expired(everything=self.inner.exhausted))
+        held = self._ready or self._messages
+        wait = timeout_s if not held and not self._inner_paused else 0.0
+        self._messages.extend(self.inner.poll(0 if self._inner_paused else max_records, wait))
+        while self._messages and len(self._ready) < max_records:
+            self._take(self._messages.popleft())
+        end = self.inner.exhausted and not self._messages
+        self._ready.extend(self._assembler.expired(everything=end))
         out: list[Envelope] = []
         while self._ready and len(out) < max_records:
             item = self._ready.popleft()
