@@ -501,6 +501,22 @@ def test_a_message_of_more_spans_than_max_spans_per_message_is_a_dead_letter_who
     assert len(decode(big, "otlp_proto", "traces", max_spans=6)) == 6
 
 
+def test_a_message_of_more_than_max_message_bytes_is_a_dead_letter_unread() -> None:
+    """Parsed, a message takes up to about 30 times its bytes (3.8 MiB of empty values in one
+    attribute took 100 MB): past the bound it is not read at all."""
+    big, small = _one_span_traces(60), _one_span_traces(2, first=100)
+    assert len(small) < 1024 < len(big)
+    source = OtlpSource(
+        _Messages([big, small]),  # type: ignore[arg-type]
+        encoding="otlp_proto",
+        signal="traces",
+        mapping=SpanMapping(max_message_bytes=1024, settle_s=0),
+    )
+    out = source.poll(10, 0.0)
+    assert [e.invalid[0] for e in out if e.invalid] == ["limits_exceeded"] + ["missing_field"] * 2
+    assert out[0].payload == big and "span_mapping.max_message_bytes" in out[0].invalid[1]  # type: ignore[index]
+
+
 def test_max_spans_per_message_counts_the_log_records_of_a_logs_message() -> None:
     from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 

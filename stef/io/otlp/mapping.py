@@ -193,6 +193,10 @@ class SpanMapping(BaseModel):
             with more (or with more resource and scope entries than eight times that and
             1,024) is a dead letter, whole, counted before it is parsed (:mod:`.wire`). The
             Collector's batch processor sends 8,192 spans a batch by default.
+        max_message_bytes: the bytes of one OTLP message (after Kafka's decompression); a
+            message with more is a dead letter, whole, unread. Parsed, a message takes up to
+            about 30 times its bytes (many tiny attribute values): the Collector's Kafka
+            exporter sends at most 1 MB by default.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -212,6 +216,7 @@ class SpanMapping(BaseModel):
     max_open_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_spans_per_trace: int = Field(2_000, ge=1)
     max_spans_per_message: int = Field(50_000, ge=1)
+    max_message_bytes: int = Field(16 * 1024 * 1024, ge=1024)
 
     def picks(self, field: str) -> tuple[Pick, ...]:
         """The settings' picks for ``field``, then the preset's."""

@@ -162,6 +162,13 @@ class OtlpSource:
         if message.oversized is not None or message.invalid is not None:
             self._ready.append(message)  # dead-lettered as it is
             return
+        if len(message.payload) > self.mapping.max_message_bytes:
+            detail = (
+                f"the message is {len(message.payload):,} bytes, more than "
+                f"{self.mapping.max_message_bytes:,} (span_mapping.max_message_bytes)"
+            )
+            self._ready.append(_invalid(message, "limits_exceeded", detail))
+            return
         try:
             spans = self.decoder(message.payload)
         except InvalidInput as exc:
