@@ -545,12 +545,26 @@ def _framed(field: int, body: bytes) -> bytes:
         (_framed(1, _framed(2, b"\x12\x00" * 500_000)), "otlp_proto"),  # empty spans
         (b"\x10\x01" * 500_000, "otlp_proto"),  # unknown fields around no span at all
         (json.dumps({"resourceSpans": [{}] * 20_000}).encode(), "otlp_json"),
+        # Both spellings: the parser reads the last, so an empty first one hid the spans.
+        (
+            json.dumps(
+                {"resourceSpans": [], "resource_spans": [{"scopeSpans": [{"spans": [{}] * 2000}]}]}
+            ).encode(),
+            "otlp_json",
+        ),
         (
             json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{}] * 2000}]}]}).encode(),
             "otlp_json",
         ),
     ],
-    ids=["empty-resources", "empty-spans", "unknown-fields", "json-resources", "json-spans"],
+    ids=[
+        "empty-resources",
+        "empty-spans",
+        "unknown-fields",
+        "json-resources",
+        "json-both-spellings",
+        "json-spans",
+    ],
 )
 def test_a_message_of_many_tiny_entries_is_refused_before_it_is_parsed(
     payload: bytes, encoding: str
@@ -561,6 +575,18 @@ def test_a_message_of_many_tiny_entries_is_refused_before_it_is_parsed(
     with pytest.raises(InvalidInput) as err:
         decode(payload, encoding, "traces", max_spans=1000)  # type: ignore[arg-type]
     assert err.value.reason == "limits_exceeded"
+
+
+def test_a_group_field_is_not_otlp_unparsed() -> None:
+    """OTLP writes no group, and protobuf reads an unknown one: the count, which cannot read
+    it, left the message to the parser without a limit (8.3 million empty spans behind a
+    4-byte group took 1.5 GB)."""
+    group = b"\xa3\x06\xa4\x06"  # field 100: start group, end group
+    span = _framed(2, _framed(1, b"\x01" * 16) + _framed(2, b"\x02" * 8))
+    payload = group + _framed(1, _framed(2, span * 5000))
+    with pytest.raises(InvalidInput) as err:
+        decode(payload, "otlp_proto", "traces", max_spans=1000)
+    assert err.value.reason == "not_otlp"
 
 
 def test_the_count_on_the_wire_is_the_count_parsed() -> None:

@@ -69,8 +69,8 @@ def decode(
     kind = "TracesData" if signal == "traces" else "LogsData"
     try:
         if encoding == "otlp_proto":
-            if max_spans is not None and over_limit(payload, max_spans):
-                _too_many(kind, max_spans)
+            if max_spans is not None:
+                _check_wire(payload, kind, max_spans)
             message.ParseFromString(payload)
         else:
             tree = json.loads(payload)
@@ -125,13 +125,29 @@ def _json_over_limit(tree: dict[str, Any], signal: Signal, max_spans: int) -> bo
 
 
 def _entries(node: Any, names: tuple[str, ...]) -> list[Any]:
-    """The list under the first of ``names`` that ``node`` holds (none when it is not an
-    object: the parser says so)."""
-    if isinstance(node, dict):
-        for name in names:
-            if isinstance(node.get(name), list):
-                return list(node[name])
-    return []
+    """The lists under every one of ``names`` that ``node`` holds, joined (none when it is not
+    an object: the parser says so). Every spelling: the parser reads the last one the object
+    holds, so counting the first let an empty ``resourceSpans`` hide a full ``resource_spans``
+    after it."""
+    if not isinstance(node, dict):
+        return []
+    return [entry for name in names if isinstance(node.get(name), list) for entry in node[name]]
+
+
+def _check_wire(payload: bytes, kind: str, max_spans: int) -> None:
+    """Raises:
+    InvalidInput: ``limits_exceeded`` past the limit; ``not_otlp`` for bytes the count cannot
+        read (cut, or a group field, which the parser would read without a limit and OTLP
+        never writes)."""
+    over = over_limit(payload, max_spans)
+    if over is None:
+        raise InvalidInput(
+            "not_otlp",
+            f"not an OTLP {kind} message (otlp_proto): its fields do not read as protobuf "
+            "without groups",
+        )
+    if over:
+        _too_many(kind, max_spans)
 
 
 def _too_many(kind: str, max_spans: int) -> None:
