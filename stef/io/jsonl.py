@@ -53,6 +53,11 @@ from stef.io.rotation import (
 log = structlog.get_logger(__name__)
 
 _CHUNK = 1 << 16
+# Bytes read into a line without its end before the poll's deadline is looked at again, so a
+# poll returns by it (and its caller sees a stop): a run of zero bytes as long as the old file
+# (a copytruncate rotation of a writer that does not append) was read on for a minute after
+# SIGTERM. About 10 ms of reading.
+_LONG_LINE_STEP = 8 << 20
 
 # A file renamed away is read until it has gone this long unwritten. Fluent Bit's and Fluentd's
 # tail wait 5 s (``rotate_wait``). A writer holding the renamed file finishes its line at once
@@ -338,6 +343,7 @@ class FileSource:
         self._buffer = LineBuffer(max_line_bytes)
         self._eof = False
         self._waiting = False
+        self._mid_line = False  # the last read stopped inside a long line: no sleep
         # Lines handed out, numbered in order across files; a commit saves the end of the
         # last one done with every one before it done too.
         self._tracker = OffsetTracker()
@@ -386,7 +392,7 @@ class FileSource:
                 continue
             if out or self.exhausted or time.monotonic() >= deadline:
                 break
-            if self._waiting:
+            if self._waiting or self._mid_line:  # no sleep: more is there, or waited for
                 continue
             time.sleep(min(self.poll_interval_s, max(0.0, deadline - time.monotonic())))
         return out
@@ -564,18 +570,24 @@ class FileSource:
         return True
 
     def _next_line(self) -> tuple[bytes | CutLine, _File] | None:
-        """The next complete line and its file, or None when there is none yet (or ever)."""
+        """The next complete line and its file, or None when there is none yet (or ever), or
+        when :data:`_LONG_LINE_STEP` bytes were read without one (``_mid_line``: the rest of
+        the line is read at the next call)."""
+        self._mid_line = False
+        read = 0
         while True:
-            file = self._file
+            file = self._current()
             if file is None:
-                if self.follow and self._advance():
-                    continue
                 return None
             line = self._buffer.line()
             if line is not None:
                 return self._take(file, line)
+            if read >= _LONG_LINE_STEP:
+                self._mid_line = True
+                return None
             chunk = self._read(file)
             if chunk:
+                read += len(chunk)
                 self._buffer.feed(chunk)
                 continue
             if self._waiting:
@@ -588,6 +600,14 @@ class FileSource:
             if self._advance():
                 continue
             return None
+
+    def _current(self) -> _File | None:
+        """The file being read; when it is gone (rotated away), the next one a followed source
+        has (None: none yet, or not following)."""
+        while self._file is None:
+            if not (self.follow and self._advance()):
+                return None
+        return self._file
 
     def _take(self, file: _File, line: bytes | CutLine) -> tuple[bytes | CutLine, _File]:
         file.consumed += line.raw_len if isinstance(line, CutLine) else len(line)

@@ -135,3 +135,29 @@ def test_a_file_source_dead_letters_a_cut_line_with_its_length_and_sha256(
     assert letter["payload_truncated"] is True
     assert letter["error"].endswith("the limit is 1000")  # the source's, what cut the line
     assert big.startswith(original_payload(letter))
+
+
+def test_a_poll_returns_by_its_deadline_inside_a_line_of_gigabytes(tmp_path: Path) -> None:
+    """A sparse file's run of zero bytes (a copytruncate rotation under a writer that does not
+    append) was read to its end inside one poll: SIGTERM waited a minute for a 50 GiB line.
+    Now a poll looks at its deadline every few MiB, and the rest of the line is read later."""
+    log = tmp_path / "sparse.jsonl"
+    with log.open("wb") as f:
+        f.write(b'{"id": "a"}\n')
+        f.seek(1 << 30)  # 1 GiB of zero bytes, no newline
+        f.write(b'\n{"id": "b"}\n')
+    fs = FileSource(str(log), max_line_bytes=1000)
+    fs.start()
+    try:
+        assert [e.payload for e in fs.poll(10, 5.0)] == [b'{"id": "a"}']
+        assert fs.poll(10, 0.0) == []  # read into the line, and returned
+        assert fs._buffer.scanned < 64 << 20
+        out = []
+        while not fs.exhausted:
+            out += fs.poll(10, 0.2)
+        assert [e.oversized.size if e.oversized else e.payload for e in out] == [
+            (1 << 30) - len(b'{"id": "a"}\n'),
+            b'{"id": "b"}',
+        ]
+    finally:
+        fs.close()
