@@ -81,7 +81,7 @@ class _Status(Exception):
         self.headers = response.headers
         text = response.content.decode("utf-8", "replace").strip()
         body: Any = text
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):  # an error body nested deep: text
             body = json.loads(text)
         self.body: Any = body.get("error", body) if isinstance(body, dict) else body
         self.message = text or f"HTTP {self.status_code}"
@@ -139,10 +139,11 @@ def retry_after_s(headers: Any) -> float | None:
         value = headers.get(name)
         if value is None:
             continue
-        try:
+        with contextlib.suppress(ValueError):
             return max(0.0, float(value) / scale)
-        except ValueError:
-            parsed = email.utils.parsedate_tz(str(value))
+        parsed = email.utils.parsedate_tz(str(value))
+        # A date it cannot place (year 10000 and past) is no date: as if there were none.
+        with contextlib.suppress(ValueError, OverflowError):
             if parsed is not None:
                 return max(0.0, email.utils.mktime_tz(parsed) - time.time())
     return None

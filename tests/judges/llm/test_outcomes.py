@@ -221,6 +221,25 @@ def test_retry_after_beyond_the_total_budget_gives_up_at_once(
     assert result.score is None and result.tier is None
 
 
+@pytest.mark.parametrize(
+    "step",
+    [
+        # A date past year 9999: mktime_tz raised ValueError out of the retry decision.
+        Error(429, retry_after="Mon, 01 Jan 10000 00:00:00 GMT"),
+        Raw(429, b"[" * 200_000),  # an error body nested past json.loads: RecursionError
+        Raw(500, b"[" * 200_000),
+    ],
+    ids=["retry-after-year-10000", "429-nested-body", "500-nested-body"],
+)
+def test_an_unreadable_error_answer_is_retried_like_any_other(
+    server: FakeLlmServer, judge: LlmJudge, pipeline_for: PipelineFor, step: Error | Raw
+) -> None:
+    """Each was an internal error, the record's call never retried."""
+    server.script(step, Reply(reply()))
+    result = pipeline_for(judge).judge_record(make_record())
+    assert (result.outcome, result.score, result.usage.attempts) == ("evaluated", 100.0, 2)
+
+
 def test_retries_are_bounded_by_count(
     server: FakeLlmServer,
     judge_factory: Make,
