@@ -4,10 +4,15 @@ listed in the replay summary and fail a replay where the judge failed on every r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
-from collections.abc import Iterator
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ from structlog.testing import capture_logs
 
 from stef.cli import main
 from stef.exits import Exit
+from stef.judges.llm import preflight
 from stef.models import JudgeInfo, Result
 from stef.service.judge_errors import JudgeErrorLog
 from stef.testing.fake_server import Error, FakeLlmServer, Raw, Reply
@@ -224,6 +230,65 @@ def test_check_fails_on_an_endpoint_that_answers_a_web_page(
     with FakeLlmServer(models=HTML, default=lambda r: Raw(200, HTML)) as server:
         _endpoint(monkeypatch, server.base_url, "")
         _check_fails(capsys, server.base_url, "not an OpenAI models list")
+
+
+@contextmanager
+def _models_answering(body: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A server on 127.0.0.1 that reads a request's head and answers with ``body(connection)``
+    (which writes the whole answer, status line included); its base URL."""
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                if not (got := self.request.recv(4096)):
+                    return
+                head += got
+            with contextlib.suppress(OSError):
+                body(self.request)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _endless(connection: socket.socket) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n" % 65536 + b"[" * 65536 + b"\r\n"
+    for _ in range(100_000):  # 6.5 GB, if it were read to the end
+        connection.sendall(chunk)
+
+
+def _trickle(connection: socket.socket) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    for _ in range(100_000):
+        connection.sendall(b" ")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [(_endless, "answered more than 4,194,304 bytes"), (_trickle, "still arriving 1 s after")],
+    ids=["endless", "trickle"],
+)
+def test_a_models_answer_without_end_fails_the_check_within_its_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    body: Callable[[socket.socket], None],
+    needle: str,
+) -> None:
+    """Read whole, an endless answer filled memory at the rate it came (2.2 GB in 6 s) and a
+    trickled one held the start for as long as it went on, deaf to SIGTERM."""
+    monkeypatch.setattr(preflight, "CHECK_TIMEOUT_S", 1.0)
+    with _models_answering(body) as url:
+        _endpoint(monkeypatch, url, RIGHT)
+        _check_fails(capsys, url, needle)
 
 
 def _check_refuses(capsys: pytest.CaptureFixture[str], *needles: str) -> None:

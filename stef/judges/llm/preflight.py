@@ -11,14 +11,18 @@ models under other names (Azure lists models, not deployments).
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
 try:  # the transport under openai >= 3
+    import httpx2 as _http
     from httpx2 import Response as _HttpResponse
 except ImportError:  # pragma: no cover - earlier openai releases run on httpx
+    import httpx as _http  # type: ignore[no-redef,import-not-found,unused-ignore]
     from httpx import Response as _HttpResponse  # type: ignore[no-redef,import-not-found,assignment,unused-ignore]
 
 from stef.errors import EndpointError
@@ -26,8 +30,12 @@ from stef.judges.llm.client import _message
 from stef.judges.llm.config import LlmConfig
 from stef.redact import redact
 
-# The check waits at most this long for an answer (a record's call may take the full timeout_s).
+# The check waits at most this long for an answer (a record's call may take the full timeout_s),
+# and for its body once the headers came, however slowly it trickles.
 CHECK_TIMEOUT_S = 10.0
+# The most of an answer the check reads: a models list of thousands of models is far less. An
+# answer without end filled memory at the rate it came (2.2 GB in 6 s), deaf to SIGTERM.
+MAX_CHECK_BYTES = 4 * 1024 * 1024
 # Statuses meaning "this route does not exist here", not "the endpoint is broken".
 _NO_ROUTE = frozenset({404, 405, 501})
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -76,13 +84,20 @@ def check_endpoint(config: LlmConfig) -> Checked:
     url = config.base_url or DEFAULT_BASE_URL
     key = config.api_key.get_secret_value() if config.api_key is not None else ""
     secrets = (key,) if key else ()
+    timeout = min(config.timeout_s, CHECK_TIMEOUT_S)
+
+    def bounded(response: Any) -> None:
+        """Before the body is read: read it within the bounds."""
+        response.stream = _BoundedStream(response.stream, timeout)
+
     client = openai.OpenAI(
         api_key=key or "none",
         base_url=url,
         organization=None,
         project=None,
-        timeout=min(config.timeout_s, CHECK_TIMEOUT_S),
+        timeout=timeout,
         max_retries=0,
+        http_client=_http.Client(follow_redirects=True, event_hooks={"response": [bounded]}),
     )
     try:
         try:
@@ -100,6 +115,8 @@ def check_endpoint(config: LlmConfig) -> Checked:
         raise EndpointError(url, exc.status_code, _message(exc, secrets)) from None
     except openai.APITimeoutError:
         raise EndpointError(url, None, f"no answer within {client.timeout} s") from None
+    except _Unbounded as exc:  # the body is read outside openai's own error handling
+        raise EndpointError(url, None, str(exc)) from None
     except openai.APIConnectionError as exc:
         cause = redact(exc.__cause__ or exc, secrets)
         raise EndpointError(url, None, f"cannot connect: {cause}") from None
@@ -107,6 +124,33 @@ def check_endpoint(config: LlmConfig) -> Checked:
         raise EndpointError(url, None, f"unusable answer: {redact(exc, secrets)}") from None
     finally:
         client.close()
+
+
+class _Unbounded(Exception):
+    """An answer larger than :data:`MAX_CHECK_BYTES`, or still arriving the check's timeout
+    after its headers."""
+
+
+class _BoundedStream(_http.SyncByteStream):
+    def __init__(self, inner: Any, timeout_s: float) -> None:
+        self._inner = inner
+        self._timeout_s = timeout_s
+        self._deadline = time.monotonic() + timeout_s
+
+    def __iter__(self) -> Iterator[bytes]:
+        size = 0
+        for chunk in self._inner:
+            size += len(chunk)
+            if size > MAX_CHECK_BYTES:
+                raise _Unbounded(f"answered more than {MAX_CHECK_BYTES:,} bytes to the check")
+            if time.monotonic() > self._deadline:
+                raise _Unbounded(
+                    f"its answer was still arriving {self._timeout_s:g} s after its headers"
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def _not_openai(content: bytes) -> str:
