@@ -70,8 +70,8 @@ def verdict_probability(text: str | None, tokens: Sequence[TokenLogprob] | None)
     non-ASCII rationales, may spell the reply differently from its content).
 
     Returns:
-        P(pass) / (P(pass) + P(fail)), or None when the reply or its tokens hold no verdict, or
-        no alternative at the verdict names a label.
+        P(pass) / (P(pass) + P(fail)), or None when the reply or its tokens hold no verdict,
+        or more than one, or no alternative at the verdict names a label.
     """
     if not text or not tokens or not _VERDICT_KEY.search(text):
         return None
@@ -79,9 +79,11 @@ def verdict_probability(text: str | None, tokens: Sequence[TokenLogprob] | None)
     texts = tokens.texts if isinstance(tokens, TokenLogprobs) else [t.token for t in tokens]
     spelt = "".join(texts)
     found = list(_VERDICT_KEY.finditer(spelt))
-    if not found:
+    if len(found) != 1:
+        # Two: text after the object read (a second "verdict" key outside it) could give the
+        # probability of a verdict other than the one parsed: none is read.
         return None
-    start = found[-1].end()
+    start = found[0].end()
     # The token whose text holds the character at ``start``: the first that ends past it.
     ends = list(accumulate(map(len, texts)))
     i = bisect_right(ends, start)

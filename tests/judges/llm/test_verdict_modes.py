@@ -351,6 +351,23 @@ def test_verdict_probability_reads_a_token_that_starts_before_the_value() -> Non
     assert verdict_probability(text, tokens[:3]) is None
 
 
+def test_a_second_verdict_key_outside_the_reply_gives_no_probability() -> None:
+    """The reply's object is read between its first and last brace; a second "verdict" after
+    it gave its own probability to the first one's verdict (0.0009 to a parsed Likely
+    Correct, and the score halved)."""
+    text = '{"verdict": "Likely Correct"}\nFinal "verdict": "Incorrect"'
+    tokens = [
+        _lp('{"verdict": "', {'{"verdict": "': 1.0}),
+        _lp("Likely", {"Likely": 0.9, "Incorrect": 0.1}),
+        _lp(' Correct"}\nFinal "verdict": "', {' Correct"}\nFinal "verdict": "': 1.0}),
+        _lp("Incorrect", {"Incorrect": 0.999, "Correct": 0.001}),
+        _lp('"', {'"': 1.0}),
+    ]
+    assert verdict_probability(text, tokens) is None
+    alone = [*tokens[:2], _lp(' Correct"}', {' Correct"}': 1.0})]
+    assert verdict_probability('{"verdict": "Likely Correct"}', alone) == pytest.approx(0.9)
+
+
 def test_verdict_probability_reads_the_alternatives_in_any_case() -> None:
     # A verdict is read in any case ("incorrect"), so are the alternatives at its position: read
     # in one case only, "incorrect" (0.95) beside "correct" (0.04) and "Correct" (0.01) was 1.0
