@@ -95,6 +95,15 @@ class LlmReply(_Wire):
     verdict: Verdict
     confidence: float = Field(description="certainty in the verdict, 0 to 1")
 
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, v: Any) -> Any:
+        """``true`` is not a certainty of 1 (pydantic reads it so): the reply is asked again,
+        as for any confidence that is not a number. A number written as text is read."""
+        if isinstance(v, bool):
+            raise ValueError("confidence must be a number between 0 and 1, not true or false")
+        return v
+
     # A validator, not Field(ge=, le=): some strict json_schema implementations reject bounds.
     @field_validator("confidence")
     @classmethod

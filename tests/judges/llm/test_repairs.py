@@ -555,10 +555,12 @@ def test_an_out_of_range_confidence_is_reasked_then_read_as_zero(
     assert len(server.chat_requests()) == 2
 
 
+@pytest.mark.parametrize("confidence", ["high", True, False])
 def test_a_confidence_that_is_not_a_number_is_still_an_error(
-    server: FakeLlmServer, run: Callable[..., Any]
+    server: FakeLlmServer, run: Callable[..., Any], confidence: object
 ) -> None:
-    content = {**reply(), "confidence": "high"}
+    """``true`` too: pydantic read it as a certainty of 1 (a Correct scored 90, as 1.0 does)."""
+    content = {**reply(), "confidence": confidence}
     server.script(Reply(content), Reply(content))
     result = run(server)
     assert result.outcome == "judge_error"
