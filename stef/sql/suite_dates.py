@@ -22,6 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from stef.sql.dialects import dialect_of
+from stef.sql.fetch import limit_generated
 
 _UNITS = {"day", "week", "month", "quarter", "year", "hour", "minute", "second"}
 # EXTRACT's units as STRFTIME formats (``dow``: 0 for Sunday, as PostgreSQL has it).
@@ -206,6 +207,14 @@ def constant_year(node: exp.Expr) -> int | None:
     return year if year is not None and 1000 <= year <= 9999 else None
 
 
+# The SQLite steps (virtual machine instructions) a column-free expression is evaluated in, a
+# count, not a time, so every build reads it alike: DATE('now', '-7 days') takes a few dozen, and
+# a recursive CTE inside one counted to 10^9 past the record's CPU budget (it is not checked
+# inside SQLite). Its values are held as the generated databases' are (randomblob(10^9): 1 GB).
+_MAX_STEPS = 100_000
+_STEP = 1_000
+
+
 def _evaluated(node: exp.Expr) -> object:
     """What SQLite gives for a column-free expression (None when it has a column or fails)."""
     if node.find(exp.Column) is not None:
@@ -217,6 +226,14 @@ def _evaluated(node: exp.Expr) -> object:
         return None
     try:
         register(conn)
+        limit_generated(conn)
+        steps = [0]
+
+        def counted() -> int:  # SQLite aborts the statement when this returns non-zero
+            steps[0] += _STEP
+            return int(steps[0] > _MAX_STEPS)
+
+        conn.set_progress_handler(counted, _STEP)
         row = conn.execute(sql).fetchone()
     except (sqlite3.Error, OverflowError, ValueError):
         return None

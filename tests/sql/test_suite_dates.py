@@ -54,6 +54,25 @@ def test_a_column_free_date_expression_is_folded_and_one_with_a_column_is_not() 
     assert constant_date(sqlglot.parse_one("d - INTERVAL '7 days'", read="postgres")) is None
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # A recursive CTE counting to 10^9 inside the modifier: it ran past the record's CPU
+        # budget (checked only once SQLite returned), over 150 s for one gold_sql record.
+        "DATE('now', '-' || (WITH RECURSIVE c AS (SELECT 1 UNION ALL SELECT 1 FROM c) "
+        "SELECT COUNT(*) FROM (SELECT 1 FROM c LIMIT 1000000000)) || ' days')",
+        # A blob of 1 GB: the process took 1.1 GB.
+        "DATE('now', '-' || LENGTH(RANDOMBLOB(1000000000)) || ' days')",
+    ],
+    ids=["recursive-count", "huge-blob"],
+)
+def test_a_constant_expression_is_evaluated_within_bounds_or_not_at_all(sql: str) -> None:
+    assert constant_date(sqlglot.parse_one(sql, read="sqlite")) is None
+    # The bound is far above what a date needs.
+    deep = "DATE('now', '-7 days', '+1 day', 'start of month', '+3 months', 'weekday 1')"
+    assert constant_date(sqlglot.parse_one(deep, read="sqlite")) is not None
+
+
 def test_now_is_pinned_in_every_spelling() -> None:
     sql = (
         "SELECT CURRENT_TIMESTAMP, CURRENT_DATE, DATE('now'), STRFTIME('%Y', 'NOW'), DATETIME(), "
