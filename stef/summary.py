@@ -240,7 +240,10 @@ class Summary:
     by_backend: dict[str, int] = field(default_factory=dict)
     llm_tokens: int = 0
     worst_n: int = 0  # keep this many lowest-scored evaluated records (stef summary --worst)
-    _worst: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
+    # (-score, id, arrival, row): the arrival breaks a tie of score and id (a record judged
+    # twice, at least once), which compared the rows (dicts) and raised.
+    _worst: list[tuple[float, str, int, dict[str, Any]]] = field(default_factory=list)
+    _arrived: int = 0
 
     def add(self, result: Result) -> None:
         key = (
@@ -272,7 +275,8 @@ class Summary:
             "issues": list(result.issues),
             "question": result.input.question if result.input is not None else None,
         }
-        entry = (-(result.score or 0.0), result.id, row)
+        self._arrived += 1
+        entry = (-(result.score or 0.0), result.id, self._arrived, row)
         if len(self._worst) < self.worst_n:
             heapq.heappush(self._worst, entry)
         elif entry[0] > self._worst[0][0]:
@@ -280,7 +284,7 @@ class Summary:
 
     def worst(self) -> list[dict[str, Any]]:
         """The kept lowest-scored records, lowest first (ties by id)."""
-        return [row for _, _, row in sorted(self._worst, key=lambda e: (-e[0], e[1]))]
+        return [row for *_, row in sorted(self._worst, key=lambda e: (-e[0], e[1], e[2]))]
 
     def extend(self, results: Iterable[Result]) -> Summary:
         for r in results:

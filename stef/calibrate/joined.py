@@ -109,8 +109,10 @@ def render_disagreements(rows: Sequence[Mapping[str, Any]], threshold: float) ->
     for r in rows:
         label = "correct" if r["label"] else "incorrect"
         p = "" if r["p_correct"] is None else f" p_correct {r['p_correct']:.2f}"
+        # None: a result with p_correct but no score (the pass rule read p_correct).
+        score = "-" if r["score"] is None else f"{r['score']:g}"
         out.append(
-            f"  {r['id']}  app {r['app'] or '-'}  labelled {label}  score {r['score']:g}{p}"
+            f"  {r['id']}  app {r['app'] or '-'}  labelled {label}  score {score}{p}"
             f"  issues {', '.join(r['issues']) or '-'}"
         )
         if r["question"]:

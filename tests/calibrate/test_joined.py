@@ -84,3 +84,13 @@ def test_disagreements_limit_and_text(
 def test_half_given_is_a_usage_error(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", *extra]) == 2
     assert "--results and --labels" in capsys.readouterr().err
+
+
+def test_a_disagreement_without_a_score_is_listed_with_a_dash() -> None:
+    """Under a calibration its p_correct decides it, and the text's score format raised on a
+    result without a score."""
+    from stef.calibrate.joined import render_disagreements
+
+    row = {"id": "n", "app": "sales", "label": True, "score": None, "p_correct": 0.38}
+    text = render_disagreements([{**row, "issues": [], "note": "", "question": None}], 0.55)
+    assert "n  app sales  labelled correct  score - p_correct 0.38" in text

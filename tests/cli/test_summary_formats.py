@@ -237,3 +237,18 @@ def test_worst_n_lists_the_lowest_scores_first(
         main(["summary", str(path), "--worst", "-1"])
     assert stopped.value.code == 2
     assert "--worst: must be at least 0" in capsys.readouterr().err
+
+
+def test_worst_n_lists_a_record_judged_twice_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At least once: the same id and score twice compared the rows (dicts) and raised."""
+    path = _results_with_usage(tmp_path)
+    lines = path.read_text().splitlines()
+    again = json.loads(lines[0])
+    again["issues"] = ["filters_extra"]
+    path.write_text("\n".join([*lines, json.dumps(again)]) + "\n")
+    data = json.loads(
+        _summary(capsys, str(path), "--worst", "5", "--format", "json", "--calibration", "none")
+    )
+    assert [row["id"] for row in data["worst"]] == ["b", "a", "a"]
